@@ -1,0 +1,192 @@
+"""Apache RocketMQ 5.x (name server, broker with the gRPC proxy in local mode) from Maven Central jars.
+
+The jars are resolved by Maven from ``deploy/rocketmq/pom.xml`` into ``<state>/rocketmq/lib`` and run
+with ``java -cp``; no release archive is downloaded. The broker runs inside the proxy process in
+*local* mode (``ProxyStartup -pm Local``), which serves the remoting protocol Sluice speaks on the
+broker port and the gRPC API the official 5.x clients use on the proxy port, in one JVM.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from deploy.local.config import REPO_ROOT, StackConfig
+from deploy.local.process import ManagedProcess, StackError, ensure_port_free, port_open, wait_until
+
+POM = REPO_ROOT / "deploy" / "rocketmq" / "pom.xml"
+BROKER_NAME = "broker-a"
+CLUSTER_NAME = "DefaultCluster"
+
+# Java 17 needs these for RocketMQ's direct-buffer and reflection tricks.
+_JAVA_OPENS = [
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens=java.base/java.lang=ALL-UNNAMED",
+    "--add-opens=java.base/java.util=ALL-UNNAMED",
+    "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED",
+]
+
+
+def java_binary() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").exists():
+        return str(Path(java_home) / "bin" / "java")
+    found = shutil.which("java")
+    if not found:
+        raise StackError("rocketmq: Java is missing; install a JDK 17 (`apt-get install -y openjdk-17-jdk-headless`)")
+    return found
+
+
+def home(cfg: StackConfig) -> Path:
+    return cfg.state_dir / "rocketmq"
+
+
+def lib_dir(cfg: StackConfig) -> Path:
+    return home(cfg) / "lib"
+
+
+def ensure_jars(cfg: StackConfig) -> Path:
+    """Resolve the RocketMQ jars with Maven once per pom.xml content."""
+    lib = lib_dir(cfg)
+    stamp = lib / ".pom-sha256"
+    digest = hashlib.sha256(POM.read_bytes()).hexdigest()
+    if stamp.exists() and stamp.read_text() == digest:
+        return lib
+    mvn = shutil.which("mvn")
+    if not mvn:
+        raise StackError("rocketmq: Maven (`mvn`) is missing; install it with `apt-get install -y maven`")
+    shutil.rmtree(lib, ignore_errors=True)
+    lib.mkdir(parents=True)
+    result = subprocess.run(
+        [mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies", f"-DoutputDirectory={lib}"],
+        capture_output=True, text=True,
+    )
+    if result.returncode != 0:
+        raise StackError(f"rocketmq: Maven could not resolve the RocketMQ jars: {result.stdout[-800:]}{result.stderr[-400:]}")
+    stamp.write_text(digest)
+    return lib
+
+
+def _jvm(cfg: StackConfig, heap: str) -> list[str]:
+    return [
+        java_binary(), f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC", "-XX:MaxDirectMemorySize=1g",
+        *_JAVA_OPENS,
+        f"-Drocketmq.home.dir={home(cfg)}", f"-Duser.home={home(cfg)}",
+        "-cp", f"{lib_dir(cfg)}/*",
+    ]
+
+
+def java_tool(cfg: StackConfig, main_class: str, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run a Java main class from the RocketMQ jars (e.g. the benchmark producer)."""
+    env = {**os.environ, "ROCKETMQ_HOME": str(home(cfg)), "NAMESRV_ADDR": cfg.namesrv_address}
+    return subprocess.run(
+        [*_jvm(cfg, "256m"), main_class, *args],
+        capture_output=True, text=True, timeout=timeout_s, env=env,
+    )
+
+
+def mqadmin(cfg: StackConfig, *args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+    """RocketMQ's admin tool: ``mqadmin(cfg, "updateTopic", "-t", "T", "-c", "DefaultCluster")``."""
+    if not args:
+        raise ValueError("mqadmin needs a sub-command")
+    return java_tool(cfg, "org.apache.rocketmq.tools.command.MQAdminStartup", *args, "-n", cfg.namesrv_address,
+                     timeout_s=timeout_s)
+
+
+def create_topic(cfg: StackConfig, topic: str, queues: int = 4) -> None:
+    result = mqadmin(cfg, "updateTopic", "-t", topic, "-c", CLUSTER_NAME, "-r", str(queues), "-w", str(queues))
+    if result.returncode != 0 or "success" not in result.stdout:
+        raise StackError(f"rocketmq: could not create topic {topic}: {result.stdout[-500:]}{result.stderr[-500:]}")
+
+
+def _write_properties(path: Path, values: dict[str, object]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+
+
+class NameServer:
+    def __init__(self, cfg: StackConfig) -> None:
+        self.cfg = cfg
+        self.proc = ManagedProcess("rocketmq-namesrv", cfg.state_dir)
+
+    def start(self) -> None:
+        if self.healthy():
+            return
+        ensure_jars(self.cfg)
+        ensure_port_free("rocketmq name server", self.cfg.host, self.cfg.namesrv_port, "SLUICE_NAMESRV_PORT")
+        conf = home(self.cfg) / "conf" / "namesrv.properties"
+        _write_properties(conf, {"listenPort": self.cfg.namesrv_port, "bindAddress": self.cfg.host})
+        self.proc.start([*_jvm(self.cfg, "256m"), "org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(conf)],
+                        env={"ROCKETMQ_HOME": str(home(self.cfg))})
+        wait_until(self.healthy, service="rocketmq name server", proc=self.proc, timeout_s=60)
+
+    def healthy(self) -> bool:
+        return self.proc.is_running() and port_open(self.cfg.host, self.cfg.namesrv_port)
+
+    def stop(self) -> None:
+        self.proc.stop()
+
+
+class Broker:
+    """Broker + gRPC proxy (local mode) in one JVM."""
+
+    def __init__(self, cfg: StackConfig) -> None:
+        self.cfg = cfg
+        self.proc = ManagedProcess("rocketmq-broker", cfg.state_dir)
+
+    def _write_config(self) -> tuple[Path, Path]:
+        store = home(self.cfg) / "store"
+        broker_conf = home(self.cfg) / "conf" / "broker.properties"
+        _write_properties(broker_conf, {
+            "brokerClusterName": CLUSTER_NAME, "brokerName": BROKER_NAME, "brokerId": 0,
+            "brokerIP1": self.cfg.host, "bindAddress": self.cfg.host, "listenPort": self.cfg.broker_port,
+            "haListenPort": self.cfg.broker_port + 1, "namesrvAddr": self.cfg.namesrv_address,
+            "storePathRootDir": store, "storePathCommitLog": store / "commitlog",
+            "autoCreateTopicEnable": "false", "autoCreateSubscriptionGroup": "true",
+            "mappedFileSizeCommitLog": 256 * 1024 * 1024, "flushDiskType": "ASYNC_FLUSH",
+            "deleteWhen": "04", "fileReservedTime": 48, "diskMaxUsedSpaceRatio": 95,
+            "enablePropertyFilter": "true",
+        })
+        proxy_conf = home(self.cfg) / "conf" / "rmq-proxy.json"
+        proxy_conf.write_text(json.dumps({
+            "rocketMQClusterName": CLUSTER_NAME,
+            "namesrvAddr": self.cfg.namesrv_address,
+            "grpcServerPort": self.cfg.proxy_port,
+            "remotingListenPort": self.cfg.proxy_port + 1,
+        }))
+        return broker_conf, proxy_conf
+
+    def start(self) -> None:
+        if self.healthy():
+            return
+        ensure_jars(self.cfg)
+        ensure_port_free("rocketmq broker", self.cfg.host, self.cfg.broker_port, "SLUICE_BROKER_PORT")
+        ensure_port_free("rocketmq proxy", self.cfg.host, self.cfg.proxy_port, "SLUICE_PROXY_PORT")
+        broker_conf, proxy_conf = self._write_config()
+        self.proc.start(
+            [*_jvm(self.cfg, "1g"), "org.apache.rocketmq.proxy.ProxyStartup", "-pm", "Local",
+             "-bc", str(broker_conf), "-pc", str(proxy_conf), "-n", self.cfg.namesrv_address],
+            env={"ROCKETMQ_HOME": str(home(self.cfg))},
+        )
+        wait_until(self.healthy, service="rocketmq broker", proc=self.proc, timeout_s=120, interval_s=1)
+
+    def registered(self) -> bool:
+        """The broker is listed by the name server (what clients need to find it)."""
+        result = mqadmin(self.cfg, "clusterList", timeout_s=30)
+        return result.returncode == 0 and f"{self.cfg.host}:{self.cfg.broker_port}" in result.stdout
+
+    def healthy(self) -> bool:
+        return (
+            self.proc.is_running()
+            and port_open(self.cfg.host, self.cfg.broker_port)
+            and port_open(self.cfg.host, self.cfg.proxy_port)
+            and self.registered()
+        )
+
+    def stop(self) -> None:
+        self.proc.stop(timeout_s=60)
