@@ -1,0 +1,77 @@
+"""Session fixtures shared by every test: the real local stack, one SparkSession, fresh names.
+
+The stack is started by the project's own scripts (``deploy.local.stack.up``) and left running
+after the session, so a second ``make test`` reuses it; every test gets its own PostgreSQL schema
+and RocketMQ topic so tests never see each other's data.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+from deploy.local.config import StackConfig
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from sqlalchemy.engine import Engine
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "fault: injects a real fault (kills or restarts a process)")
+    config.addinivalue_line("markers", "slow: takes more than a few seconds")
+
+
+@pytest.fixture(scope="session")
+def stack_config() -> StackConfig:
+    from deploy.local import stack
+
+    cfg = StackConfig.from_env()
+    statuses = stack.up(cfg)
+    unhealthy = [s.name for s in statuses if not s.healthy]
+    assert not unhealthy, f"local stack services not healthy: {unhealthy}"
+    return cfg
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    from worker.spark import get_spark
+
+    session = get_spark(os.environ.get("SLUICE_SPARK_MASTER") or "local[2]", app_name="sluice-tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_engine(stack_config: StackConfig) -> Iterator[Engine]:
+    from sqlalchemy import create_engine
+
+    engine = create_engine(stack_config.database_url, pool_pre_ping=True)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def fresh_schema(pg_engine: Engine) -> Iterator[str]:
+    from sqlalchemy import text
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with pg_engine.begin() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{name}"'))
+    yield name
+    with pg_engine.begin() as conn:
+        conn.execute(text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'))
+
+
+@pytest.fixture
+def topic_name(stack_config: StackConfig) -> str:
+    """A fresh topic with 4 queues, created with RocketMQ's own admin tool."""
+    from deploy.local.rocketmq import create_topic
+
+    name = f"T_{uuid.uuid4().hex[:12]}"
+    create_topic(stack_config, name, queues=4)
+    return name

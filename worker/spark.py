@@ -1,0 +1,45 @@
+"""The one SparkSession of a process.
+
+A cold SparkSession costs ~7 s and a first job several more (DESIGN.md), so a worker process (and
+the test session) builds it once and every task reuses it; the master is configuration (local[*],
+spark://…, k8s://… or a Spark Connect sc:// URL), never code.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+_lock = threading.Lock()
+_session: SparkSession | None = None
+
+
+def get_spark(master: str | None = None, *, app_name: str = "sluice-worker") -> SparkSession:
+    """Return the process's SparkSession, creating it on first use."""
+    global _session
+    with _lock:
+        if _session is not None:
+            return _session
+        from pyspark.sql import SparkSession
+
+        master = master or os.environ.get("SLUICE_SPARK_MASTER") or "local[2]"
+        if master.startswith("sc://"):
+            _session = SparkSession.builder.remote(master).appName(app_name).getOrCreate()
+            return _session
+        _session = (
+            SparkSession.builder.master(master)
+            .appName(app_name)
+            .config("spark.sql.shuffle.partitions", "4")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+            .config("spark.python.worker.reuse", "true")
+            .config("spark.driver.memory", os.environ.get("SLUICE_SPARK_DRIVER_MEMORY", "2g"))
+            .config("spark.sql.session.timeZone", "UTC")
+            .getOrCreate()
+        )
+        _session.sparkContext.setLogLevel("WARN")
+        return _session
