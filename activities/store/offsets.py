@@ -1,0 +1,350 @@
+"""The offset store: committed positions and the batch ledger in PostgreSQL.
+
+It is the truth the micro-batch protocol (DESIGN.md) restarts from:
+
+1. ``pending_plan(connector, task)``: a plan recorded but never committed is re-run identically.
+2. Otherwise the planner reads ``committed_positions`` and builds batch ``last_batch_id + 1``.
+3. ``record_plan(plan)`` writes it PLANNED *before* any record is read.
+4. The task reads exactly the plan's ranges and writes them to the target.
+5. ``commit(plan)`` moves the positions to ``plan.end_positions()`` and marks the batch COMMITTED,
+   in one transaction.
+
+Delivery guarantees per path:
+
+* **Exactly once** — the sink's target is this PostgreSQL database: the sink opens
+  ``transaction()`` (or its own engine.begin() on the same database), writes the batch's rows and
+  calls ``commit(plan, connection=conn)`` on that connection. Data, positions and ledger status
+  become visible together or not at all, so a crash anywhere leaves either the whole batch or
+  nothing, and the re-run of the pending plan writes it once.
+* **Exactly once, by idempotence** — a target keyed by batch id or record position (upsert on a
+  key, a file named after the batch): the write is repeated on re-run but converges to one copy;
+  the commit runs in the store's own transaction afterwards.
+* **At least once** — any other target: a crash between the target's write and ``commit`` re-runs
+  the same plan, so that batch's records are delivered twice. Because a pending plan is replayed
+  with the same ranges, duplicates are confined to that one batch.
+
+Whatever the caller does, the store never lets a stored position move backwards through
+``commit`` (checked under row locks and again by a guarded upsert) and never commits a batch twice;
+only the admin ``set_positions`` may rewind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, delete, func, select, text, update
+from sqlalchemy.engine import make_url
+
+from activities.store import rows
+from activities.store.errors import (
+    BatchAlreadyCommittedError,
+    PlanConflictError,
+    PlanNotRecordedError,
+    PositionRegressionError,
+    batch_ref,
+)
+from activities.store.ledger import (
+    BatchRecord,
+    ranges_to_json,
+    record_from_row,
+    same_ranges,
+)
+from activities.store.schema import COMMITTED, PLANNED, advisory_lock_key, check_identifier, store_tables
+from activities.store.schema import migrate as run_migrations
+from connectors.model import BatchPlan, PartitionRange
+
+ADMIN_TASK = -1
+
+
+class OffsetStore:
+    """Committed positions and the batch ledger of every connector, in one PostgreSQL schema."""
+
+    def __init__(self, database_url: str, *, schema: str = "sluice", engine: Engine | None = None) -> None:
+        self.schema = check_identifier(schema, "offset store schema")
+        self._owns_engine = engine is None
+        self._engine = engine if engine is not None else create_engine(database_url, pool_pre_ping=True)
+        self._t = store_tables(schema)
+
+    def __repr__(self) -> str:
+        url = self._engine.url.render_as_string(hide_password=True)
+        return f"OffsetStore({url!r}, schema={self.schema!r})"
+
+    @property
+    def engine(self) -> Engine:
+        return self._engine
+
+    def dispose(self) -> None:
+        """Close pooled connections, if this store created its engine."""
+        if self._owns_engine:
+            self._engine.dispose()
+
+    def migrate(self) -> None:
+        """Create or upgrade the store's tables; safe to call from every worker at start."""
+        with self._engine.begin() as conn:
+            run_migrations(conn, self.schema)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """A transaction on the store's database, for writing data and ``commit``-ing together."""
+        with self._engine.begin() as conn:
+            yield conn
+
+    def same_database(self, database_url: str) -> bool:
+        """Whether ``database_url`` names this store's database (host, port, database)."""
+        other = make_url(database_url)
+        mine = self._engine.url
+        return (other.host or "localhost", other.port or 5432, other.database) == (
+            mine.host or "localhost",
+            mine.port or 5432,
+            mine.database,
+        )
+
+    # ---- positions -------------------------------------------------------------------------
+
+    def committed_positions(self, connector: str, task_id: int | None = None) -> dict[str, int]:
+        """Next position per partition key, keyed exactly like ``BatchPlan.end_positions()``.
+
+        With ``task_id`` only the positions last committed by that task are returned; a planner
+        whose partition assignment may have changed should read all of them and pick its own.
+        """
+        so, sp = self._t.source_offsets, self._t.sink_positions
+        q_source = select(so.c.partition, so.c.position).where(so.c.connector == connector)
+        q_sink = select(sp.c.topic, sp.c.queue, sp.c.position).where(sp.c.connector == connector)
+        if task_id is not None:
+            q_source = q_source.where(so.c.task_id == task_id)
+            q_sink = q_sink.where(sp.c.task_id == task_id)
+        with self._engine.connect() as conn:
+            out = {row.partition: int(row.position) for row in conn.execute(q_source)}
+            out.update({f"{row.topic}/{row.queue}": int(row.position) for row in conn.execute(q_sink)})
+        return out
+
+    def set_positions(self, connector: str, positions: Mapping[str, int]) -> None:
+        """Admin: overwrite positions (forwards or backwards), like Kafka Connect's alterOffsets.
+
+        Run it with the connector stopped. Plans recorded but not committed are discarded in the
+        same transaction: their ranges start from positions that no longer hold, and re-running
+        them would undo the change.
+        """
+        if not positions:
+            return
+        for key, pos in positions.items():
+            if not isinstance(pos, int) or pos < 0:
+                raise ValueError(
+                    f"connector {connector!r}: position of {key!r} must be an int >= 0, got {pos!r}"
+                )
+        with self._engine.begin() as conn:
+            kind = rows.registered_kind(conn, self._t, connector) or (
+                "sink" if all(rows.SINK_KEY.match(k) for k in positions) else "source"
+            )
+            rows.register(conn, self._t, connector, kind)
+            for key, pos in positions.items():
+                if kind == "sink":
+                    topic, queue = rows.split_sink_key(connector, key)
+                    r = PartitionRange(queue, pos, pos, topic)
+                else:
+                    r = PartitionRange(key, pos, pos)
+                rows.upsert_position(conn, self._t, connector, r, ADMIN_TASK, None, guarded=False)
+            lg = self._t.batch_ledger
+            conn.execute(delete(lg).where(lg.c.connector == connector, lg.c.status == PLANNED))
+
+    # ---- ledger ----------------------------------------------------------------------------
+
+    def last_batch_id(self, connector: str, task_id: int) -> int:
+        """The highest batch id recorded for the task, committed or not; -1 when none."""
+        lg = self._t.batch_ledger
+        with self._engine.connect() as conn:
+            return int(
+                conn.execute(
+                    select(func.coalesce(func.max(lg.c.batch_id), -1)).where(
+                        lg.c.connector == connector, lg.c.task_id == task_id
+                    )
+                ).scalar_one()
+            )
+
+    def pending_plan(self, connector: str, task_id: int) -> BatchPlan | None:
+        """The last batch recorded but not committed, to be re-run with exactly the same ranges."""
+        lg = self._t.batch_ledger
+        q = (
+            select(lg)
+            .where(lg.c.connector == connector, lg.c.task_id == task_id, lg.c.status == PLANNED)
+            .order_by(lg.c.batch_id.desc())
+            .limit(1)
+        )
+        with self._engine.connect() as conn:
+            row = conn.execute(q).mappings().first()
+        return record_from_row(row).plan if row else None
+
+    def record_plan(self, plan: BatchPlan) -> BatchPlan:
+        """Record ``plan`` as PLANNED before it runs; return the stored plan.
+
+        Re-recording the same (connector, task, batch id) with the same ranges is a no-op that
+        counts an attempt and returns the stored plan (its ``sink_state`` is the one captured the
+        first time). Different ranges, a batch id not above the last one, or a new batch while
+        another is still pending raise :class:`PlanConflictError`.
+        """
+        kind = rows.plan_kind(plan)
+        lg = self._t.batch_ledger
+        ref = batch_ref(plan.connector, plan.task_id, plan.batch_id)
+        with self._engine.begin() as conn:
+            self._lock_task(conn, plan.connector, plan.task_id)
+            registered = rows.registered_kind(conn, self._t, plan.connector)
+            if kind is not None and registered is not None and registered != kind:
+                raise PlanConflictError(f"{ref}: a {kind} plan for a connector registered as {registered}")
+            row = conn.execute(select(lg).where(*self._ledger_key(plan)).with_for_update()).mappings().first()
+            if row is not None:
+                stored = record_from_row(row)
+                if not same_ranges(stored.ranges, plan.ranges):
+                    raise PlanConflictError(
+                        f"{ref} was recorded with ranges {rows.fmt_ranges(stored.ranges)}, now offered with "
+                        f"{rows.fmt_ranges(plan.ranges)}: a recorded batch must be re-run identically"
+                    )
+                if stored.status == PLANNED:
+                    conn.execute(update(lg).where(*self._ledger_key(plan)).values(attempts=lg.c.attempts + 1))
+                return stored.plan
+            last, pending = conn.execute(
+                select(
+                    func.coalesce(func.max(lg.c.batch_id), -1),
+                    func.min(lg.c.batch_id).filter(lg.c.status == PLANNED),
+                ).where(lg.c.connector == plan.connector, lg.c.task_id == plan.task_id)
+            ).one()
+            if pending is not None:
+                raise PlanConflictError(
+                    f"{ref}: batch {pending} of the same task is recorded but not committed; "
+                    "re-run it (pending_plan) before planning a new batch"
+                )
+            if plan.batch_id <= last:
+                raise PlanConflictError(f"{ref}: batch ids must increase, the last recorded is {last}")
+            if kind is not None:
+                rows.register(conn, self._t, plan.connector, kind)
+            conn.execute(
+                lg.insert().values(
+                    connector=plan.connector,
+                    task_id=plan.task_id,
+                    batch_id=plan.batch_id,
+                    ranges=ranges_to_json(plan.ranges),
+                    sink_state=dict(plan.sink_state),
+                    status=PLANNED,
+                )
+            )
+        return BatchPlan(plan.connector, plan.task_id, plan.batch_id, plan.ranges, dict(plan.sink_state))
+
+    def commit(self, plan: BatchPlan, *, connection: Connection | None = None) -> None:
+        """Move positions to ``plan.end_positions()`` and mark the batch COMMITTED, atomically.
+
+        With ``connection`` the work joins the caller's open transaction (nothing is committed
+        here: the caller's ``with engine.begin()`` block commits data and positions together, or
+        rolls both back). Without it the store uses a transaction of its own.
+        """
+        if connection is not None:
+            self._commit(connection, plan)
+            return
+        with self._engine.begin() as conn:
+            self._commit(conn, plan)
+
+    def _commit(self, conn: Connection, plan: BatchPlan) -> None:
+        lg = self._t.batch_ledger
+        ref = batch_ref(plan.connector, plan.task_id, plan.batch_id)
+        row = conn.execute(select(lg).where(*self._ledger_key(plan)).with_for_update()).mappings().first()
+        if row is None:
+            raise PlanNotRecordedError(f"{ref} was never recorded: record_plan() must run before the batch")
+        stored = record_from_row(row)
+        if stored.status == COMMITTED:
+            raise BatchAlreadyCommittedError(f"{ref} is already committed (at {stored.committed_at})")
+        if not same_ranges(stored.ranges, plan.ranges):
+            offered, recorded = rows.fmt_ranges(plan.ranges), rows.fmt_ranges(stored.ranges)
+            raise PlanConflictError(f"{ref}: committing ranges {offered} but {recorded} were recorded")
+        self._check_not_backwards(conn, plan, ref)
+        for r in plan.ranges:
+            ok = rows.upsert_position(
+                conn, self._t, plan.connector, r, plan.task_id, plan.batch_id, guarded=True
+            )
+            if not ok:  # a concurrent writer got past the check above
+                key = rows.range_key(r)
+                raise PositionRegressionError(f"{ref}: position of {key} moved past {r.end} concurrently")
+        conn.execute(
+            update(lg)
+            .where(*self._ledger_key(plan), lg.c.status == PLANNED)
+            .values(status=COMMITTED, committed_at=func.now())
+        )
+
+    def _check_not_backwards(self, conn: Connection, plan: BatchPlan, ref: str) -> None:
+        stored = rows.locked_positions(conn, self._t, plan)
+        regressions = [
+            f"{rows.range_key(r)}: stored {stored[rows.range_key(r)]} > batch end {r.end}"
+            for r in plan.ranges
+            if stored.get(rows.range_key(r), -1) > r.end
+        ]
+        if regressions:
+            raise PositionRegressionError(
+                f"{ref} would move positions backwards ({'; '.join(regressions)}); refusing to commit"
+            )
+
+    def batches(self, connector: str, task_id: int | None = None, limit: int = 100) -> list[BatchRecord]:
+        """Newest batches first, for status pages and inspection."""
+        lg = self._t.batch_ledger
+        q = select(lg).where(lg.c.connector == connector)
+        if task_id is not None:
+            q = q.where(lg.c.task_id == task_id)
+        q = q.order_by(lg.c.batch_id.desc(), lg.c.task_id).limit(limit)
+        with self._engine.connect() as conn:
+            return [record_from_row(row) for row in conn.execute(q).mappings()]
+
+    def prune_ledger(self, connector: str, keep_last: int = 1000) -> int:
+        """Delete committed ledger rows beyond the newest ``keep_last`` per task; return how many.
+
+        Pending rows are never pruned, and ``keep_last >= 1`` keeps each task's last batch id so
+        batch numbering continues after a prune.
+        """
+        if keep_last < 1:
+            raise ValueError(f"connector {connector!r}: keep_last must be >= 1, got {keep_last}")
+        sql = text(
+            f'DELETE FROM "{self.schema}".batch_ledger AS l USING ('
+            "  SELECT task_id, batch_id,"
+            "    row_number() OVER (PARTITION BY task_id ORDER BY batch_id DESC) AS rn"
+            f'  FROM "{self.schema}".batch_ledger WHERE connector = :c'
+            ") AS r "
+            "WHERE l.connector = :c AND l.task_id = r.task_id AND l.batch_id = r.batch_id "
+            f"AND r.rn > :keep AND l.status = '{COMMITTED}'"
+        )
+        with self._engine.begin() as conn:
+            return int(conn.execute(sql, {"c": connector, "keep": keep_last}).rowcount)
+
+    def delete_connector(self, connector: str) -> None:
+        """Remove the connector's offsets, positions and ledger; mark it deleted in the registry."""
+        t = self._t
+        with self._engine.begin() as conn:
+            for table in (t.source_offsets, t.sink_positions, t.batch_ledger):
+                conn.execute(delete(table).where(table.c.connector == connector))
+            conn.execute(
+                update(t.connector_registry)
+                .where(t.connector_registry.c.name == connector)
+                .values(deleted_at=func.now())
+            )
+
+    def connectors(self, *, include_deleted: bool = False) -> dict[str, str]:
+        """Registered connector names and their kind ('source' or 'sink')."""
+        reg = self._t.connector_registry
+        q = select(reg.c.name, reg.c.kind).order_by(reg.c.name)
+        if not include_deleted:
+            q = q.where(reg.c.deleted_at.is_(None))
+        with self._engine.connect() as conn:
+            return {row.name: row.kind for row in conn.execute(q)}
+
+    # ---- helpers ---------------------------------------------------------------------------
+
+    def _ledger_key(self, plan: BatchPlan) -> tuple[Any, ...]:
+        lg = self._t.batch_ledger
+        return (
+            lg.c.connector == plan.connector,
+            lg.c.task_id == plan.task_id,
+            lg.c.batch_id == plan.batch_id,
+        )
+
+    def _lock_task(self, conn: Connection, connector: str, task_id: int) -> None:
+        key = advisory_lock_key(f"{self.schema}/{connector}/{task_id}")
+        conn.execute(select(func.pg_advisory_xact_lock(key)))
+
+
+__all__ = ["OffsetStore"]

@@ -1,0 +1,211 @@
+"""Tables of the offset store and the versioned migration runner that creates them.
+
+Why a hand-rolled runner rather than Alembic: the store has five tables, it is migrated by the
+runtime itself on every worker start (not by an operator), and several workers may start at once.
+What it needs is small: a ``schema_version`` table, an ordered list of migrations, and a
+PostgreSQL advisory lock so two workers migrating the same schema at the same moment serialise
+instead of failing on "relation already exists".
+
+Every table lives in one configurable PostgreSQL schema (default ``sluice``; tests use a fresh
+schema each), so the tables are built per schema by :func:`store_tables` rather than declared once
+at module level.
+
+Rule for future migrations: append, never edit. Version 1 is created from the table definitions
+below; any later change to those definitions must also be appended as an explicit ALTER migration
+(version 2, 3, ...) so existing databases follow.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Column,
+    Connection,
+    DateTime,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    func,
+    select,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+PLANNED = "PLANNED"
+COMMITTED = "COMMITTED"
+
+
+def check_identifier(name: str, what: str) -> str:
+    """Refuse anything but a plain SQL identifier: schema names end up in DDL text."""
+    if not _IDENTIFIER.match(name):
+        raise ValueError(
+            f"invalid {what} {name!r}: expected letters, digits and '_' (max 63, not a digit first)"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class StoreTables:
+    """The store's tables bound to one PostgreSQL schema."""
+
+    schema: str
+    metadata: MetaData
+    schema_version: Table
+    connector_registry: Table
+    source_offsets: Table
+    sink_positions: Table
+    batch_ledger: Table
+
+
+@lru_cache(maxsize=64)
+def store_tables(schema: str) -> StoreTables:
+    """Build (once per schema) the Core tables of the store in ``schema``."""
+    check_identifier(schema, "offset store schema")
+    md = MetaData(schema=schema)
+    now = func.now()
+    schema_version = Table(
+        "schema_version",
+        md,
+        Column("version", Integer, primary_key=True),
+        Column("description", Text, nullable=False),
+        Column("applied_at", DateTime(timezone=True), nullable=False, server_default=now),
+    )
+    connector_registry = Table(
+        "connector_registry",
+        md,
+        Column("name", String(255), primary_key=True),
+        Column("kind", String(16), nullable=False),
+        Column("created_at", DateTime(timezone=True), nullable=False, server_default=now),
+        Column("deleted_at", DateTime(timezone=True), nullable=True),
+        CheckConstraint("kind IN ('source', 'sink')", name="connector_registry_kind"),
+    )
+    # Source connectors: an opaque source-partition key (file path, table name) -> next position.
+    source_offsets = Table(
+        "source_offsets",
+        md,
+        Column("connector", String(255), primary_key=True),
+        Column("partition", Text, primary_key=True),
+        Column("position", BigInteger, nullable=False),
+        # Last writer, for inspection and task-scoped reads; -1 when set by an admin.
+        Column("task_id", Integer, nullable=False),
+        Column("batch_id", BigInteger, nullable=True),
+        Column("updated_at", DateTime(timezone=True), nullable=False, server_default=now),
+        CheckConstraint("position >= 0", name="source_offsets_position"),
+    )
+    # Sink connectors: a RocketMQ queue ("broker-a:0") of a topic -> next queue offset to read.
+    sink_positions = Table(
+        "sink_positions",
+        md,
+        Column("connector", String(255), primary_key=True),
+        Column("topic", String(255), primary_key=True),
+        Column("queue", String(255), primary_key=True),
+        Column("position", BigInteger, nullable=False),
+        Column("task_id", Integer, nullable=False),
+        Column("batch_id", BigInteger, nullable=True),
+        Column("updated_at", DateTime(timezone=True), nullable=False, server_default=now),
+        CheckConstraint("position >= 0", name="sink_positions_position"),
+    )
+    batch_ledger = Table(
+        "batch_ledger",
+        md,
+        Column("connector", String(255), primary_key=True),
+        Column("task_id", Integer, primary_key=True),
+        Column("batch_id", BigInteger, primary_key=True),
+        Column("ranges", JSONB, nullable=False),
+        Column("sink_state", JSONB, nullable=False),
+        Column("status", String(16), nullable=False),
+        Column("planned_at", DateTime(timezone=True), nullable=False, server_default=now),
+        Column("committed_at", DateTime(timezone=True), nullable=True),
+        Column("attempts", Integer, nullable=False, server_default=text("1")),
+        CheckConstraint(f"status IN ('{PLANNED}', '{COMMITTED}')", name="batch_ledger_status"),
+    )
+    return StoreTables(
+        schema, md, schema_version, connector_registry, source_offsets, sink_positions, batch_ledger
+    )
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    apply: Callable[[Connection, StoreTables], None]
+
+
+def _v1_initial(conn: Connection, tables: StoreTables) -> None:
+    for table in (
+        tables.connector_registry,
+        tables.source_offsets,
+        tables.sink_positions,
+        tables.batch_ledger,
+    ):
+        table.create(conn, checkfirst=True)
+
+
+def _v2_ledger_status_index(conn: Connection, tables: StoreTables) -> None:
+    # pending_plan() and prune_ledger() look batches up by status per task.
+    conn.execute(
+        text(
+            f'CREATE INDEX IF NOT EXISTS batch_ledger_status_idx ON "{tables.schema}".batch_ledger '
+            "(connector, task_id, status, batch_id)"
+        )
+    )
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "offsets, sink positions, batch ledger, connector registry", _v1_initial),
+    Migration(2, "ledger index by status", _v2_ledger_status_index),
+)
+
+
+def advisory_lock_key(schema: str) -> int:
+    """A stable signed 64-bit key per schema (Python's hash() is salted per process)."""
+    digest = hashlib.blake2b(f"sluice.store.migrate:{schema}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def migrate(conn: Connection, schema: str, migrations: tuple[Migration, ...] = MIGRATIONS) -> list[int]:
+    """Apply the missing migrations inside the caller's transaction; return the versions applied.
+
+    The transaction-scoped advisory lock is taken first, before even ``CREATE SCHEMA IF NOT
+    EXISTS`` (which itself races on the catalog's unique index), so concurrent callers run one
+    after the other; the second sees the first's versions and applies nothing.
+    """
+    tables = store_tables(schema)
+    conn.execute(select(func.pg_advisory_xact_lock(advisory_lock_key(schema))))
+    conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
+    tables.schema_version.create(conn, checkfirst=True)
+    current = conn.execute(select(func.coalesce(func.max(tables.schema_version.c.version), 0))).scalar_one()
+    applied: list[int] = []
+    for migration in sorted(migrations, key=lambda m: m.version):
+        if migration.version <= current:
+            continue
+        migration.apply(conn, tables)
+        conn.execute(
+            tables.schema_version.insert().values(
+                version=migration.version, description=migration.description
+            )
+        )
+        applied.append(migration.version)
+    return applied
+
+
+def current_version(conn: Connection, schema: str) -> int:
+    """The schema's migration version, 0 when the store was never migrated."""
+    tables = store_tables(schema)
+    exists = conn.execute(
+        text("SELECT to_regclass(:name) IS NOT NULL"), {"name": f'"{schema}".schema_version'}
+    ).scalar_one()
+    if not exists:
+        return 0
+    return int(conn.execute(select(func.coalesce(func.max(tables.schema_version.c.version), 0))).scalar_one())
