@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(os.path.abspath(__file__)).parents[2]
 
 
 def _port(name: str, default: int) -> int:

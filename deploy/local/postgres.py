@@ -87,6 +87,13 @@ class Postgres:
         # The state folder must be traversable by the postgres user.
         for parent in (self.cfg.state_dir, self.data_dir.parent):
             parent.chmod(parent.stat().st_mode | 0o711)
+        if os.geteuid() == 0:
+            for ancestor in self.cfg.state_dir.parents:
+                if not ancestor.stat().st_mode & 0o001:
+                    raise StackError(
+                        f"postgres: the server runs as user 'postgres', which cannot enter {ancestor}; "
+                        f"choose a state folder elsewhere with SLUICE_STATE_DIR or `chmod o+x {ancestor}`"
+                    )
         result = subprocess.run(
             [*_run_as(), str(bin_dir / "initdb"), "-D", str(self.data_dir), "-U", "postgres",
              "--auth=trust", "--encoding=UTF8", "--locale=C.UTF-8"],

@@ -1,0 +1,46 @@
+# Sluice — every target does its own set-up (venv, packages, jars, services) on a fresh machine.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: venv up down status demo test lint bench-rocketmq bench-pipeline clean-state
+
+$(STAMP): pyproject.toml
+	@command -v java >/dev/null || (apt-get update -q && apt-get install -y -q openjdk-17-jdk-headless)
+	@command -v mvn >/dev/null || (apt-get update -q && apt-get install -y -q maven)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+up: venv
+	$(BIN)/sluice stack up
+
+down: venv
+	$(BIN)/sluice stack down
+
+status: venv
+	$(BIN)/sluice stack status
+
+demo: up
+	$(BIN)/python -m worker.demo
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/mypy workflows activities connectors worker deploy
+
+test: up
+	$(BIN)/pytest -q -ra $(PYTEST_ARGS)
+
+bench-rocketmq: up
+	$(BIN)/python -m bench.rocketmq_bench
+
+bench-pipeline: up
+	$(BIN)/python -m bench.pipeline_bench
+
+clean-state: down
+	rm -rf .sluice

@@ -1,0 +1,155 @@
+"""The local stack: real services that answer real requests, restart with their state, fail clearly."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import create_engine, text
+from temporalio import activity, workflow
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from deploy.local import stack
+from deploy.local.config import StackConfig
+from deploy.local.process import StackError
+from deploy.local.rocketmq import create_topic, mqadmin
+
+
+@activity.defn
+async def shout(word: str) -> str:
+    return word.upper() + "!"
+
+
+@workflow.defn
+class ShoutWorkflow:
+    @workflow.run
+    async def run(self, word: str) -> str:
+        return await workflow.execute_activity(shout, word, start_to_close_timeout=timedelta(seconds=30))
+
+
+def test_postgres_answers_sql(stack_config: StackConfig) -> None:
+    engine = create_engine(stack_config.database_url)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT current_user, current_database()")).one() == ("sluice", "sluice")
+        assert conn.execute(text("SELECT inet_server_addr()::text")).scalar_one().startswith("127.0.0.1")
+    engine.dispose()
+
+
+async def test_temporal_workflow_round_trip_with_a_real_worker(stack_config: StackConfig) -> None:
+    client = await Client.connect(stack_config.temporal_address, namespace=stack_config.temporal_namespace)
+    queue = f"stack-test-{uuid.uuid4()}"
+    async with Worker(client, task_queue=queue, workflows=[ShoutWorkflow], activities=[shout]):
+        result = await client.execute_workflow(
+            ShoutWorkflow.run, "sluice", id=f"shout-{uuid.uuid4()}", task_queue=queue
+        )
+    assert result == "SLUICE!"
+
+
+def test_temporal_has_the_runtime_search_attributes(stack_config: StackConfig) -> None:
+    from deploy.local.temporal import SEARCH_ATTRIBUTES, Temporal
+
+    assert Temporal(stack_config).missing_search_attributes() == []
+    assert {"ConnectorName", "ConnectorClass", "ConnectorState"} <= set(SEARCH_ATTRIBUTES)
+
+
+def test_rocketmq_send_and_consume_with_the_official_tools(stack_config: StackConfig, topic_name: str) -> None:
+    body = f"hello-{uuid.uuid4().hex}"
+    sent = mqadmin(stack_config, "sendMessage", "-t", topic_name, "-p", body, "-k", "key1", "-c", "tagA")
+    assert sent.returncode == 0 and "SEND_OK" in sent.stdout, sent.stdout + sent.stderr
+    match = re.search(r"broker-a\s+(\d+)\s+SEND_OK", sent.stdout)
+    assert match, sent.stdout
+    consumed = mqadmin(
+        stack_config, "consumeMessage", "-t", topic_name, "-b", "broker-a", "-i", match.group(1), "-o", "0", "-c", "1"
+    )
+    assert consumed.returncode == 0, consumed.stderr
+    assert body in consumed.stdout
+
+
+def test_status_json_reports_every_service_healthy(stack_config: StackConfig) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "worker.cli", "stack", "status", "--output", "json"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    import json
+
+    report = json.loads(out.stdout)
+    assert report["healthy"] is True
+    assert {s["name"] for s in report["services"]} >= {"postgres", "temporal", "rocketmq-namesrv", "rocketmq-broker"}
+    assert "local" in next(s for s in report["services"] if s["name"] == "spark")["address"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def private_stack(stack_config: StackConfig) -> Iterator[StackConfig]:
+    """A second, empty stack on other ports and its own state folder; jars copied from the main one.
+
+    The folder is under the main state folder (not pytest's tmp_path, which the `postgres` user
+    running the server cannot enter when tests run as root).
+    """
+    import shutil
+
+    from deploy.local.rocketmq import lib_dir
+
+    state = stack_config.state_dir / "test-stacks" / uuid.uuid4().hex[:8]
+    cfg = dataclasses.replace(
+        stack_config,
+        state_dir=state,
+        pg_port=_free_port(), temporal_port=_free_port() + 0, temporal_ui_port=_free_port(),
+        namesrv_port=_free_port(), broker_port=_free_port(), proxy_port=_free_port(),
+    )
+    shutil.copytree(lib_dir(stack_config), lib_dir(cfg))
+    yield cfg
+    stack.down(cfg)
+    shutil.rmtree(state, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_stack_from_nothing_then_down_and_up_keeps_state(private_stack: StackConfig) -> None:
+    cfg = private_stack
+    assert not any(s.healthy for s in stack.status(cfg) if s.name != "spark")
+    assert all(s.healthy for s in stack.up(cfg))
+    engine = create_engine(cfg.database_url)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE survivor (v text)"))
+        conn.execute(text("INSERT INTO survivor VALUES ('still here')"))
+    engine.dispose()
+    create_topic(cfg, "SurvivorTopic", queues=2)
+
+    stack.down(cfg)
+    assert not any(s.healthy for s in stack.status(cfg) if s.name != "spark")
+
+    assert all(s.healthy for s in stack.up(cfg))
+    engine = create_engine(cfg.database_url)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT v FROM survivor")).scalar_one() == "still here"
+    engine.dispose()
+    listed = mqadmin(cfg, "topicList")
+    assert "SurvivorTopic" in listed.stdout
+
+
+def test_port_taken_fails_clearly_and_leaves_nothing_half_started(stack_config: StackConfig) -> None:
+    cfg = dataclasses.replace(
+        stack_config, state_dir=stack_config.state_dir / "test-stacks" / uuid.uuid4().hex[:8], pg_port=_free_port(),
+        temporal_port=stack_config.temporal_port,  # taken by the running stack
+    )
+    with pytest.raises(StackError, match=r"temporal: port 127\.0\.0\.1:\d+ is already taken.*SLUICE_TEMPORAL_PORT"):
+        stack.up(cfg)
+    # postgres started first and was stopped again when temporal failed.
+    assert not any(s.healthy for s in stack.status(cfg) if s.name in ("postgres", "temporal"))
+    import shutil
+
+    shutil.rmtree(cfg.state_dir, ignore_errors=True)
