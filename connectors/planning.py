@@ -1,0 +1,230 @@
+"""Pure micro-batch planning: where to start, how much to admit, how to split for Spark.
+
+Modelled on Spark's Kafka source, which plans in two pure steps (``latestOffset(start, readLimit)``
+then ``KafkaOffsetRangeCalculator``) so that the plan is a value that can be recorded before it runs
+and re-run identically after a crash. Nothing here does I/O: the caller looks up committed and
+latest positions (PostgreSQL, the broker) and hands them in, which keeps every rule testable with
+table-driven cases.
+
+Positions are "the next position to read" per partition; ranges are half-open ``[start, end)``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from connectors.model import BatchPlan, PartitionRange
+
+
+class PlanningError(ValueError):
+    """Positions handed to the planner are inconsistent (unknown, vanished or truncated partition)."""
+
+
+# --- where to start -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Earliest:
+    """Start at the earliest position the source still retains."""
+
+
+@dataclass(frozen=True)
+class Latest:
+    """Start at the current end: only data written after the connector starts is read."""
+
+
+@dataclass(frozen=True)
+class SpecificPositions:
+    """Start at given positions; partitions not listed start at ``default``.
+
+    Why a default: partitions appear over time (a topic gains queues), and the policy is resolved
+    again for partitions the offset store has never seen.
+    """
+
+    positions: Mapping[str, int] = field(default_factory=dict)
+    default: Literal["earliest", "latest"] = "earliest"
+
+
+@dataclass(frozen=True)
+class AtTimestamp:
+    """Start at the first record stored at or after ``timestamp_ms`` (epoch milliseconds).
+
+    Resolving it needs the source (RocketMQ's search-by-timestamp), so ``resolve_start`` refuses it;
+    see ``connectors.rocketmq.offsets.resolve_start_policy``.
+    """
+
+    timestamp_ms: int
+
+
+StartPolicy = Earliest | Latest | SpecificPositions | AtTimestamp
+
+
+def resolve_start(
+    policy: StartPolicy,
+    earliest: Mapping[str, int],
+    latest: Mapping[str, int],
+    *,
+    partitions: Sequence[str] | None = None,
+) -> dict[str, int]:
+    """Turn a start policy into committed positions, once, for ``partitions`` (default: all in latest).
+
+    A specific position outside ``[earliest, latest]`` is kept when below earliest (the data-loss
+    check reports it, naming the range, under the connector's policy) but refused when beyond latest:
+    there is nothing there yet, so the connector configuration is wrong.
+    """
+    keys = list(partitions) if partitions is not None else list(latest)
+    for key in keys:
+        if key not in earliest or key not in latest:
+            raise PlanningError(f"start policy: partition {key!r} is unknown to the source")
+    if isinstance(policy, Earliest):
+        return {k: earliest[k] for k in keys}
+    if isinstance(policy, Latest):
+        return {k: latest[k] for k in keys}
+    if isinstance(policy, SpecificPositions):
+        fallback = earliest if policy.default == "earliest" else latest
+        out: dict[str, int] = {}
+        for key in keys:
+            pos = policy.positions.get(key)
+            if pos is None:
+                out[key] = fallback[key]
+                continue
+            if pos < 0:
+                raise PlanningError(f"start policy: position {pos} of partition {key!r} is negative")
+            if pos > latest[key]:
+                raise PlanningError(
+                    f"start policy: position {pos} of partition {key!r} is beyond the latest position "
+                    f"{latest[key]}"
+                )
+            out[key] = pos
+        return out
+    if isinstance(policy, AtTimestamp):
+        raise PlanningError(
+            "start policy: a timestamp must be resolved by the source (e.g. "
+            "connectors.rocketmq.offsets.resolve_start_policy), not by resolve_start"
+        )
+    raise TypeError(f"not a start policy: {policy!r}")
+
+
+# --- admission ----------------------------------------------------------------------------------------
+
+
+def natural_key(partition: str) -> tuple[object, ...]:
+    """Sort key ordering "broker-a:2" before "broker-a:10" so plans read naturally and stably."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", partition))
+
+
+def _check_positions(committed: Mapping[str, int], latest: Mapping[str, int]) -> None:
+    for key in latest:
+        if key not in committed:
+            raise PlanningError(
+                f"partition {key!r} has no committed position; resolve the start policy for new "
+                "partitions before planning"
+            )
+    for key, pos in committed.items():
+        if key not in latest:
+            raise PlanningError(
+                f"partition {key!r} has a committed position {pos} but vanished from the source"
+            )
+        if latest[key] < pos:
+            raise PlanningError(
+                f"partition {key!r}: latest position {latest[key]} is below the committed position {pos} "
+                "(the source was truncated or recreated)"
+            )
+
+
+def admit(committed: Mapping[str, int], latest: Mapping[str, int], max_span: int | None) -> dict[str, int]:
+    """The end of the next batch per partition, admitting at most ``max_span`` records in total.
+
+    Like Spark Kafka's ``maxOffsetsPerTrigger``, but the budget is shared by max-min fairness
+    (water-filling) rather than proportionally: a partition whose backlog is below its fair share
+    gets all of it, and what it leaves is split evenly among the larger ones. So a small partition is
+    never starved by a big one. The integer remainder goes one record each to the partitions with
+    the largest backlog (ties by natural key order); when the budget is smaller than the number of
+    busy partitions this rotates the budget among them batch after batch instead of always favouring
+    the same ones.
+
+    ``committed`` must hold every partition of ``latest`` (new partitions get their position from
+    the resolved start policy first); a partition missing from ``latest`` or behind ``committed``
+    raises ``PlanningError`` naming it, because that is data loss for the caller to handle.
+    """
+    if max_span is not None and max_span < 0:
+        raise PlanningError(f"max_span must be >= 0, got {max_span}")
+    _check_positions(committed, latest)
+    backlog = {k: latest[k] - committed[k] for k in latest}
+    if max_span is None or sum(backlog.values()) <= max_span:
+        return dict(latest)
+    grant = _water_fill(backlog, max_span)
+    return {k: committed[k] + grant[k] for k in latest}
+
+
+def _water_fill(backlog: Mapping[str, int], budget: int) -> dict[str, int]:
+    order = sorted(backlog, key=lambda k: (backlog[k], natural_key(k)))
+    grant: dict[str, int] = {}
+    remaining = budget
+    for i, key in enumerate(order):
+        rest = order[i:]
+        fair = remaining // len(rest)
+        if backlog[key] <= fair:
+            grant[key] = backlog[key]
+            remaining -= backlog[key]
+            continue
+        # Every partition left has a backlog above the fair share: all get it, plus the remainder.
+        for k in rest:
+            grant[k] = fair
+        extra = remaining - fair * len(rest)
+        for k in sorted(rest, key=lambda k: (-backlog[k], natural_key(k)))[:extra]:
+            grant[k] += 1
+        break
+    return grant
+
+
+# --- splitting and plans ---------------------------------------------------------------------------
+
+
+def split_ranges(ranges: Sequence[PartitionRange], max_per_split: int) -> list[PartitionRange]:
+    """Split ranges into Spark input partitions of at most ``max_per_split`` records each.
+
+    A large range becomes ``ceil(size / max_per_split)`` pieces of near-equal size (so no tiny
+    trailing task), in order; empty ranges are dropped because a Spark task for them costs more
+    than it reads.
+    """
+    if max_per_split <= 0:
+        raise PlanningError(f"max_per_split must be > 0, got {max_per_split}")
+    out: list[PartitionRange] = []
+    for r in ranges:
+        if r.is_empty:
+            continue
+        pieces = -(-r.size // max_per_split)
+        base, extra = divmod(r.size, pieces)
+        start = r.start
+        for i in range(pieces):
+            end = start + base + (1 if i < extra else 0)
+            out.append(PartitionRange(partition=r.partition, start=start, end=end, topic=r.topic))
+            start = end
+    return out
+
+
+def plan_batch(
+    connector: str,
+    task_id: int,
+    batch_id: int,
+    committed: Mapping[str, int],
+    latest: Mapping[str, int],
+    max_span: int | None,
+    *,
+    topic: str = "",
+) -> BatchPlan:
+    """The next batch as a frozen plan: admitted ranges in natural partition order, empty ones omitted.
+
+    ``topic`` is set on every range when the partitions are queues of one RocketMQ topic.
+    """
+    ends = admit(committed, latest, max_span)
+    ranges = tuple(
+        PartitionRange(partition=k, start=committed[k], end=ends[k], topic=topic)
+        for k in sorted(ends, key=natural_key)
+        if ends[k] > committed[k]
+    )
+    return BatchPlan(connector=connector, task_id=task_id, batch_id=batch_id, ranges=ranges)

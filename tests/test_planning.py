@@ -1,0 +1,252 @@
+"""Table-driven tests of the pure planner (admission, splitting, plans, start policies)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from connectors.model import PartitionRange
+from connectors.planning import (
+    AtTimestamp,
+    Earliest,
+    Latest,
+    PlanningError,
+    SpecificPositions,
+    StartPolicy,
+    admit,
+    natural_key,
+    plan_batch,
+    resolve_start,
+    split_ranges,
+)
+
+
+@dataclass(frozen=True)
+class AdmitCase:
+    name: str
+    committed: dict[str, int]
+    latest: dict[str, int]
+    max_span: int | None
+    expected: dict[str, int]
+
+
+ADMIT_CASES = [
+    AdmitCase("unlimited takes everything", {"a": 0, "b": 5}, {"a": 10, "b": 7}, None, {"a": 10, "b": 7}),
+    AdmitCase(
+        "budget above backlog takes everything", {"a": 0, "b": 0}, {"a": 3, "b": 4}, 100, {"a": 3, "b": 4}
+    ),
+    AdmitCase("budget equal to backlog", {"a": 0, "b": 0}, {"a": 3, "b": 4}, 7, {"a": 3, "b": 4}),
+    AdmitCase("even split", {"a": 0, "b": 0}, {"a": 100, "b": 100}, 10, {"a": 5, "b": 5}),
+    AdmitCase(
+        "small partition not starved by a big one",
+        {"small": 0, "big": 0},
+        {"small": 3, "big": 1_000_000},
+        100,
+        {"small": 3, "big": 97},
+    ),
+    AdmitCase(
+        "leftover of small partitions split among the larger ones",
+        {"a": 0, "b": 0, "c": 0, "d": 0},
+        {"a": 1, "b": 2, "c": 50, "d": 60},
+        23,
+        {"a": 1, "b": 2, "c": 10, "d": 10},
+    ),
+    AdmitCase(
+        "remainder goes to the largest backlog first",
+        {"a": 0, "b": 0, "c": 0},
+        {"a": 10, "b": 30, "c": 20},
+        11,
+        {"a": 3, "b": 4, "c": 4},
+    ),
+    AdmitCase(
+        "remainder ties broken by natural partition order",
+        {"q:2": 0, "q:10": 0, "q:1": 0},
+        {"q:2": 9, "q:10": 9, "q:1": 9},
+        2,
+        {"q:1": 1, "q:2": 1, "q:10": 0},
+    ),
+    AdmitCase(
+        "budget smaller than partition count",
+        {"a": 0, "b": 0, "c": 0, "d": 0},
+        {"a": 5, "b": 5, "c": 5, "d": 5},
+        3,
+        {"a": 1, "b": 1, "c": 1, "d": 0},
+    ),
+    AdmitCase(
+        "budget smaller than partition count rotates to the largest backlog",
+        {"a": 1, "b": 1, "c": 1, "d": 0},
+        {"a": 5, "b": 5, "c": 5, "d": 5},
+        1,
+        {"a": 1, "b": 1, "c": 1, "d": 1},
+    ),
+    AdmitCase("zero budget admits nothing", {"a": 4, "b": 2}, {"a": 10, "b": 9}, 0, {"a": 4, "b": 2}),
+    AdmitCase("nothing new", {"a": 4}, {"a": 4}, 10, {"a": 4}),
+    AdmitCase("no partitions", {}, {}, 10, {}),
+    AdmitCase(
+        "positions are offsets, not counts",
+        {"a": 1000, "b": 2000},
+        {"a": 1010, "b": 2500},
+        30,
+        {"a": 1010, "b": 2020},
+    ),
+]
+
+
+@pytest.mark.parametrize("case", ADMIT_CASES, ids=lambda c: c.name)
+def test_admit(case: AdmitCase) -> None:
+    got = admit(case.committed, case.latest, case.max_span)
+    assert got == case.expected
+    if case.max_span is not None:
+        assert sum(got[k] - case.committed[k] for k in got) <= case.max_span
+
+
+@dataclass(frozen=True)
+class AdmitErrorCase:
+    name: str
+    committed: dict[str, int]
+    latest: dict[str, int]
+    max_span: int | None
+    message: str
+
+
+ADMIT_ERRORS = [
+    AdmitErrorCase(
+        "missing partition", {"a": 0}, {"a": 5, "broker-a:3": 2}, 10, "'broker-a:3' has no committed"
+    ),
+    AdmitErrorCase(
+        "vanished partition", {"a": 0, "gone": 4}, {"a": 5}, 10, "'gone' has a committed position 4"
+    ),
+    AdmitErrorCase("latest below committed", {"a": 9}, {"a": 5}, None, "'a': latest position 5 is below"),
+    AdmitErrorCase("negative budget", {"a": 0}, {"a": 5}, -1, "max_span must be >= 0"),
+]
+
+
+@pytest.mark.parametrize("case", ADMIT_ERRORS, ids=lambda c: c.name)
+def test_admit_errors(case: AdmitErrorCase) -> None:
+    with pytest.raises(PlanningError, match=case.message):
+        admit(case.committed, case.latest, case.max_span)
+
+
+def test_admit_repeated_batches_drain_every_partition_fairly() -> None:
+    """Regression-style: with a budget below the partition count, every partition still progresses."""
+    committed = {f"broker-a:{i}": 0 for i in range(4)}
+    latest = {k: 3 for k in committed}
+    seen_progress: set[str] = set()
+    for _ in range(12):
+        ends = admit(committed, latest, 1)
+        seen_progress |= {k for k in ends if ends[k] > committed[k]}
+        committed = ends
+    assert committed == latest
+    assert seen_progress == set(latest)
+
+
+def R(p: str, s: int, e: int, t: str = "") -> PartitionRange:
+    return PartitionRange(partition=p, start=s, end=e, topic=t)
+
+
+SPLIT_CASES = [
+    ("fits in one split", [R("a", 0, 10)], 10, [R("a", 0, 10)]),
+    ("even pieces", [R("a", 0, 10)], 5, [R("a", 0, 5), R("a", 5, 10)]),
+    ("no tiny trailing piece", [R("a", 0, 11)], 5, [R("a", 0, 4), R("a", 4, 8), R("a", 8, 11)]),
+    ("empty range dropped", [R("a", 3, 3), R("b", 0, 2, "T")], 5, [R("b", 0, 2, "T")]),
+    (
+        "offsets preserved with topic",
+        [R("q:1", 100, 103, "T")],
+        1,
+        [R("q:1", 100, 101, "T"), R("q:1", 101, 102, "T"), R("q:1", 102, 103, "T")],
+    ),
+    (
+        "several ranges keep order",
+        [R("b", 0, 4), R("a", 0, 2)],
+        2,
+        [R("b", 0, 2), R("b", 2, 4), R("a", 0, 2)],
+    ),
+    ("nothing", [], 3, []),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "ranges", "max_per_split", "expected"), SPLIT_CASES, ids=[c[0] for c in SPLIT_CASES]
+)
+def test_split_ranges(
+    name: str, ranges: list[PartitionRange], max_per_split: int, expected: list[PartitionRange]
+) -> None:
+    got = split_ranges(ranges, max_per_split)
+    assert got == expected
+    assert all(r.size <= max_per_split for r in got)
+
+
+def test_split_ranges_rejects_non_positive_size() -> None:
+    with pytest.raises(PlanningError, match="max_per_split"):
+        split_ranges([R("a", 0, 1)], 0)
+
+
+def test_plan_batch_builds_ranges_in_natural_order_and_omits_empty() -> None:
+    committed = {"broker-a:10": 5, "broker-a:2": 0, "broker-a:1": 7}
+    latest = {"broker-a:10": 9, "broker-a:2": 3, "broker-a:1": 7}
+    plan = plan_batch("conn", 2, 17, committed, latest, None, topic="T")
+    assert plan.connector == "conn" and plan.task_id == 2 and plan.batch_id == 17
+    assert plan.ranges == (R("broker-a:2", 0, 3, "T"), R("broker-a:10", 5, 9, "T"))
+    assert plan.end_positions() == {"T/broker-a:2": 3, "T/broker-a:10": 9}
+
+
+def test_plan_batch_applies_budget() -> None:
+    plan = plan_batch("c", 0, 1, {"a": 0, "b": 0}, {"a": 2, "b": 100}, 10)
+    assert plan.ranges == (R("a", 0, 2), R("b", 0, 8))
+    assert plan.record_span == 10
+
+
+def test_plan_batch_nothing_to_do_is_empty() -> None:
+    plan = plan_batch("c", 0, 1, {"a": 5}, {"a": 5}, 10)
+    assert plan.ranges == () and plan.is_empty
+
+
+EARLIEST = {"a": 2, "b": 0}
+LATEST = {"a": 10, "b": 4}
+
+RESOLVE_CASES: list[tuple[str, StartPolicy, dict[str, int]]] = [
+    ("earliest", Earliest(), {"a": 2, "b": 0}),
+    ("latest", Latest(), {"a": 10, "b": 4}),
+    ("specific with earliest default", SpecificPositions({"a": 7}), {"a": 7, "b": 0}),
+    ("specific with latest default", SpecificPositions({"b": 1}, default="latest"), {"a": 10, "b": 1}),
+    ("specific below earliest kept for the data-loss check", SpecificPositions({"a": 0}), {"a": 0, "b": 0}),
+    ("specific at latest", SpecificPositions({"a": 10, "b": 4}), {"a": 10, "b": 4}),
+]
+
+
+@pytest.mark.parametrize(("name", "policy", "expected"), RESOLVE_CASES, ids=[c[0] for c in RESOLVE_CASES])
+def test_resolve_start(name: str, policy: StartPolicy, expected: dict[str, int]) -> None:
+    assert resolve_start(policy, EARLIEST, LATEST) == expected
+
+
+def test_resolve_start_for_new_partitions_only() -> None:
+    assert resolve_start(Latest(), EARLIEST, LATEST, partitions=["b"]) == {"b": 4}
+
+
+RESOLVE_ERRORS: list[tuple[str, StartPolicy, list[str] | None, str]] = [
+    ("beyond latest", SpecificPositions({"a": 11}), None, "position 11 of partition 'a' is beyond"),
+    ("negative", SpecificPositions({"b": -1}), None, "negative"),
+    ("unknown partition", Earliest(), ["zz"], "'zz' is unknown"),
+    (
+        "timestamp needs the source",
+        AtTimestamp(1_700_000_000_000),
+        None,
+        "timestamp must be resolved by the source",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "policy", "partitions", "message"), RESOLVE_ERRORS, ids=[c[0] for c in RESOLVE_ERRORS]
+)
+def test_resolve_start_errors(
+    name: str, policy: StartPolicy, partitions: list[str] | None, message: str
+) -> None:
+    with pytest.raises(PlanningError, match=message):
+        resolve_start(policy, EARLIEST, LATEST, partitions=partitions)
+
+
+def test_natural_key_orders_queue_numbers() -> None:
+    keys = ["broker-a:10", "broker-b:0", "broker-a:2", "broker-a:1"]
+    assert sorted(keys, key=natural_key) == ["broker-a:1", "broker-a:2", "broker-a:10", "broker-b:0"]
