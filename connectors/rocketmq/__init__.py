@@ -1,0 +1,48 @@
+"""Sluice's own RocketMQ client over the remoting protocol (see DESIGN.md for why).
+
+Import cost is small (no pyspark); ``RocketMQClient`` is asyncio, ``SyncRocketMQClient`` blocks.
+"""
+
+from connectors.rocketmq.client import RocketMQClient
+from connectors.rocketmq.errors import (
+    AuthError,
+    BrokerUnavailableError,
+    MessageTooLargeError,
+    NameServerUnavailableError,
+    OffsetOutOfRangeError,
+    ProtocolError,
+    RequestTimeoutError,
+    RetriableError,
+    RocketMQError,
+    TopicNotFoundError,
+)
+from connectors.rocketmq.sync_client import SyncRocketMQClient
+from connectors.rocketmq.values import (
+    Message,
+    MessageQueue,
+    OutgoingMessage,
+    PullResult,
+    SendResult,
+    TopicRoute,
+)
+
+__all__ = [
+    "AuthError",
+    "BrokerUnavailableError",
+    "Message",
+    "MessageQueue",
+    "MessageTooLargeError",
+    "NameServerUnavailableError",
+    "OffsetOutOfRangeError",
+    "OutgoingMessage",
+    "ProtocolError",
+    "PullResult",
+    "RequestTimeoutError",
+    "RetriableError",
+    "RocketMQClient",
+    "RocketMQError",
+    "SendResult",
+    "SyncRocketMQClient",
+    "TopicNotFoundError",
+    "TopicRoute",
+]

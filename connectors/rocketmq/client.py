@@ -1,0 +1,311 @@
+"""Asyncio RocketMQ client over the remoting protocol (name server + brokers).
+
+What it does for Sluice's micro-batches: routes, min/max offsets, offset by timestamp, pull by exact
+queue offset, batch send, consumer offsets and topic creation. It registers no producer or consumer
+group with heartbeats: every call is a stateless request, so replaying a range is just pulling it
+again. Connection pooling, retries, route refresh and ACL signing live in transport.py. A send
+retried after a timeout or dropped connection may store the batch twice (at-least-once).
+
+One instance per event loop. ``SyncRocketMQClient`` (sync_client.py) wraps it for threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from connectors.rocketmq.codec import decode_messages, encode_batch_entries, stored_size
+from connectors.rocketmq.errors import (
+    BrokerUnavailableError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    RetriableError,
+    RocketMQError,
+    TopicNotFoundError,
+)
+from connectors.rocketmq.remoting import RequestCode, ResponseCode, request
+from connectors.rocketmq.routing import parse_cluster_info
+from connectors.rocketmq.transport import BROKER, NAME_SERVER, Transport, header_int
+from connectors.rocketmq.values import (
+    Message,
+    MessageQueue,
+    OutgoingMessage,
+    PullResult,
+    SendResult,
+    TopicRoute,
+)
+
+__all__ = [
+    "Message", "MessageQueue", "OutgoingMessage", "PullResult", "RocketMQClient", "SendResult", "TopicRoute",
+]  # fmt: skip
+
+DEFAULT_TOPIC = "TBW102"
+PULL_SYSFLAG_SUBSCRIPTION = 0x4
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
+SUBSCRIPTION_GROUP_NOT_EXIST = 26
+
+
+class RocketMQClient(Transport):
+    """Asyncio client; see the module docstring. Options are documented on Transport."""
+
+    async def queues(self, topic: str) -> list[MessageQueue]:
+        return list((await self.topic_route(topic)).queues)
+
+    async def topic_exists(self, topic: str) -> bool:
+        try:
+            await self.topic_route(topic, refresh=True)
+        except TopicNotFoundError:
+            return False
+        return True
+
+    async def create_topic(self, topic: str, *, queue_count: int = 4, cluster: str | None = None) -> None:
+        """Create (or update) the topic on every master of ``cluster`` (default: every known broker)."""
+        if queue_count < 1:
+            raise ValueError(f"rocketmq: topic {topic!r}: queue_count must be >= 1, got {queue_count}")
+        resp = await self._namesrv_call(RequestCode.GET_BROKER_CLUSTER_INFO, {}, "cluster info")
+        self._check(resp, "cluster info", ";".join(self._namesrvs), NAME_SERVER)
+        info = parse_cluster_info(resp.body)
+        if cluster is None:
+            brokers = sorted(info.masters)
+        elif cluster in info.clusters:
+            brokers = [b for b in info.clusters[cluster] if b in info.masters]
+        else:
+            raise RocketMQError(
+                f"rocketmq: cannot create topic {topic!r}: cluster {cluster!r} unknown "
+                f"(known: {sorted(info.clusters)})"
+            )
+        if not brokers:
+            raise BrokerUnavailableError(f"rocketmq: cannot create topic {topic!r}: no live master broker")
+        fields = {
+            "topic": topic,
+            "defaultTopic": DEFAULT_TOPIC,
+            "readQueueNums": queue_count,
+            "writeQueueNums": queue_count,
+            "perm": 6,
+            "topicFilterType": "SINGLE_TAG",
+            "topicSysFlag": 0,
+            "order": False,
+        }
+        for name in brokers:
+            address = info.masters[name]
+            what = f"create topic {topic!r} on broker {name}"
+            for attempt in range(self.max_retries + 1):
+                try:
+                    resp = await self._send(
+                        address, BROKER, request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
+                    )
+                    self._check(resp, what, address, BROKER, topic)
+                    break
+                except RetriableError:
+                    if attempt == self.max_retries:
+                        raise
+                    await self._backoff(attempt)
+        # The broker registers the topic with the name server asynchronously; wait for the route.
+        deadline = time.monotonic() + self.request_timeout_s
+        while True:
+            try:
+                route = await self.topic_route(topic, refresh=True)
+                if {q.broker_name for q in route.queues} >= set(brokers):
+                    return
+            except TopicNotFoundError:
+                pass
+            if time.monotonic() > deadline:
+                raise RocketMQError(
+                    f"rocketmq: topic {topic!r} was created but its route did not appear "
+                    f"at name server {';'.join(self._namesrvs)}"
+                )
+            await asyncio.sleep(0.1)
+
+    # -- offsets ------------------------------------------------------------------------------------
+
+    async def _offset_call(self, code: int, mq: MessageQueue, extra: Mapping[str, object], what: str) -> int:
+        fields = {"topic": mq.topic, "queueId": mq.queue_id, **extra}
+        resp, _ = await self._broker_call(mq.topic, mq.broker_name, code, fields, f"{what} of {mq}")
+        return header_int(resp, "offset", f"{what} of {mq}")
+
+    async def min_offset(self, mq: MessageQueue) -> int:
+        return await self._offset_call(RequestCode.GET_MIN_OFFSET, mq, {}, "min offset")
+
+    async def max_offset(self, mq: MessageQueue) -> int:
+        """The next offset to be written (one past the last message)."""
+        return await self._offset_call(RequestCode.GET_MAX_OFFSET, mq, {"committed": True}, "max offset")
+
+    async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        return await self._offset_call(
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, mq, {"timestamp": timestamp_ms}, "offset by timestamp"
+        )
+
+    async def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
+        fields = {"consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id, "commitOffset": offset}
+        what = f"update offset of group {group!r} on {mq}"
+        code = RequestCode.UPDATE_CONSUMER_OFFSET
+        resp, address = await self._broker_call(
+            mq.topic, mq.broker_name, code, fields, what, accept=frozenset({SUBSCRIPTION_GROUP_NOT_EXIST})
+        )
+        if resp.code == SUBSCRIPTION_GROUP_NOT_EXIST:  # brokers only auto-create groups on pull
+            await self._create_group(address, group)
+            await self._broker_call(mq.topic, mq.broker_name, code, fields, what)
+
+    async def _create_group(self, address: str, group: str) -> None:
+        config = {
+            "groupName": group,
+            "consumeEnable": True,
+            "consumeFromMinEnable": True,
+            "consumeBroadcastEnable": True,
+            "retryQueueNums": 1,
+            "retryMaxTimes": 16,
+            "brokerId": 0,
+            "whichBrokerWhenConsumeSlowly": 1,
+            "notifyConsumerIdsChangedEnable": True,
+        }
+        body = json.dumps(config).encode()
+        resp = await self._send(address, BROKER, request(UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body))
+        self._check(resp, f"create consumer group {group!r}", address, BROKER)
+
+    async def query_consumer_offset(self, group: str, mq: MessageQueue) -> int | None:
+        """The group's committed offset on the queue, or None when it never committed one."""
+        fields = {
+            "consumerGroup": group,
+            "topic": mq.topic,
+            "queueId": mq.queue_id,
+            "setZeroIfNotFound": False,
+        }
+        what = f"query offset of group {group!r} on {mq}"
+        resp, _ = await self._broker_call(
+            mq.topic,
+            mq.broker_name,
+            RequestCode.QUERY_CONSUMER_OFFSET,
+            fields,
+            what,
+            accept=frozenset({ResponseCode.QUERY_NOT_FOUND, SUBSCRIPTION_GROUP_NOT_EXIST}),
+        )
+        if resp.code != ResponseCode.SUCCESS:
+            return None
+        return header_int(resp, "offset", what)
+
+    # -- data ---------------------------------------------------------------------------------------
+
+    async def pull(self, mq: MessageQueue, offset: int, max_count: int = 32) -> PullResult:
+        """Up to ``max_count`` messages from ``offset`` (fewer if the broker caps a transfer).
+
+        Returns no messages at the end of the queue; raises OffsetOutOfRangeError when ``offset`` is
+        below the queue's min offset or beyond its max offset.
+        """
+        if offset < 0 or max_count < 1:
+            raise ValueError(
+                f"rocketmq: pull {mq}: offset {offset} and max_count {max_count} must be >= 0 / >= 1"
+            )
+        fields = {
+            "consumerGroup": self.consumer_group,
+            "topic": mq.topic,
+            "queueId": mq.queue_id,
+            "queueOffset": offset,
+            "maxMsgNums": max_count,
+            "sysFlag": PULL_SYSFLAG_SUBSCRIPTION,
+            "commitOffset": 0,
+            "suspendTimeoutMillis": 0,
+            "subscription": "*",
+            "subVersion": 0,
+            "expressionType": "TAG",
+        }
+        accept = frozenset(
+            {
+                ResponseCode.SUCCESS,
+                ResponseCode.PULL_NOT_FOUND,
+                ResponseCode.PULL_RETRY_IMMEDIATELY,
+                ResponseCode.PULL_OFFSET_MOVED,
+            }
+        )
+        what = f"pull {mq} at offset {offset}"
+        resp, _ = await self._broker_call(
+            mq.topic, mq.broker_name, RequestCode.PULL_MESSAGE, fields, what, accept=accept
+        )
+        min_off = header_int(resp, "minOffset", what)
+        max_off = header_int(resp, "maxOffset", what)
+        if resp.code == ResponseCode.PULL_OFFSET_MOVED or offset < min_off or offset > max_off:
+            raise OffsetOutOfRangeError(mq, offset, min_off, max_off)
+        next_off = header_int(resp, "nextBeginOffset", what)
+        if resp.code != ResponseCode.SUCCESS:
+            return PullResult((), next_off, min_off, max_off)
+        messages = decode_messages(resp.body, mq.broker_name)
+        return PullResult(tuple(messages), next_off, min_off, max_off)
+
+    async def pull_range(
+        self, mq: MessageQueue, start: int, end: int, *, max_per_request: int = 32, concurrency: int = 8
+    ) -> list[Message]:
+        """Exactly the messages with offsets in ``[start, end)``, pulled with requests in flight.
+
+        The range is cut into chunks pulled concurrently on the shared connection (brokers cap each
+        pull at maxTransferCountOnMessageInMemory, 32 by default, so a serial loop is latency-bound).
+        Raises OffsetOutOfRangeError if part of the range is no longer (or not yet) in the queue.
+        """
+        if end <= start:
+            return []
+        sem = asyncio.Semaphore(max(1, concurrency))
+
+        async def chunk(lo: int, hi: int) -> list[Message]:
+            out: list[Message] = []
+            offset = lo
+            async with sem:
+                while offset < hi:
+                    result = await self.pull(mq, offset, min(max_per_request, hi - offset))
+                    out += [m for m in result.messages if offset <= m.queue_offset < hi]
+                    if result.next_offset <= offset:
+                        raise OffsetOutOfRangeError(mq, offset, result.min_offset, result.max_offset)
+                    offset = result.next_offset
+            return out
+
+        bounds = range(start, end, max_per_request)
+        parts = await asyncio.gather(*(chunk(lo, min(lo + max_per_request, end)) for lo in bounds))
+        return [m for part in parts for m in part]
+
+    async def send_batch(self, mq: MessageQueue, messages: Sequence[OutgoingMessage]) -> SendResult:
+        """Send ``messages`` to ``mq`` as one batch request (several if over max_message_bytes)."""
+        if not messages:
+            raise ValueError(f"rocketmq: send to {mq}: no messages")
+        ids = self._ids.take(len(messages))
+        entries = encode_batch_entries(messages, ids, mq.topic)
+        groups: list[list[bytes]] = [[]]
+        size = 0
+        for index, entry in enumerate(entries):
+            stored = stored_size(entry, mq.topic)
+            if stored > self.max_message_bytes:
+                raise MessageTooLargeError(
+                    f"rocketmq: message {index} for {mq} takes {stored} bytes stored, over the limit of "
+                    f"{self.max_message_bytes} (maxMessageSize)"
+                )
+            if size + stored > self.max_message_bytes and groups[-1]:
+                groups.append([])
+                size = 0
+            groups[-1].append(entry)
+            size += stored
+        offsets: list[int] = []
+        for group in groups:
+            first = await self._send_group(mq, group)
+            offsets += range(first, first + len(group))
+        return SendResult(mq, offsets[0], len(messages), tuple(ids), tuple(offsets))
+
+    async def _send_group(self, mq: MessageQueue, entries: list[bytes]) -> int:
+        fields: dict[str, Any] = {
+            "a": self.producer_group,
+            "b": mq.topic,
+            "c": DEFAULT_TOPIC,
+            "d": 4,
+            "e": mq.queue_id,
+            "f": 0,
+            "g": int(time.time() * 1000),
+            "h": 0,
+            "i": "WAIT\x01true\x02",
+            "j": 0,
+            "k": False,
+            "m": True,
+            "n": mq.broker_name,
+        }
+        what = f"send {len(entries)} messages to {mq}"
+        resp, _ = await self._broker_call(
+            mq.topic, mq.broker_name, RequestCode.SEND_BATCH_MESSAGE, fields, what, body=b"".join(entries)
+        )
+        return header_int(resp, "queueOffset", what)

@@ -1,0 +1,70 @@
+"""Errors raised by Sluice's RocketMQ remoting client.
+
+One base class so callers can catch "anything RocketMQ", and one subclass per situation a caller
+handles differently: retry later (unavailable, timeout), fix configuration (auth, unknown topic),
+report data loss (offset out of range), or fix the data (message too large). Every message names
+the service, address, topic and queue involved so a failed task explains itself without a debugger.
+Secrets (ACL keys, signatures) never appear in messages.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from connectors.rocketmq.values import MessageQueue
+
+
+class RocketMQError(Exception):
+    """Base of every error raised by connectors.rocketmq."""
+
+
+class RetriableError(RocketMQError):
+    """A failure worth retrying after a pause (the service may come back or calm down)."""
+
+
+class NameServerUnavailableError(RetriableError):
+    """No configured name server answered."""
+
+
+class BrokerUnavailableError(RetriableError):
+    """A broker refused or dropped the connection, or reported itself busy/unavailable."""
+
+
+class RequestTimeoutError(RetriableError):
+    """A request got no response within the request timeout."""
+
+
+class TopicNotFoundError(RocketMQError):
+    """The name server or broker does not know the topic (topic auto-creation is off)."""
+
+    def __init__(self, topic: str, detail: str = "") -> None:
+        self.topic = topic
+        super().__init__(f"rocketmq: topic {topic!r} does not exist{': ' + detail if detail else ''}")
+
+
+class AuthError(RocketMQError):
+    """The broker or name server refused the request's credentials or permissions."""
+
+
+class MessageTooLargeError(RocketMQError):
+    """A message (or its properties) exceeds what the broker accepts."""
+
+
+class OffsetOutOfRangeError(RocketMQError):
+    """A pull asked for an offset the queue does not hold (below min: data loss; above max)."""
+
+    def __init__(self, mq: MessageQueue, requested: int, min_offset: int, max_offset: int) -> None:
+        self.mq = mq
+        self.requested = requested
+        self.min_offset = min_offset
+        self.max_offset = max_offset
+        where = "below the earliest retained" if requested < min_offset else "beyond the latest"
+        super().__init__(
+            f"rocketmq: offset {requested} of topic {mq.topic!r} queue {mq.broker_name}:{mq.queue_id} is "
+            f"{where} offset (queue holds [{min_offset}, {max_offset}))"
+        )
+
+
+class ProtocolError(RocketMQError):
+    """Bytes on the wire do not follow the remoting protocol or the message layout."""
