@@ -1,0 +1,65 @@
+"""Heartbeats for synchronous task activities while a Spark batch blocks the activity thread.
+
+A micro-batch can take longer than the heartbeat timeout, and Temporal only delivers cancellation
+to an activity that heartbeats, so a daemon thread heartbeats every second with the latest progress.
+It runs inside a copy of the activity's context (``contextvars``), which is what lets
+``activity.heartbeat`` and ``activity.is_cancelled`` work from that thread.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from dataclasses import asdict, dataclass, field
+
+from temporalio import activity
+
+
+@dataclass
+class Progress:
+    """Heartbeat details: a hint for the next attempt; the offset store is the truth."""
+
+    last_committed_batch: int = -1
+    batches: int = 0
+    records: int = 0
+    phase: str = "starting"
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+class Heartbeater:
+    def __init__(self, interval_s: float = 1.0) -> None:
+        self.progress = Progress()
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(target=context.run, args=(self._loop,), name="sluice-heartbeat", daemon=True)
+
+    def __enter__(self) -> Heartbeater:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def beat(self) -> None:
+        activity.heartbeat(asdict(self.progress))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            try:
+                self.beat()
+            except Exception:  # noqa: BLE001 - a failed heartbeat must not kill the batch
+                activity.logger.warning("heartbeat failed", exc_info=True)
+
+    def should_stop(self) -> bool:
+        return activity.is_cancelled() or activity.is_worker_shutdown()
+
+    def sleep(self, seconds: float) -> None:
+        """Idle between empty batches, waking early on cancellation."""
+        deadline = threading.Event()
+        step = 0.1
+        waited = 0.0
+        while waited < seconds and not self.should_stop():
+            deadline.wait(step)
+            waited += step

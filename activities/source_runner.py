@@ -1,0 +1,158 @@
+"""One source task's micro-batches: plan, record, read, transform, convert, send, commit.
+
+Delivery into RocketMQ is exactly-once per source position: every message carries its batch
+reference and source position as properties, and the plan records each queue's end offset before
+anything is sent. When a recorded plan is re-run (the attempt before crashed between sending and
+committing), the messages already written since those offsets are found and not sent again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from connectors.model import BatchPlan, DataLossPolicy
+from connectors.planning import admit, plan_batch
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from activities.context import RuntimeContext
+    from connectors.api import SourceTask
+    from connectors.converters import Converter
+    from connectors.transforms import Transform
+
+BATCH_PROPERTY = "sluice.batch"
+PARTITION_PROPERTY = "sluice.partition"
+OFFSET_PROPERTY = "sluice.offset"
+
+
+def batch_ref(plan: BatchPlan) -> str:
+    return f"{plan.connector}/{plan.task_id}/{plan.batch_id}"
+
+
+class SourceRunner:
+    def __init__(
+        self,
+        ctx: RuntimeContext,
+        connector: str,
+        task: SourceTask,
+        config: Mapping[str, Any],
+        converter: Converter,
+        chain: list[Transform],
+    ) -> None:
+        self.ctx = ctx
+        self.connector = connector
+        self.task = task
+        self.config = config
+        self.converter = converter
+        self.chain = chain
+        self.topic: str = config["topic"]
+        self.data_loss = DataLossPolicy(config.get("data.loss", "fail"))
+
+    def ensure_topic(self) -> None:
+        client = self.ctx.rocketmq
+        if client.topic_exists(self.topic):
+            return
+        if not self.config.get("topic.auto.create", True):
+            raise LookupError(
+                f"connector {self.connector}: topic {self.topic} does not exist and topic.auto.create is false"
+            )
+        client.create_topic(self.topic, queue_count=int(self.config.get("topic.queues", 4)))
+
+    def next_plan(self) -> tuple[BatchPlan | None, bool]:
+        """The batch to run now and whether it is a re-run of a recorded, uncommitted plan."""
+        store = self.ctx.store
+        pending = store.pending_plan(self.connector, self.task.task_id)
+        if pending is not None:
+            return pending, True
+        committed_all = store.committed_positions(self.connector)
+        partitions = self.task.partitions()
+        earliest = self.task.earliest_positions()
+        committed = {p: committed_all.get(p, earliest.get(p, 0)) for p in partitions}
+        latest = self.task.latest_positions()
+        for p in partitions:
+            if latest.get(p, 0) < committed[p]:
+                message = (
+                    f"connector {self.connector}: source partition {p} now ends at {latest.get(p, 0)}, "
+                    f"before the committed position {committed[p]} (truncated or replaced)"
+                )
+                if self.data_loss is DataLossPolicy.FAIL:
+                    from connectors.rocketmq.offsets import DataLossError
+
+                    raise DataLossError(message)
+                committed[p] = latest.get(p, 0)
+        unit_limit = self.config["batch.max.bytes"] if self.task.position_unit == "bytes" else None
+        max_span = int(unit_limit or self.config["batch.max.records"])
+        ends = admit(committed, {p: latest.get(p, 0) for p in partitions}, max_span)
+        ends = {p: self.task.snap_end(p, committed[p], end) for p, end in ends.items()}
+        batch_id = store.last_batch_id(self.connector, self.task.task_id) + 1
+        plan = plan_batch(self.connector, self.task.task_id, batch_id, committed, ends, None)
+        if plan.is_empty:
+            return None, False
+        queue_ends = {mq.key: self.ctx.rocketmq.max_offset(mq) for mq in self.ctx.rocketmq.queues(self.topic)}
+        plan = replace(plan, sink_state={"queue_ends": json.dumps(queue_ends)})
+        return store.record_plan(plan), False
+
+    def run(self, plan: BatchPlan, rerun: bool) -> int:
+        """Send the plan's records; return how many were sent. Commits the plan."""
+        from pyspark.sql import functions as F
+
+        from connectors.records import raise_on_bad_records
+        from connectors.rocketmq.spark_source import register
+        from connectors.transforms import apply_chain
+
+        spark = self.ctx.spark
+        register(spark)
+        records = self.task.read(spark, plan.ranges)
+        records = raise_on_bad_records(apply_chain(self.chain, records), f"connector {self.connector}")
+        messages = self.converter.to_messages(records)
+        messages = messages.withColumn(
+            "properties", F.map_concat("properties", F.create_map(F.lit(BATCH_PROPERTY), F.lit(batch_ref(plan))))
+        ).withColumn("sharding_key", F.col("properties")[PARTITION_PROPERTY])
+        if rerun:
+            messages = self._without_already_sent(messages, plan)
+        messages = messages.cache()
+        try:
+            sent = messages.count()
+            if sent:
+                (messages.write.format("rocketmq").option("namesrv", self.ctx.settings.namesrv)
+                 .option("topic", self.topic).mode("append").save())
+        finally:
+            messages.unpersist()
+        self.ctx.store.commit(plan)
+        return sent
+
+    def _without_already_sent(self, messages: DataFrame, plan: BatchPlan) -> DataFrame:
+        """Drop records an earlier attempt of this plan already sent (found by batch property)."""
+        from pyspark.sql import functions as F
+
+        sent = sorted(self._sent_positions(plan))
+        if not sent:
+            return messages
+        spark = self.ctx.spark
+        done = spark.createDataFrame(sent, "p string, o string")
+        keyed = messages.withColumn("_p", F.col("properties")[PARTITION_PROPERTY]).withColumn(
+            "_o", F.col("properties")[OFFSET_PROPERTY]
+        )
+        return keyed.join(done, (keyed["_p"] == done["p"]) & (keyed["_o"] == done["o"]), "left_anti").drop("_p", "_o")
+
+    def _sent_positions(self, plan: BatchPlan) -> set[tuple[str, str]]:
+        ref = batch_ref(plan)
+        client = self.ctx.rocketmq
+        starts: dict[str, int] = json.loads(plan.sink_state.get("queue_ends", "{}"))
+        found: set[tuple[str, str]] = set()
+        for mq in client.queues(self.topic):
+            offset = starts.get(mq.key, 0)
+            end = client.max_offset(mq)
+            while offset < end:
+                result = client.pull(mq, offset, 1000)
+                if not result.messages:
+                    break
+                for m in result.messages:
+                    if m.properties.get(BATCH_PROPERTY) == ref:
+                        found.add((m.properties.get(PARTITION_PROPERTY, ""), m.properties.get(OFFSET_PROPERTY, "")))
+                offset = result.next_offset
+        return found

@@ -1,0 +1,62 @@
+"""`sluice worker`: a Temporal worker running connector workflows and task activities.
+
+Several workers on one task queue share the work; if one dies, Temporal retries its task
+activities elsewhere after the heartbeat timeout and they resume from the offset store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+from temporalio.worker import Worker
+
+from activities.connector_activities import ConnectorActivities
+from activities.context import RuntimeContext
+from worker.settings import WorkerSettings
+from worker.temporal_client import connect
+from workflows.connector import ConnectorWorkflow
+
+log = logging.getLogger("sluice.worker")
+
+
+def build_worker(client: object, settings: WorkerSettings, ctx: RuntimeContext, executor: ThreadPoolExecutor) -> Worker:
+    acts = ConnectorActivities(ctx)
+    return Worker(
+        client,  # type: ignore[arg-type]
+        task_queue=settings.task_queue,
+        workflows=[ConnectorWorkflow],
+        activities=[acts.validate, acts.run_task, acts.delete_offsets],
+        activity_executor=executor,
+        max_concurrent_activities=settings.max_concurrent_tasks + 4,
+        # A SIGKILLed worker leaves its sticky queue behind; fall back to the shared queue fast.
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),
+        graceful_shutdown_timeout=timedelta(seconds=20),
+    )
+
+
+async def run_worker(settings: WorkerSettings) -> None:
+    client = await connect(settings.temporal_address, settings.temporal_namespace)
+    ctx = RuntimeContext(settings.runtime)
+    ctx.store  # migrate the schema before taking work  # noqa: B018
+    ctx.spark  # pay the SparkSession start-up once, before the first task  # noqa: B018
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    with ThreadPoolExecutor(max_workers=settings.max_concurrent_tasks + 4) as executor:
+        worker = build_worker(client, settings, ctx, executor)
+        async with worker:
+            log.info("sluice worker polling task queue %s at %s", settings.task_queue, settings.temporal_address)
+            print(f"sluice worker ready on task queue {settings.task_queue}", flush=True)
+            await stop.wait()
+            log.info("shutting down: current batches finish, then the worker stops")
+    ctx.close()
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    asyncio.run(run_worker(WorkerSettings.from_env()))
