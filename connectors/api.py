@@ -1,0 +1,208 @@
+"""The connector contract: what a source or sink plugin implements and the runtime calls.
+
+Kafka Connect's shape (Connector splits work into task configs; tasks move data), reworked for
+micro-batches: a source task does not ``poll`` — it reports positions and reads an exact, half-open
+range as a Spark DataFrame, so a recorded plan can be replayed identically. A sink task writes one
+planned batch and must give the same result when the same plan is re-run.
+
+Source batch lifecycle (driven by the runtime, one task):
+  1. ``partitions()`` once, then per batch ``latest_positions()`` (and ``earliest_positions()``).
+  2. The planner caps ``[committed, latest)`` by the admission limits (unit ``position_unit``).
+  3. ``snap_end(partition, start, end)`` cuts each candidate end down to a record boundary.
+  4. The plan is recorded; ``read(spark, ranges)`` returns the records; transforms, converter and
+     the RocketMQ writer follow; positions commit.
+  5. ``close()`` when the task stops.
+
+Sink batch lifecycle:
+  1. The runtime plans queue ranges and calls ``prepare(plan)``; the returned state is recorded
+     with the plan *before* anything is written.
+  2. ``write(spark, records, plan)`` with ``plan.sink_state`` set to that state; re-run with the same
+     plan after a crash it must leave the target as one successful run would.
+  3. Positions commit; ``close()`` when the task stops.
+
+No module-level pyspark import: workflows import config types from here cheaply.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+
+from connectors.config import (
+    COMMON_SINK_FIELDS,
+    COMMON_SOURCE_FIELDS,
+    ConfigDef,
+    FieldError,
+)
+from connectors.model import BatchPlan, PartitionRange
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+class Delivery(StrEnum):
+    """What a sink guarantees when a plan is re-run after a crash."""
+
+    EXACTLY_ONCE = "exactly_once"  # re-running a plan leaves the target as one run would
+    IDEMPOTENT = "idempotent"  # writes keyed by record position: duplicates overwrite themselves
+    AT_LEAST_ONCE = "at_least_once"  # a re-run may duplicate records
+
+
+class Connector(ABC):  # noqa: B024 - every hook has a default; subclasses declare config
+    """Common base of source and sink connectors: declared config and work splitting.
+
+    Lifecycle: 1. ``validate(raw)`` (REST/CLI, before anything runs); 2. ``start(config)``;
+    3. ``task_configs(config, max_tasks)``; 4. ``stop()``. Connector objects are cheap and short-lived
+    (built inside activities); tasks hold the resources.
+    """
+
+    config_def: ClassVar[ConfigDef] = ConfigDef(())
+    common_fields: ClassVar[ConfigDef] = ConfigDef(())
+    #: short plugin name, used in error messages ("file-source")
+    plugin_name: ClassVar[str] = ""
+
+    @classmethod
+    def full_config_def(cls, name: str = "") -> ConfigDef:
+        """The connector's fields plus the common runtime fields, owned by ``connector '<name>'``."""
+        owner = f"connector {(name or cls.plugin_name or cls.__name__)!r}"
+        return cls.common_fields.extend(cls.config_def, owner=owner)
+
+    def validate(self, raw_config: Mapping[str, Any]) -> list[FieldError]:
+        """Every problem of ``raw_config``: declared fields, common fields and the transform chain."""
+        name = str(raw_config.get("name") or "")
+        errors = self.full_config_def(name).validate(raw_config)
+        from connectors.transforms import chain_errors
+
+        errors.extend(chain_errors(raw_config, owner=f"connector {(name or self.plugin_name)!r}"))
+        return errors
+
+    def parse(self, raw_config: Mapping[str, Any]) -> dict[str, Any]:
+        """Typed config (defaults applied, dynamic keys kept); raises ConfigError listing every problem."""
+        return self.full_config_def(str(raw_config.get("name") or "")).parse(raw_config)
+
+    def start(self, config: Mapping[str, Any]) -> None:  # noqa: B027 - optional hook
+        """Optional: connect to the source system to discover partitions etc."""
+
+    def stop(self) -> None:  # noqa: B027 - optional hook
+        """Optional: release what ``start`` acquired."""
+
+    def task_configs(self, config: Mapping[str, str], max_tasks: int) -> list[dict[str, str]]:
+        """Split work into at most ``max_tasks`` raw task configs (default: one task, same config)."""
+        return [dict(config)]
+
+
+class SourceTask(ABC):
+    """Reads exact position ranges of the partitions it owns; see the module docstring lifecycle.
+
+    ``config`` is parsed (typed) and secret-resolved. Positions are "next position to read":
+    ``latest_positions()`` is exclusive. ``read`` must be a pure function of the ranges.
+    """
+
+    position_unit: ClassVar[str] = "records"  # or "bytes": which unit batch limits count
+
+    def __init__(self, config: Mapping[str, Any], task_id: int) -> None:
+        self.config = dict(config)
+        self.task_id = task_id
+
+    @property
+    def name(self) -> str:
+        return str(self.config.get("name") or self.config.get("connector.class") or type(self).__name__)
+
+    @abstractmethod
+    def partitions(self) -> list[str]:
+        """The opaque source-partition keys this task owns."""
+
+    @abstractmethod
+    def latest_positions(self) -> dict[str, int]:
+        """Exclusive end available now per partition; a vanished partition is left out."""
+
+    def earliest_positions(self) -> dict[str, int]:
+        """The first position still retained per partition (data-loss detection)."""
+        return {p: 0 for p in self.partitions()}
+
+    def snap_end(self, partition: str, start: int, end: int) -> int:
+        """Cut a candidate ``end`` down to a record boundary in ``[start, end]``."""
+        return end
+
+    @abstractmethod
+    def read(self, spark: SparkSession, ranges: Sequence[PartitionRange]) -> DataFrame:
+        """The records of exactly ``ranges``, in the record columns (connectors.records)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release files, connections."""
+
+
+class SinkTask(ABC):
+    """Writes one planned batch of records; see the module docstring lifecycle."""
+
+    delivery: ClassVar[Delivery] = Delivery.AT_LEAST_ONCE
+
+    def __init__(self, config: Mapping[str, Any], task_id: int) -> None:
+        self.config = dict(config)
+        self.task_id = task_id
+
+    @property
+    def name(self) -> str:
+        return str(self.config.get("name") or self.config.get("connector.class") or type(self).__name__)
+
+    def prepare(self, plan: BatchPlan) -> dict[str, str]:
+        """State recorded with the plan before writing (e.g. a file's length); JSON strings only."""
+        return {}
+
+    @abstractmethod
+    def write(self, spark: SparkSession, records: DataFrame, plan: BatchPlan) -> None:
+        """Write ``records`` (the plan's records after converter and transforms); repeatable per plan."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release files, connections."""
+
+
+class SourceConnector(Connector):
+    common_fields: ClassVar[ConfigDef] = ConfigDef(COMMON_SOURCE_FIELDS)
+    task_class: ClassVar[type[SourceTask]]
+
+
+class SinkConnector(Connector):
+    common_fields: ClassVar[ConfigDef] = ConfigDef(COMMON_SINK_FIELDS)
+    task_class: ClassVar[type[SinkTask]]
+
+
+@runtime_checkable
+class SupportsAlterOffsets(Protocol):
+    """Optional ability (Kafka's ``alterOffsets``): check positions an operator wants to reset to."""
+
+    def alter_positions(self, config: Mapping[str, Any], positions: Mapping[str, int]) -> list[str]:
+        """Problems with ``positions`` (empty: acceptable)."""
+        ...
+
+
+@runtime_checkable
+class SupportsTimestampSeek(Protocol):
+    """Optional ability of a source task: the first position at or after a timestamp (start policies)."""
+
+    def position_for_timestamp(self, partition: str, timestamp_ms: int) -> int: ...
+
+
+def open_source_task(
+    connector: type[SourceConnector], raw_task_config: Mapping[str, Any], task_id: int
+) -> SourceTask:
+    """Parse a (secret-resolved) raw task config with the connector's fields and build its task."""
+    return connector.task_class(connector().parse(raw_task_config), task_id)
+
+
+def open_sink_task(
+    connector: type[SinkConnector], raw_task_config: Mapping[str, Any], task_id: int
+) -> SinkTask:
+    """Parse a (secret-resolved) raw task config with the connector's fields and build its task."""
+    return connector.task_class(connector().parse(raw_task_config), task_id)
+
+
+def split_round_robin(items: Sequence[str], max_tasks: int) -> list[list[str]]:
+    """Items dealt to at most ``max_tasks`` groups, none empty, order kept inside each group."""
+    count = max(1, min(max_tasks, len(items)))
+    groups: list[list[str]] = [[] for _ in range(count)]
+    for i, item in enumerate(items):
+        groups[i % count].append(item)
+    return groups

@@ -1,0 +1,273 @@
+"""Declared, typed connector configuration (Singer-style declarative fields, Kafka Connect key names).
+
+Connector configs arrive as string maps (REST, CLI, files), just like Kafka Connect's. Each
+connector declares its fields once as a :class:`ConfigDef`; the runtime validates the raw map up
+front (every problem reported at once, each naming the connector and field) and hands tasks a typed
+dict. No pyspark here: workflows import these types cheaply.
+
+Keys that no field declares are kept verbatim by :meth:`ConfigDef.parse`, because whole families of
+keys are dynamic (``transforms.<alias>.<option>``, ``predicates.<name>.<option>``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+REDACTED: Final = "********"
+
+
+class _Required:
+    """Sentinel default meaning "the user must set this field"."""
+
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED: Final = _Required()
+
+_TRUE = {"true", "yes", "1", "on"}
+_FALSE = {"false", "no", "0", "off"}
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One problem with one field; ``message`` is complete on its own (names connector and field)."""
+
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(ValueError):
+    """A config failed validation; carries every :class:`FieldError`, not just the first."""
+
+    def __init__(self, errors: list[FieldError]) -> None:
+        self.errors = list(errors)
+        super().__init__("invalid configuration:\n  " + "\n  ".join(e.message for e in self.errors))
+
+
+@dataclass(frozen=True)
+class ConfigField:
+    """One declared key: its type (``str``, ``int``, ``float``, ``bool`` or ``list[str]``), default, doc.
+
+    ``validator`` returns an error message (without the field name) or ``None``; ``secret`` fields
+    are redacted everywhere a config is shown.
+    """
+
+    name: str
+    type: Any = str
+    default: Any = REQUIRED
+    doc: str = ""
+    secret: bool = False
+    validator: Callable[[Any], str | None] | None = None
+    choices: tuple[Any, ...] | None = None
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    def convert(self, raw: Any) -> Any:
+        """Convert a raw (usually string) value to the declared type; raises ValueError with a reason."""
+        kind = self.type
+        if kind is bool:
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in _TRUE:
+                return True
+            if text in _FALSE:
+                return False
+            raise ValueError("expected a boolean (true/false)")
+        if kind is int:
+            if isinstance(raw, bool):
+                raise ValueError("expected an integer")
+            if isinstance(raw, int):
+                return raw
+            try:
+                return int(str(raw).strip())
+            except ValueError:
+                raise ValueError("expected an integer") from None
+        if kind is float:
+            if isinstance(raw, bool):
+                raise ValueError("expected a number")
+            try:
+                return float(raw)
+            except (TypeError, ValueError):
+                raise ValueError("expected a number") from None
+        if kind == list[str] or kind is list:
+            if isinstance(raw, list | tuple):
+                return [str(item).strip() for item in raw if str(item).strip()]
+            return split_list(str(raw))
+        if kind is str:
+            if not isinstance(raw, str):
+                raise ValueError(f"expected a string, got {type(raw).__name__}")
+            return raw
+        raise TypeError(f"field {self.name!r}: unsupported declared type {kind!r}")
+
+
+def split_list(text: str) -> list[str]:
+    """Kafka's comma-separated list: items stripped, empty items dropped."""
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    """The declared fields of one connector (or transform); ``owner`` names it in every message."""
+
+    fields: tuple[ConfigField, ...]
+    owner: str = ""
+    _by_name: dict[str, ConfigField] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        by_name: dict[str, ConfigField] = {}
+        for f in self.fields:
+            if f.name in by_name:
+                raise ValueError(f"{self.owner or 'config'}: field {f.name!r} declared twice")
+            by_name[f.name] = f
+        object.__setattr__(self, "_by_name", by_name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def __getitem__(self, name: str) -> ConfigField:
+        return self._by_name[name]
+
+    @property
+    def secret_names(self) -> frozenset[str]:
+        return frozenset(f.name for f in self.fields if f.secret)
+
+    def extend(self, *others: ConfigDef | tuple[ConfigField, ...], owner: str | None = None) -> ConfigDef:
+        """A new def with more fields; a later field with the same name replaces the earlier one."""
+        merged = dict(self._by_name)
+        for other in others:
+            for f in other.fields if isinstance(other, ConfigDef) else other:
+                merged[f.name] = f
+        return ConfigDef(tuple(merged.values()), owner=self.owner if owner is None else owner)
+
+    def with_owner(self, owner: str) -> ConfigDef:
+        return ConfigDef(self.fields, owner=owner)
+
+    def _prefix(self, name: str) -> str:
+        return f"{self.owner}: field {name!r}" if self.owner else f"field {name!r}"
+
+    def _check(self, raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[FieldError]]:
+        values: dict[str, Any] = {}
+        errors: list[FieldError] = []
+        for f in self.fields:
+            present = f.name in raw and raw[f.name] is not None
+            if not present or (
+                isinstance(raw[f.name], str) and not raw[f.name].strip() and f.type is not str
+            ):
+                if f.required:
+                    errors.append(FieldError(f.name, f"{self._prefix(f.name)} is required{_doc(f)}"))
+                    continue
+                values[f.name] = list(f.default) if isinstance(f.default, list | tuple) else f.default
+                continue
+            shown = REDACTED if f.secret else repr(raw[f.name])
+            try:
+                value = f.convert(raw[f.name])
+            except ValueError as exc:
+                errors.append(FieldError(f.name, f"{self._prefix(f.name)}: {exc}, got {shown}"))
+                continue
+            if f.choices is not None:
+                candidates = value if isinstance(value, list) else [value]
+                bad = [v for v in candidates if v not in f.choices]
+                if bad:
+                    allowed = ", ".join(str(c) for c in f.choices)
+                    errors.append(
+                        FieldError(f.name, f"{self._prefix(f.name)}: must be one of {allowed}, got {shown}")
+                    )
+                    continue
+            if f.validator is not None:
+                problem = f.validator(value)
+                if problem:
+                    errors.append(FieldError(f.name, f"{self._prefix(f.name)}: {problem}, got {shown}"))
+                    continue
+            values[f.name] = value
+        return values, errors
+
+    def validate(self, raw: Mapping[str, Any]) -> list[FieldError]:
+        """Every problem of ``raw`` against the declared fields (empty list: valid)."""
+        return self._check(raw)[1]
+
+    def parse(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """Typed values with defaults applied; undeclared keys kept verbatim. Raises :class:`ConfigError`."""
+        values, errors = self._check(raw)
+        if errors:
+            raise ConfigError(errors)
+        extra = {k: v for k, v in raw.items() if k not in self._by_name}
+        return {**extra, **values}
+
+    def redact(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """A copy safe to log or show: secret fields (and secret-looking keys) become ``********``."""
+        from connectors.secrets import redact
+
+        return redact(raw, self.secret_names)
+
+
+def _doc(f: ConfigField) -> str:
+    return f" ({f.doc})" if f.doc else ""
+
+
+def at_least(minimum: int) -> Callable[[Any], str | None]:
+    """Validator: an integer no smaller than ``minimum``."""
+
+    def check(value: Any) -> str | None:
+        return None if value >= minimum else f"must be >= {minimum}"
+
+    return check
+
+
+def non_empty(value: Any) -> str | None:
+    """Validator: a non-blank string or non-empty list."""
+    if isinstance(value, str):
+        return None if value.strip() else "must not be empty"
+    return None if value else "must not be empty"
+
+
+CONVERTER_CHOICES: Final = ("string", "json", "bytes")
+
+_COMMON: Final = (
+    ConfigField("connector.class", str, doc="plugin short name or 'module:Class'", validator=non_empty),
+    ConfigField("name", str, "", doc="connector name"),
+    ConfigField("tasks.max", int, 1, doc="upper bound on tasks", validator=at_least(1)),
+    ConfigField("key.converter", str, "string", choices=CONVERTER_CHOICES),
+    ConfigField("value.converter", str, "string", choices=CONVERTER_CHOICES),
+    ConfigField("value.converter.schemas.enable", bool, False, doc="Connect JSON envelope {schema, payload}"),
+    ConfigField("value.converter.schema", str, "", doc="Spark DDL of the value for the json converter"),
+    ConfigField("transforms", list[str], [], doc="comma list of transform aliases, applied in order"),
+    ConfigField(
+        "batch.max.records", int, 10_000, doc="admission limit per micro-batch", validator=at_least(1)
+    ),
+    ConfigField(
+        "batch.max.bytes",
+        int,
+        64 * 1024 * 1024,
+        doc="admission limit for byte-positioned sources",
+        validator=at_least(1),
+    ),
+    ConfigField("poll.interval.ms", int, 1000, doc="idle wait between empty batches", validator=at_least(0)),
+    ConfigField("errors.tolerance", str, "none", choices=("none", "all")),
+    ConfigField(
+        "errors.deadletterqueue.topic.name", str, "", doc="where bad records go with errors.tolerance=all"
+    ),
+    ConfigField(
+        "data.loss", str, "fail", doc="when a position is no longer retained", choices=("fail", "skip")
+    ),
+)
+
+COMMON_SOURCE_FIELDS: Final[tuple[ConfigField, ...]] = (
+    *_COMMON,
+    ConfigField("topic", str, doc="RocketMQ topic the records go to", validator=non_empty),
+    ConfigField("topic.auto.create", bool, True, doc="create the topic if it does not exist"),
+    ConfigField("topic.queues", int, 4, doc="queues of an auto-created topic", validator=at_least(1)),
+)
+
+COMMON_SINK_FIELDS: Final[tuple[ConfigField, ...]] = (
+    *_COMMON,
+    ConfigField("topics", list[str], doc="comma list of RocketMQ topics to read", validator=non_empty),
+)

@@ -1,0 +1,447 @@
+"""Converters between record DataFrames and RocketMQ message DataFrames (Kafka Connect's Converter).
+
+``to_messages(records)`` gives ``topic, body (binary), keys, tags, properties`` for the RocketMQ
+writer; ``to_records(messages)`` takes the reader's ``topic, partition, queue_offset, keys, tags,
+properties, born_timestamp, store_timestamp, body`` and gives record columns. Record position and
+headers travel as message properties (``sluice.partition``, ``sluice.offset`` plus one per header),
+and the header ``rocketmq.tags`` becomes the message tag.
+
+:class:`JsonConverter` with ``schemas_enable`` reads and writes the Connect JSON envelope of Kafka's
+and RocketMQ Connect's JsonConverter: ``{"schema": {...}, "payload": ...}``. Rows that do not parse
+are flagged in ``_sluice_error`` (see connectors.records.raise_on_bad_records), never dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from connectors.records import ERROR_COLUMN, flag_errors
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import DataType
+
+PARTITION_PROPERTY: Final = "sluice.partition"
+OFFSET_PROPERTY: Final = "sluice.offset"
+TAGS_HEADER: Final = "rocketmq.tags"
+# RocketMQ's own message properties (MessageConst): not user headers.
+SYSTEM_PROPERTIES: Final = frozenset(
+    [
+        "KEYS",
+        "TAGS",
+        "WAIT",
+        "DELAY",
+        "RETRY_TOPIC",
+        "REAL_TOPIC",
+        "REAL_QID",
+        "TRAN_MSG",
+        "PGROUP",
+        "MIN_OFFSET",
+        "MAX_OFFSET",
+        "BUYER_ID",
+        "ORIGIN_MESSAGE_ID",
+        "TRANSFER_FLAG",
+        "CORRECTION_FLAG",
+        "MQ2_FLAG",
+        "RECONSUME_TIME",
+        "MSG_REGION",
+        "TRACE_ON",
+        "UNIQ_KEY",
+        "MAX_RECONSUME_TIMES",
+        "CONSUME_START_TIME",
+        "INNER_NUM",
+        "INNER_BASE",
+        "CLUSTER",
+        "TRAN_PREPARED_QUEUE_OFFSET",
+        "__STARTDELIVERTIME",
+        "TIMER_DELIVER_MS",
+        "TIMER_DELAY_SEC",
+        "TIMER_DELAY_MS",
+        "TIMER_OUT_MS",
+    ]
+)
+
+# --- Connect schema <-> Spark type ------------------------------------------------------------------
+
+_PRIMITIVES: Final = {
+    "int8": "ByteType",
+    "int16": "ShortType",
+    "int32": "IntegerType",
+    "int64": "LongType",
+    "float32": "FloatType",
+    "float64": "DoubleType",
+    "boolean": "BooleanType",
+    "string": "StringType",
+    "bytes": "BinaryType",
+}
+_TIMESTAMP: Final = "org.apache.kafka.connect.data.Timestamp"
+_DATE: Final = "org.apache.kafka.connect.data.Date"
+
+
+def connect_schema(data_type: DataType, optional: bool = True) -> dict[str, Any]:
+    """The Connect JSON schema of a Spark type, keys in the order Kafka's JsonConverter writes them."""
+    from pyspark.sql import types as T
+
+    for name, spark_name in _PRIMITIVES.items():
+        if type(data_type).__name__ == spark_name:
+            return {"type": name, "optional": optional}
+    if isinstance(data_type, T.TimestampType | T.TimestampNTZType):
+        return {"type": "int64", "optional": optional, "name": _TIMESTAMP, "version": 1}
+    if isinstance(data_type, T.DateType):
+        return {"type": "int32", "optional": optional, "name": _DATE, "version": 1}
+    if isinstance(data_type, T.ArrayType):
+        return {
+            "type": "array",
+            "items": connect_schema(data_type.elementType, data_type.containsNull),
+            "optional": optional,
+        }
+    if isinstance(data_type, T.MapType):
+        if not isinstance(data_type.keyType, T.StringType):
+            raise ValueError(f"json converter: map keys must be strings, got {data_type.simpleString()}")
+        return {
+            "type": "map",
+            "keys": connect_schema(data_type.keyType, False),
+            "values": connect_schema(data_type.valueType, data_type.valueContainsNull),
+            "optional": optional,
+        }
+    if isinstance(data_type, T.StructType):
+        fields = [{**connect_schema(f.dataType, f.nullable), "field": f.name} for f in data_type.fields]
+        return {"type": "struct", "fields": fields, "optional": optional}
+    raise ValueError(f"json converter: no Connect schema type for Spark type {data_type.simpleString()}")
+
+
+def spark_type(schema: Mapping[str, Any], where: str = "schema") -> DataType:
+    """The Spark type of a Connect JSON schema (``where`` names the position in errors)."""
+    from pyspark.sql import types as T
+
+    kind = schema.get("type")
+    name = schema.get("name")
+    if name == _TIMESTAMP:
+        return T.TimestampType()
+    if name == _DATE:
+        return T.DateType()
+    if isinstance(kind, str) and kind in _PRIMITIVES:
+        return getattr(T, _PRIMITIVES[kind])()
+    if kind == "array":
+        items = schema.get("items") or {}
+        return T.ArrayType(spark_type(items, f"{where}.items"), bool(items.get("optional", True)))
+    if kind == "map":
+        keys, values = schema.get("keys") or {}, schema.get("values") or {}
+        if keys.get("type") != "string":
+            raise ValueError(f"json converter: {where}: only string map keys are supported")
+        return T.MapType(
+            T.StringType(), spark_type(values, f"{where}.values"), bool(values.get("optional", True))
+        )
+    if kind == "struct":
+        return T.StructType(
+            [
+                T.StructField(
+                    f["field"], spark_type(f, f"{where}.{f['field']}"), bool(f.get("optional", True))
+                )
+                for f in schema.get("fields", [])
+            ]
+        )
+    raise ValueError(f"json converter: {where}: unsupported Connect schema type {kind!r} (name {name!r})")
+
+
+def _wire_type(data_type: DataType) -> DataType:
+    """How a type appears in JSON: timestamps as epoch millis, dates as epoch days, bytes as base64."""
+    from pyspark.sql import types as T
+
+    if isinstance(data_type, T.TimestampType | T.TimestampNTZType):
+        return T.LongType()
+    if isinstance(data_type, T.DateType):
+        return T.IntegerType()
+    if isinstance(data_type, T.BinaryType):
+        return T.StringType()
+    if isinstance(data_type, T.ArrayType):
+        return T.ArrayType(_wire_type(data_type.elementType), data_type.containsNull)
+    if isinstance(data_type, T.MapType):
+        return T.MapType(data_type.keyType, _wire_type(data_type.valueType), data_type.valueContainsNull)
+    if isinstance(data_type, T.StructType):
+        return T.StructType(
+            [T.StructField(f.name, _wire_type(f.dataType), f.nullable) for f in data_type.fields]
+        )
+    return data_type
+
+
+def _convert(column: Column, data_type: DataType, to_wire: bool) -> Column:
+    """Rewrite a column between its Spark type and its JSON wire type (see ``_wire_type``)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if _wire_type(data_type) == data_type and not isinstance(data_type, T.BinaryType):
+        return column
+    if isinstance(data_type, T.TimestampType | T.TimestampNTZType):
+        return (
+            F.unix_millis(column.cast("timestamp")) if to_wire else F.timestamp_millis(column).cast(data_type)
+        )
+    if isinstance(data_type, T.DateType):
+        return F.unix_date(column) if to_wire else F.date_from_unix_date(column)
+    if isinstance(data_type, T.BinaryType):
+        return F.base64(column) if to_wire else F.unbase64(column)
+    if isinstance(data_type, T.ArrayType):
+        return F.transform(column, lambda x: _convert(x, data_type.elementType, to_wire))
+    if isinstance(data_type, T.MapType):
+        return F.transform_values(column, lambda _, v: _convert(v, data_type.valueType, to_wire))
+    assert isinstance(data_type, T.StructType)
+    rebuilt = F.struct(
+        *[_convert(column[f.name], f.dataType, to_wire).alias(f.name) for f in data_type.fields]
+    )
+    return F.when(column.isNull(), F.lit(None)).otherwise(rebuilt)
+
+
+def _json_text(column: Column, data_type: DataType) -> Column:
+    """JSON text of any column (``null`` for null), nulls inside structs written as Kafka does."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    options = {"ignoreNullFields": "false"}
+    wire = _convert(column, data_type, to_wire=True)
+    if isinstance(data_type, T.StructType | T.ArrayType | T.MapType):
+        text = F.to_json(wire, options)
+    else:  # a scalar: serialise inside a one-field struct and cut the value out
+        text = F.regexp_extract(F.to_json(F.struct(wire.alias("v")), options), r'^\{"v":(.*)\}$', 1)
+    return F.coalesce(text, F.lit("null"))
+
+
+# --- converters ------------------------------------------------------------------------------------
+
+
+class Converter(ABC):
+    """Value (de)serialisation; keys, tags, properties and positions are handled here once."""
+
+    @abstractmethod
+    def encode(self, df: DataFrame) -> DataFrame:
+        """``df`` with a binary ``body`` column made from ``value`` (may flag ``_sluice_error``)."""
+
+    @abstractmethod
+    def decode(self, df: DataFrame) -> DataFrame:
+        """``df`` with a ``value`` column made from the binary ``body`` (may flag ``_sluice_error``)."""
+
+    def to_messages(self, records: DataFrame) -> DataFrame:
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StringType
+
+        key_type = records.schema["key"].dataType
+        keys = F.col("key") if isinstance(key_type, StringType) else _json_text(F.col("key"), key_type)
+        headers = F.map_filter(
+            F.coalesce(F.col("headers"), F.create_map().cast("map<string,string>")),
+            lambda k, v: ~k.startswith("sluice.") & (k != TAGS_HEADER) & v.isNotNull(),
+        )
+        position = F.create_map(
+            F.lit(PARTITION_PROPERTY),
+            F.col("partition"),
+            F.lit(OFFSET_PROPERTY),
+            F.col("offset").cast("string"),
+        )
+        encoded = self.encode(records)
+        extra = [ERROR_COLUMN] if ERROR_COLUMN in encoded.columns else []
+        return encoded.select(
+            "topic",
+            "body",
+            F.when(F.col("key").isNotNull(), keys).alias("keys"),
+            F.col("headers")[TAGS_HEADER].alias("tags"),
+            F.map_concat(headers, position).alias("properties"),
+            "partition",
+            "offset",
+            *extra,
+        )
+
+    def to_records(self, messages: DataFrame) -> DataFrame:
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import NumericType
+
+        system = F.array(*[F.lit(p) for p in sorted(SYSTEM_PROPERTIES)])
+        props = F.map_filter(
+            F.coalesce(F.col("properties"), F.create_map().cast("map<string,string>")),
+            lambda k, v: ~F.array_contains(system, k),
+        )
+        tags = F.when(
+            F.col("tags").isNotNull() & (F.col("tags") != ""), F.create_map(F.lit(TAGS_HEADER), F.col("tags"))
+        )
+        headers = F.map_concat(props, F.coalesce(tags, F.create_map().cast("map<string,string>")))
+        born = F.col("born_timestamp")
+        if isinstance(messages.schema["born_timestamp"].dataType, NumericType):
+            born = F.timestamp_millis(born)
+        decoded = self.decode(messages)
+        extra = [ERROR_COLUMN] if ERROR_COLUMN in decoded.columns else []
+        return decoded.select(
+            F.col("topic"),
+            F.col("partition"),
+            F.col("queue_offset").cast("long").alias("offset"),
+            F.when(F.col("keys") != "", F.col("keys")).alias("key"),
+            F.col("value"),
+            headers.alias("headers"),
+            born.cast("timestamp").alias("timestamp"),
+            *extra,
+        )
+
+
+class StringConverter(Converter):
+    """UTF-8 text; structs/arrays/maps are written as JSON text, other types via their string cast."""
+
+    def encode(self, df: DataFrame) -> DataFrame:
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
+
+        data_type = df.schema["value"].dataType
+        value = F.col("value")
+        if isinstance(data_type, BinaryType):
+            return df.withColumn("body", value)
+        if isinstance(data_type, StructType | ArrayType | MapType):
+            text = F.to_json(value, {"ignoreNullFields": "false"})
+        else:
+            text = value if isinstance(data_type, StringType) else value.cast("string")
+        return df.withColumn("body", F.encode(text, "UTF-8"))
+
+    def decode(self, df: DataFrame) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        text = F.try_validate_utf8(F.col("body").cast("string"))
+        df = flag_errors(
+            df, F.col("body").isNotNull() & text.isNull(), F.lit("string converter: body is not UTF-8")
+        )
+        return df.withColumn("value", text)
+
+
+class BytesConverter(Converter):
+    """Bodies as raw bytes (a string value is UTF-8 encoded)."""
+
+    def encode(self, df: DataFrame) -> DataFrame:
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import BinaryType, StringType
+
+        data_type = df.schema["value"].dataType
+        if isinstance(data_type, BinaryType):
+            return df.withColumn("body", F.col("value"))
+        if isinstance(data_type, StringType):
+            return df.withColumn("body", F.encode("value", "UTF-8"))
+        raise ValueError(f"bytes converter: value must be binary or string, got {data_type.simpleString()}")
+
+    def decode(self, df: DataFrame) -> DataFrame:
+        return df.withColumn("value", df["body"])
+
+
+class JsonConverter(Converter):
+    """JSON bodies; with ``schemas_enable`` the Connect ``{"schema", "payload"}`` envelope.
+
+    ``value_schema`` (Spark DDL) parses JSON text values into a struct when writing and bodies when
+    reading; without it, reading a schemaless body keeps the JSON text, and reading an envelope takes
+    the Spark type from the first message's schema. A string value without ``value_schema`` is taken
+    to be JSON text already and written unchanged when schemas are off.
+    """
+
+    def __init__(self, schemas_enable: bool = False, value_schema: str | None = None) -> None:
+        self.schemas_enable = schemas_enable
+        self.value_schema = value_schema or None
+
+    def _declared_type(self) -> DataType | None:
+        if not self.value_schema:
+            return None
+        from pyspark.sql.types import _parse_datatype_string
+
+        try:
+            return _parse_datatype_string(self.value_schema)
+        except Exception as exc:
+            raise ValueError(
+                f"json converter: value schema {self.value_schema!r} is not Spark DDL: {exc}"
+            ) from exc
+
+    def _parse(
+        self, df: DataFrame, text: Column, data_type: DataType, envelope: bool, what: str
+    ) -> DataFrame:
+        """``value`` parsed from JSON ``text`` as ``data_type``; rows that do not fit are flagged."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StringType, StructField, StructType
+
+        wire = _wire_type(data_type)
+        inner = StructType([StructField("payload", wire)]) if envelope else wire
+        if not isinstance(inner, StructType):
+            inner = StructType([StructField("payload", wire)])
+            text = F.concat(F.lit('{"payload":'), text, F.lit("}"))
+            envelope = True
+        schema = StructType([*inner.fields, StructField("_corrupt", StringType())])
+        parsed = F.from_json(text, schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"})
+        df = df.withColumn("_parsed", parsed)
+        failed = text.isNotNull() & (F.col("_parsed").isNull() | F.col("_parsed._corrupt").isNotNull())
+        df = flag_errors(
+            df, failed, F.lit(f"json converter: {what} does not parse as {data_type.simpleString()}")
+        )
+        if envelope:
+            value = F.col("_parsed.payload")
+        else:
+            value = F.struct(*[F.col(f"_parsed.{f.name}").alias(f.name) for f in inner.fields])
+            value = F.when(F.col("_parsed").isNull(), F.lit(None)).otherwise(value)
+        return df.withColumn("value", _convert(value, data_type, to_wire=False)).drop("_parsed")
+
+    def encode(self, df: DataFrame) -> DataFrame:
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StringType
+
+        data_type = df.schema["value"].dataType
+        declared = self._declared_type()
+        if isinstance(data_type, StringType) and declared is not None:
+            df = self._parse(df, F.col("value"), declared, envelope=False, what="value")
+            data_type = declared
+        if not self.schemas_enable:
+            text = (
+                F.col("value") if isinstance(data_type, StringType) else _json_text(F.col("value"), data_type)
+            )
+            return df.withColumn("body", F.encode(text, "UTF-8"))
+        nullable = df.schema["value"].nullable
+        schema_json = json.dumps(connect_schema(data_type, nullable), separators=(",", ":"))
+        body = F.concat(
+            F.lit(f'{{"schema":{schema_json},"payload":'), _json_text(F.col("value"), data_type), F.lit("}")
+        )
+        return df.withColumn("body", F.encode(body, "UTF-8"))
+
+    def decode(self, df: DataFrame) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        text = F.try_validate_utf8(F.col("body").cast("string"))
+        declared = self._declared_type()
+        if not self.schemas_enable:
+            if declared is None:
+                return df.withColumn("value", text)
+            return self._parse(df, text, declared, envelope=False, what="body")
+        data_type = declared or self._schema_of_first(df, text)
+        if data_type is None:  # no messages: nothing to parse
+            return df.withColumn("value", text)
+        return self._parse(df, text, data_type, envelope=True, what="body envelope")
+
+    @staticmethod
+    def _schema_of_first(df: DataFrame, text: Column) -> DataType | None:
+        from pyspark.sql import functions as F
+
+        row = df.select(F.get_json_object(text, "$.schema").alias("s")).where(F.col("s").isNotNull()).first()
+        if row is None:
+            return None
+        try:
+            return spark_type(json.loads(row["s"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(
+                f"json converter: the first message's schema is not a Connect schema: {exc}"
+            ) from exc
+
+
+def converter_for(config: Mapping[str, Any], prefix: str = "value.converter") -> Converter:
+    """The converter a (parsed or raw) connector config asks for: ``string`` | ``json`` | ``bytes``."""
+    from connectors.config import ConfigField
+
+    name = str(config.get(prefix) or "string").strip().lower()
+    if name in ("string", "org.apache.kafka.connect.storage.stringconverter"):
+        return StringConverter()
+    if name in ("bytes", "org.apache.kafka.connect.converters.bytearrayconverter"):
+        return BytesConverter()
+    if name in ("json", "org.apache.kafka.connect.json.jsonconverter"):
+        schemas = ConfigField(f"{prefix}.schemas.enable", bool, False).convert(
+            config.get(f"{prefix}.schemas.enable", False)
+        )
+        return JsonConverter(
+            schemas_enable=schemas, value_schema=str(config.get(f"{prefix}.schema") or "") or None
+        )
+    raise ValueError(f"config field {prefix!r}: unknown converter {name!r} (known: string, json, bytes)")

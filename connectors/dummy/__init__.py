@@ -1,0 +1,6 @@
+"""Deterministic test connectors with fault injection (dlt's ``dummy`` destination, Singer test taps)."""
+
+from connectors.dummy.sink import DummySinkConnector, DummySinkTask
+from connectors.dummy.source import DummySourceConnector, DummySourceTask
+
+__all__ = ["DummySinkConnector", "DummySinkTask", "DummySourceConnector", "DummySourceTask"]

@@ -1,0 +1,44 @@
+"""Dummy sink: the file sink with faults that fail *mid-write*, leaving a partial batch behind.
+
+``fail.at.offset``: lines before that record offset are written and flushed, then it raises naming
+the record position. ``fail.once.marker``: the first attempt writes half of the batch then raises.
+Both leave exactly the partial write a crashed worker would, so tests can check that re-running the
+plan repairs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import IO
+
+from connectors.api import Delivery
+from connectors.config import ConfigDef, ConfigField, non_empty
+from connectors.dummy.faults import FAULT_FIELDS, InjectedFault, fail_once, sleep_if_slow
+from connectors.file.sink import FileSinkConnector, FileSinkTask
+
+
+class DummySinkTask(FileSinkTask):
+    delivery = Delivery.EXACTLY_ONCE
+
+    def emit(self, fh: IO[bytes], lines: Iterator[tuple[str, int, str]]) -> None:
+        sleep_if_slow(self.config)
+        fail_at = int(self.config.get("fail.at.offset", -1))
+        pending = list(lines)
+        once = fail_once(self.config, f"write to {self.path}")
+        stop_after = len(pending) // 2 if once else None
+        for n, (partition, offset, line) in enumerate(pending):
+            if offset == fail_at or n == stop_after:
+                fh.flush()
+                raise InjectedFault(
+                    f"connector {self.name!r}: injected failure writing "
+                    f"partition {partition!r} offset {offset}"
+                )
+            fh.write(line.encode("utf-8") + b"\n")
+
+
+class DummySinkConnector(FileSinkConnector):
+    plugin_name = "dummy-sink"
+    task_class = DummySinkTask
+    config_def = ConfigDef(
+        (ConfigField("file", str, doc="path the records are appended to", validator=non_empty), *FAULT_FIELDS)
+    )

@@ -1,0 +1,1 @@
+"""Built-in file connectors (Kafka's FileStreamSource/Sink, made replayable by byte position)."""

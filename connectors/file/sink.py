@@ -1,0 +1,99 @@
+"""File sink: one line per record, exactly once by truncating to the length recorded with the plan.
+
+Lifecycle per batch: 1. ``prepare(plan)`` records the file's current length in the plan;
+2. ``write`` truncates the file back to that length (undoing whatever a crashed attempt of the same
+plan wrote), appends the records' lines in (topic, partition, offset) order and fsyncs. Re-running a
+plan therefore always leaves the same file. Values are written as text: strings as they are, binary
+as UTF-8, structs/arrays/maps as JSON, null as ``null`` (as Kafka's FileStreamSink prints it).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from typing import IO, TYPE_CHECKING, Any, Final
+
+from connectors.api import Delivery, SinkConnector, SinkTask
+from connectors.config import ConfigDef, ConfigField, non_empty
+from connectors.model import BatchPlan
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+LENGTH_STATE: Final = "file.length"
+
+
+def value_text(df: DataFrame) -> Column:
+    """The value column as one line of text."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
+
+    data_type = df.schema["value"].dataType
+    value = F.col("value")
+    if isinstance(data_type, StructType | ArrayType | MapType):
+        text = F.to_json(value, {"ignoreNullFields": "false"})
+    elif isinstance(data_type, BinaryType):
+        text = F.decode(value, "UTF-8")
+    elif isinstance(data_type, StringType):
+        text = value
+    else:
+        text = value.cast("string")
+    return F.coalesce(text, F.lit("null"))
+
+
+class FileSinkTask(SinkTask):
+    delivery = Delivery.EXACTLY_ONCE
+
+    def __init__(self, config: Mapping[str, Any], task_id: int) -> None:
+        super().__init__(config, task_id)
+        self.path = str(config["file"])
+
+    def _size(self) -> int:
+        try:
+            return os.path.getsize(self.path)
+        except FileNotFoundError:
+            return 0
+
+    def prepare(self, plan: BatchPlan) -> dict[str, str]:
+        return {LENGTH_STATE: str(self._size())}
+
+    def lines(self, records: DataFrame) -> Iterator[tuple[str, int, str]]:
+        """(partition, offset, line) in write order, streamed from Spark."""
+        ordered = records.select("topic", "partition", "offset", value_text(records).alias("_line"))
+        for row in ordered.orderBy("topic", "partition", "offset").toLocalIterator():
+            yield row["partition"], row["offset"], row["_line"]
+
+    def emit(self, fh: IO[bytes], lines: Iterator[tuple[str, int, str]]) -> None:
+        """Append the lines (overridden by the dummy sink to inject faults mid-write)."""
+        for _, _, line in lines:
+            fh.write(line.encode("utf-8") + b"\n")
+
+    def write(self, spark: SparkSession, records: DataFrame, plan: BatchPlan) -> None:
+        where = f"connector {self.name!r} file {self.path!r} batch {plan.batch_id}"
+        if LENGTH_STATE not in plan.sink_state:
+            raise ValueError(f"{where}: plan has no {LENGTH_STATE!r} sink state (prepare() was not recorded)")
+        length = int(plan.sink_state[LENGTH_STATE])
+        size = self._size()
+        if size < length:
+            raise ValueError(
+                f"{where}: file is {size} bytes, shorter than the {length} recorded with the plan "
+                "(changed outside Sluice?)"
+            )
+        parent = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(parent, exist_ok=True)
+        with open(self.path, "ab") as fh:
+            fh.truncate(length)  # undo a partial write of an earlier attempt of this plan
+            fh.seek(length)
+            self.emit(fh, self.lines(records))
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+class FileSinkConnector(SinkConnector):
+    """Config: ``file`` — the path lines are appended to (one task: the file is one ordered stream)."""
+
+    plugin_name = "file-sink"
+    task_class = FileSinkTask
+    config_def = ConfigDef(
+        (ConfigField("file", str, doc="path of the file to append to", validator=non_empty),)
+    )

@@ -1,0 +1,191 @@
+"""The record DataFrame every stage passes on (source read -> transforms -> converter -> writer, and back).
+
+Columns (Kafka Connect's ConnectRecord as Spark columns):
+
+========== ======================= ==========================================================
+topic      string, nullable        RocketMQ topic (target for sources, origin for sinks)
+partition  string                  source partition key, or a queue key ``"broker-a:0"``
+offset     long                    source position / queue offset of the record
+key        string, nullable        message key (a struct after ValueToKey-like transforms)
+value      string | binary | any   the payload; a struct after a converter or transform
+headers    map<string,string>      user properties
+timestamp  timestamp, nullable     event/born time
+========== ======================= ==========================================================
+
+``(partition, offset)`` identifies a record's position: errors name it, sinks order by it. No
+module-level pyspark import so this module stays importable from workflows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructType
+
+RECORD_COLUMNS: Final = ("topic", "partition", "offset", "key", "value", "headers", "timestamp")
+ERROR_COLUMN: Final = "_sluice_error"
+RECORD_DDL: Final = (
+    "topic STRING, partition STRING NOT NULL, offset BIGINT NOT NULL, key STRING, value STRING, "
+    "headers MAP<STRING, STRING>, timestamp TIMESTAMP"
+)
+
+
+class RecordError(ValueError):
+    """Records that are malformed; the message names topic/partition/offset of (some of) them."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """A driver-side record, for sources that read on the driver and for tests."""
+
+    partition: str
+    offset: int
+    value: Any
+    topic: str | None = None
+    key: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timestamp: datetime | None = None
+
+    def as_row(self) -> tuple[Any, ...]:
+        return (
+            self.topic,
+            self.partition,
+            self.offset,
+            self.key,
+            self.value,
+            dict(self.headers),
+            self.timestamp,
+        )
+
+
+def position(topic: str | None, partition: str, offset: int) -> str:
+    """How errors name a record: ``topic 't' partition 'p' offset 7``."""
+    where = f"topic {topic!r} " if topic else ""
+    return f"{where}partition {partition!r} offset {offset}"
+
+
+def record_schema(value_type: DataType | None = None) -> StructType:
+    """The record schema with ``value`` of ``value_type`` (string by default)."""
+    from pyspark.sql.types import (
+        LongType,
+        MapType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+
+    return StructType(
+        [
+            StructField("topic", StringType(), True),
+            StructField("partition", StringType(), False),
+            StructField("offset", LongType(), False),
+            StructField("key", StringType(), True),
+            StructField("value", value_type or StringType(), True),
+            StructField("headers", MapType(StringType(), StringType(), True), True),
+            StructField("timestamp", TimestampType(), True),
+        ]
+    )
+
+
+def make_records(
+    spark: SparkSession, records: Iterable[Record], value_type: DataType | None = None
+) -> DataFrame:
+    """A record DataFrame from driver-side records (modest sizes: everything passes through the driver)."""
+    return spark.createDataFrame([r.as_row() for r in records], schema=record_schema(value_type))
+
+
+def empty_records(spark: SparkSession, value_type: DataType | None = None) -> DataFrame:
+    return spark.createDataFrame([], schema=record_schema(value_type))
+
+
+def check_record_columns(df: DataFrame, where: str) -> None:
+    """Raise naming ``where`` (connector/transform) when a stage's output lost record columns or types."""
+    from pyspark.sql.types import LongType, MapType, StringType, TimestampType
+
+    schema = df.schema
+    names = set(schema.fieldNames())
+    missing = [c for c in RECORD_COLUMNS if c not in names]
+    if missing:
+        raise RecordError(f"{where}: output lacks record column(s) {missing}; has {sorted(names)}")
+    expected = {
+        "topic": StringType(),
+        "partition": StringType(),
+        "offset": LongType(),
+        "headers": MapType(StringType(), StringType()),
+        "timestamp": TimestampType(),
+    }
+    for name, want in expected.items():
+        got = schema[name].dataType
+        if type(got) is not type(want) or (
+            isinstance(want, MapType) and got.simpleString() != want.simpleString()
+        ):
+            raise RecordError(
+                f"{where}: record column {name!r} must be {want.simpleString()}, got {got.simpleString()}"
+            )
+
+
+def conform(df: DataFrame) -> DataFrame:
+    """Fill missing optional columns with nulls/empty maps and order the record columns first.
+
+    Sources that only produce ``partition, offset, value`` call this to get the full shape.
+    """
+    from pyspark.sql import functions as F
+
+    names = df.columns
+    defaults: dict[str, Column] = {
+        "topic": F.lit(None).cast("string"),
+        "key": F.lit(None).cast("string"),
+        "value": F.lit(None).cast("string"),
+        "headers": F.create_map().cast("map<string,string>"),
+        "timestamp": F.lit(None).cast("timestamp"),
+    }
+    for required in ("partition", "offset"):
+        if required not in names:
+            raise RecordError(f"records need a {required!r} column; got {names}")
+    cols = [F.col(c) if c in names else defaults[c].alias(c) for c in RECORD_COLUMNS]
+    rest = [F.col(c) for c in names if c not in RECORD_COLUMNS]
+    return df.select(*cols, *rest)
+
+
+def bad_records(df: DataFrame, limit: int = 5) -> list[tuple[str | None, str, int, str]]:
+    """Up to ``limit`` rows flagged in ``_sluice_error``: (topic, partition, offset, error)."""
+    from pyspark.sql import functions as F
+
+    if ERROR_COLUMN not in df.columns:
+        return []
+    rows = (
+        df.where(F.col(ERROR_COLUMN).isNotNull())
+        .select("topic", "partition", "offset", ERROR_COLUMN)
+        .orderBy("partition", "offset")
+        .limit(limit)
+        .collect()
+    )
+    return [(r[0], r[1], r[2], r[3]) for r in rows]
+
+
+def raise_on_bad_records(df: DataFrame, where: str, limit: int = 5) -> DataFrame:
+    """Fail naming the first bad record positions, else return ``df`` without the error column.
+
+    Costs one Spark job; callers that go on using ``df`` should cache it first.
+    """
+    bad = bad_records(df, limit)
+    if bad:
+        listed = "; ".join(f"{position(t, p, o)}: {err}" for t, p, o, err in bad)
+        raise RecordError(f"{where}: {len(bad)}{'+' if len(bad) == limit else ''} bad record(s): {listed}")
+    return df.drop(ERROR_COLUMN) if ERROR_COLUMN in df.columns else df
+
+
+def flag_errors(df: DataFrame, failed: Column, message: Column) -> DataFrame:
+    """Set ``_sluice_error`` to ``message`` where ``failed`` holds (keeping an earlier error)."""
+    from pyspark.sql import functions as F
+
+    new = F.when(failed, message)
+    if ERROR_COLUMN in df.columns:
+        return df.withColumn(ERROR_COLUMN, F.coalesce(F.col(ERROR_COLUMN), new))
+    return df.withColumn(ERROR_COLUMN, new.cast("string"))
