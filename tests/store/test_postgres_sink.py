@@ -1,0 +1,270 @@
+"""The PostgreSQL sink against the real PostgreSQL and Spark: exactly once across a failure."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import types as T
+from sqlalchemy import Connection, text
+from sqlalchemy.engine import Engine
+
+from activities.store import BatchAlreadyCommittedError, OffsetStore
+from connectors.config import ConfigError
+from connectors.model import BatchPlan, PartitionRange
+from connectors.postgres import PostgresSinkConnector, PostgresSinkError, PostgresSinkTask
+from connectors.records import Record, make_records
+from deploy.local.config import StackConfig
+
+VALUE = T.StructType(
+    [
+        T.StructField("id", T.LongType()),
+        T.StructField("name", T.StringType()),
+        T.StructField("amount", T.DecimalType(10, 2)),
+        T.StructField("tags", T.ArrayType(T.StringType())),
+        T.StructField("seen", T.TimestampType()),
+    ]
+)
+T0 = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC)
+
+
+class Crash(Exception):
+    """The worker dying after the rows were copied, before the transaction commits."""
+
+
+class CrashingTask(PostgresSinkTask):
+    """Fails at the last moment, after checking the COPY really reached the table in the transaction."""
+
+    copied: int = -1
+
+    def commit_batch(self, conn: Connection, plan: BatchPlan, store: OffsetStore) -> None:
+        self.copied = conn.execute(text(f"SELECT count(*) FROM {self._schema}.{self._table}")).scalar_one()
+        raise Crash
+
+
+def config(cfg: StackConfig, schema: str, **extra: str) -> dict[str, Any]:
+    raw = {
+        "name": "pg-sink",
+        "connector.class": "postgres-sink",
+        "topics": "orders",
+        "connection.url": cfg.database_url,
+        "schema": schema,
+        "table": "orders_out",
+        "auto.create": "true",
+        **extra,
+    }
+    return PostgresSinkConnector().parse(raw)
+
+
+def order(i: int, name: str | None = None) -> tuple[Any, ...]:
+    return (
+        i,
+        name if name is not None else f"name-{i}",
+        Decimal(f"{i}.25"),
+        [f"t{i}", "x"],
+        T0 + dt.timedelta(seconds=i),
+    )
+
+
+@pytest.fixture
+def tasks() -> Iterator[list[PostgresSinkTask]]:
+    made: list[PostgresSinkTask] = []
+    yield made
+    for t in made:
+        t.close()
+
+
+def rows_of(engine: Engine, schema: str, sql: str) -> list[tuple[Any, ...]]:
+    with engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(text(sql.format(t=f'"{schema}".orders_out')))]
+
+
+def test_sink_writes_exactly_once_across_a_crash(
+    spark: SparkSession,
+    stack_config: StackConfig,
+    store: OffsetStore,
+    pg_engine: Engine,
+    tasks: list[PostgresSinkTask],
+) -> None:
+    recs = [Record("broker-a:0", o, order(o), topic="orders") for o in range(6)]
+    recs += [Record("broker-a:1", o, order(100 + o), topic="orders") for o in range(4)]
+    records = make_records(spark, recs, VALUE)
+    plan = BatchPlan(
+        "pg-sink",
+        0,
+        0,
+        (PartitionRange("broker-a:0", 0, 6, "orders"), PartitionRange("broker-a:1", 0, 4, "orders")),
+    )
+    store.record_plan(plan)
+
+    crashing = CrashingTask(config(stack_config, store.schema), 0, offset_store=store)
+    tasks.append(crashing)
+    with pytest.raises(Crash):
+        crashing.write(spark, records, plan)
+    assert crashing.copied == 10  # the rows were in the table inside the transaction ...
+    with pg_engine.connect() as conn:  # ... and nothing is visible after it: not even the table
+        assert (
+            conn.execute(text("SELECT to_regclass(:t)"), {"t": f'"{store.schema}".orders_out'}).scalar()
+            is None
+        )
+    assert store.committed_positions("pg-sink") == {}
+
+    # The restarted worker finds the pending plan and re-runs it with the same ranges.
+    pending = store.pending_plan("pg-sink", 0)
+    assert pending == plan
+    task = PostgresSinkTask(config(stack_config, store.schema), 0)
+    task.offset_store = store
+    tasks.append(task)
+    task.write(spark, records, store.record_plan(pending))
+
+    expected = [
+        (i, f"name-{i}", Decimal(f"{i}.25"), [f"t{i}", "x"], T0 + dt.timedelta(seconds=i))
+        for i in [*range(6), *range(100, 104)]
+    ]
+    assert (
+        rows_of(pg_engine, store.schema, "SELECT id, name, amount, tags, seen FROM {t} ORDER BY id")
+        == expected
+    )
+    assert store.committed_positions("pg-sink") == {"orders/broker-a:0": 6, "orders/broker-a:1": 4}
+    assert [(b.batch_id, b.status, b.attempts) for b in store.batches("pg-sink")] == [(0, "COMMITTED", 2)]
+
+    # A third run of the same plan is refused as a whole: no duplicate rows.
+    with pytest.raises(BatchAlreadyCommittedError, match="task 0 batch 0 is already committed"):
+        task.write(spark, records, plan)
+    assert rows_of(pg_engine, store.schema, "SELECT count(*) FROM {t}") == [(10,)]
+
+
+def test_upsert_keeps_the_last_record_per_key(
+    spark: SparkSession,
+    stack_config: StackConfig,
+    store: OffsetStore,
+    pg_engine: Engine,
+    tasks: list[PostgresSinkTask],
+) -> None:
+    task = PostgresSinkTask(
+        config(stack_config, store.schema, **{"insert.mode": "upsert", "pk.fields": "id"}),
+        0,
+        offset_store=store,
+    )
+    tasks.append(task)
+    batches = [
+        [
+            Record("broker-a:0", 0, order(1, "a")),
+            Record("broker-a:0", 1, order(2, "")),
+            Record("broker-a:0", 2, order(1, "b")),
+        ],
+        [
+            Record("broker-a:0", 3, order(2, 'quote " comma , newline \n end')),
+            Record("broker-a:0", 4, order(3)),
+        ],
+    ]
+    for batch_id, recs in enumerate(batches):
+        recs = [Record(r.partition, r.offset, r.value, topic="orders") for r in recs]
+        start = recs[0].offset
+        plan = BatchPlan(
+            "pg-sink", 0, batch_id, (PartitionRange("broker-a:0", start, start + len(recs), "orders"),)
+        )
+        store.record_plan(plan)
+        task.write(spark, make_records(spark, recs, VALUE), plan)
+
+    assert rows_of(pg_engine, store.schema, "SELECT id, name FROM {t} ORDER BY id") == [
+        (1, "b"),
+        (2, 'quote " comma , newline \n end'),
+        (3, "name-3"),
+    ]
+    assert store.committed_positions("pg-sink") == {"orders/broker-a:0": 5}
+
+
+def test_string_values_are_written_with_their_record_coordinates(
+    spark: SparkSession,
+    stack_config: StackConfig,
+    store: OffsetStore,
+    pg_engine: Engine,
+    tasks: list[PostgresSinkTask],
+) -> None:
+    task = PostgresSinkTask(
+        config(stack_config, store.schema, **{"pk.fields": "topic,partition,offset"}), 1, offset_store=store
+    )
+    tasks.append(task)
+    recs = [
+        Record("broker-a:2", 7, '{"a": 1}', topic="orders", key="k1", timestamp=dt.datetime(2024, 1, 1)),
+        Record("broker-a:2", 8, "", topic="orders"),
+        Record("broker-a:2", 9, None, topic="orders", key=""),
+    ]
+    plan = BatchPlan("pg-sink", 1, 0, (PartitionRange("broker-a:2", 7, 10, "orders"),))
+    store.record_plan(plan)
+    task.write(spark, make_records(spark, recs), plan)
+    assert rows_of(
+        pg_engine, store.schema, 'SELECT topic, "partition", "offset", key, value FROM {t} ORDER BY 3'
+    ) == [
+        ("orders", "broker-a:2", 7, "k1", '{"a": 1}'),
+        ("orders", "broker-a:2", 8, None, ""),
+        ("orders", "broker-a:2", 9, "", None),
+    ]
+    assert store.committed_positions("pg-sink", task_id=1) == {"orders/broker-a:2": 10}
+
+
+def test_missing_table_without_auto_create_fails_naming_it(
+    spark: SparkSession, stack_config: StackConfig, store: OffsetStore, tasks: list[PostgresSinkTask]
+) -> None:
+    task = PostgresSinkTask(
+        config(stack_config, store.schema, **{"auto.create": "false"}), 0, offset_store=store
+    )
+    tasks.append(task)
+    plan = BatchPlan("pg-sink", 0, 0, (PartitionRange("broker-a:0", 0, 1, "orders"),))
+    store.record_plan(plan)
+    recs = make_records(spark, [Record("broker-a:0", 0, order(1), topic="orders")], VALUE)
+    with pytest.raises(
+        PostgresSinkError, match=r"task 0 batch 0 table '.*\.orders_out': table does not exist"
+    ):
+        task.write(spark, recs, plan)
+    assert store.committed_positions("pg-sink") == {}
+
+
+# ---- configuration (pure) ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"insert.mode": "upsert"}, "field 'pk.fields' is required when insert.mode=upsert"),
+        ({"insert.mode": "merge"}, "field 'insert.mode': must be one of insert, upsert"),
+        ({"connection.url": "mysql://u:hunter2@h/db"}, "not a PostgreSQL URL"),
+        ({"connection.url": "::hunter2::"}, "not a database URL"),
+        ({"table": ""}, "field 'table': must not be empty"),
+    ],
+)
+def test_config_errors_name_the_field_and_hide_secrets(extra: dict[str, str], message: str) -> None:
+    raw = {
+        "name": "pg-sink",
+        "connector.class": "postgres-sink",
+        "topics": "orders",
+        "connection.url": "postgresql://u:hunter2@localhost/db",
+        "table": "t",
+        **extra,
+    }
+    errors = PostgresSinkConnector().validate(raw)
+    text_ = "\n".join(e.message for e in errors)
+    assert message in text_
+    assert "connector 'pg-sink'" in text_
+    assert "hunter2" not in text_
+
+
+def test_task_refuses_upsert_without_keys_and_a_store_in_another_database(stack_config: StackConfig) -> None:
+    base = {
+        "name": "pg-sink",
+        "connection.url": "jdbc:postgresql://u:hunter2@127.0.0.1:15432/sluice",
+        "table": "t",
+    }
+    with pytest.raises(ConfigError, match="pk.fields"):
+        PostgresSinkTask({**base, "insert.mode": "upsert"}, 0)
+    elsewhere = OffsetStore(stack_config.database_url.rsplit("/", 1)[0] + "/elsewhere")
+    task = PostgresSinkTask(base, 0, offset_store=elsewhere)
+    with pytest.raises(PostgresSinkError, match="another database than the offset store") as err:
+        task._store()
+    assert "hunter2" not in str(err.value)
+    assert "hunter2" not in repr(elsewhere)
