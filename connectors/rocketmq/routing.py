@@ -84,7 +84,8 @@ def parse_topic_route(topic: str, body: bytes) -> TopicRoute:
     masters = _master_addresses(doc.get("brokerDatas") or [], f"route of topic {topic!r}")
     queues: list[MessageQueue] = []
     writable: list[MessageQueue] = []
-    queue_datas = doc.get("queueDatas") or []
+    queue_datas = doc.get("queueDatas")
+    queue_datas = [] if queue_datas is None else queue_datas
     if not isinstance(queue_datas, list):
         raise ProtocolError(f"rocketmq: route of topic {topic!r} has no queue list")
     for raw in sorted(queue_datas, key=lambda q: str(q.get("brokerName")) if isinstance(q, dict) else ""):
