@@ -268,3 +268,55 @@ def test_task_refuses_upsert_without_keys_and_a_store_in_another_database(stack_
         task._store()
     assert "hunter2" not in str(err.value)
     assert "hunter2" not in repr(elsewhere)
+
+
+def test_auto_create_types_and_values_round_trip(
+    spark: SparkSession,
+    stack_config: StackConfig,
+    store: OffsetStore,
+    pg_engine: Engine,
+    tasks: list[PostgresSinkTask],
+) -> None:
+    value = T.StructType(
+        [
+            T.StructField("id", T.IntegerType()),
+            T.StructField("ok", T.BooleanType()),
+            T.StructField("day", T.DateType()),
+            T.StructField("ratio", T.DoubleType()),
+            T.StructField("raw", T.BinaryType()),
+            T.StructField("attrs", T.MapType(T.StringType(), T.StringType())),
+            T.StructField("inner", T.StructType([T.StructField("x", T.LongType())])),
+        ]
+    )
+    recs = [
+        Record(
+            "broker-a:0", 0, (1, True, dt.date(2024, 2, 29), 0.5, b"\x00\xffA", {"k": "v"}, (7,)), topic="o"
+        ),
+        Record("broker-a:0", 1, (2, None, None, None, None, None, None), topic="o"),
+    ]
+    task = PostgresSinkTask(config(stack_config, store.schema, **{"pk.fields": "id"}), 0, offset_store=store)
+    tasks.append(task)
+    plan = BatchPlan("pg-sink", 0, 0, (PartitionRange("broker-a:0", 0, 2, "o"),))
+    store.record_plan(plan)
+    task.write(spark, make_records(spark, recs, value), plan)
+
+    types = rows_of(
+        pg_engine,
+        store.schema,
+        "SELECT column_name, data_type FROM information_schema.columns "
+        f"WHERE table_schema = '{store.schema}' AND table_name = 'orders_out' ORDER BY ordinal_position",
+    )
+    assert types == [
+        ("id", "integer"),
+        ("ok", "boolean"),
+        ("day", "date"),
+        ("ratio", "double precision"),
+        ("raw", "bytea"),
+        ("attrs", "jsonb"),
+        ("inner", "jsonb"),
+    ]
+    got = rows_of(pg_engine, store.schema, "SELECT * FROM {t} ORDER BY id")
+    assert got == [
+        (1, True, dt.date(2024, 2, 29), 0.5, b"\x00\xffA", {"k": "v"}, {"x": 7}),
+        (2, None, None, None, None, None, None),
+    ]
