@@ -2,7 +2,7 @@
 
 1. Frames and stored messages built by Sluice's encoders decode back equal.
 2. Random, truncated or bit-flipped bytes fed to the decoders raise ProtocolError — never another
-   exception and never a hang (hypothesis' deadline catches runaway loops).
+   exception and never a hang (the module's pytest timeout catches runaway loops).
 3. Table-driven checks of ACL signing, lenient name-server JSON and batch-entry validation.
 """
 
@@ -42,7 +42,9 @@ from connectors.rocketmq.remoting import (
 from connectors.rocketmq.routing import loads_lenient, parse_cluster_info, parse_topic_route
 from connectors.rocketmq.values import Message, MessageQueue, OutgoingMessage
 
-FUZZ = settings(max_examples=300, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+# No per-example deadline (timings vary on a shared machine); a hang still fails via the timeout.
+FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+pytestmark = pytest.mark.timeout(300)
 
 text_nosep = st.text(
     alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00\x01\x02"),
