@@ -104,7 +104,7 @@ class ConfigField:
             return split_list(str(raw))
         if kind is str:
             if not isinstance(raw, str):
-                raise ValueError(f"expected a string, got {type(raw).__name__}")
+                raise ValueError("expected a string")
             return raw
         raise TypeError(f"field {self.name!r}: unsupported declared type {kind!r}")
 
