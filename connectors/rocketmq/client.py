@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -42,10 +43,29 @@ __all__ = [
     "Message", "MessageQueue", "OutgoingMessage", "PullResult", "RocketMQClient", "SendResult", "TopicRoute",
 ]  # fmt: skip
 
+log = logging.getLogger(__name__)
+
 DEFAULT_TOPIC = "TBW102"
 PULL_SYSFLAG_SUBSCRIPTION = 0x4
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
 SUBSCRIPTION_GROUP_NOT_EXIST = 26
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+# Pauses before re-checking an offset past the queue's end (consume-queue dispatch lag).
+_DISPATCH_GRACE_S = (0.05, 0.1, 0.2, 0.4)
+
+
+def _topic_fields(topic: str, queue_count: int) -> dict[str, object]:
+    """Header of UPDATE_AND_CREATE_TOPIC: read/write queues, perm 6 (read + write)."""
+    return {
+        "topic": topic,
+        "defaultTopic": DEFAULT_TOPIC,
+        "readQueueNums": queue_count,
+        "writeQueueNums": queue_count,
+        "perm": 6,
+        "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": 0,
+        "order": False,
+    }
 
 
 class RocketMQClient(Transport):
@@ -79,16 +99,7 @@ class RocketMQClient(Transport):
             )
         if not brokers:
             raise BrokerUnavailableError(f"rocketmq: cannot create topic {topic!r}: no live master broker")
-        fields = {
-            "topic": topic,
-            "defaultTopic": DEFAULT_TOPIC,
-            "readQueueNums": queue_count,
-            "writeQueueNums": queue_count,
-            "perm": 6,
-            "topicFilterType": "SINGLE_TAG",
-            "topicSysFlag": 0,
-            "order": False,
-        }
+        fields = _topic_fields(topic, queue_count)
         for name in brokers:
             address = info.masters[name]
             what = f"create topic {topic!r} on broker {name}"
@@ -148,6 +159,29 @@ class RocketMQClient(Transport):
         if resp.code == SUBSCRIPTION_GROUP_NOT_EXIST:  # brokers only auto-create groups on pull
             await self._create_group(address, group)
             await self._broker_call(mq.topic, mq.broker_name, code, fields, what)
+        if (group, address) not in self._prepared_groups:
+            await self._ensure_retry_topic(group, address)
+            self._prepared_groups.add((group, address))
+
+    async def _ensure_retry_topic(self, group: str, address: str) -> None:
+        """Create the group's ``%RETRY%`` topic, as brokers do for every consumer that heartbeats.
+
+        Sluice never heartbeats, but operators' tools (``mqadmin consumerProgress``, the dashboard)
+        find a group's queues and offsets through that topic's route. Failing here only costs
+        visibility, so it is logged, never raised: the offset itself is already stored.
+        """
+        retry_topic = RETRY_GROUP_TOPIC_PREFIX + group
+        try:
+            if await self.topic_exists(retry_topic):
+                return
+            resp = await self._send(
+                address, BROKER, request(RequestCode.UPDATE_AND_CREATE_TOPIC, _topic_fields(retry_topic, 1))
+            )
+            self._check(resp, f"create topic {retry_topic!r}", address, BROKER, retry_topic)
+        except RocketMQError as exc:
+            log.warning(
+                "rocketmq: consumer group %r has no retry topic, tools will not show it: %s", group, exc
+            )
 
     async def _create_group(self, address: str, group: str) -> None:
         config = {
@@ -217,16 +251,31 @@ class RocketMQClient(Transport):
                 ResponseCode.PULL_NOT_FOUND,
                 ResponseCode.PULL_RETRY_IMMEDIATELY,
                 ResponseCode.PULL_OFFSET_MOVED,
+                SUBSCRIPTION_GROUP_NOT_EXIST,
             }
         )
         what = f"pull {mq} at offset {offset}"
-        resp, _ = await self._broker_call(
-            mq.topic, mq.broker_name, RequestCode.PULL_MESSAGE, fields, what, accept=accept
-        )
-        min_off = header_int(resp, "minOffset", what)
-        max_off = header_int(resp, "maxOffset", what)
-        if resp.code == ResponseCode.PULL_OFFSET_MOVED or offset < min_off or offset > max_off:
-            raise OffsetOutOfRangeError(mq, offset, min_off, max_off)
+        code = RequestCode.PULL_MESSAGE
+        for attempt in range(len(_DISPATCH_GRACE_S) + 1):
+            resp, address = await self._broker_call(
+                mq.topic, mq.broker_name, code, fields, what, accept=accept
+            )
+            if resp.code == SUBSCRIPTION_GROUP_NOT_EXIST:  # broker without autoCreateSubscriptionGroup
+                await self._create_group(address, self.consumer_group)
+                resp, _ = await self._broker_call(mq.topic, mq.broker_name, code, fields, what, accept=accept)
+            min_off = header_int(resp, "minOffset", what)
+            max_off = header_int(resp, "maxOffset", what)
+            verdict = pull_offset_verdict(offset, resp.code, min_off, max_off)
+            if verdict == "below":
+                raise OffsetOutOfRangeError(mq, offset, min_off, max_off)
+            if verdict == "ok":
+                break
+            # Beyond the end. The consume queue is built from the commit log asynchronously, so an
+            # offset just acknowledged by a send can be invisible for a few milliseconds: look again
+            # briefly before calling it out of range.
+            if attempt == len(_DISPATCH_GRACE_S):
+                raise OffsetOutOfRangeError(mq, offset, min_off, max_off)
+            await asyncio.sleep(_DISPATCH_GRACE_S[attempt])
         next_off = header_int(resp, "nextBeginOffset", what)
         if resp.code != ResponseCode.SUCCESS:
             return PullResult((), next_off, min_off, max_off)
@@ -309,3 +358,18 @@ class RocketMQClient(Transport):
             mq.topic, mq.broker_name, RequestCode.SEND_BATCH_MESSAGE, fields, what, body=b"".join(entries)
         )
         return header_int(resp, "queueOffset", what)
+
+
+def pull_offset_verdict(offset: int, code: int, min_offset: int, max_offset: int) -> str:
+    """Classify a pull's offset against the queue bounds the broker reported.
+
+    "below": retention removed it (data loss); "beyond": past the end (maybe not dispatched yet);
+    "ok": inside ``[min_offset, max_offset]`` — pulling exactly at max is the normal "nothing new".
+    Brokers answer PULL_OFFSET_MOVED for both bad cases; the bounds are checked too because a slave
+    or proxy may answer "not found" instead.
+    """
+    if offset < min_offset:
+        return "below"
+    if code == ResponseCode.PULL_OFFSET_MOVED or offset > max_offset:
+        return "beyond"
+    return "ok"

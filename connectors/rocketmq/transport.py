@@ -86,6 +86,8 @@ class Transport:
         self._conns: dict[str, Connection] = {}
         self._conn_locks: dict[str, asyncio.Lock] = {}
         self._routes: dict[str, tuple[float, TopicRoute]] = {}
+        self._known_topics: set[str] = set()
+        self._prepared_groups: set[tuple[str, str]] = set()  # (consumer group, broker address)
         self._closed = False
         self._ids = UniqueIdGenerator()
 
@@ -182,8 +184,8 @@ class Transport:
         """
         last: Exception | None = None
         for attempt in range(self.max_retries + 1):
-            address = await self._broker_address(topic, broker_name, refresh=attempt > 0)
             try:
+                address = await self._broker_address(topic, broker_name, refresh=attempt > 0)
                 resp = await self._send(address, BROKER, request(code, fields, body))
                 if resp.code not in accept:
                     self._check(resp, what, address, BROKER, topic)
@@ -218,10 +220,21 @@ class Transport:
         self._check(resp, what, ";".join(self._namesrvs), NAME_SERVER, topic)
         route = parse_topic_route(topic, resp.body)
         self._routes[topic] = (now, route)
+        self._known_topics.add(topic)
         return route
 
     async def _broker_address(self, topic: str, broker_name: str, *, refresh: bool = False) -> str:
-        route = await self.topic_route(topic, refresh=refresh)
+        try:
+            route = await self.topic_route(topic, refresh=refresh)
+        except TopicNotFoundError as exc:
+            if refresh and topic in self._known_topics:
+                # A restarting broker unregisters its topics from the name server; a topic this
+                # client has seen before is "unavailable for now" (retried), not "unknown".
+                raise BrokerUnavailableError(
+                    f"rocketmq: broker {broker_name!r} holding topic {topic!r} is not registered with "
+                    f"name server {';'.join(self._namesrvs)} right now ({exc})"
+                ) from None
+            raise
         address = route.broker_addresses.get(broker_name)
         if address is None and not refresh:
             route = await self.topic_route(topic, refresh=True)
