@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, delete, func, select, text, update
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 
 from activities.store import rows
 from activities.store.errors import (
@@ -56,6 +56,7 @@ from activities.store.schema import migrate as run_migrations
 from connectors.model import BatchPlan, PartitionRange
 
 ADMIN_TASK = -1
+_LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 
 
 class OffsetStore:
@@ -92,14 +93,17 @@ class OffsetStore:
             yield conn
 
     def same_database(self, database_url: str) -> bool:
-        """Whether ``database_url`` names this store's database (host, port, database)."""
-        other = make_url(database_url)
-        mine = self._engine.url
-        return (other.host or "localhost", other.port or 5432, other.database) == (
-            mine.host or "localhost",
-            mine.port or 5432,
-            mine.database,
-        )
+        """Whether ``database_url`` names this store's database (host, port, database).
+
+        Compared by URL, without connecting (a sink checks this while being built, when the
+        database may be briefly down); loopback spellings count as one host.
+        """
+
+        def where(url: URL) -> tuple[str, int, str | None]:
+            host = (url.host or "localhost").lower()
+            return ("localhost" if host in _LOOPBACK else host, url.port or 5432, url.database)
+
+        return where(make_url(database_url)) == where(self._engine.url)
 
     # ---- positions -------------------------------------------------------------------------
 

@@ -124,14 +124,31 @@ class PostgresSinkTask(SinkTask):
         errors = _cross_field_errors(self.config, owner)
         if errors:
             raise ConfigError(errors)
-        self.offset_store = offset_store
         self._url = sqlalchemy_url(str(self.config["connection.url"]))
+        self._offset_store: OffsetStore | None = None
         self._table = str(self.config["table"])
         self._schema = str(self.config.get("schema") or "public")
         self._mode = str(self.config.get("insert.mode") or "insert")
         self._pk = [str(k) for k in self.config.get("pk.fields") or []]
         self._auto_create = bool(self.config.get("auto.create", False))
         self._engine: Engine | None = None
+        if offset_store is not None:
+            self.offset_store = offset_store
+
+    @property
+    def offset_store(self) -> OffsetStore | None:
+        return self._offset_store
+
+    @offset_store.setter
+    def offset_store(self, store: OffsetStore | None) -> None:
+        """Set by the runtime; refused (as a config error) when it is not in the target database."""
+        if store is not None and not store.same_database(self._url.render_as_string(hide_password=False)):
+            message = (
+                f"connector {self.name!r}: field 'connection.url' names another database than the offset "
+                "store; exactly-once needs the store's schema in the target database"
+            )
+            raise ConfigError([FieldError("connection.url", message)])
+        self._offset_store = store
 
     @property
     def target(self) -> str:
@@ -141,16 +158,11 @@ class PostgresSinkTask(SinkTask):
         return f"connector {self.name!r} task {self.task_id} batch {plan.batch_id} table {self.target!r}"
 
     def _store(self) -> OffsetStore:
-        store = self.offset_store
+        store = self._offset_store
         if store is None:
             raise PostgresSinkError(
                 f"connector {self.name!r} task {self.task_id}: no offset store set "
                 "(the runtime sets task.offset_store before the first write)"
-            )
-        if not store.same_database(self._url.render_as_string(hide_password=False)):
-            raise PostgresSinkError(
-                f"connector {self.name!r}: connection.url names another database than the offset store; "
-                "exactly-once needs the store's schema in the target database"
             )
         return store
 

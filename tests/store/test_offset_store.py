@@ -320,3 +320,18 @@ def test_prune_keeps_the_newest_committed_batches_per_task(store: OffsetStore) -
         assert store.last_batch_id("pg-sink", task) == 4
     with pytest.raises(ValueError, match="keep_last must be >= 1"):
         store.prune_ledger("pg-sink", keep_last=0)
+
+
+@pytest.mark.parametrize(
+    ("url", "same"),
+    [
+        ("postgresql://sluice@127.0.0.1:15432/sluice", True),
+        ("postgresql+psycopg://other:pw@localhost:15432/sluice", True),
+        ("postgresql://sluice@127.0.0.1:15432/other", False),
+        ("postgresql://sluice@127.0.0.1:5432/sluice", False),
+        ("postgresql://sluice@db.example:15432/sluice", False),
+    ],
+)
+def test_same_database_compares_host_port_and_database(url: str, same: bool) -> None:
+    store = OffsetStore("postgresql+psycopg://sluice@127.0.0.1:15432/sluice")
+    assert store.same_database(url) is same

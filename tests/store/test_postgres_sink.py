@@ -263,10 +263,16 @@ def test_task_refuses_upsert_without_keys_and_a_store_in_another_database(stack_
     with pytest.raises(ConfigError, match="pk.fields"):
         PostgresSinkTask({**base, "insert.mode": "upsert"}, 0)
     elsewhere = OffsetStore(stack_config.database_url.rsplit("/", 1)[0] + "/elsewhere")
-    task = PostgresSinkTask(base, 0, offset_store=elsewhere)
-    with pytest.raises(PostgresSinkError, match="another database than the offset store") as err:
+    task = PostgresSinkTask(base, 0)
+    with pytest.raises(PostgresSinkError, match="task 0: no offset store set"):
         task._store()
+    with pytest.raises(
+        ConfigError, match="'connection.url' names another database than the offset store"
+    ) as err:
+        task.offset_store = elsewhere
     assert "hunter2" not in str(err.value)
+    with pytest.raises(ConfigError, match="another database"):
+        PostgresSinkTask(base, 0, offset_store=elsewhere)
     assert "hunter2" not in repr(elsewhere)
 
 
