@@ -68,7 +68,12 @@ def test_builtins_have_task_classes() -> None:
 def test_third_party_entry_point() -> None:
     assert load_connector_class("acme-source", extra=THIRD_PARTY) is ThirdPartySource
     assert known_connectors(THIRD_PARTY) == [
-        "acme-source", "broken", "dummy-sink", "dummy-source", "file-sink", "file-source",
+        "acme-source",
+        "broken",
+        "dummy-sink",
+        "dummy-source",
+        "file-sink",
+        "file-source",
     ]
     assert load_transform_class("AcmeTransform", extra=THIRD_PARTY) is ThirdPartyTransform
     assert load_transform_class("AcmeTransform$Key", extra=THIRD_PARTY) is ThirdPartyTransform

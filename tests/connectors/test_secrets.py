@@ -32,11 +32,15 @@ def test_env_and_file_references_resolve(tmp_path: Path, monkeypatch: pytest.Mon
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ("${env:SLUICE_SURELY_UNSET_VAR}",
-         "config field 'pw': provider 'env': environment variable 'SLUICE_SURELY_UNSET_VAR' is not set"),
+        (
+            "${env:SLUICE_SURELY_UNSET_VAR}",
+            "config field 'pw': provider 'env': environment variable 'SLUICE_SURELY_UNSET_VAR' is not set",
+        ),
         ("${vault:secret/db}", "config field 'pw': unknown config provider 'vault' (known: env, file)"),
-        ("${file:/nonexistent/sluice.props:pw}",
-         "config field 'pw': provider 'file': cannot read /nonexistent/sluice.props: No such file or directory"),
+        (
+            "${file:/nonexistent/sluice.props:pw}",
+            "config field 'pw': provider 'file': cannot read /nonexistent/sluice.props: No such file or directory",
+        ),
         ("${file:nokey}", "config field 'pw': provider 'file' needs ${file:/path/to/file.properties:key}"),
     ],
     ids=["env-unset", "unknown-provider", "file-missing", "file-no-key"],
@@ -70,6 +74,10 @@ def test_parse_properties(text: str, expected: dict[str, str]) -> None:
 def test_redact_masks_declared_and_secret_looking_keys() -> None:
     config = {"user": "u", "conn": "x", "db.password": "p", "auth.token": "t", "empty.secret": "", "n": 1}
     assert redact(config, {"conn"}) == {
-        "user": "u", "conn": "********", "db.password": "********", "auth.token": "********",
-        "empty.secret": "", "n": 1,
+        "user": "u",
+        "conn": "********",
+        "db.password": "********",
+        "auth.token": "********",
+        "empty.secret": "",
+        "n": 1,
     }

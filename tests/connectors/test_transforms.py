@@ -14,17 +14,27 @@ from connectors.transforms import apply_chain, build_chain
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-VALUE = "struct<id:int, name:string, email:string, score:string, ts:string, addr:struct<city:string, zip:string>>"
+VALUE = (
+    "struct<id:int, name:string, email:string, score:string, ts:string, addr:struct<city:string, zip:string>>"
+)
 TS = datetime(2024, 5, 1, 12, 0, 0)
 
 
 def rec(offset: int, value: Any, topic: str = "orders", headers: dict[str, str] | None = None) -> Record:
-    return Record(partition="p0", offset=offset, value=value, topic=topic, headers=headers or {}, timestamp=TS)
+    return Record(
+        partition="p0", offset=offset, value=value, topic=topic, headers=headers or {}, timestamp=TS
+    )
 
 
 def person(i: int, name: str, score: str = "1", ts: str = "2024-05-01 10:00:00") -> dict[str, Any]:
-    return {"id": i, "name": name, "email": f"{name}@x.org", "score": score, "ts": ts,
-            "addr": {"city": "Oslo", "zip": f"0{i}"}}
+    return {
+        "id": i,
+        "name": name,
+        "email": f"{name}@x.org",
+        "score": score,
+        "ts": ts,
+        "addr": {"city": "Oslo", "zip": f"0{i}"},
+    }
 
 
 @pytest.fixture(scope="module")
@@ -50,33 +60,45 @@ def values(rows: list[dict[str, Any]]) -> list[Any]:
 
 
 def test_insert_field(people: DataFrame) -> None:
-    rows = run(people, {
-        "transforms.a.type": "InsertField$Value",
-        "transforms.a.topic.field": "src_topic",
-        "transforms.a.offset.field": "pos!",
-        "transforms.a.static.field": "origin",
-        "transforms.a.static.value": "erp",
-    })
+    rows = run(
+        people,
+        {
+            "transforms.a.type": "InsertField$Value",
+            "transforms.a.topic.field": "src_topic",
+            "transforms.a.offset.field": "pos!",
+            "transforms.a.static.field": "origin",
+            "transforms.a.static.value": "erp",
+        },
+    )
     assert values(rows)[0] == {**person(1, "ann"), "src_topic": "orders", "pos": 0, "origin": "erp"}
     assert values(rows)[1]["pos"] == 1
     assert values(rows)[2] is None
 
 
 def test_replace_field_include_exclude_rename(people: DataFrame) -> None:
-    rows = run(people, {
-        "transforms.r.type": "org.apache.kafka.connect.transforms.ReplaceField$Value",
-        "transforms.r.include": "id,name,email",
-        "transforms.r.exclude": "email",
-        "transforms.r.renames": "name:full_name",
-    })
+    rows = run(
+        people,
+        {
+            "transforms.r.type": "org.apache.kafka.connect.transforms.ReplaceField$Value",
+            "transforms.r.include": "id,name,email",
+            "transforms.r.exclude": "email",
+            "transforms.r.renames": "name:full_name",
+        },
+    )
     assert values(rows) == [{"id": 1, "full_name": "ann"}, {"id": 2, "full_name": "bob"}, None]
 
 
 def test_mask_field(people: DataFrame) -> None:
     rows = run(people, {"transforms.m.type": "MaskField$Value", "transforms.m.fields": "email,id"})
     assert [(v["id"], v["email"], v["name"]) for v in values(rows)[:2]] == [(0, "", "ann"), (0, "", "bob")]
-    rows = run(people, {"transforms.m.type": "MaskField$Value", "transforms.m.fields": "email",
-                        "transforms.m.replacement": "***"})
+    rows = run(
+        people,
+        {
+            "transforms.m.type": "MaskField$Value",
+            "transforms.m.fields": "email",
+            "transforms.m.replacement": "***",
+        },
+    )
     assert values(rows)[0]["email"] == "***"
 
 
@@ -88,7 +110,9 @@ def test_cast_fields_and_bad_value_is_flagged(spark: SparkSession, people: DataF
     from pyspark.sql.types import _parse_datatype_string
 
     bad = make_records(spark, [rec(7, person(3, "cy", score="lots"))], _parse_datatype_string(VALUE))
-    chain = build_chain({"transforms": "c", "transforms.c.type": "Cast$Value", "transforms.c.spec": "score:int32"})
+    chain = build_chain(
+        {"transforms": "c", "transforms.c.type": "Cast$Value", "transforms.c.spec": "score:int32"}
+    )
     out = apply_chain(chain, bad)
     with pytest.raises(RecordError) as info:
         raise_on_bad_records(out, "connector 'x'")
@@ -106,16 +130,25 @@ def test_cast_whole_value(spark: SparkSession) -> None:
 
 def test_flatten(people: DataFrame) -> None:
     rows = run(people, {"transforms.f.type": "Flatten$Value", "transforms.f.delimiter": "_"})
-    assert values(rows)[0] == {"id": 1, "name": "ann", "email": "ann@x.org", "score": "1",
-                               "ts": "2024-05-01 10:00:00", "addr_city": "Oslo", "addr_zip": "01"}
+    assert values(rows)[0] == {
+        "id": 1,
+        "name": "ann",
+        "email": "ann@x.org",
+        "score": "1",
+        "ts": "2024-05-01 10:00:00",
+        "addr_city": "Oslo",
+        "addr_zip": "01",
+    }
 
 
 @pytest.mark.parametrize(
     ("options", "expected"),
     [
         ({"target.type": "Timestamp", "format": "yyyy-MM-dd HH:mm:ss"}, datetime(2024, 5, 1, 10, 0)),
-        ({"target.type": "unix", "format": "yyyy-MM-dd HH:mm:ss"},
-         int(datetime(2024, 5, 1, 10, tzinfo=UTC).timestamp() * 1000)),
+        (
+            {"target.type": "unix", "format": "yyyy-MM-dd HH:mm:ss"},
+            int(datetime(2024, 5, 1, 10, tzinfo=UTC).timestamp() * 1000),
+        ),
         ({"target.type": "Date", "format": "yyyy-MM-dd HH:mm:ss"}, date(2024, 5, 1)),
         ({"target.type": "string", "format": "dd/MM/yyyy"}, None),  # input unparseable with this format
     ],
@@ -126,43 +159,87 @@ def test_timestamp_converter(people: DataFrame, options: dict[str, str], expecte
     rows = run(people, config)
     assert values(rows)[0]["ts"] == expected
     if expected is None:
-        assert rows[0][ERROR_COLUMN] == "transform 't' (TimestampConverter$Value): cannot parse field 'ts' as a timestamp"
+        assert (
+            rows[0][ERROR_COLUMN]
+            == "transform 't' (TimestampConverter$Value): cannot parse field 'ts' as a timestamp"
+        )
 
 
 def test_extract_hoist_value_to_key(people: DataFrame) -> None:
-    rows = run(people, {"transforms.a.type": "ValueToKey", "transforms.a.fields": "id",
-                        "transforms.b.type": "ExtractField$Value", "transforms.b.field": "addr"})
+    rows = run(
+        people,
+        {
+            "transforms.a.type": "ValueToKey",
+            "transforms.a.fields": "id",
+            "transforms.b.type": "ExtractField$Value",
+            "transforms.b.field": "addr",
+        },
+    )
     assert [(r["key"], r["value"]) for r in rows] == [
         ({"id": 1}, {"city": "Oslo", "zip": "01"}),
         ({"id": 2}, {"city": "Oslo", "zip": "02"}),
         (None, None),
     ]
-    rows = run(people, {"transforms.a.type": "ExtractField$Value", "transforms.a.field": "name",
-                        "transforms.b.type": "HoistField$Value", "transforms.b.field": "who"})
+    rows = run(
+        people,
+        {
+            "transforms.a.type": "ExtractField$Value",
+            "transforms.a.field": "name",
+            "transforms.b.type": "HoistField$Value",
+            "transforms.b.field": "who",
+        },
+    )
     assert values(rows) == [{"who": "ann"}, {"who": "bob"}, None]
 
 
 @pytest.fixture(scope="module")
 def mixed(spark: SparkSession) -> DataFrame:
-    return make_records(spark, [
-        rec(0, "a", topic="orders", headers={"trace": "1"}),
-        rec(1, "b", topic="orders-eu"),
-        rec(2, None, topic="audit"),
-        rec(3, "d", topic="audit", headers={"trace": "2"}),
-    ])
+    return make_records(
+        spark,
+        [
+            rec(0, "a", topic="orders", headers={"trace": "1"}),
+            rec(1, "b", topic="orders-eu"),
+            rec(2, None, topic="audit"),
+            rec(3, "d", topic="audit", headers={"trace": "2"}),
+        ],
+    )
 
 
 @pytest.mark.parametrize(
     ("config", "offsets"),
     [
-        ({"transforms.f.predicate": "isOrders", "predicates": "isOrders",
-          "predicates.isOrders.type": "TopicNameMatches", "predicates.isOrders.pattern": "orders.*"}, [2, 3]),
-        ({"transforms.f.predicate": "isOrders", "transforms.f.negate": "true", "predicates": "isOrders",
-          "predicates.isOrders.type": "TopicNameMatches", "predicates.isOrders.pattern": "orders"}, [0]),
-        ({"transforms.f.predicate": "h", "predicates": "h",
-          "predicates.h.type": "org.apache.kafka.connect.transforms.predicates.HasHeaderKey",
-          "predicates.h.name": "trace"}, [1, 2]),
-        ({"transforms.f.predicate": "t", "predicates": "t", "predicates.t.type": "RecordIsTombstone"}, [0, 1, 3]),
+        (
+            {
+                "transforms.f.predicate": "isOrders",
+                "predicates": "isOrders",
+                "predicates.isOrders.type": "TopicNameMatches",
+                "predicates.isOrders.pattern": "orders.*",
+            },
+            [2, 3],
+        ),
+        (
+            {
+                "transforms.f.predicate": "isOrders",
+                "transforms.f.negate": "true",
+                "predicates": "isOrders",
+                "predicates.isOrders.type": "TopicNameMatches",
+                "predicates.isOrders.pattern": "orders",
+            },
+            [0],
+        ),
+        (
+            {
+                "transforms.f.predicate": "h",
+                "predicates": "h",
+                "predicates.h.type": "org.apache.kafka.connect.transforms.predicates.HasHeaderKey",
+                "predicates.h.name": "trace",
+            },
+            [1, 2],
+        ),
+        (
+            {"transforms.f.predicate": "t", "predicates": "t", "predicates.t.type": "RecordIsTombstone"},
+            [0, 1, 3],
+        ),
         ({"transforms.f.condition": "value = 'b' OR value IS NULL"}, [0, 3]),
     ],
     ids=["topic-matches", "negate-whole-name", "has-header", "tombstone", "sql-condition"],
@@ -173,50 +250,100 @@ def test_filter(mixed: DataFrame, config: dict[str, str], offsets: list[int]) ->
 
 
 def test_regex_router_and_rename(mixed: DataFrame) -> None:
-    rows = run(mixed, {"transforms.r.type": "RegexRouter", "transforms.r.regex": "orders(-.*)?",
-                       "transforms.r.replacement": "sales$1"})
+    rows = run(
+        mixed,
+        {
+            "transforms.r.type": "RegexRouter",
+            "transforms.r.regex": "orders(-.*)?",
+            "transforms.r.replacement": "sales$1",
+        },
+    )
     assert [r["topic"] for r in rows] == ["sales", "sales-eu", "audit", "audit"]
     rows = run(mixed, {"transforms.r.type": "topic-rename", "transforms.r.renames": "audit:log,orders:o"})
     assert [r["topic"] for r in rows] == ["o", "orders-eu", "log", "log"]
 
 
 def test_sql_statement_filter_select(mixed: DataFrame) -> None:
-    rows = run(mixed, {"transforms.s.type": "sql", "transforms.s.statement":
-                       "SELECT topic, partition, offset, key, upper(value) AS value, headers, timestamp "
-                       "FROM records WHERE value IS NOT NULL"})
+    rows = run(
+        mixed,
+        {
+            "transforms.s.type": "sql",
+            "transforms.s.statement": "SELECT topic, partition, offset, key, upper(value) AS value, headers, timestamp "
+            "FROM records WHERE value IS NOT NULL",
+        },
+    )
     assert [(r["offset"], r["value"]) for r in rows] == [(0, "A"), (1, "B"), (3, "D")]
-    rows = run(mixed, {"transforms.s.type": "sql", "transforms.s.filter": "topic LIKE 'orders%'",
-                       "transforms.s.select": "* EXCEPT (value), concat(value, '!') AS value"})
+    rows = run(
+        mixed,
+        {
+            "transforms.s.type": "sql",
+            "transforms.s.filter": "topic LIKE 'orders%'",
+            "transforms.s.select": "* EXCEPT (value), concat(value, '!') AS value",
+        },
+    )
     assert [(r["offset"], r["value"]) for r in rows] == [(0, "a!"), (1, "b!")]
 
 
 def test_sql_output_must_keep_record_columns(mixed: DataFrame) -> None:
-    chain = build_chain({"transforms": "s", "transforms.s.type": "sql", "transforms.s.statement":
-                         "SELECT value FROM records"})
-    with pytest.raises(RecordError, match=r"transform 's' \(SqlTransform\$Value\): output lacks record column"):
+    chain = build_chain(
+        {"transforms": "s", "transforms.s.type": "sql", "transforms.s.statement": "SELECT value FROM records"}
+    )
+    with pytest.raises(
+        RecordError, match=r"transform 's' \(SqlTransform\$Value\): output lacks record column"
+    ):
         apply_chain(chain, mixed)
 
 
 @pytest.mark.parametrize(
     ("config", "messages"),
     [
-        ({"transforms": "a", "transforms.a.type": "Filter"},
-         ["transform 'a': set exactly one of a predicate or option 'condition'"]),
-        ({"transforms": "a", "transforms.a.type": "Filter", "transforms.a.predicate": "p"},
-         ["transform 'a': predicate 'p' is not declared in 'predicates' with a 'predicates.p.type'"]),
-        ({"transforms": "a,b", "transforms.a.type": "RegexRouter", "transforms.a.regex": "(",
-          "transforms.a.replacement": "x", "transforms.b.type": "ReplaceField$Value", "transforms.b.renames": "a"},
-         ["transform 'a': option 'regex': not a valid regular expression (missing ), unterminated subpattern "
-          "at position 0)", "transform 'b': option 'renames': expected old:new pairs, got ['a']"]),
-        ({"transforms": "a", "transforms.a.type": "InsertField$Value", "transforms.a.predicate": "p",
-          "predicates": "p", "predicates.p.type": "RecordIsTombstone"},
-         ["transform 'a': predicates are only supported on Filter"]),
+        (
+            {"transforms": "a", "transforms.a.type": "Filter"},
+            ["transform 'a': set exactly one of a predicate or option 'condition'"],
+        ),
+        (
+            {"transforms": "a", "transforms.a.type": "Filter", "transforms.a.predicate": "p"},
+            ["transform 'a': predicate 'p' is not declared in 'predicates' with a 'predicates.p.type'"],
+        ),
+        (
+            {
+                "transforms": "a,b",
+                "transforms.a.type": "RegexRouter",
+                "transforms.a.regex": "(",
+                "transforms.a.replacement": "x",
+                "transforms.b.type": "ReplaceField$Value",
+                "transforms.b.renames": "a",
+            },
+            [
+                "transform 'a': option 'regex': not a valid regular expression (missing ), unterminated subpattern "
+                "at position 0)",
+                "transform 'b': option 'renames': expected old:new pairs, got ['a']",
+            ],
+        ),
+        (
+            {
+                "transforms": "a",
+                "transforms.a.type": "InsertField$Value",
+                "transforms.a.predicate": "p",
+                "predicates": "p",
+                "predicates.p.type": "RecordIsTombstone",
+            },
+            ["transform 'a': predicates are only supported on Filter"],
+        ),
         ({"transforms": "a"}, ["transform 'a': 'transforms.a.type' is required"]),
-        ({"transforms": "a", "transforms.a.type": "MaskField$Value"},
-         ["transform 'a': field 'fields' is required (fields to mask)"]),
+        (
+            {"transforms": "a", "transforms.a.type": "MaskField$Value"},
+            ["transform 'a': field 'fields' is required (fields to mask)"],
+        ),
     ],
-    ids=["filter-needs-predicate", "undeclared-predicate", "all-errors", "predicate-elsewhere", "no-type",
-         "missing-option"],
+    ids=[
+        "filter-needs-predicate",
+        "undeclared-predicate",
+        "all-errors",
+        "predicate-elsewhere",
+        "no-type",
+        "missing-option",
+    ],
 )
 def test_chain_config_errors(config: dict[str, str], messages: list[str]) -> None:
     with pytest.raises(ConfigError) as info:
@@ -225,6 +352,10 @@ def test_chain_config_errors(config: dict[str, str], messages: list[str]) -> Non
 
 
 def test_field_transform_on_string_value_is_a_clear_error(mixed: DataFrame) -> None:
-    chain = build_chain({"transforms": "x", "transforms.x.type": "MaskField$Value", "transforms.x.fields": "a"})
-    with pytest.raises(ValueError, match=r"transform 'x' \(MaskField\$Value\): needs a struct value, got string"):
+    chain = build_chain(
+        {"transforms": "x", "transforms.x.type": "MaskField$Value", "transforms.x.fields": "a"}
+    )
+    with pytest.raises(
+        ValueError, match=r"transform 'x' \(MaskField\$Value\): needs a struct value, got string"
+    ):
         apply_chain(chain, mixed)

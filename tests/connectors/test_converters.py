@@ -1,0 +1,370 @@
+"""Converters: record <-> message round trips, and the Connect JSON envelope as Kafka/RocketMQ Connect write it."""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from connectors.converters import (
+    BytesConverter,
+    JsonConverter,
+    StringConverter,
+    connect_schema,
+    converter_for,
+    spark_type,
+)
+from connectors.records import ERROR_COLUMN, Record, RecordError, make_records, raise_on_bad_records
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+READ_SCHEMA = (
+    "topic string, partition string, queue_id int, queue_offset long, keys string, tags string, "
+    "properties map<string,string>, born_timestamp timestamp, store_timestamp timestamp, body binary"
+)
+BORN = datetime(2024, 5, 1, 12, 0, 0)
+
+# What Kafka's / RocketMQ Connect's JsonConverter writes for this Connect schema and value (key order and
+# compact separators included): a struct with a required int32, an optional string, an optional array of
+# strings, an optional nested struct, and a Timestamp logical type.
+KAFKA_ENVELOPE = (
+    '{"schema":{"type":"struct","fields":['
+    '{"type":"int32","optional":false,"field":"id"},'
+    '{"type":"string","optional":true,"field":"name"},'
+    '{"type":"array","items":{"type":"string","optional":false},"optional":true,"field":"tags"},'
+    '{"type":"struct","fields":[{"type":"string","optional":false,"field":"city"},'
+    '{"type":"int64","optional":true,"field":"zip"}],"optional":true,"field":"addr"},'
+    '{"type":"int64","optional":true,"name":"org.apache.kafka.connect.data.Timestamp","version":1,'
+    '"field":"created_at"}'
+    '],"optional":false},'
+    '"payload":{"id":1,"name":"ann","tags":["a","b"],"addr":{"city":"Oslo","zip":null},'
+    '"created_at":1714564800000}}'
+)
+
+
+def value_type() -> Any:
+    from pyspark.sql.types import (
+        ArrayType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+
+    return StructType(
+        [
+            StructField("id", IntegerType(), False),
+            StructField("name", StringType(), True),
+            StructField("tags", ArrayType(StringType(), False), True),
+            StructField(
+                "addr",
+                StructType([StructField("city", StringType(), False), StructField("zip", LongType(), True)]),
+                True,
+            ),
+            StructField("created_at", TimestampType(), True),
+        ]
+    )
+
+
+def as_messages(spark: SparkSession, messages: DataFrame, queue_offset_base: int = 100) -> DataFrame:
+    """What the RocketMQ reader would give back for messages the writer sent (round trip without a broker)."""
+    rows = messages.orderBy("partition", "offset").collect()
+    return spark.createDataFrame(
+        [
+            (
+                r["topic"],
+                "broker-a:1",
+                1,
+                queue_offset_base + i,
+                r["keys"],
+                r["tags"],
+                r["properties"],
+                BORN,
+                BORN,
+                r["body"],
+            )
+            for i, r in enumerate(rows)
+        ],
+        READ_SCHEMA,
+    )
+
+
+def raw_messages(spark: SparkSession, bodies: list[bytes | None]) -> DataFrame:
+    return spark.createDataFrame(
+        [("t", "broker-a:0", 0, i, None, None, {}, BORN, BORN, b) for i, b in enumerate(bodies)], READ_SCHEMA
+    )
+
+
+def test_string_round_trip_carries_key_headers_tags_and_position(spark: SparkSession) -> None:
+    records = make_records(
+        spark,
+        [
+            Record("f.txt", 0, "héllo", topic="t", key="k1", headers={"trace": "9", "rocketmq.tags": "TagA"}),
+            Record("f.txt", 6, "world", topic="t", headers={"sluice.offset": "spoofed"}),
+        ],
+    )
+    msgs = StringConverter().to_messages(records)
+    got = [
+        (bytes(r["body"]), r["keys"], r["tags"], r["properties"]) for r in msgs.orderBy("offset").collect()
+    ]
+    assert got == [
+        ("héllo".encode(), "k1", "TagA", {"trace": "9", "sluice.partition": "f.txt", "sluice.offset": "0"}),
+        (b"world", None, None, {"sluice.partition": "f.txt", "sluice.offset": "6"}),
+    ]
+    back = StringConverter().to_records(as_messages(spark, msgs))
+    assert [r.asDict() for r in back.orderBy("offset").collect()] == [
+        {
+            "topic": "t",
+            "partition": "broker-a:1",
+            "offset": 100,
+            "key": "k1",
+            "value": "héllo",
+            "headers": {
+                "trace": "9",
+                "sluice.partition": "f.txt",
+                "sluice.offset": "0",
+                "rocketmq.tags": "TagA",
+            },
+            "timestamp": BORN,
+            ERROR_COLUMN: None,
+        },
+        {
+            "topic": "t",
+            "partition": "broker-a:1",
+            "offset": 101,
+            "key": None,
+            "value": "world",
+            "headers": {"sluice.partition": "f.txt", "sluice.offset": "6"},
+            "timestamp": BORN,
+            ERROR_COLUMN: None,
+        },
+    ]
+
+
+def test_string_decode_flags_invalid_utf8(spark: SparkSession) -> None:
+    out = StringConverter().to_records(raw_messages(spark, [b"ok", b"\xff\xfe"]))
+    with pytest.raises(
+        RecordError, match="topic 't' partition 'broker-a:0' offset 1: string converter: body is not UTF-8"
+    ):
+        raise_on_bad_records(out, "connector 'c'")
+
+
+def test_bytes_round_trip(spark: SparkSession) -> None:
+    from pyspark.sql.types import BinaryType
+
+    records = make_records(spark, [Record("p", 0, bytearray(b"\x00\x01\xff"), topic="t")], BinaryType())
+    back = BytesConverter().to_records(as_messages(spark, BytesConverter().to_messages(records)))
+    assert [bytes(r["value"]) for r in back.collect()] == [b"\x00\x01\xff"]
+
+
+def test_json_envelope_written_like_kafka(spark: SparkSession) -> None:
+    from pyspark.sql.types import StructField, StructType
+
+    records = make_records(
+        spark,
+        [
+            Record(
+                "p",
+                0,
+                {
+                    "id": 1,
+                    "name": "ann",
+                    "tags": ["a", "b"],
+                    "addr": {"city": "Oslo", "zip": None},
+                    "created_at": datetime(2024, 5, 1, 12, 0),
+                },
+                topic="t",
+            )
+        ],
+        value_type(),
+    )
+    # The top-level value of a Connect record is required unless declared optional: mirror that.
+    required = StructType(
+        [f if f.name != "value" else StructField("value", value_type(), False) for f in records.schema.fields]
+    )
+    records = spark.createDataFrame(records.rdd, required)
+    body = JsonConverter(schemas_enable=True).to_messages(records).collect()[0]["body"]
+    assert bytes(body).decode() == KAFKA_ENVELOPE
+
+
+def test_json_envelope_read_from_kafka_literal(spark: SparkSession) -> None:
+    other = json.loads(KAFKA_ENVELOPE)
+    other["payload"] = {"id": 2, "name": None, "tags": None, "addr": None, "created_at": None}
+    out = JsonConverter(schemas_enable=True).to_records(
+        raw_messages(spark, [KAFKA_ENVELOPE.encode(), json.dumps(other).encode()])
+    )
+    assert out.schema["value"].dataType.simpleString() == (
+        "struct<id:int,name:string,tags:array<string>,addr:struct<city:string,zip:bigint>,created_at:timestamp>"
+    )
+    assert [r["value"].asDict(recursive=True) for r in out.orderBy("offset").collect()] == [
+        {
+            "id": 1,
+            "name": "ann",
+            "tags": ["a", "b"],
+            "addr": {"city": "Oslo", "zip": None},
+            "created_at": datetime(2024, 5, 1, 12, 0),
+        },
+        {"id": 2, "name": None, "tags": None, "addr": None, "created_at": None},
+    ]
+    assert raise_on_bad_records(out, "c").columns == [
+        "topic",
+        "partition",
+        "offset",
+        "key",
+        "value",
+        "headers",
+        "timestamp",
+    ]
+
+
+def test_json_round_trip_all_types(spark: SparkSession) -> None:
+    from pyspark.sql.types import _parse_datatype_string
+
+    ddl = (
+        "struct<b:tinyint,s:smallint,i:int,l:bigint,f:float,d:double,ok:boolean,txt:string,raw:binary,"
+        "day:date,at:timestamp,xs:array<struct<n:int>>,m:map<string,double>,opt:struct<x:string>>"
+    )
+    value = {
+        "b": 1,
+        "s": 2,
+        "i": 3,
+        "l": 2**40,
+        "f": 1.5,
+        "d": 2.25,
+        "ok": True,
+        "txt": 'ü"q',
+        "raw": bytearray(b"\x00z"),
+        "day": date(2024, 2, 29),
+        "at": datetime(2024, 5, 1, 1, 2, 3, 4000),
+        "xs": [{"n": 1}, {"n": None}],
+        "m": {"k": 0.5},
+        "opt": None,
+    }
+    records = make_records(spark, [Record("p", 0, value, topic="t")], _parse_datatype_string(ddl))
+    for converter in (
+        JsonConverter(schemas_enable=True),
+        JsonConverter(schemas_enable=False, value_schema=ddl),
+    ):
+        back = converter.to_records(as_messages(spark, converter.to_messages(records)))
+        row = back.collect()[0]
+        assert row[ERROR_COLUMN] is None
+        assert row["value"].asDict(recursive=True) == value
+
+
+def test_json_schemaless_keeps_text_or_parses_declared_schema(spark: SparkSession) -> None:
+    bodies = [b'{"a": 1, "b": "x"}', b'{"a": "not-a-number"}', b"{broken", None]
+    plain = JsonConverter().to_records(raw_messages(spark, bodies))
+    assert [r["value"] for r in plain.orderBy("offset").collect()] == [
+        '{"a": 1, "b": "x"}',
+        '{"a": "not-a-number"}',
+        "{broken",
+        None,
+    ]
+    typed = JsonConverter(value_schema="a int, b string").to_records(raw_messages(spark, bodies))
+    rows = typed.orderBy("offset").collect()
+    assert rows[0]["value"].asDict() == {"a": 1, "b": "x"}
+    assert [r[ERROR_COLUMN] for r in rows] == [
+        None,
+        "json converter: body does not parse as struct<a:int,b:string>",
+        "json converter: body does not parse as struct<a:int,b:string>",
+        None,
+    ]
+    with pytest.raises(RecordError) as info:
+        raise_on_bad_records(typed, "connector 'orders-sink'")
+    assert str(info.value) == (
+        "connector 'orders-sink': 2 bad record(s): "
+        "topic 't' partition 'broker-a:0' offset 1: json converter: body does not parse as struct<a:int,b:string>; "
+        "topic 't' partition 'broker-a:0' offset 2: json converter: body does not parse as struct<a:int,b:string>"
+    )
+
+
+def test_json_string_values_with_declared_schema_are_checked_on_write(spark: SparkSession) -> None:
+    records = make_records(spark, [Record("f", 0, '{"a": 5}', topic="t"), Record("f", 9, "oops", topic="t")])
+    msgs = JsonConverter(schemas_enable=True, value_schema="a int").to_messages(records)
+    rows = msgs.orderBy("offset").collect()
+    assert json.loads(bytes(rows[0]["body"])) == {
+        "schema": {
+            "type": "struct",
+            "fields": [{"type": "int32", "optional": True, "field": "a"}],
+            "optional": True,
+        },
+        "payload": {"a": 5},
+    }
+    with pytest.raises(
+        RecordError, match="topic 't' partition 'f' offset 9: json converter: value does not parse"
+    ):
+        raise_on_bad_records(msgs, "connector 'x'")
+
+
+@pytest.mark.parametrize(
+    ("schema", "ddl"),
+    [
+        ({"type": "int8", "optional": False}, "tinyint"),
+        ({"type": "float64", "optional": True}, "double"),
+        ({"type": "bytes", "optional": True}, "binary"),
+        (
+            {"type": "int32", "optional": True, "name": "org.apache.kafka.connect.data.Date", "version": 1},
+            "date",
+        ),
+        (
+            {
+                "type": "map",
+                "keys": {"type": "string", "optional": False},
+                "values": {"type": "int64", "optional": True},
+                "optional": True,
+            },
+            "map<string,bigint>",
+        ),
+        (
+            {"type": "array", "items": {"type": "boolean", "optional": True}, "optional": False},
+            "array<boolean>",
+        ),
+    ],
+)
+def test_connect_schema_mapping_both_ways(schema: dict[str, Any], ddl: str) -> None:
+    data_type = spark_type(schema)
+    assert data_type.simpleString() == ddl
+    assert connect_schema(data_type, schema["optional"]) == schema
+
+
+def test_unsupported_connect_schema_is_named() -> None:
+    with pytest.raises(ValueError, match=r"schema.m.values: unsupported Connect schema type 'decimal'"):
+        spark_type(
+            {
+                "type": "struct",
+                "fields": [
+                    {"field": "m", "type": "map", "keys": {"type": "string"}, "values": {"type": "decimal"}}
+                ],
+            }
+        )
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ({}, StringConverter),
+        ({"value.converter": "bytes"}, BytesConverter),
+        ({"value.converter": "org.apache.kafka.connect.json.JsonConverter"}, JsonConverter),
+    ],
+)
+def test_converter_for(config: dict[str, str], expected: type) -> None:
+    assert type(converter_for(config)) is expected
+
+
+def test_converter_for_json_options_and_unknown() -> None:
+    converter = converter_for(
+        {
+            "value.converter": "json",
+            "value.converter.schemas.enable": "true",
+            "value.converter.schema": "a int",
+        }
+    )
+    assert isinstance(converter, JsonConverter)
+    assert (converter.schemas_enable, converter.value_schema) == (True, "a int")
+    with pytest.raises(ValueError, match="config field 'value.converter': unknown converter 'avro'"):
+        converter_for({"value.converter": "avro"})
