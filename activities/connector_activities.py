@@ -93,7 +93,10 @@ class ConnectorActivities:
                 except ApplicationError:
                     raise
                 except Exception as exc:
-                    raise self._classify(inp, exc) from exc
+                    classified = self._classify(inp, exc)
+                    if classified is exc:
+                        raise
+                    raise classified from exc
                 hb.progress.last_committed_batch = plan.batch_id
                 hb.progress.batches += 1
                 hb.progress.records += records

@@ -8,6 +8,7 @@ spark://…, k8s://… or a Spark Connect sc:// URL), never code.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,8 @@ def get_spark(master: str | None = None, *, app_name: str = "sluice-worker") -> 
         from pyspark.sql import SparkSession
 
         master = master or os.environ.get("SLUICE_SPARK_MASTER") or "local[2]"
+        # Python workers must run this interpreter (the venv with pyarrow and Sluice), not `python3`.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         if master.startswith("sc://"):
             _session = SparkSession.builder.remote(master).appName(app_name).getOrCreate()
             return _session
