@@ -146,8 +146,12 @@ class Transport:
             w in low for w in ("accesskey", "signature", "acl", "auth")
         ):
             raise AuthError(f"rocketmq: permission denied for {detail}")
-        if code == ResponseCode.MESSAGE_ILLEGAL and any(
-            w in low for w in ("length", "size", "big", "exceed")
+        # Brokers report an oversized message as MESSAGE_ILLEGAL from the send checks, or as
+        # SYSTEM_ERROR "message body size exceeded" from the store's encoder (batch path).
+        if (
+            code in (ResponseCode.MESSAGE_ILLEGAL, ResponseCode.SYSTEM_ERROR)
+            and any(w in low for w in ("size exceeded", "too large", "over max", "exceeds", "body size over"))
+            or (code == ResponseCode.MESSAGE_ILLEGAL and any(w in low for w in ("length", "size", "big")))
         ):
             raise MessageTooLargeError(f"rocketmq: {detail}")
         raise RocketMQError(f"rocketmq: {detail}")
