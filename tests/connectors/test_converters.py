@@ -1,4 +1,4 @@
-"""Converters: record <-> message round trips, and the Connect JSON envelope as Kafka/RocketMQ Connect write it."""
+"""Converters: record <-> message round trips; the Connect JSON envelope as Kafka Connect writes it."""
 
 from __future__ import annotations
 
@@ -278,8 +278,10 @@ def test_json_schemaless_keeps_text_or_parses_declared_schema(spark: SparkSessio
         raise_on_bad_records(typed, "connector 'orders-sink'")
     assert str(info.value) == (
         "connector 'orders-sink': 2 bad record(s): "
-        "topic 't' partition 'broker-a:0' offset 1: json converter: body does not parse as struct<a:int,b:string>; "
-        "topic 't' partition 'broker-a:0' offset 2: json converter: body does not parse as struct<a:int,b:string>"
+        "topic 't' partition 'broker-a:0' offset 1: "
+        "json converter: body does not parse as struct<a:int,b:string>; "
+        "topic 't' partition 'broker-a:0' offset 2: "
+        "json converter: body does not parse as struct<a:int,b:string>"
     )
 
 

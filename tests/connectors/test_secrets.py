@@ -39,7 +39,8 @@ def test_env_and_file_references_resolve(tmp_path: Path, monkeypatch: pytest.Mon
         ("${vault:secret/db}", "config field 'pw': unknown config provider 'vault' (known: env, file)"),
         (
             "${file:/nonexistent/sluice.props:pw}",
-            "config field 'pw': provider 'file': cannot read /nonexistent/sluice.props: No such file or directory",
+            "config field 'pw': provider 'file': cannot read /nonexistent/sluice.props: "
+            "No such file or directory",
         ),
         ("${file:nokey}", "config field 'pw': provider 'file' needs ${file:/path/to/file.properties:key}"),
     ],

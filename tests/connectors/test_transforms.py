@@ -268,8 +268,8 @@ def test_sql_statement_filter_select(mixed: DataFrame) -> None:
         mixed,
         {
             "transforms.s.type": "sql",
-            "transforms.s.statement": "SELECT topic, partition, offset, key, upper(value) AS value, headers, timestamp "
-            "FROM records WHERE value IS NOT NULL",
+            "transforms.s.statement": "SELECT topic, partition, offset, key, upper(value) AS value, "
+            "headers, timestamp FROM records WHERE value IS NOT NULL",
         },
     )
     assert [(r["offset"], r["value"]) for r in rows] == [(0, "A"), (1, "B"), (3, "D")]
@@ -315,8 +315,8 @@ def test_sql_output_must_keep_record_columns(mixed: DataFrame) -> None:
                 "transforms.b.renames": "a",
             },
             [
-                "transform 'a': option 'regex': not a valid regular expression (missing ), unterminated subpattern "
-                "at position 0)",
+                "transform 'a': option 'regex': not a valid regular expression "
+                "(missing ), unterminated subpattern at position 0)",
                 "transform 'b': option 'renames': expected old:new pairs, got ['a']",
             ],
         ),
