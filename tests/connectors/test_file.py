@@ -1,0 +1,193 @@
+"""File source and sink specifics: exact byte ranges, partial lines, appends, repeatable sink writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from connectors.api import open_sink_task, open_source_task
+from connectors.file.sink import LENGTH_STATE, FileSinkConnector
+from connectors.file.source import FileSourceConnector, FileSourceTask
+from connectors.model import BatchPlan, PartitionRange
+from connectors.records import Record, make_records
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def source(path: Path, **extra: str) -> FileSourceTask:
+    task = open_source_task(
+        FileSourceConnector,
+        {"connector.class": "file-source", "name": "lines", "topic": "t", "file": str(path), **extra},
+        0,
+    )
+    assert isinstance(task, FileSourceTask)
+    return task
+
+
+def lines(spark: SparkSession, task: FileSourceTask, *ranges: tuple[int, int]) -> list[tuple[int, str]]:
+    path = task.partitions()[0]
+    df = task.read(spark, [PartitionRange(path, s, e) for s, e in ranges])
+    return [(r["offset"], r["value"]) for r in df.orderBy("offset").collect()]
+
+
+def test_exact_ranges_partial_line_and_appends(spark: SparkSession, tmp_path: Path) -> None:
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"a\nbb\r\nccc\ndd")  # "dd" has no newline yet
+    task = source(path)
+    assert task.latest_positions() == {str(path): 12}
+    assert task.snap_end(str(path), 0, 12) == 10  # the partial line waits
+    assert task.snap_end(str(path), 0, 4) == 2  # cut to a line boundary
+    assert task.snap_end(str(path), 10, 12) == 10  # nothing complete after 10
+    assert lines(spark, task, (0, 10)) == [(0, "a"), (2, "bb"), (6, "ccc")]
+    assert lines(spark, task, (2, 6)) == [(2, "bb")]
+    assert (
+        lines(spark, task, (0, 10))
+        == lines(spark, task, (0, 2), (2, 10))
+        == [(0, "a"), (2, "bb"), (6, "ccc")]
+    )
+
+    with open(path, "ab") as fh:
+        fh.write(b"d\neee\n")
+    assert task.latest_positions() == {str(path): 18}
+    end = task.snap_end(str(path), 10, 18)
+    assert end == 18
+    assert lines(spark, task, (10, end)) == [(10, "ddd"), (14, "eee")]
+
+
+def test_long_line_is_not_stalled_by_a_small_range(tmp_path: Path) -> None:
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"x" * 100 + b"\nshort\n")
+    task = source(path)
+    assert task.snap_end(str(path), 0, 10) == 101  # one oversized line goes alone
+    assert task.snap_end(str(path), 101, 104) == 107
+
+
+@pytest.mark.parametrize(
+    ("content", "action", "error", "message"),
+    [
+        (
+            b"ok\n\xff\n",
+            None,
+            ValueError,
+            "connector 'lines' partition '{p}' range [0, 5): "
+            "line at offset 3 is not utf-8: invalid start byte",
+        ),
+        (
+            b"abc\n",
+            "truncate",
+            EOFError,
+            "connector 'lines' partition '{p}' range [0, 4): file has only 2 bytes (truncated?)",
+        ),
+        (
+            b"abc\n",
+            "delete",
+            FileNotFoundError,
+            "connector 'lines' partition '{p}' range [0, 4): file no longer exists",
+        ),
+    ],
+    ids=["bad-encoding", "truncated", "deleted"],
+)
+def test_read_errors_name_the_position(
+    spark: SparkSession,
+    tmp_path: Path,
+    content: bytes,
+    action: str | None,
+    error: type[Exception],
+    message: str,
+) -> None:
+    path = tmp_path / "in.txt"
+    path.write_bytes(content)
+    task = source(path)
+    size = len(content)
+    if action == "truncate":
+        path.write_bytes(content[:2])
+    elif action == "delete":
+        path.unlink()
+        assert task.latest_positions() == {}  # a vanished partition is left out for the data-loss check
+    with pytest.raises(error) as info:
+        task.read(spark, [PartitionRange(str(path), 0, size)])
+    assert str(info.value) == message.format(p=path)
+
+
+def test_other_encoding(spark: SparkSession, tmp_path: Path) -> None:
+    path = tmp_path / "latin.txt"
+    path.write_bytes("café\n".encode("latin-1"))
+    assert lines(spark, source(path, encoding="latin-1"), (0, 5)) == [(0, "café")]
+
+
+def test_files_are_split_across_tasks() -> None:
+    configs = FileSourceConnector().task_configs(
+        {"connector.class": "file-source", "topic": "t", "files": "/a,/b,/c"}, 2
+    )
+    assert [c["files"] for c in configs] == ["/a,/c", "/b"]
+    assert [open_source_task(FileSourceConnector, c, i).partitions() for i, c in enumerate(configs)] == [
+        ["/a", "/c"],
+        ["/b"],
+    ]
+    assert [
+        c["files"]
+        for c in FileSourceConnector().task_configs(
+            {"connector.class": "file-source", "topic": "t", "file": "/x"}, 4
+        )
+    ] == ["/x"]
+
+
+def sink(path: Path) -> Any:
+    return open_sink_task(
+        FileSinkConnector,
+        {"connector.class": "file-sink", "name": "out", "topics": "t", "file": str(path)},
+        0,
+    )
+
+
+def test_sink_orders_lines_formats_structs_and_repairs_half_written_batch(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    from pyspark.sql.types import _parse_datatype_string
+
+    path = tmp_path / "out.txt"
+    task = sink(path)
+    value_type = _parse_datatype_string("struct<id:int,tags:array<string>,note:string>")
+    batch1 = make_records(
+        spark,
+        [
+            Record("broker-a:1", 0, {"id": 3, "tags": ["x"], "note": None}, topic="t"),
+            Record("broker-a:0", 5, {"id": 2, "tags": [], "note": "n"}, topic="t"),
+            Record("broker-a:0", 4, {"id": 1, "tags": None, "note": "é"}, topic="t"),
+        ],
+        value_type,
+    )
+    bare = BatchPlan(
+        "out", 0, 1, (PartitionRange("broker-a:0", 4, 6, "t"), PartitionRange("broker-a:1", 0, 1, "t"))
+    )
+    plan1 = BatchPlan("out", 0, 1, bare.ranges, task.prepare(bare))
+    assert plan1.sink_state == {LENGTH_STATE: "0"}
+    task.write(spark, batch1, plan1)
+    expected1 = (
+        '{"id":1,"tags":null,"note":"é"}\n{"id":2,"tags":[],"note":"n"}\n{"id":3,"tags":["x"],"note":null}\n'
+    )
+    assert path.read_text(encoding="utf-8") == expected1
+
+    batch2 = make_records(spark, [Record("broker-a:0", 6, None, topic="t")], value_type)
+    plan2 = BatchPlan("out", 0, 2, bare.ranges, task.prepare(bare))
+    with open(path, "ab") as fh:  # a crashed first attempt of plan 2 wrote half a line
+        fh.write(b'{"id":9,"ta')
+    task.write(spark, batch2, plan2)
+    task.write(spark, batch2, plan2)
+    assert path.read_text(encoding="utf-8") == expected1 + "null\n"
+
+
+def test_sink_refuses_without_state_or_when_file_shrank(spark: SparkSession, tmp_path: Path) -> None:
+    path = tmp_path / "out.txt"
+    task = sink(path)
+    records = make_records(spark, [Record("broker-a:0", 0, "x", topic="t")])
+    plan = BatchPlan("out", 0, 7, (PartitionRange("broker-a:0", 0, 1, "t"),))
+    with pytest.raises(ValueError, match=f"connector 'out' file '{path}' batch 7: plan has no 'file.length'"):
+        task.write(spark, records, plan)
+    path.write_text("abc\n")
+    shrunk = BatchPlan("out", 0, 7, plan.ranges, {LENGTH_STATE: "100"})
+    with pytest.raises(ValueError, match="file is 4 bytes, shorter than the 100 recorded with the plan"):
+        task.write(spark, records, shrunk)
