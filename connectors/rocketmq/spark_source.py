@@ -83,15 +83,21 @@ def plan_from_json(text: str) -> tuple[PartitionRange, ...]:
     return tuple(out)
 
 
+def get_option(options: Mapping[str, str], name: str) -> str | None:
+    """An option by name, whatever its case: Spark hands options over with lower-cased keys."""
+    value = options.get(name.lower())
+    return value if value is not None else options.get(name)
+
+
 def require_option(options: Mapping[str, str], name: str) -> str:
-    value = options.get(name)
+    value = get_option(options, name)
     if not value:
         raise ValueError(f"rocketmq source: option {name!r} is required")
     return str(value)
 
 
 def int_option(options: Mapping[str, str], name: str, default: int, *, minimum: int = 1) -> int:
-    raw = options.get(name)
+    raw = get_option(options, name)
     if raw is None or raw == "":
         return default
     try:
@@ -104,7 +110,7 @@ def int_option(options: Mapping[str, str], name: str, default: int, *, minimum: 
 
 
 def bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = options.get(name)
+    raw = get_option(options, name)
     if raw is None or raw == "":
         return default
     lowered = str(raw).strip().lower()
@@ -116,11 +122,13 @@ def bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
 def client_options(options: Mapping[str, str]) -> dict[str, Any]:
     """Client keyword arguments from data source options (credentials are passed, never logged)."""
     out: dict[str, Any] = {}
-    if options.get("accessKey") or options.get("secretKey"):
-        out["access_key"] = options.get("accessKey")
-        out["secret_key"] = options.get("secretKey")
-    if options.get("requestTimeoutSeconds"):
-        out["request_timeout_s"] = float(options["requestTimeoutSeconds"])
+    access_key, secret_key = get_option(options, "accessKey"), get_option(options, "secretKey")
+    if access_key or secret_key:
+        out["access_key"] = access_key
+        out["secret_key"] = secret_key
+    timeout = get_option(options, "requestTimeoutSeconds")
+    if timeout:
+        out["request_timeout_s"] = float(timeout)
     return out
 
 

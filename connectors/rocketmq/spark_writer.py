@@ -36,7 +36,13 @@ from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
 from connectors.planning import natural_key
 from connectors.rocketmq.errors import TopicNotFoundError
-from connectors.rocketmq.spark_source import client_options, executor_client, int_option, require_option
+from connectors.rocketmq.spark_source import (
+    client_options,
+    executor_client,
+    get_option,
+    int_option,
+    require_option,
+)
 from connectors.rocketmq.values import MessageQueue, OutgoingMessage, SendResult
 
 if TYPE_CHECKING:
@@ -109,7 +115,7 @@ class RocketMQWriter(DataSourceArrowWriter):
         self.topic = require_option(options, "topic")
         self.max_messages = int_option(options, "maxBatchMessages", DEFAULT_MAX_BATCH_MESSAGES)
         self.max_bytes = int_option(options, "maxBatchBytes", DEFAULT_MAX_BATCH_BYTES)
-        self.result_path = options.get("resultPath") or None
+        self.result_path = get_option(options, "resultPath") or None
         self.client_options = client_options(options)
         self.key_column = _check_schema(schema, self.topic)
         # Fail on the driver, before any task starts, if the topic does not exist.
