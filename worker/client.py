@@ -42,7 +42,7 @@ class SluiceClient:
         return cls(await connect(address, namespace), task_queue)
 
     def handle(self, name: str) -> WorkflowHandle[Any, Any]:
-        return self.client.get_workflow_handle(workflow_id_for(name))
+        return self.client.get_workflow_handle(workflow_id_for(name), result_type=ConnectorStatus)
 
     async def create(self, name: str, config: dict[str, str]) -> ConnectorStatus:
         result = validate_config(name, config)
@@ -63,28 +63,32 @@ class SluiceClient:
         return await self.status(name)
 
     async def status(self, name: str) -> ConnectorStatus:
-        return await self.handle(name).query(ConnectorWorkflow.status)
+        return await self.handle(name).query(ConnectorWorkflow.status, result_type=ConnectorStatus)
 
     async def config(self, name: str) -> dict[str, str]:
         return await self.handle(name).query(ConnectorWorkflow.config)
 
     async def pause(self, name: str) -> ConnectorStatus:
-        return await self.handle(name).execute_update(ConnectorWorkflow.pause)
+        return await self.handle(name).execute_update(ConnectorWorkflow.pause, result_type=ConnectorStatus)
 
     async def resume(self, name: str) -> ConnectorStatus:
-        return await self.handle(name).execute_update(ConnectorWorkflow.resume)
+        return await self.handle(name).execute_update(ConnectorWorkflow.resume, result_type=ConnectorStatus)
 
     async def stop(self, name: str) -> ConnectorStatus:
-        return await self.handle(name).execute_update(ConnectorWorkflow.stop)
+        return await self.handle(name).execute_update(ConnectorWorkflow.stop, result_type=ConnectorStatus)
 
     async def restart(self, name: str, *, only_failed: bool = False) -> ConnectorStatus:
-        return await self.handle(name).execute_update(ConnectorWorkflow.restart, RestartRequest(only_failed))
+        return await self.handle(name).execute_update(
+            ConnectorWorkflow.restart, RestartRequest(only_failed), result_type=ConnectorStatus
+        )
 
     async def reconfigure(self, name: str, config: dict[str, str]) -> ConnectorStatus:
         result = validate_config(name, config)
         if result.errors:
             raise ConnectorConfigError(name, result.errors)
-        return await self.handle(name).execute_update(ConnectorWorkflow.reconfigure, Reconfigure(dict(config)))
+        return await self.handle(name).execute_update(
+            ConnectorWorkflow.reconfigure, Reconfigure(dict(config)), result_type=ConnectorStatus
+        )
 
     async def delete(self, name: str, *, delete_offsets: bool = True) -> None:
         handle = self.handle(name)

@@ -151,6 +151,10 @@ class Broker:
             "mappedFileSizeCommitLog": 256 * 1024 * 1024, "flushDiskType": "ASYNC_FLUSH",
             "deleteWhen": "04", "fileReservedTime": 48, "diskMaxUsedSpaceRatio": 95,
             "enablePropertyFilter": "true",
+            # Micro-batches pull up to 1,000+ messages per request; the broker's defaults cap a pull
+            # at 32 messages (256 KiB) from memory, which would make every range read chatty.
+            "maxTransferCountOnMessageInMemory": 2048, "maxTransferBytesOnMessageInMemory": 8 * 1024 * 1024,
+            "maxTransferCountOnMessageInDisk": 2048, "maxTransferBytesOnMessageInDisk": 8 * 1024 * 1024,
         })
         proxy_conf = home(self.cfg) / "conf" / "rmq-proxy.json"
         proxy_conf.write_text(json.dumps({
