@@ -92,9 +92,12 @@ class Connection:
         fut: asyncio.Future[RemotingCommand] = loop.create_future()
         self._pending[cmd.opaque] = fut
         try:
-            self._writer.write(encode_frame(cmd))
-            await self._writer.drain()
-            return await asyncio.wait_for(fut, timeout=timeout_s)
+            # One deadline for writing and answering: a peer that stopped reading (full socket
+            # buffers) must time out like one that stopped answering.
+            async with asyncio.timeout(timeout_s):
+                self._writer.write(encode_frame(cmd))
+                await self._writer.drain()
+                return await fut
         except TimeoutError:
             raise RequestTimeoutError(
                 f"rocketmq: {self.service} {self.address} did not answer request code {cmd.code} "
