@@ -38,6 +38,7 @@ def get_spark(master: str | None = None, *, app_name: str = "sluice-worker") -> 
             .appName(app_name)
             .config("spark.sql.shuffle.partitions", "4")
             .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
             .config("spark.python.worker.reuse", "true")
             .config("spark.driver.memory", os.environ.get("SLUICE_SPARK_DRIVER_MEMORY", "2g"))

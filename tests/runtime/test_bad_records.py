@@ -1,0 +1,41 @@
+"""A record the converter cannot handle fails the sink task, naming the record's position."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+from tests.runtime.helpers import wait_for
+from workflows.types import TaskState
+
+
+async def test_unparseable_json_fails_the_task_naming_topic_queue_and_offset(
+    tmp_path: Path, start_worker, sluice, topic_name
+) -> None:
+    src, dst = tmp_path / "in.jsonl", tmp_path / "out.txt"
+    good = [json.dumps({"id": i, "name": f"n{i}"}) for i in range(5)]
+    src.write_text("\n".join([*good[:3], "{not json", *good[3:]]) + "\n")
+    start_worker()
+    name = uuid.uuid4().hex[:8]
+    # The source shards by source partition: every line of the file lands in one queue, in order,
+    # so the bad line's queue offset is its line number.
+    await sluice.create(f"src-{name}", {"connector.class": "file-source", "file": str(src), "topic": topic_name,
+                                        "poll.interval.ms": "200"})
+    sink = f"dst-{name}"
+    await sluice.create(sink, {
+        "connector.class": "file-sink", "file": str(dst), "topics": topic_name, "poll.interval.ms": "200",
+        "value.converter": "json", "value.converter.schema": "id INT, name STRING",
+    })
+
+    async def sink_failed() -> bool:
+        status = await sluice.status(sink)
+        return bool(status.tasks) and status.tasks[0].state == TaskState.FAILED
+
+    await wait_for(sink_failed, 180, "the sink task to fail on the bad record")
+    error = (await sluice.status(sink)).tasks[0].error
+    assert f"connector {sink}" in error
+    assert f"topic '{topic_name}'" in error and "offset 3" in error, error
+    assert not dst.exists() or dst.read_text() == "", "nothing of the failed batch may be written"
+    await sluice.delete(f"src-{name}")
+    await sluice.delete(sink)
