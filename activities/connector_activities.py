@@ -87,7 +87,9 @@ class ConnectorActivities:
                     hb.sleep(idle_s)
                     continue
                 hb.progress.phase = f"batch {plan.batch_id}" + (" (re-run)" if rerun else "")
-                spark.sparkContext.setJobGroup(group, f"{inp.connector} task {inp.task_id} batch {plan.batch_id}")
+                spark.sparkContext.setJobGroup(
+                    group, f"{inp.connector} task {inp.task_id} batch {plan.batch_id}"
+                )
                 try:
                     records = runner.run(plan, rerun)
                 except ApplicationError:
@@ -132,7 +134,9 @@ class ConnectorActivities:
                 return SinkRunner(self.ctx, inp.connector, sink, parsed, converter, chain, inp.task_count)
         except (ConfigError, SecretResolutionError, KeyError) as exc:
             raise config_error(inp.connector, str(exc)) from exc
-        raise config_error(inp.connector, f"{inp.config.get('connector.class')} is neither a source nor a sink")
+        raise config_error(
+            inp.connector, f"{inp.config.get('connector.class')} is neither a source nor a sink"
+        )
 
     def _classify(self, inp: TaskInput, exc: Exception) -> Exception:
         """Data errors fail the task for good; everything else is retried by Temporal."""

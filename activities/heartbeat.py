@@ -32,7 +32,9 @@ class Heartbeater:
         self._interval_s = interval_s
         self._stop = threading.Event()
         context = contextvars.copy_context()
-        self._thread = threading.Thread(target=context.run, args=(self._loop,), name="sluice-heartbeat", daemon=True)
+        self._thread = threading.Thread(
+            target=context.run, args=(self._loop,), name="sluice-heartbeat", daemon=True
+        )
 
     def __enter__(self) -> Heartbeater:
         self._thread.start()

@@ -9,12 +9,15 @@ tools show the lag; the store stays the truth.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from connectors.model import BatchPlan, DataLossPolicy, PartitionRange
 from connectors.planning import admit
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from activities.context import RuntimeContext
@@ -118,12 +121,14 @@ class SinkRunner:
         return plan.record_span
 
     def _mirror_consumer_offsets(self, plan: BatchPlan) -> None:
-        from connectors.rocketmq.client import MessageQueue
         from connectors.model import parse_queue_partition
+        from connectors.rocketmq.client import MessageQueue
 
         for r in plan.ranges:
             broker, queue_id = parse_queue_partition(r.partition)
             try:
-                self.ctx.rocketmq.update_consumer_offset(self.group, MessageQueue(r.topic, broker, queue_id), r.end)
-            except Exception:  # noqa: BLE001 - a dashboard hint; the offset store is the truth
-                pass
+                self.ctx.rocketmq.update_consumer_offset(
+                    self.group, MessageQueue(r.topic, broker, queue_id), r.end
+                )
+            except Exception:  # a dashboard hint only; the offset store is the truth
+                log.warning("could not mirror consumer offset of %s/%s", r.topic, r.partition, exc_info=True)

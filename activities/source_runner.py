@@ -9,9 +9,12 @@ committing), the messages already written since those offsets are found and not 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+
+from temporalio.exceptions import ApplicationError
 
 from connectors.model import BatchPlan, DataLossPolicy
 from connectors.planning import admit, plan_batch
@@ -23,6 +26,8 @@ if TYPE_CHECKING:
     from connectors.api import SourceTask
     from connectors.converters import Converter
     from connectors.transforms import Transform
+
+log = logging.getLogger(__name__)
 
 BATCH_PROPERTY = "sluice.batch"
 PARTITION_PROPERTY = "sluice.partition"
@@ -58,7 +63,8 @@ class SourceRunner:
             return
         if not self.config.get("topic.auto.create", True):
             raise LookupError(
-                f"connector {self.connector}: topic {self.topic} does not exist and topic.auto.create is false"
+                f"connector {self.connector}: topic {self.topic} does not exist "
+                "and topic.auto.create is false"
             )
         client.create_topic(self.topic, queue_count=int(self.config.get("topic.queues", 4)))
 
@@ -80,9 +86,12 @@ class SourceRunner:
                     f"before the committed position {committed[p]} (truncated or replaced)"
                 )
                 if self.data_loss is DataLossPolicy.FAIL:
-                    from connectors.rocketmq.offsets import DataLossError
-
-                    raise DataLossError(message)
+                    raise ApplicationError(
+                        message + "; set data.loss=skip to continue from its end",
+                        type="DataLossError",
+                        non_retryable=True,
+                    )
+                log.warning("%s; data.loss=skip: continuing from its end", message)
                 committed[p] = latest.get(p, 0)
         unit_limit = self.config["batch.max.bytes"] if self.task.position_unit == "bytes" else None
         max_span = int(unit_limit or self.config["batch.max.records"])
@@ -110,7 +119,8 @@ class SourceRunner:
         records = raise_on_bad_records(apply_chain(self.chain, records), f"connector {self.connector}")
         messages = self.converter.to_messages(records)
         messages = messages.withColumn(
-            "properties", F.map_concat("properties", F.create_map(F.lit(BATCH_PROPERTY), F.lit(batch_ref(plan))))
+            "properties",
+            F.map_concat("properties", F.create_map(F.lit(BATCH_PROPERTY), F.lit(batch_ref(plan)))),
         ).withColumn("sharding_key", F.col("properties")[PARTITION_PROPERTY])
         if rerun:
             messages = self._without_already_sent(messages, plan)
@@ -118,8 +128,13 @@ class SourceRunner:
         try:
             sent = messages.count()
             if sent:
-                (messages.write.format("rocketmq").option("namesrv", self.ctx.settings.namesrv)
-                 .option("topic", self.topic).mode("append").save())
+                (
+                    messages.write.format("rocketmq")
+                    .option("namesrv", self.ctx.settings.namesrv)
+                    .option("topic", self.topic)
+                    .mode("append")
+                    .save()
+                )
         finally:
             messages.unpersist()
         self.ctx.store.commit(plan)
@@ -137,7 +152,9 @@ class SourceRunner:
         keyed = messages.withColumn("_p", F.col("properties")[PARTITION_PROPERTY]).withColumn(
             "_o", F.col("properties")[OFFSET_PROPERTY]
         )
-        return keyed.join(done, (keyed["_p"] == done["p"]) & (keyed["_o"] == done["o"]), "left_anti").drop("_p", "_o")
+        return keyed.join(done, (keyed["_p"] == done["p"]) & (keyed["_o"] == done["o"]), "left_anti").drop(
+            "_p", "_o"
+        )
 
     def _sent_positions(self, plan: BatchPlan) -> set[tuple[str, str]]:
         ref = batch_ref(plan)
@@ -153,6 +170,8 @@ class SourceRunner:
                     break
                 for m in result.messages:
                     if m.properties.get(BATCH_PROPERTY) == ref:
-                        found.add((m.properties.get(PARTITION_PROPERTY, ""), m.properties.get(OFFSET_PROPERTY, "")))
+                        found.add(
+                            (m.properties.get(PARTITION_PROPERTY, ""), m.properties.get(OFFSET_PROPERTY, ""))
+                        )
                 offset = result.next_offset
         return found

@@ -20,7 +20,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from activities.connector_activities import ConnectorActivities, validate_config
+from activities.connector_activities import validate_config
 from activities.context import RuntimeContext, RuntimeSettings
 from activities.source_runner import SourceRunner
 from deploy.local.config import StackConfig
@@ -69,12 +69,26 @@ async def end_to_end(ctx: RuntimeContext, settings: WorkerSettings, work: Path, 
             sluice = SluiceClient(client, settings.task_queue)
             name, topic = uuid.uuid4().hex[:8], f"bench-e2e-{uuid.uuid4().hex[:8]}"
             t0 = time.perf_counter()
-            await sluice.create(f"bench-src-{name}", {
-                "connector.class": "file-source", "file": str(src), "topic": topic,
-                "batch.max.bytes": str(8 * 1024 * 1024), "poll.interval.ms": "100"})
-            await sluice.create(f"bench-dst-{name}", {
-                "connector.class": "file-sink", "file": str(dst), "topics": topic,
-                "batch.max.records": "100000", "poll.interval.ms": "100"})
+            await sluice.create(
+                f"bench-src-{name}",
+                {
+                    "connector.class": "file-source",
+                    "file": str(src),
+                    "topic": topic,
+                    "batch.max.bytes": str(8 * 1024 * 1024),
+                    "poll.interval.ms": "100",
+                },
+            )
+            await sluice.create(
+                f"bench-dst-{name}",
+                {
+                    "connector.class": "file-sink",
+                    "file": str(dst),
+                    "topics": topic,
+                    "batch.max.records": "100000",
+                    "poll.interval.ms": "100",
+                },
+            )
             size = src.stat().st_size
             while not (dst.exists() and dst.stat().st_size >= size):
                 await asyncio.sleep(0.2)
@@ -119,16 +133,26 @@ def batch_overhead(ctx: RuntimeContext, work: Path) -> tuple[float, float]:
 def main() -> None:
     cfg = StackConfig.from_env()
     settings = WorkerSettings.from_env()
-    settings = WorkerSettings(settings.temporal_address, settings.temporal_namespace,
-                              f"bench-{uuid.uuid4().hex[:8]}",
-                              RuntimeSettings(settings.runtime.database_url, settings.runtime.namesrv,
-                                              settings.runtime.spark_master, f"bench_{uuid.uuid4().hex[:8]}"))
+    settings = WorkerSettings(
+        settings.temporal_address,
+        settings.temporal_namespace,
+        f"bench-{uuid.uuid4().hex[:8]}",
+        RuntimeSettings(
+            settings.runtime.database_url,
+            settings.runtime.namesrv,
+            settings.runtime.spark_master,
+            f"bench_{uuid.uuid4().hex[:8]}",
+        ),
+    )
     ctx = RuntimeContext(settings.runtime)
     work = cfg.state_dir / "bench" / uuid.uuid4().hex[:8]
     work.mkdir(parents=True)
     ctx.spark  # noqa: B018 - start Spark before timing anything
     send_rate, pull_rate, raw_rate = raw_round_trip(ctx, cfg, RECORDS)
-    print(f"raw broker: send {send_rate:,.0f} msg/s, pull {pull_rate:,.0f} msg/s, round trip {raw_rate:,.0f} msg/s")
+    print(
+        f"raw broker: send {send_rate:,.0f} msg/s, pull {pull_rate:,.0f} msg/s, "
+        f"round trip {raw_rate:,.0f} msg/s"
+    )
     empty_s, one_s = batch_overhead(ctx, work)
     print(f"batch overhead: empty {empty_s * 1000:.0f} ms, one record {one_s * 1000:.0f} ms")
     e2e = asyncio.run(end_to_end(ctx, settings, work, RECORDS))

@@ -31,6 +31,7 @@ BUILTIN_CONNECTORS: Final = {
     "file-sink": "connectors.file.sink:FileSinkConnector",
     "dummy-source": "connectors.dummy:DummySourceConnector",
     "dummy-sink": "connectors.dummy:DummySinkConnector",
+    "postgres-sink": "connectors.postgres.sink:PostgresSinkConnector",
 }
 
 

@@ -60,14 +60,27 @@ def test_temporal_has_the_runtime_search_attributes(stack_config: StackConfig) -
     assert {"ConnectorName", "ConnectorClass", "ConnectorState"} <= set(SEARCH_ATTRIBUTES)
 
 
-def test_rocketmq_send_and_consume_with_the_official_tools(stack_config: StackConfig, topic_name: str) -> None:
+def test_rocketmq_send_and_consume_with_the_official_tools(
+    stack_config: StackConfig, topic_name: str
+) -> None:
     body = f"hello-{uuid.uuid4().hex}"
     sent = mqadmin(stack_config, "sendMessage", "-t", topic_name, "-p", body, "-k", "key1", "-c", "tagA")
     assert sent.returncode == 0 and "SEND_OK" in sent.stdout, sent.stdout + sent.stderr
     match = re.search(r"broker-a\s+(\d+)\s+SEND_OK", sent.stdout)
     assert match, sent.stdout
     consumed = mqadmin(
-        stack_config, "consumeMessage", "-t", topic_name, "-b", "broker-a", "-i", match.group(1), "-o", "0", "-c", "1"
+        stack_config,
+        "consumeMessage",
+        "-t",
+        topic_name,
+        "-b",
+        "broker-a",
+        "-i",
+        match.group(1),
+        "-o",
+        "0",
+        "-c",
+        "1",
     )
     assert consumed.returncode == 0, consumed.stderr
     assert body in consumed.stdout
@@ -76,14 +89,21 @@ def test_rocketmq_send_and_consume_with_the_official_tools(stack_config: StackCo
 def test_status_json_reports_every_service_healthy(stack_config: StackConfig) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "worker.cli", "stack", "status", "--output", "json"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 0, out.stderr
     import json
 
     report = json.loads(out.stdout)
     assert report["healthy"] is True
-    assert {s["name"] for s in report["services"]} >= {"postgres", "temporal", "rocketmq-namesrv", "rocketmq-broker"}
+    assert {s["name"] for s in report["services"]} >= {
+        "postgres",
+        "temporal",
+        "rocketmq-namesrv",
+        "rocketmq-broker",
+    }
     assert "local" in next(s for s in report["services"] if s["name"] == "spark")["address"]
 
 
@@ -108,8 +128,12 @@ def private_stack(stack_config: StackConfig) -> Iterator[StackConfig]:
     cfg = dataclasses.replace(
         stack_config,
         state_dir=state,
-        pg_port=_free_port(), temporal_port=_free_port() + 0, temporal_ui_port=_free_port(),
-        namesrv_port=_free_port(), broker_port=_free_port(), proxy_port=_free_port(),
+        pg_port=_free_port(),
+        temporal_port=_free_port() + 0,
+        temporal_ui_port=_free_port(),
+        namesrv_port=_free_port(),
+        broker_port=_free_port(),
+        proxy_port=_free_port(),
     )
     shutil.copytree(lib_dir(stack_config), lib_dir(cfg))
     yield cfg
@@ -143,10 +167,14 @@ def test_stack_from_nothing_then_down_and_up_keeps_state(private_stack: StackCon
 
 def test_port_taken_fails_clearly_and_leaves_nothing_half_started(stack_config: StackConfig) -> None:
     cfg = dataclasses.replace(
-        stack_config, state_dir=stack_config.state_dir / "test-stacks" / uuid.uuid4().hex[:8], pg_port=_free_port(),
+        stack_config,
+        state_dir=stack_config.state_dir / "test-stacks" / uuid.uuid4().hex[:8],
+        pg_port=_free_port(),
         temporal_port=stack_config.temporal_port,  # taken by the running stack
     )
-    with pytest.raises(StackError, match=r"temporal: port 127\.0\.0\.1:\d+ is already taken.*SLUICE_TEMPORAL_PORT"):
+    with pytest.raises(
+        StackError, match=r"temporal: port 127\.0\.0\.1:\d+ is already taken.*SLUICE_TEMPORAL_PORT"
+    ):
         stack.up(cfg)
     # postgres started first and was stopped again when temporal failed.
     assert not any(s.healthy for s in stack.status(cfg) if s.name in ("postgres", "temporal"))

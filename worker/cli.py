@@ -81,7 +81,9 @@ async def _connector_async(args: argparse.Namespace) -> int:
     from worker.settings import WorkerSettings
 
     settings = WorkerSettings.from_env()
-    client = await SluiceClient.connect(settings.temporal_address, settings.temporal_namespace, settings.task_queue)
+    client = await SluiceClient.connect(
+        settings.temporal_address, settings.temporal_namespace, settings.task_queue
+    )
     name = getattr(args, "name", None)
     try:
         if args.action == "list":
@@ -133,7 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
     stack_p.add_argument("--output", choices=["text", "json"], default="text")
     stack_p.set_defaults(func=_stack)
 
-    worker_p = sub.add_parser("worker", help="run a Temporal worker (connector workflows and task activities)")
+    worker_p = sub.add_parser(
+        "worker", help="run a Temporal worker (connector workflows and task activities)"
+    )
     worker_p.set_defaults(func=_worker)
 
     conn = sub.add_parser("connector", help="create and manage connectors")
@@ -142,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     for action in ("create", "reconfigure"):
         p = conn_sub.add_parser(action)
         p.add_argument("name")
-        p.add_argument("--config-file", help="JSON object of config keys (or {\"config\": {...}})")
+        p.add_argument("--config-file", help='JSON object of config keys (or {"config": {...}})')
         p.add_argument("--set", action="append", metavar="KEY=VALUE", help="one config entry; repeatable")
     for action in ("status", "pause", "resume", "stop"):
         conn_sub.add_parser(action).add_argument("name")

@@ -36,7 +36,9 @@ class SluiceClient:
     task_queue: str = "sluice"
 
     @classmethod
-    async def connect(cls, address: str, namespace: str = "default", task_queue: str = "sluice") -> SluiceClient:
+    async def connect(
+        cls, address: str, namespace: str = "default", task_queue: str = "sluice"
+    ) -> SluiceClient:
         from worker.temporal_client import connect
 
         return cls(await connect(address, namespace), task_queue)
@@ -53,42 +55,51 @@ class SluiceClient:
             ConnectorStatus(name=name, config=dict(config)),
             id=workflow_id_for(name),
             task_queue=self.task_queue,
-            search_attributes=TypedSearchAttributes([
-                SearchAttributePair(SearchAttributeKey.for_keyword("ConnectorName"), name),
-                SearchAttributePair(SearchAttributeKey.for_keyword("ConnectorClass"), result.connector_class),
-                SearchAttributePair(SearchAttributeKey.for_keyword("ConnectorState"), "UNASSIGNED"),
-            ]),
+            search_attributes=TypedSearchAttributes(
+                [
+                    SearchAttributePair(SearchAttributeKey.for_keyword("ConnectorName"), name),
+                    SearchAttributePair(
+                        SearchAttributeKey.for_keyword("ConnectorClass"), result.connector_class
+                    ),
+                    SearchAttributePair(SearchAttributeKey.for_keyword("ConnectorState"), "UNASSIGNED"),
+                ]
+            ),
             static_summary=f"{result.kind} connector {name} ({result.connector_class})",
         )
         return await self.status(name)
 
+    async def _update(self, name: str, update: str, arg: object = None) -> ConnectorStatus:
+        """Run an update by name; the result type is given explicitly so callers get dataclasses."""
+        args = [] if arg is None else [arg]
+        result: ConnectorStatus = await self.handle(name).execute_update(
+            update, args=args, result_type=ConnectorStatus
+        )
+        return result
+
     async def status(self, name: str) -> ConnectorStatus:
-        return await self.handle(name).query(ConnectorWorkflow.status, result_type=ConnectorStatus)
+        status: ConnectorStatus = await self.handle(name).query("status", result_type=ConnectorStatus)
+        return status
 
     async def config(self, name: str) -> dict[str, str]:
         return await self.handle(name).query(ConnectorWorkflow.config)
 
     async def pause(self, name: str) -> ConnectorStatus:
-        return await self.handle(name).execute_update(ConnectorWorkflow.pause, result_type=ConnectorStatus)
+        return await self._update(name, "pause")
 
     async def resume(self, name: str) -> ConnectorStatus:
-        return await self.handle(name).execute_update(ConnectorWorkflow.resume, result_type=ConnectorStatus)
+        return await self._update(name, "resume")
 
     async def stop(self, name: str) -> ConnectorStatus:
-        return await self.handle(name).execute_update(ConnectorWorkflow.stop, result_type=ConnectorStatus)
+        return await self._update(name, "stop")
 
     async def restart(self, name: str, *, only_failed: bool = False) -> ConnectorStatus:
-        return await self.handle(name).execute_update(
-            ConnectorWorkflow.restart, RestartRequest(only_failed), result_type=ConnectorStatus
-        )
+        return await self._update(name, "restart", RestartRequest(only_failed))
 
     async def reconfigure(self, name: str, config: dict[str, str]) -> ConnectorStatus:
         result = validate_config(name, config)
         if result.errors:
             raise ConnectorConfigError(name, result.errors)
-        return await self.handle(name).execute_update(
-            ConnectorWorkflow.reconfigure, Reconfigure(dict(config)), result_type=ConnectorStatus
-        )
+        return await self._update(name, "reconfigure", Reconfigure(dict(config)))
 
     async def delete(self, name: str, *, delete_offsets: bool = True) -> None:
         handle = self.handle(name)

@@ -24,8 +24,10 @@ from workflows.types import workflow_id_for
 
 
 def _lines(start: int, count: int) -> str:
-    return "".join(f"{i:06d} the quick brown fox jumps over the lazy dog #{i * 7919 % 100003}\n"
-                   for i in range(start, start + count))
+    return "".join(
+        f"{i:06d} the quick brown fox jumps over the lazy dog #{i * 7919 % 100003}\n"
+        for i in range(start, start + count)
+    )
 
 
 def _size(path: Path) -> int:
@@ -55,8 +57,12 @@ async def run_demo(cfg: StackConfig) -> None:
     log = cfg.log_dir / f"demo-worker-{run_id}.log"
     print(f"starting a sluice worker (log: {log})", flush=True)
     env = {**os.environ, "SLUICE_TASK_QUEUE": queue}
-    worker = subprocess.Popen([sys.executable, "-m", "worker.cli", "worker"], env=env,
-                              stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "worker.cli", "worker"],
+        env=env,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
     try:
         while b"sluice worker ready" not in log.read_bytes():
             if worker.poll() is not None:
@@ -64,12 +70,23 @@ async def run_demo(cfg: StackConfig) -> None:
             await asyncio.sleep(0.5)
         client = await SluiceClient.connect(cfg.temporal_address, cfg.temporal_namespace, queue)
         source, sink = f"demo-source-{run_id}", f"demo-sink-{run_id}"
-        await client.create(source, {"connector.class": "file-source", "file": str(src), "topic": topic,
-                                     "batch.max.bytes": str(256 * 1024), "poll.interval.ms": "500"})
-        await client.create(sink, {"connector.class": "file-sink", "file": str(dst), "topics": topic,
-                                   "poll.interval.ms": "500"})
+        await client.create(
+            source,
+            {
+                "connector.class": "file-source",
+                "file": str(src),
+                "topic": topic,
+                "batch.max.bytes": str(256 * 1024),
+                "poll.interval.ms": "500",
+            },
+        )
+        await client.create(
+            sink,
+            {"connector.class": "file-sink", "file": str(dst), "topics": topic, "poll.interval.ms": "500"},
+        )
         for name in (source, sink):
-            url = f"{cfg.temporal_ui_url}/namespaces/{cfg.temporal_namespace}/workflows/{quote(workflow_id_for(name))}"
+            workflow_path = f"namespaces/{cfg.temporal_namespace}/workflows/{quote(workflow_id_for(name))}"
+            url = f"{cfg.temporal_ui_url}/{workflow_path}"
             print(f"connector {name}: {url}", flush=True)
         print(f"copying {src} -> RocketMQ topic {topic} -> {dst}", flush=True)
         await _wait_copy(src, dst)
@@ -91,7 +108,7 @@ async def run_demo(cfg: StackConfig) -> None:
         print(f"OK: {dst} is identical to {src} ({_size(src):,} bytes, 26,000 lines)", flush=True)
         for name in (source, sink):
             await client.delete(name)
-        print(f"Temporal UI: {cfg.temporal_ui_url} (search: ConnectorName STARTS_WITH \"demo-\")")
+        print(f'Temporal UI: {cfg.temporal_ui_url} (search: ConnectorName STARTS_WITH "demo-")')
     finally:
         worker.terminate()
         worker.wait(timeout=60)

@@ -23,7 +23,9 @@ from workflows.connector import ConnectorWorkflow
 log = logging.getLogger("sluice.worker")
 
 
-def build_worker(client: object, settings: WorkerSettings, ctx: RuntimeContext, executor: ThreadPoolExecutor) -> Worker:
+def build_worker(
+    client: object, settings: WorkerSettings, ctx: RuntimeContext, executor: ThreadPoolExecutor
+) -> Worker:
     acts = ConnectorActivities(ctx)
     return Worker(
         client,  # type: ignore[arg-type]
@@ -50,7 +52,9 @@ async def run_worker(settings: WorkerSettings) -> None:
     with ThreadPoolExecutor(max_workers=settings.max_concurrent_tasks + 4) as executor:
         worker = build_worker(client, settings, ctx, executor)
         async with worker:
-            log.info("sluice worker polling task queue %s at %s", settings.task_queue, settings.temporal_address)
+            log.info(
+                "sluice worker polling task queue %s at %s", settings.task_queue, settings.temporal_address
+            )
             print(f"sluice worker ready on task queue {settings.task_queue}", flush=True)
             await stop.wait()
             log.info("shutting down: current batches finish, then the worker stops")

@@ -13,6 +13,7 @@ The workflow holds no records and imports no Spark, SQL or network code (sandbox
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
@@ -108,7 +109,9 @@ class ConnectorWorkflow:
         self.s.connector_class = result.connector_class
         self.s.kind = result.kind
         self.s.task_configs = result.task_configs
-        self.s.tasks = [TaskStatus(task_id=i, state=TaskState.RUNNING) for i in range(len(result.task_configs))]
+        self.s.tasks = [
+            TaskStatus(task_id=i, state=TaskState.RUNNING) for i in range(len(result.task_configs))
+        ]
         self.s.error = ""
 
     async def _run_tasks(self) -> None:
@@ -120,7 +123,9 @@ class ConnectorWorkflow:
                     handles[task.task_id] = self._start_task(task)
             self._publish()
             await workflow.wait_condition(
-                lambda: self._changed or any(h.done() for h in handles.values()) or self._should_continue_as_new()
+                lambda: (
+                    self._changed or any(h.done() for h in handles.values()) or self._should_continue_as_new()
+                )
             )
             self._changed = False
             for task_id, handle in list(handles.items()):
@@ -175,9 +180,7 @@ class ConnectorWorkflow:
     def _record_task_end(self, task_id: int, handle: workflow.ActivityHandle[object]) -> None:
         task = self._task(task_id)
         exc = handle.exception()
-        if exc is None:
-            task.state = TaskState.STOPPED
-        elif isinstance(exc, ActivityError) and isinstance(exc.cause, CancelledError):
+        if exc is None or isinstance(exc, ActivityError) and isinstance(exc.cause, CancelledError):
             task.state = TaskState.STOPPED
         else:
             task.state = TaskState.FAILED
@@ -188,10 +191,8 @@ class ConnectorWorkflow:
         for handle in handles.values():
             handle.cancel()
         for task_id, handle in handles.items():
-            try:
+            with contextlib.suppress(ActivityError, CancelledError):
                 await handle
-            except (ActivityError, CancelledError):
-                pass
             task = self._task(task_id)
             if handle.done() and handle.exception() is not None:
                 exc = handle.exception()
@@ -214,15 +215,19 @@ class ConnectorWorkflow:
     # ---- visibility --------------------------------------------------------------------------
     def _publish(self) -> None:
         """Connector state into search attributes and the UI's current details."""
-        workflow.upsert_search_attributes([
-            CONNECTOR_NAME.value_set(self.s.name),
-            CONNECTOR_CLASS.value_set(self.s.connector_class or "unknown"),
-            CONNECTOR_STATE.value_set(str(self.s.state)),
-        ])
+        workflow.upsert_search_attributes(
+            [
+                CONNECTOR_NAME.value_set(self.s.name),
+                CONNECTOR_CLASS.value_set(self.s.connector_class or "unknown"),
+                CONNECTOR_STATE.value_set(str(self.s.state)),
+            ]
+        )
         lines = [f"**{self.s.name}** ({self.s.kind or '?'}: {self.s.connector_class}) — {self.s.state}"]
         if self.s.error:
             lines.append(f"error: {self.s.error}")
-        lines += [f"- task {t.task_id}: {t.state}" + (f" — {t.error}" if t.error else "") for t in self.s.tasks]
+        lines += [
+            f"- task {t.task_id}: {t.state}" + (f" — {t.error}" if t.error else "") for t in self.s.tasks
+        ]
         workflow.set_current_details("\n".join(lines))
 
     def _poke(self) -> None:
@@ -273,7 +278,9 @@ class ConnectorWorkflow:
 
     @stop.validator
     def _validate_stop(self) -> None:
-        self._require(ConnectorState.RUNNING, ConnectorState.PAUSED, ConnectorState.STOPPED, ConnectorState.FAILED)
+        self._require(
+            ConnectorState.RUNNING, ConnectorState.PAUSED, ConnectorState.STOPPED, ConnectorState.FAILED
+        )
 
     @workflow.update
     async def restart(self, request: RestartRequest) -> ConnectorStatus:
@@ -293,7 +300,9 @@ class ConnectorWorkflow:
 
     @restart.validator
     def _validate_restart(self, request: RestartRequest) -> None:
-        self._require(ConnectorState.RUNNING, ConnectorState.FAILED, ConnectorState.PAUSED, ConnectorState.STOPPED)
+        self._require(
+            ConnectorState.RUNNING, ConnectorState.FAILED, ConnectorState.PAUSED, ConnectorState.STOPPED
+        )
 
     @workflow.update
     async def reconfigure(self, request: Reconfigure) -> ConnectorStatus:
@@ -313,7 +322,9 @@ class ConnectorWorkflow:
 
     @reconfigure.validator
     def _validate_reconfigure(self, request: Reconfigure) -> None:
-        self._require(ConnectorState.RUNNING, ConnectorState.PAUSED, ConnectorState.STOPPED, ConnectorState.FAILED)
+        self._require(
+            ConnectorState.RUNNING, ConnectorState.PAUSED, ConnectorState.STOPPED, ConnectorState.FAILED
+        )
         if not request.config.get("connector.class"):
             raise ValueError("reconfigure: connector.class is required")
 

@@ -49,7 +49,9 @@ def ensure_installed() -> Path:
     subprocess.run(["service", "postgresql", "stop"], capture_output=True)
     found = _bin_dir()
     if not found:
-        raise StackError("postgres: apt-get installed postgresql but no pg_ctl was found under /usr/lib/postgresql")
+        raise StackError(
+            "postgres: apt-get installed postgresql but no pg_ctl was found under /usr/lib/postgresql"
+        )
     return found
 
 
@@ -95,9 +97,19 @@ class Postgres:
                         f"choose a state folder elsewhere with SLUICE_STATE_DIR or `chmod o+x {ancestor}`"
                     )
         result = subprocess.run(
-            [*_run_as(), str(bin_dir / "initdb"), "-D", str(self.data_dir), "-U", "postgres",
-             "--auth=trust", "--encoding=UTF8", "--locale=C.UTF-8"],
-            capture_output=True, text=True,
+            [
+                *_run_as(),
+                str(bin_dir / "initdb"),
+                "-D",
+                str(self.data_dir),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--locale=C.UTF-8",
+            ],
+            capture_output=True,
+            text=True,
         )
         if result.returncode != 0:
             shutil.rmtree(self.data_dir, ignore_errors=True)
@@ -111,10 +123,24 @@ class Postgres:
         self._initdb(bin_dir)
         self.proc.log_file.parent.mkdir(parents=True, exist_ok=True)
         self.proc.start(
-            [*_run_as(), str(bin_dir / "postgres"), "-D", str(self.data_dir),
-             "-p", str(self.cfg.pg_port), "-c", f"listen_addresses={self.cfg.host}",
-             "-c", f"unix_socket_directories={self.socket_dir}", "-c", "max_connections=200",
-             "-c", "fsync=on", "-c", "shared_buffers=256MB"],
+            [
+                *_run_as(),
+                str(bin_dir / "postgres"),
+                "-D",
+                str(self.data_dir),
+                "-p",
+                str(self.cfg.pg_port),
+                "-c",
+                f"listen_addresses={self.cfg.host}",
+                "-c",
+                f"unix_socket_directories={self.socket_dir}",
+                "-c",
+                "max_connections=200",
+                "-c",
+                "fsync=on",
+                "-c",
+                "shared_buffers=256MB",
+            ],
         )
         wait_until(self._accepts_queries, service=SERVICE, proc=self.proc, timeout_s=60)
         self._ensure_role_and_database(bin_dir)
@@ -123,9 +149,24 @@ class Postgres:
         bin_dir = _bin_dir()
         psql = str(bin_dir / "psql") if bin_dir else "psql"
         return subprocess.run(
-            [psql, "-h", self.cfg.host, "-p", str(self.cfg.pg_port), "-U", "postgres", "-d", database,
-             "-v", "ON_ERROR_STOP=1", "-Atc", sql],
-            capture_output=True, text=True, timeout=30,
+            [
+                psql,
+                "-h",
+                self.cfg.host,
+                "-p",
+                str(self.cfg.pg_port),
+                "-U",
+                "postgres",
+                "-d",
+                database,
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-Atc",
+                sql,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
         )
 
     def _accepts_queries(self) -> bool:

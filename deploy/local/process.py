@@ -7,6 +7,7 @@ test suite) find and manage the same processes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -46,7 +47,9 @@ class ManagedProcess:
     def is_running(self) -> bool:
         return self.pid() is not None
 
-    def start(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> int:
+    def start(
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None
+    ) -> int:
         """Start detached (own session, so Ctrl-C of the caller does not kill it); return the pid."""
         self.pid_file.parent.mkdir(parents=True, exist_ok=True)
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -90,10 +93,8 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
     try:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
 
 
 def pid_alive(pid: int) -> bool:
@@ -141,9 +142,7 @@ def wait_until(
         if check():
             return
         if not proc.is_running():
-            raise StackError(
-                f"{service} exited during start-up; see {proc.log_file}:\n{proc.log_tail()}"
-            )
+            raise StackError(f"{service} exited during start-up; see {proc.log_file}:\n{proc.log_tail()}")
         time.sleep(interval_s)
     raise StackError(
         f"{service} did not become healthy within {timeout_s:.0f}s; see {proc.log_file}:\n{proc.log_tail()}"

@@ -38,7 +38,9 @@ def java_binary() -> str:
         return str(Path(java_home) / "bin" / "java")
     found = shutil.which("java")
     if not found:
-        raise StackError("rocketmq: Java is missing; install a JDK 17 (`apt-get install -y openjdk-17-jdk-headless`)")
+        raise StackError(
+            "rocketmq: Java is missing; install a JDK 17 (`apt-get install -y openjdk-17-jdk-headless`)"
+        )
     return found
 
 
@@ -64,29 +66,44 @@ def ensure_jars(cfg: StackConfig) -> Path:
     lib.mkdir(parents=True)
     result = subprocess.run(
         [mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies", f"-DoutputDirectory={lib}"],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     if result.returncode != 0:
-        raise StackError(f"rocketmq: Maven could not resolve the RocketMQ jars: {result.stdout[-800:]}{result.stderr[-400:]}")
+        raise StackError(
+            "rocketmq: Maven could not resolve the RocketMQ jars from deploy/rocketmq/pom.xml: "
+            f"{result.stdout[-800:]}{result.stderr[-400:]}"
+        )
     stamp.write_text(digest)
     return lib
 
 
 def _jvm(cfg: StackConfig, heap: str) -> list[str]:
     return [
-        java_binary(), f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC", "-XX:MaxDirectMemorySize=1g",
+        java_binary(),
+        f"-Xms{heap}",
+        f"-Xmx{heap}",
+        "-XX:+UseG1GC",
+        "-XX:MaxDirectMemorySize=1g",
         *_JAVA_OPENS,
-        f"-Drocketmq.home.dir={home(cfg)}", f"-Duser.home={home(cfg)}",
-        "-cp", f"{lib_dir(cfg)}/*",
+        f"-Drocketmq.home.dir={home(cfg)}",
+        f"-Duser.home={home(cfg)}",
+        "-cp",
+        f"{lib_dir(cfg)}/*",
     ]
 
 
-def java_tool(cfg: StackConfig, main_class: str, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+def java_tool(
+    cfg: StackConfig, main_class: str, *args: str, timeout_s: float = 120
+) -> subprocess.CompletedProcess[str]:
     """Run a Java main class from the RocketMQ jars (e.g. the benchmark producer)."""
     env = {**os.environ, "ROCKETMQ_HOME": str(home(cfg)), "NAMESRV_ADDR": cfg.namesrv_address}
     return subprocess.run(
         [*_jvm(cfg, "256m"), main_class, *args],
-        capture_output=True, text=True, timeout=timeout_s, env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=env,
     )
 
 
@@ -94,14 +111,24 @@ def mqadmin(cfg: StackConfig, *args: str, timeout_s: float = 60) -> subprocess.C
     """RocketMQ's admin tool: ``mqadmin(cfg, "updateTopic", "-t", "T", "-c", "DefaultCluster")``."""
     if not args:
         raise ValueError("mqadmin needs a sub-command")
-    return java_tool(cfg, "org.apache.rocketmq.tools.command.MQAdminStartup", *args, "-n", cfg.namesrv_address,
-                     timeout_s=timeout_s)
+    return java_tool(
+        cfg,
+        "org.apache.rocketmq.tools.command.MQAdminStartup",
+        *args,
+        "-n",
+        cfg.namesrv_address,
+        timeout_s=timeout_s,
+    )
 
 
 def create_topic(cfg: StackConfig, topic: str, queues: int = 4) -> None:
-    result = mqadmin(cfg, "updateTopic", "-t", topic, "-c", CLUSTER_NAME, "-r", str(queues), "-w", str(queues))
+    result = mqadmin(
+        cfg, "updateTopic", "-t", topic, "-c", CLUSTER_NAME, "-r", str(queues), "-w", str(queues)
+    )
     if result.returncode != 0 or "success" not in result.stdout:
-        raise StackError(f"rocketmq: could not create topic {topic}: {result.stdout[-500:]}{result.stderr[-500:]}")
+        raise StackError(
+            f"rocketmq: could not create topic {topic}: {result.stdout[-500:]}{result.stderr[-500:]}"
+        )
 
 
 def _write_properties(path: Path, values: dict[str, object]) -> None:
@@ -121,8 +148,10 @@ class NameServer:
         ensure_port_free("rocketmq name server", self.cfg.host, self.cfg.namesrv_port, "SLUICE_NAMESRV_PORT")
         conf = home(self.cfg) / "conf" / "namesrv.properties"
         _write_properties(conf, {"listenPort": self.cfg.namesrv_port, "bindAddress": self.cfg.host})
-        self.proc.start([*_jvm(self.cfg, "256m"), "org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(conf)],
-                        env={"ROCKETMQ_HOME": str(home(self.cfg))})
+        self.proc.start(
+            [*_jvm(self.cfg, "256m"), "org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(conf)],
+            env={"ROCKETMQ_HOME": str(home(self.cfg))},
+        )
         wait_until(self.healthy, service="rocketmq name server", proc=self.proc, timeout_s=60)
 
     def healthy(self) -> bool:
@@ -142,27 +171,46 @@ class Broker:
     def _write_config(self) -> tuple[Path, Path]:
         store = home(self.cfg) / "store"
         broker_conf = home(self.cfg) / "conf" / "broker.properties"
-        _write_properties(broker_conf, {
-            "brokerClusterName": CLUSTER_NAME, "brokerName": BROKER_NAME, "brokerId": 0,
-            "brokerIP1": self.cfg.host, "bindAddress": self.cfg.host, "listenPort": self.cfg.broker_port,
-            "haListenPort": self.cfg.broker_port + 1, "namesrvAddr": self.cfg.namesrv_address,
-            "storePathRootDir": store, "storePathCommitLog": store / "commitlog",
-            "autoCreateTopicEnable": "false", "autoCreateSubscriptionGroup": "true",
-            "mappedFileSizeCommitLog": 256 * 1024 * 1024, "flushDiskType": "ASYNC_FLUSH",
-            "deleteWhen": "04", "fileReservedTime": 48, "diskMaxUsedSpaceRatio": 95,
-            "enablePropertyFilter": "true",
-            # Micro-batches pull up to 1,000+ messages per request; the broker's defaults cap a pull
-            # at 32 messages (256 KiB) from memory, which would make every range read chatty.
-            "maxTransferCountOnMessageInMemory": 2048, "maxTransferBytesOnMessageInMemory": 8 * 1024 * 1024,
-            "maxTransferCountOnMessageInDisk": 2048, "maxTransferBytesOnMessageInDisk": 8 * 1024 * 1024,
-        })
+        _write_properties(
+            broker_conf,
+            {
+                "brokerClusterName": CLUSTER_NAME,
+                "brokerName": BROKER_NAME,
+                "brokerId": 0,
+                "brokerIP1": self.cfg.host,
+                "bindAddress": self.cfg.host,
+                "listenPort": self.cfg.broker_port,
+                "haListenPort": self.cfg.broker_port + 1,
+                "namesrvAddr": self.cfg.namesrv_address,
+                "storePathRootDir": store,
+                "storePathCommitLog": store / "commitlog",
+                "autoCreateTopicEnable": "false",
+                "autoCreateSubscriptionGroup": "true",
+                "mappedFileSizeCommitLog": 256 * 1024 * 1024,
+                "flushDiskType": "ASYNC_FLUSH",
+                "deleteWhen": "04",
+                "fileReservedTime": 48,
+                "diskMaxUsedSpaceRatio": 95,
+                "enablePropertyFilter": "true",
+                # Micro-batches pull up to 1,000+ messages per request; the broker's defaults cap a pull
+                # at 32 messages (256 KiB) from memory, which would make every range read chatty.
+                "maxTransferCountOnMessageInMemory": 2048,
+                "maxTransferBytesOnMessageInMemory": 8 * 1024 * 1024,
+                "maxTransferCountOnMessageInDisk": 2048,
+                "maxTransferBytesOnMessageInDisk": 8 * 1024 * 1024,
+            },
+        )
         proxy_conf = home(self.cfg) / "conf" / "rmq-proxy.json"
-        proxy_conf.write_text(json.dumps({
-            "rocketMQClusterName": CLUSTER_NAME,
-            "namesrvAddr": self.cfg.namesrv_address,
-            "grpcServerPort": self.cfg.proxy_port,
-            "remotingListenPort": self.cfg.proxy_port + 1,
-        }))
+        proxy_conf.write_text(
+            json.dumps(
+                {
+                    "rocketMQClusterName": CLUSTER_NAME,
+                    "namesrvAddr": self.cfg.namesrv_address,
+                    "grpcServerPort": self.cfg.proxy_port,
+                    "remotingListenPort": self.cfg.proxy_port + 1,
+                }
+            )
+        )
         return broker_conf, proxy_conf
 
     def start(self) -> None:
@@ -173,8 +221,18 @@ class Broker:
         ensure_port_free("rocketmq proxy", self.cfg.host, self.cfg.proxy_port, "SLUICE_PROXY_PORT")
         broker_conf, proxy_conf = self._write_config()
         self.proc.start(
-            [*_jvm(self.cfg, "1g"), "org.apache.rocketmq.proxy.ProxyStartup", "-pm", "Local",
-             "-bc", str(broker_conf), "-pc", str(proxy_conf), "-n", self.cfg.namesrv_address],
+            [
+                *_jvm(self.cfg, "1g"),
+                "org.apache.rocketmq.proxy.ProxyStartup",
+                "-pm",
+                "Local",
+                "-bc",
+                str(broker_conf),
+                "-pc",
+                str(proxy_conf),
+                "-n",
+                self.cfg.namesrv_address,
+            ],
             env={"ROCKETMQ_HOME": str(home(self.cfg))},
         )
         wait_until(self.healthy, service="rocketmq broker", proc=self.proc, timeout_s=120, interval_s=1)

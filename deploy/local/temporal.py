@@ -61,12 +61,28 @@ class Temporal:
         ensure_port_free("temporal ui", self.cfg.host, self.cfg.temporal_ui_port, "SLUICE_TEMPORAL_UI_PORT")
         self.db_file.parent.mkdir(parents=True, exist_ok=True)
         argv = [
-            str(binary), "server", "start-dev",
-            "--ip", self.cfg.host, "--port", str(self.cfg.temporal_port),
-            "--ui-ip", self.cfg.host, "--ui-port", str(self.cfg.temporal_ui_port),
-            "--http-port", str(self.http_port), "--metrics-port", str(self.metrics_port),
-            "--db-filename", str(self.db_file), "--namespace", self.cfg.temporal_namespace,
-            "--ui-disable-news-fetch", "--log-level", "warn",
+            str(binary),
+            "server",
+            "start-dev",
+            "--ip",
+            self.cfg.host,
+            "--port",
+            str(self.cfg.temporal_port),
+            "--ui-ip",
+            self.cfg.host,
+            "--ui-port",
+            str(self.cfg.temporal_ui_port),
+            "--http-port",
+            str(self.http_port),
+            "--metrics-port",
+            str(self.metrics_port),
+            "--db-filename",
+            str(self.db_file),
+            "--namespace",
+            self.cfg.temporal_namespace,
+            "--ui-disable-news-fetch",
+            "--log-level",
+            "warn",
         ]
         for name, kind in SEARCH_ATTRIBUTES.items():
             argv += ["--search-attribute", f"{name}={kind}"]
@@ -74,12 +90,16 @@ class Temporal:
         wait_until(self.healthy, service=SERVICE, proc=self.proc, timeout_s=90)
         missing = self.missing_search_attributes()
         if missing:
-            raise StackError(f"temporal: search attributes {missing} are not registered; see {self.proc.log_file}")
+            raise StackError(
+                f"temporal: search attributes {missing} are not registered; see {self.proc.log_file}"
+            )
 
     def _cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [str(temporal_binary()), *args, "--address", self.cfg.temporal_address],
-            capture_output=True, text=True, timeout=20,
+            capture_output=True,
+            text=True,
+            timeout=20,
         )
 
     def healthy(self) -> bool:

@@ -66,8 +66,11 @@ def start_worker(runtime_env: RuntimeEnv, tmp_path: Path) -> Iterator[Callable[[
         log = tmp_path / f"worker-{len(started)}.log"
         out = log.open("wb")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "worker.cli", "worker"], stdout=out, stderr=subprocess.STDOUT,
-            env=runtime_env.env, start_new_session=True,
+            [sys.executable, "-m", "worker.cli", "worker"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=runtime_env.env,
+            start_new_session=True,
         )
         wp = WorkerProcess(proc, log)
         started.append(wp)

@@ -20,13 +20,22 @@ async def test_unparseable_json_fails_the_task_naming_topic_queue_and_offset(
     name = uuid.uuid4().hex[:8]
     # The source shards by source partition: every line of the file lands in one queue, in order,
     # so the bad line's queue offset is its line number.
-    await sluice.create(f"src-{name}", {"connector.class": "file-source", "file": str(src), "topic": topic_name,
-                                        "poll.interval.ms": "200"})
+    await sluice.create(
+        f"src-{name}",
+        {"connector.class": "file-source", "file": str(src), "topic": topic_name, "poll.interval.ms": "200"},
+    )
     sink = f"dst-{name}"
-    await sluice.create(sink, {
-        "connector.class": "file-sink", "file": str(dst), "topics": topic_name, "poll.interval.ms": "200",
-        "value.converter": "json", "value.converter.schema": "id INT, name STRING",
-    })
+    await sluice.create(
+        sink,
+        {
+            "connector.class": "file-sink",
+            "file": str(dst),
+            "topics": topic_name,
+            "poll.interval.ms": "200",
+            "value.converter": "json",
+            "value.converter.schema": "id INT, name STRING",
+        },
+    )
 
     async def sink_failed() -> bool:
         status = await sluice.status(sink)

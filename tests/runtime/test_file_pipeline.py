@@ -12,26 +12,40 @@ from workflows.types import ConnectorState
 
 
 def _lines(start: int, count: int) -> str:
-    return "".join(f"line {i:07d} {uuid.uuid5(uuid.NAMESPACE_OID, str(i)).hex}\n" for i in range(start, start + count))
+    return "".join(
+        f"line {i:07d} {uuid.uuid5(uuid.NAMESPACE_OID, str(i)).hex}\n" for i in range(start, start + count)
+    )
 
 
 def _read(path: Path) -> str:
     return path.read_text() if path.exists() else ""
 
 
-def _pipeline_configs(src: Path, dst: Path, topic: str, max_bytes: int) -> tuple[dict[str, str], dict[str, str]]:
+def _pipeline_configs(
+    src: Path, dst: Path, topic: str, max_bytes: int
+) -> tuple[dict[str, str], dict[str, str]]:
     source = {
-        "connector.class": "file-source", "file": str(src), "topic": topic,
-        "batch.max.bytes": str(max_bytes), "poll.interval.ms": "200", "task.heartbeat.timeout.s": "5",
+        "connector.class": "file-source",
+        "file": str(src),
+        "topic": topic,
+        "batch.max.bytes": str(max_bytes),
+        "poll.interval.ms": "200",
+        "task.heartbeat.timeout.s": "5",
     }
     sink = {
-        "connector.class": "file-sink", "file": str(dst), "topics": topic,
-        "batch.max.records": "5000", "poll.interval.ms": "200", "task.heartbeat.timeout.s": "5",
+        "connector.class": "file-sink",
+        "file": str(dst),
+        "topics": topic,
+        "batch.max.records": "5000",
+        "poll.interval.ms": "200",
+        "task.heartbeat.timeout.s": "5",
     }
     return source, sink
 
 
-async def test_file_to_rocketmq_to_file_including_appended_lines(tmp_path, start_worker, sluice, topic_name) -> None:
+async def test_file_to_rocketmq_to_file_including_appended_lines(
+    tmp_path, start_worker, sluice, topic_name
+) -> None:
     src, dst = tmp_path / "in.txt", tmp_path / "out.txt"
     src.write_text(_lines(0, 3000))
     start_worker()

@@ -7,7 +7,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine
 from temporalio.service import RPCError
 
 from activities.store import OffsetStore
@@ -57,8 +56,11 @@ async def test_lifecycle_operations_keep_offsets_and_report_state(
     assert len(reconfigured.task_configs) == 2 and reconfigured.config["tasks.max"] == "2"
     with src.open("a") as f:
         f.write(_lines(1300, 100))
-    await wait_for(lambda: sorted(_read(dst).splitlines()) == sorted(_lines(0, 1400).splitlines()), 90,
-                   "reconfigured sink continuing from its offsets without duplicates")
+    await wait_for(
+        lambda: sorted(_read(dst).splitlines()) == sorted(_lines(0, 1400).splitlines()),
+        90,
+        "reconfigured sink continuing from its offsets without duplicates",
+    )
 
     store = OffsetStore(stack_config.database_url, schema=runtime_env.store_schema)
     assert store.committed_positions(source)

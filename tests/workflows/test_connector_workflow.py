@@ -57,7 +57,8 @@ async def run_task_stand_in(inp: TaskInput) -> TaskOutcome:
     if inp.config.get("fail.task") == str(inp.task_id) and inp.generation == 0:
         raise ApplicationError(
             f"connector {inp.connector} task {inp.task_id}: record at lines/broker-a:0@42 cannot be cast",
-            type="ConnectorDataError", non_retryable=True,
+            type="ConnectorDataError",
+            non_retryable=True,
         )
     try:
         while True:
@@ -76,8 +77,12 @@ async def delete_offsets_stand_in(connector: str) -> None:
 async def env(stack_config: StackConfig) -> AsyncIterator[tuple[Client, SluiceClient]]:
     client = await Client.connect(stack_config.temporal_address)
     queue = f"wf-test-{uuid.uuid4().hex[:8]}"
-    async with Worker(client, task_queue=queue, workflows=[ConnectorWorkflow],
-                      activities=[validate_stand_in, run_task_stand_in, delete_offsets_stand_in]):
+    async with Worker(
+        client,
+        task_queue=queue,
+        workflows=[ConnectorWorkflow],
+        activities=[validate_stand_in, run_task_stand_in, delete_offsets_stand_in],
+    ):
         yield client, SluiceClient(client, queue)
 
 
@@ -86,7 +91,9 @@ async def _start(sluice: SluiceClient, name: str, config: dict[str, str]) -> Non
     from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
     await sluice.client.start_workflow(
-        ConnectorWorkflow.run, ConnectorStatus(name=name, config=config), id=workflow_id_for(name),
+        ConnectorWorkflow.run,
+        ConnectorStatus(name=name, config=config),
+        id=workflow_id_for(name),
         task_queue=sluice.task_queue,
         search_attributes=TypedSearchAttributes(
             [SearchAttributePair(SearchAttributeKey.for_keyword("ConnectorName"), name)]
@@ -111,14 +118,18 @@ async def test_full_lifecycle_and_replay(env: tuple[Client, SluiceClient]) -> No
     name = f"wf-{uuid.uuid4().hex[:8]}"
     await _start(sluice, name, {"tasks.max": "2", "fail.task": "1"})
 
-    await wait_for(lambda: _tasks_are(sluice, name, TaskState.RUNNING, TaskState.FAILED), 30, "task 1 to fail")
+    await wait_for(
+        lambda: _tasks_are(sluice, name, TaskState.RUNNING, TaskState.FAILED), 30, "task 1 to fail"
+    )
     status = await sluice.status(name)
     assert status.state == ConnectorState.RUNNING
     assert "lines/broker-a:0@42" in status.tasks[1].error
 
     restarted = await sluice.restart(name, only_failed=True)
     assert restarted.generation == 1
-    await wait_for(lambda: _tasks_are(sluice, name, TaskState.RUNNING, TaskState.RUNNING), 30, "failed task back")
+    await wait_for(
+        lambda: _tasks_are(sluice, name, TaskState.RUNNING, TaskState.RUNNING), 30, "failed task back"
+    )
     assert [g for (c, t, g) in started_tasks if c == name and t == 0] == [0], "a healthy task was restarted"
 
     assert (await sluice.pause(name)).state == ConnectorState.PAUSED
@@ -132,7 +143,8 @@ async def test_full_lifecycle_and_replay(env: tuple[Client, SluiceClient]) -> No
         "connector.class is required",
     )
     new = await sluice.handle(name).execute_update(
-        ConnectorWorkflow.reconfigure, Reconfigure({"connector.class": "stand-in", "tasks.max": "3"}),
+        ConnectorWorkflow.reconfigure,
+        Reconfigure({"connector.class": "stand-in", "tasks.max": "3"}),
         result_type=ConnectorStatus,
     )
     assert len(new.task_configs) == 3 and new.config["tasks.max"] == "3"
@@ -169,7 +181,9 @@ async def test_recorded_history_replays_with_current_code() -> None:
     await Replayer(workflows=[ConnectorWorkflow]).replay_workflow(history)
 
 
-async def test_invalid_config_fails_the_workflow_without_running_tasks(env: tuple[Client, SluiceClient]) -> None:
+async def test_invalid_config_fails_the_workflow_without_running_tasks(
+    env: tuple[Client, SluiceClient],
+) -> None:
     _, sluice = env
     name = f"wf-bad-{uuid.uuid4().hex[:8]}"
     await _start(sluice, name, {"broken": "1"})
