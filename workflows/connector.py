@@ -47,7 +47,9 @@ TASK_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=30),
-    maximum_attempts=5,
+    # Infrastructure failures (a service restarting, a worker dying) retry forever with backoff, as
+    # Kafka Connect's workers do; errors a retry cannot fix are non-retryable and fail the task.
+    maximum_attempts=0,
     non_retryable_error_types=NON_RETRYABLE,
 )
 

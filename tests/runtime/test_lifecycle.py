@@ -51,16 +51,16 @@ async def test_lifecycle_operations_keep_offsets_and_report_state(
     restarted = await sluice.restart(sink)
     assert restarted.state == ConnectorState.RUNNING and restarted.generation == 1
 
-    new_sink_cfg = {**sink_cfg, "tasks.max": "2"}
+    # A file sink writes one file, so it always has one task; reconfigure its batch size instead.
+    new_sink_cfg = {**sink_cfg, "batch.max.records": "50"}
     reconfigured = await sluice.reconfigure(sink, new_sink_cfg)
-    assert len(reconfigured.task_configs) == 2 and reconfigured.config["tasks.max"] == "2"
+    assert reconfigured.config["batch.max.records"] == "50" and reconfigured.generation == 2
+    assert reconfigured.task_configs[0]["batch.max.records"] == "50"
     with src.open("a") as f:
-        f.write(_lines(1300, 100))
-    await wait_for(
-        lambda: sorted(_read(dst).splitlines()) == sorted(_lines(0, 1400).splitlines()),
-        90,
-        "reconfigured sink continuing from its offsets without duplicates",
-    )
+        f.write(_lines(1300, 300))
+    await wait_for(lambda: _read(dst) == _lines(0, 1600), 90, "reconfigured sink continuing from its offsets")
+    with pytest.raises(ConnectorConfigError, match="batch.max.records"):
+        await sluice.reconfigure(sink, {**sink_cfg, "batch.max.records": "-1"})
 
     store = OffsetStore(stack_config.database_url, schema=runtime_env.store_schema)
     assert store.committed_positions(source)

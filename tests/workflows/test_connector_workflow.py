@@ -190,3 +190,37 @@ async def test_invalid_config_fails_the_workflow_without_running_tasks(
     final = await sluice.handle(name).result()
     assert final.state == ConnectorState.FAILED and "broken: must not be set" in final.error
     assert not [c for (c, _, _) in started_tasks if c == name]
+
+
+async def test_encrypting_codec_keeps_configs_out_of_history_in_plaintext(stack_config: StackConfig) -> None:
+    import dataclasses
+
+    from cryptography.fernet import Fernet
+    from temporalio.converter import DataConverter
+
+    from worker.codec import FernetCodec
+
+    plain = await Client.connect(stack_config.temporal_address)
+    secured = await Client.connect(
+        stack_config.temporal_address,
+        data_converter=dataclasses.replace(
+            DataConverter.default, payload_codec=FernetCodec(Fernet.generate_key())
+        ),
+    )
+    queue = f"wf-codec-{uuid.uuid4().hex[:8]}"
+    password = f"hunter2-{uuid.uuid4().hex}"
+    name = f"wf-codec-{uuid.uuid4().hex[:8]}"
+    async with Worker(
+        secured,
+        task_queue=queue,
+        workflows=[ConnectorWorkflow],
+        activities=[validate_stand_in, run_task_stand_in, delete_offsets_stand_in],
+    ):
+        sluice = SluiceClient(secured, queue)
+        await _start(sluice, name, {"tasks.max": "1", "password": password})
+        await wait_for(lambda: _tasks_are(sluice, name, TaskState.RUNNING), 30, "task running")
+        assert (await sluice.status(name)).config["password"] == password  # the key holder reads it
+        history = await plain.get_workflow_handle(workflow_id_for(name)).fetch_history()
+        raw = b"".join(event.SerializeToString() for event in history.events)  # payload bytes as stored
+        assert b"binary/sluice-fernet" in raw and password.encode() not in raw
+        await sluice.delete(name)
