@@ -6,6 +6,7 @@ Options:
 - ``maxBatchMessages`` (default 4096) and ``maxBatchBytes`` (default 4 MiB, the broker's default
   maxMessageSize): a send_batch request is flushed when either is reached (the client splits a
   request further if its stored size would exceed the limit).
+- ``maxInFlight`` (default 2): batch requests in flight per Spark task (never two for one queue).
 - ``resultPath`` (optional): a driver-local file where ``commit`` writes the JSON summary of what
   was written (see ``WriteSummary``). Why a file: ``commit`` runs in a Python worker the driver JVM
   starts, not in the caller's interpreter, so an in-memory result would not reach the caller.
@@ -26,7 +27,9 @@ from __future__ import annotations
 import json
 import logging
 import zlib
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,6 +57,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BATCH_MESSAGES = 4096
 DEFAULT_MAX_BATCH_BYTES = 4 * 1024 * 1024
+DEFAULT_MAX_IN_FLIGHT = 2
+MESSAGE_OVERHEAD = 64  # approximate per-message bytes beyond body and properties in a batch request
 KEY_COLUMNS = ("sharding_key", "message_group")
 
 
@@ -115,6 +120,7 @@ class RocketMQWriter(DataSourceArrowWriter):
         self.topic = require_option(options, "topic")
         self.max_messages = int_option(options, "maxBatchMessages", DEFAULT_MAX_BATCH_MESSAGES)
         self.max_bytes = int_option(options, "maxBatchBytes", DEFAULT_MAX_BATCH_BYTES)
+        self.max_in_flight = int_option(options, "maxInFlight", DEFAULT_MAX_IN_FLIGHT)
         self.result_path = get_option(options, "resultPath") or None
         self.client_options = client_options(options)
         self.key_column = _check_schema(schema, self.topic)
@@ -132,14 +138,17 @@ class RocketMQWriter(DataSourceArrowWriter):
         queues = sorted(client.queues(self.topic), key=lambda q: natural_key(q.key))
         if not queues:
             raise TopicNotFoundError(self.topic, "it has no writable queues")
-        sender = _Sender(client, queues, self.max_messages, self.max_bytes, task_partition)
+        sender = _Sender(
+            client, queues, self.max_messages, self.max_bytes, task_partition, self.max_in_flight
+        )
         row = 0
-        for batch in iterator:
-            for message, key in _messages(batch, self.key_column, self.topic, row):
-                sender.add(message, key)
-            row += batch.num_rows
-        sender.flush_all()
-        return RocketMQCommitMessage(task_partition, tuple(sender.written))
+        try:
+            for batch in iterator:
+                sender.add_all(*_messages(batch, self.key_column, self.topic, row))
+                row += batch.num_rows
+        finally:
+            written = sender.finish()
+        return RocketMQCommitMessage(task_partition, tuple(written))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         written = tuple(
@@ -194,27 +203,51 @@ def _check_schema(schema: StructType, topic: str) -> str | None:
 
 def _messages(
     batch: pa.RecordBatch, key_column: str | None, topic: str, first_row: int
-) -> Iterator[tuple[OutgoingMessage, str | None]]:
+) -> tuple[list[OutgoingMessage], list[int], list[str | None] | None]:
+    """One Arrow batch as messages, their approximate stored sizes, and their sharding keys.
+
+    Column-at-a-time conversion (``to_pylist``) and one comprehension: the per-row Python work is
+    what bounds the writer, so it is kept to building the message itself.
+    """
+    import pyarrow.compute as pc
+
     names = batch.schema.names
-    bodies = batch.column(names.index("body")).to_pylist()
+    body_col = batch.column(names.index("body"))
+    if body_col.null_count:
+        first_null = pc.index(pc.is_null(body_col), True).as_py()
+        raise ValueError(f"rocketmq sink (topic {topic!r}): row {first_row + first_null} has a null 'body'")
+    sizes = pc.binary_length(body_col).to_pylist()
+    bodies = body_col.to_pylist()
+    if bodies and isinstance(bodies[0], str):
+        bodies = [b.encode() for b in bodies]
     n = len(bodies)
     none: list[Any] = [None] * n
     keys = batch.column(names.index("keys")).to_pylist() if "keys" in names else none
     tags = batch.column(names.index("tags")).to_pylist() if "tags" in names else none
-    props = batch.column(names.index("properties")).to_pylist() if "properties" in names else none
-    shard = batch.column(names.index(key_column)).to_pylist() if key_column else none
-    for i in range(n):
-        body = bodies[i]
-        if body is None:
-            raise ValueError(f"rocketmq sink (topic {topic!r}): row {first_row + i} has a null 'body'")
-        if isinstance(body, str):
-            body = body.encode()
-        properties = dict(props[i]) if props[i] else {}
-        yield OutgoingMessage(body=body, keys=keys[i], tags=tags[i], properties=properties), shard[i]
+    if "properties" in names:
+        props = [dict(p) if p else {} for p in batch.column(names.index("properties")).to_pylist()]
+        sizes = [
+            size + sum(len(k) + len(v) for k, v in p.items()) for size, p in zip(sizes, props, strict=True)
+        ]
+        messages = [
+            OutgoingMessage(body=b, keys=k, tags=t, properties=p)
+            for b, k, t, p in zip(bodies, keys, tags, props, strict=True)
+        ]
+    else:
+        messages = [
+            OutgoingMessage(body=b, keys=k, tags=t) for b, k, t in zip(bodies, keys, tags, strict=True)
+        ]
+    shard = batch.column(names.index(key_column)).to_pylist() if key_column else None
+    return messages, [size + MESSAGE_OVERHEAD for size in sizes], shard
 
 
 class _Sender:
-    """Buffers messages per target queue and flushes them as batch sends."""
+    """Buffers messages per target queue and sends them as batch requests, a few in flight.
+
+    Why in flight: a batch request waits for the broker's store; overlapping it with building the
+    next batch keeps the task busy. Order per queue still holds: a queue's next batch is submitted
+    only after its previous one finished, so keyed rows stay in order.
+    """
 
     def __init__(
         self,
@@ -223,6 +256,7 @@ class _Sender:
         max_messages: int,
         max_bytes: int,
         start: int,
+        max_in_flight: int = 2,
     ) -> None:
         self.client = client
         self.queues = list(queues)
@@ -231,22 +265,28 @@ class _Sender:
         self.next_queue = start % len(self.queues)
         self.buffers: dict[int, list[OutgoingMessage]] = {}
         self.sizes: dict[int, int] = {}
-        self.written: list[WrittenRange] = []
+        self.offsets: dict[str, list[int]] = {}
+        self.max_in_flight = max_in_flight
+        self.pool = ThreadPoolExecutor(max_workers=max_in_flight, thread_name_prefix="sluice-rocketmq-send")
+        self.in_flight: deque[tuple[int, Future[SendResult]]] = deque()
 
-    def add(self, message: OutgoingMessage, key: str | None) -> None:
-        # -1 is the shared round-robin buffer; a keyed row goes to its queue's own buffer.
-        slot = -1 if key is None else zlib.crc32(key.encode()) % len(self.queues)
-        buf = self.buffers.setdefault(slot, [])
-        buf.append(message)
-        size = (
-            self.sizes.get(slot, 0)
-            + len(message.body)
-            + 64
-            + sum(len(k) + len(v) for k, v in message.properties.items())
-        )
-        self.sizes[slot] = size
-        if len(buf) >= self.max_messages or size >= self.max_bytes:
-            self.flush(slot)
+    def add_all(
+        self, messages: list[OutgoingMessage], sizes: list[int], keys: list[str | None] | None
+    ) -> None:
+        n = len(self.queues)
+        for i, message in enumerate(messages):
+            key = keys[i] if keys is not None else None
+            # -1 is the shared round-robin buffer; a keyed row goes to its queue's own buffer.
+            slot = -1 if key is None else zlib.crc32(key.encode()) % n
+            buf = self.buffers.get(slot)
+            if buf is None:
+                buf = self.buffers[slot] = []
+                self.sizes[slot] = 0
+            buf.append(message)
+            size = self.sizes[slot] + sizes[i]
+            self.sizes[slot] = size
+            if len(buf) >= self.max_messages or size >= self.max_bytes:
+                self.flush(slot)
 
     def flush(self, slot: int) -> None:
         buf = self.buffers.pop(slot, [])
@@ -254,30 +294,52 @@ class _Sender:
         if not buf:
             return
         if slot == -1:
-            mq = self.queues[self.next_queue]
+            index = self.next_queue
             self.next_queue = (self.next_queue + 1) % len(self.queues)
         else:
-            mq = self.queues[slot]
-        self._record(self.client.send_batch(mq, buf))
+            index = slot
+        for queued, fut in list(self.in_flight):
+            if queued == index:  # keep per-queue order: wait for this queue's previous batch
+                self._finish_until(fut)
+        while len(self.in_flight) >= self.max_in_flight:
+            self._finish_until(self.in_flight[0][1])
+        self.in_flight.append((index, self.pool.submit(self.client.send_batch, self.queues[index], buf)))
 
-    def flush_all(self) -> None:
-        for slot in sorted(self.buffers):
-            self.flush(slot)
+    def _finish_until(self, target: Future[SendResult]) -> None:
+        while self.in_flight:
+            _, fut = self.in_flight.popleft()
+            self._record(fut.result())
+            if fut is target:
+                return
+
+    def finish(self) -> list[WrittenRange]:
+        """Flush every buffer, wait for all sends, and return the written offsets as runs."""
+        try:
+            for slot in sorted(self.buffers):
+                self.flush(slot)
+            while self.in_flight:
+                self._finish_until(self.in_flight[0][1])
+        finally:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+        return [
+            run
+            for key in sorted(self.offsets, key=natural_key)
+            for run in _runs(key, sorted(self.offsets[key]))
+        ]
 
     def _record(self, result: SendResult) -> None:
         offsets = result.offsets or tuple(range(result.first_offset, result.first_offset + result.count))
-        key = result.queue.key
-        run_start = prev = offsets[0]
-        for off in offsets[1:]:
-            if off != prev + 1:
-                self._append(WrittenRange(key, run_start, prev - run_start + 1))
-                run_start = off
-            prev = off
-        self._append(WrittenRange(key, run_start, prev - run_start + 1))
+        self.offsets.setdefault(result.queue.key, []).extend(offsets)
 
-    def _append(self, w: WrittenRange) -> None:
-        last = self.written[-1] if self.written else None
-        if last and last.partition == w.partition and last.first_offset + last.count == w.first_offset:
-            self.written[-1] = WrittenRange(w.partition, last.first_offset, last.count + w.count)
-        else:
-            self.written.append(w)
+
+def _runs(partition: str, offsets: list[int]) -> Iterator[WrittenRange]:
+    """Sorted offsets of one queue as contiguous ``WrittenRange`` runs."""
+    if not offsets:
+        return
+    run_start = prev = offsets[0]
+    for off in offsets[1:]:
+        if off != prev + 1:
+            yield WrittenRange(partition, run_start, prev - run_start + 1)
+            run_start = off
+        prev = off
+    yield WrittenRange(partition, run_start, prev - run_start + 1)
