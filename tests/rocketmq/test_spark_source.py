@@ -7,7 +7,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -23,7 +23,7 @@ from deploy.local.config import StackConfig
 # before the session fixture starts Spark in case nothing else did.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-if False:  # typing only; pyspark is imported lazily by the fixtures
+if TYPE_CHECKING:  # pyspark is imported lazily, by the fixtures
     from pyspark.sql import DataFrame, SparkSession
 
 
