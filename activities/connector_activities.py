@@ -17,6 +17,7 @@ from temporalio.exceptions import ApplicationError, CancelledError
 from activities.context import RuntimeContext
 from activities.errors import config_error, data_error
 from activities.heartbeat import Heartbeater
+from activities.runner import BatchRunner, TaskSetup
 from workflows.types import (
     DELETE_OFFSETS_ACTIVITY,
     RUN_TASK_ACTIVITY,
@@ -79,7 +80,7 @@ class ConnectorActivities:
         with Heartbeater() as hb:
             hb.progress.phase = "running"
             runner.ensure_topic()
-            idle_s = int(runner.config.get("poll.interval.ms", 1000)) / 1000
+            idle_s = runner.setup.poll_interval_s
             while not hb.should_stop():
                 plan, rerun = runner.next_plan()
                 if plan is None:
@@ -106,9 +107,17 @@ class ConnectorActivities:
             outcome = TaskOutcome(inp.task_id, hb.progress.batches, hb.progress.records)
         if activity.is_cancelled():
             raise CancelledError("task stopped between batches")
+        if activity.is_worker_shutdown():
+            # Not a stop: fail this attempt so Temporal runs the task again on another worker,
+            # which resumes after the batch committed here.
+            raise ApplicationError(
+                f"connector {inp.connector} task {inp.task_id}: worker shutting down after batch "
+                f"{hb.progress.last_committed_batch}",
+                type="WorkerShutdown",
+            )
         return outcome
 
-    def _runner(self, inp: TaskInput) -> Any:
+    def _runner(self, inp: TaskInput) -> BatchRunner:
         from activities.sink_runner import SinkRunner
         from activities.source_runner import SourceRunner
         from connectors.api import SinkConnector, SourceConnector, open_sink_task, open_source_task
@@ -122,16 +131,14 @@ class ConnectorActivities:
             raw = resolve_secrets(inp.config)
             connector_cls = load_connector_class(inp.config["connector.class"])
             parsed = connector_cls().parse(raw)
-            chain = build_chain(parsed)
-            converter = converter_for(parsed)
+            setup = TaskSetup(self.ctx, inp.connector, parsed, converter_for(parsed), build_chain(parsed))
             if issubclass(connector_cls, SourceConnector):
-                source = open_source_task(connector_cls, raw, inp.task_id)
-                return SourceRunner(self.ctx, inp.connector, source, parsed, converter, chain)
+                return SourceRunner(setup, open_source_task(connector_cls, raw, inp.task_id))
             if issubclass(connector_cls, SinkConnector):
                 sink = open_sink_task(connector_cls, raw, inp.task_id)
                 if hasattr(sink, "offset_store"):
                     sink.offset_store = self.ctx.store
-                return SinkRunner(self.ctx, inp.connector, sink, parsed, converter, chain, inp.task_count)
+                return SinkRunner(setup, sink, inp.task_count)
         except (ConfigError, SecretResolutionError, KeyError) as exc:
             raise config_error(inp.connector, str(exc)) from exc
         raise config_error(

@@ -10,21 +10,18 @@ tools show the lag; the store stays the truth.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from activities.runner import TaskSetup, checked_records
 from connectors.model import BatchPlan, DataLossPolicy, PartitionRange
 from connectors.planning import admit
 
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from activities.context import RuntimeContext
     from connectors.api import SinkTask
-    from connectors.converters import Converter
     from connectors.rocketmq.client import MessageQueue
-    from connectors.transforms import Transform
 
 
 def assigned(queues: list[MessageQueue], task_id: int, task_count: int) -> list[MessageQueue]:
@@ -34,26 +31,15 @@ def assigned(queues: list[MessageQueue], task_id: int, task_count: int) -> list[
 
 
 class SinkRunner:
-    def __init__(
-        self,
-        ctx: RuntimeContext,
-        connector: str,
-        task: SinkTask,
-        config: Mapping[str, Any],
-        converter: Converter,
-        chain: list[Transform],
-        task_count: int,
-    ) -> None:
-        self.ctx = ctx
-        self.connector = connector
+    def __init__(self, setup: TaskSetup, task: SinkTask, task_count: int) -> None:
+        self.setup = setup
+        self.ctx = setup.ctx
+        self.connector = setup.connector
+        self.config = setup.config
         self.task = task
-        self.config = config
-        self.converter = converter
-        self.chain = chain
         self.task_count = task_count
-        self.topics: list[str] = list(config["topics"])
-        self.data_loss = DataLossPolicy(config.get("data.loss", "fail"))
-        self.group = f"sluice-{connector}"
+        self.topics: list[str] = list(setup.config["topics"])
+        self.group = f"sluice-{setup.connector}"
 
     def ensure_topic(self) -> None:
         client = self.ctx.rocketmq
@@ -83,7 +69,7 @@ class SinkRunner:
 
                 q = queues[k]
                 probe = PartitionRange(q.key, start, max(start, latest[k]), topic=q.topic)
-                check_data_loss([probe], {q.key: earliest[k]}, self.data_loss, topic=q.topic)
+                check_data_loss([probe], {q.key: earliest[k]}, self.setup.data_loss, topic=q.topic)
                 committed[k] = max(earliest[k], min(start, latest[k]))
         ends = admit(committed, latest, int(self.config["batch.max.records"]))
         ranges = tuple(
@@ -99,7 +85,6 @@ class SinkRunner:
         return store.record_plan(plan), False
 
     def run(self, plan: BatchPlan, rerun: bool) -> int:
-        from connectors.records import raise_on_bad_records
         from connectors.rocketmq.spark_source import plan_to_json, register
         from connectors.transforms import apply_chain
 
@@ -109,12 +94,12 @@ class SinkRunner:
             spark.read.format("rocketmq")
             .option("namesrv", self.ctx.settings.namesrv)
             .option("plan", plan_to_json(plan.ranges))
-            .option("failOnDataLoss", str(self.data_loss is DataLossPolicy.FAIL).lower())
+            .option("failOnDataLoss", str(self.setup.data_loss is DataLossPolicy.FAIL).lower())
             .load()
         )
-        records = self.converter.to_records(messages)
-        records = raise_on_bad_records(apply_chain(self.chain, records), f"connector {self.connector}")
-        self.task.write(spark, records, plan)
+        records = apply_chain(self.setup.chain, self.setup.converter.to_records(messages))
+        with checked_records(records, self.connector) as good:
+            self.task.write(spark, good, plan)
         if not getattr(self.task, "commits_positions", False):
             self.ctx.store.commit(plan)
         self._mirror_consumer_offsets(plan)

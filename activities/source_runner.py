@@ -10,22 +10,19 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from temporalio.exceptions import ApplicationError
 
+from activities.runner import TaskSetup, checked_records
 from connectors.model import BatchPlan, DataLossPolicy
 from connectors.planning import admit, plan_batch
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from activities.context import RuntimeContext
     from connectors.api import SourceTask
-    from connectors.converters import Converter
-    from connectors.transforms import Transform
 
 log = logging.getLogger(__name__)
 
@@ -39,23 +36,13 @@ def batch_ref(plan: BatchPlan) -> str:
 
 
 class SourceRunner:
-    def __init__(
-        self,
-        ctx: RuntimeContext,
-        connector: str,
-        task: SourceTask,
-        config: Mapping[str, Any],
-        converter: Converter,
-        chain: list[Transform],
-    ) -> None:
-        self.ctx = ctx
-        self.connector = connector
+    def __init__(self, setup: TaskSetup, task: SourceTask) -> None:
+        self.setup = setup
+        self.ctx = setup.ctx
+        self.connector = setup.connector
+        self.config = setup.config
         self.task = task
-        self.config = config
-        self.converter = converter
-        self.chain = chain
-        self.topic: str = config["topic"]
-        self.data_loss = DataLossPolicy(config.get("data.loss", "fail"))
+        self.topic: str = setup.config["topic"]
 
     def ensure_topic(self) -> None:
         client = self.ctx.rocketmq
@@ -85,7 +72,7 @@ class SourceRunner:
                     f"connector {self.connector}: source partition {p} now ends at {latest.get(p, 0)}, "
                     f"before the committed position {committed[p]} (truncated or replaced)"
                 )
-                if self.data_loss is DataLossPolicy.FAIL:
+                if self.setup.data_loss is DataLossPolicy.FAIL:
                     raise ApplicationError(
                         message + "; set data.loss=skip to continue from its end",
                         type="DataLossError",
@@ -109,21 +96,26 @@ class SourceRunner:
         """Send the plan's records; return how many were sent. Commits the plan."""
         from pyspark.sql import functions as F
 
-        from connectors.records import raise_on_bad_records
         from connectors.rocketmq.spark_source import register
         from connectors.transforms import apply_chain
 
         spark = self.ctx.spark
         register(spark)
-        records = self.task.read(spark, plan.ranges)
-        records = raise_on_bad_records(apply_chain(self.chain, records), f"connector {self.connector}")
-        messages = self.converter.to_messages(records)
-        messages = messages.withColumn(
-            "properties",
-            F.map_concat("properties", F.create_map(F.lit(BATCH_PROPERTY), F.lit(batch_ref(plan)))),
-        ).withColumn("sharding_key", F.col("properties")[PARTITION_PROPERTY])
-        if rerun:
-            messages = self._without_already_sent(messages, plan)
+        records = apply_chain(self.setup.chain, self.task.read(spark, plan.ranges))
+        with checked_records(records, self.connector) as good:
+            messages = self.setup.converter.to_messages(good)
+            messages = messages.withColumn(
+                "properties",
+                F.map_concat("properties", F.create_map(F.lit(BATCH_PROPERTY), F.lit(batch_ref(plan)))),
+            ).withColumn("sharding_key", F.col("properties")[PARTITION_PROPERTY])
+            if rerun:
+                messages = self._without_already_sent(messages, plan)
+            sent = self._send(messages)
+        self.ctx.store.commit(plan)
+        return sent
+
+    def _send(self, messages: DataFrame) -> int:
+        """Send to the topic; cached so counting and sending read the records once."""
         messages = messages.cache()
         try:
             sent = messages.count()
@@ -137,7 +129,6 @@ class SourceRunner:
                 )
         finally:
             messages.unpersist()
-        self.ctx.store.commit(plan)
         return sent
 
     def _without_already_sent(self, messages: DataFrame, plan: BatchPlan) -> DataFrame:

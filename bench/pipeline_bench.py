@@ -22,6 +22,7 @@ from pathlib import Path
 
 from activities.connector_activities import validate_config
 from activities.context import RuntimeContext, RuntimeSettings
+from activities.runner import TaskSetup
 from activities.source_runner import SourceRunner
 from deploy.local.config import StackConfig
 from deploy.local.rocketmq import create_topic
@@ -103,16 +104,16 @@ def batch_overhead(ctx: RuntimeContext, work: Path) -> tuple[float, float]:
     """Median seconds of an empty batch (plan finds nothing) and of a one-record batch."""
     from connectors.api import open_source_task
     from connectors.converters import converter_for
-    from connectors.plugins import load_connector_class
+    from connectors.file.source import FileSourceConnector
 
     src = work / "overhead.txt"
     src.write_text("")
     name = f"bench-overhead-{uuid.uuid4().hex[:8]}"
     config = {"connector.class": "file-source", "file": str(src), "topic": f"bench-oh-{uuid.uuid4().hex[:8]}"}
     assert not validate_config(name, config).errors
-    cls = load_connector_class("file-source")
-    parsed = cls().parse(config)
-    runner = SourceRunner(ctx, name, open_source_task(cls, config, 0), parsed, converter_for(parsed), [])
+    parsed = FileSourceConnector().parse(config)
+    task = open_source_task(FileSourceConnector, config, 0)
+    runner = SourceRunner(TaskSetup(ctx, name, parsed, converter_for(parsed)), task)
     runner.ensure_topic()
     empty, one = [], []
     for i in range(12):
