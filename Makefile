@@ -33,14 +33,14 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/mypy workflows activities connectors worker deploy
 
-test: up
+test: lint up
 	$(BIN)/pytest -q -ra $(PYTEST_ARGS)
 
 bench-rocketmq: up
 	$(BIN)/python -m bench.rocketmq_bench
 
 bench-pipeline: up
-	$(BIN)/python -m bench.pipeline_bench
+	$(BIN)/python -m bench.pipeline_bench $(BENCH_RECORDS)
 
 clean-state: down
 	rm -rf .sluice
