@@ -11,9 +11,9 @@ Options:
 
 Lifecycle of one input partition (on an executor):
 1. Get the process's shared SyncRocketMQClient (created lazily; nothing unpicklable is shipped).
-2. Ask the queue's min/max offsets and run ``check_data_loss`` on the range: a start below the
-   min (retention) or an end beyond the max (planned messages missing, e.g. lost by an async-flush
-   broker crash) fails with DataLossError naming topic, queue and offsets, or with
+2. Ask the queue's min/max offsets and run ``check_data_loss`` on the range: a vanished queue, a
+   start below the min (retention) or an end beyond the max (planned messages missing, e.g. lost by
+   an async-flush broker crash) fails with DataLossError naming topic, queue and offsets, or with
    ``failOnDataLoss=false`` is clipped to what exists with a warning. A plan only ever covers
    offsets that existed when it was made, so a short queue is data loss, not "not yet written".
 3. Pull ``[start, end)`` in chunks, never past ``end`` even if the queue holds more, and yield one
@@ -93,6 +93,9 @@ class RocketMQReader(DataSourceReader):
         broker, queue_id = parse_queue_partition(partition.partition)
         mq = MessageQueue(partition.topic, broker, queue_id)
         planned = PartitionRange(partition.partition, partition.start, partition.end, partition.topic)
+        if mq not in client.queues(mq.topic):  # the queue vanished (topic recreated with fewer queues)
+            check_data_loss([planned], {}, self.policy)
+            return
         lo, hi = client.min_offset(mq), client.max_offset(mq)
         (current,) = check_data_loss([planned], {mq.key: lo}, self.policy, max_offsets={mq.key: hi})
         offset, end = current.start, current.end
