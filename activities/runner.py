@@ -54,19 +54,27 @@ class BatchRunner(Protocol):
 
 
 @contextmanager
-def checked_records(records: DataFrame, connector: str) -> Iterator[DataFrame]:
-    """Fail the batch on records a converter or transform flagged, naming their positions.
+def checked_records(
+    records: DataFrame, setup: TaskSetup, originals: DataFrame | None = None
+) -> Iterator[DataFrame]:
+    """The good records of a batch; bad ones (flagged by a converter or transform) fail the batch
+    naming their positions, or with ``errors.tolerance=all`` go to the dead-letter topic.
 
     When there is a flag column the check costs a Spark job, so the records are cached for it and
     the write that follows reuses them instead of reading the source range a second time.
+    ``originals`` are the batch's messages as read (sinks), so a dead letter keeps the exact bytes.
     """
+    from activities.dead_letters import route_bad_records
     from connectors.records import ERROR_COLUMN, raise_on_bad_records
 
     flagged = ERROR_COLUMN in records.columns
     if flagged:
         records = records.cache()
     try:
-        yield raise_on_bad_records(records, f"connector {connector}")
+        if flagged and setup.config.get("errors.tolerance") == "all":
+            yield route_bad_records(records, setup, originals)
+        else:
+            yield raise_on_bad_records(records, f"connector {setup.connector}")
     finally:
         if flagged:
             records.unpersist()

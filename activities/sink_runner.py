@@ -98,7 +98,7 @@ class SinkRunner:
             .load()
         )
         records = apply_chain(self.setup.chain, self.setup.converter.to_records(messages))
-        with checked_records(records, self.connector) as good:
+        with checked_records(records, self.setup, originals=messages) as good:
             self.task.write(spark, good, plan)
         if not getattr(self.task, "commits_positions", False):
             self.ctx.store.commit(plan)

@@ -102,8 +102,11 @@ class SourceRunner:
         spark = self.ctx.spark
         register(spark)
         records = apply_chain(self.setup.chain, self.task.read(spark, plan.ranges))
-        with checked_records(records, self.connector) as good:
-            messages = self.setup.converter.to_messages(good)
+        with (
+            checked_records(records, self.setup) as good,
+            # The converter can flag records too (a value it cannot encode).
+            checked_records(self.setup.converter.to_messages(good), self.setup) as messages,
+        ):
             messages = messages.withColumn(
                 "properties",
                 F.map_concat("properties", F.create_map(F.lit(BATCH_PROPERTY), F.lit(batch_ref(plan)))),

@@ -168,6 +168,11 @@ class ConfigDef:
                 values[f.name] = list(f.default) if isinstance(f.default, list | tuple) else f.default
                 continue
             shown = REDACTED if f.secret else repr(raw[f.name])
+            if _is_provider_reference(raw[f.name]):
+                # ${env:…} / ${file:…} is resolved only inside the task activity; the value it
+                # stands for is checked there, when the task parses its resolved config.
+                values[f.name] = raw[f.name]
+                continue
             try:
                 value = f.convert(raw[f.name])
             except ValueError as exc:
@@ -271,3 +276,9 @@ COMMON_SINK_FIELDS: Final[tuple[ConfigField, ...]] = (
     *_COMMON,
     ConfigField("topics", list[str], doc="comma list of RocketMQ topics to read", validator=non_empty),
 )
+
+
+def _is_provider_reference(value: Any) -> bool:
+    from connectors.secrets import has_reference
+
+    return has_reference(value)

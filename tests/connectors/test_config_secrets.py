@@ -82,3 +82,21 @@ def test_redact_masks_declared_and_secret_looking_keys() -> None:
         "empty.secret": "",
         "n": 1,
     }
+
+
+def test_validation_defers_provider_references_to_the_task() -> None:
+    """A ${env:…} value cannot be checked where the config is validated (the client, the
+    workflow's validate activity); the task checks the resolved value when it parses its config."""
+    from connectors.config import ConfigDef, ConfigField, ConfigError
+
+    def url_like(value: str) -> str | None:
+        return None if "://" in value else "not a URL"
+
+    fields = ConfigDef(
+        (ConfigField("connection.url", str, secret=True, validator=url_like), ConfigField("retries", int, 3))
+    )
+    assert (
+        fields.validate({"connection.url": "${env:DB_URL}", "retries": "${file:/etc/x.properties:n}"}) == []
+    )
+    with pytest.raises(ConfigError, match="not a URL"):
+        fields.parse({"connection.url": "plain-text"})

@@ -48,3 +48,50 @@ async def test_unparseable_json_fails_the_task_naming_topic_queue_and_offset(
     assert not dst.exists() or dst.read_text() == "", "nothing of the failed batch may be written"
     await sluice.delete(f"src-{name}")
     await sluice.delete(sink)
+
+
+async def test_errors_tolerance_all_sends_the_bad_record_to_the_dead_letter_topic(
+    tmp_path: Path, start_worker, sluice, topic_name, stack_config
+) -> None:
+    from connectors.rocketmq.sync_client import SyncRocketMQClient
+
+    src, dst = tmp_path / "in.jsonl", tmp_path / "out.txt"
+    records = [{"id": i, "name": f"n{i}"} for i in range(6)]
+    lines = [json.dumps(r) for r in records]
+    src.write_text("\n".join([*lines[:2], "{not json", *lines[2:]]) + "\n")
+    dlq = f"DLQ_{uuid.uuid4().hex[:8]}"
+    start_worker()
+    name = uuid.uuid4().hex[:8]
+    await sluice.create(
+        f"src-{name}",
+        {"connector.class": "file-source", "file": str(src), "topic": topic_name, "poll.interval.ms": "200"},
+    )
+    sink = f"dst-{name}"
+    await sluice.create(
+        sink,
+        {
+            "connector.class": "file-sink",
+            "file": str(dst),
+            "topics": topic_name,
+            "poll.interval.ms": "200",
+            "value.converter": "json",
+            "value.converter.schema": "id INT, name STRING",
+            "errors.tolerance": "all",
+            "errors.deadletterqueue.topic.name": dlq,
+        },
+    )
+
+    def sink_rows() -> list[dict[str, object]]:
+        return [json.loads(line) for line in dst.read_text().splitlines()] if dst.exists() else []
+
+    await wait_for(lambda: sink_rows() == records, 180, "the good records in the sink, in order")
+    with SyncRocketMQClient(stack_config.namesrv_address) as client:
+        letters = [m for mq in client.queues(dlq) for m in client.pull_range(mq, 0, client.max_offset(mq))]
+    assert [m.body for m in letters] == [b"{not json"]
+    props = letters[0].properties
+    assert props["sluice.connector"] == sink and props["sluice.origin.topic"] == topic_name
+    assert props["sluice.origin.offset"] == "2" and props["sluice.error"]
+    status = await sluice.status(sink)
+    assert status.tasks[0].state == TaskState.RUNNING
+    await sluice.delete(f"src-{name}")
+    await sluice.delete(sink)
