@@ -87,7 +87,7 @@ def test_redact_masks_declared_and_secret_looking_keys() -> None:
 def test_validation_defers_provider_references_to_the_task() -> None:
     """A ${env:…} value cannot be checked where the config is validated (the client, the
     workflow's validate activity); the task checks the resolved value when it parses its config."""
-    from connectors.config import ConfigDef, ConfigField, ConfigError
+    from connectors.config import ConfigDef, ConfigError, ConfigField
 
     def url_like(value: str) -> str | None:
         return None if "://" in value else "not a URL"
