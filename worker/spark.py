@@ -24,6 +24,7 @@ def get_spark(master: str | None = None, *, app_name: str = "sluice-worker") -> 
     global _session
     with _lock:
         if _session is not None:
+            _activate_for_this_thread(_session)
             return _session
         from pyspark.sql import SparkSession
 
@@ -47,3 +48,16 @@ def get_spark(master: str | None = None, *, app_name: str = "sluice-worker") -> 
         )
         _session.sparkContext.setLogLevel("WARN")
         return _session
+
+
+def _activate_for_this_thread(session: SparkSession) -> None:
+    """Make the session the JVM's active one for the calling thread.
+
+    Task activities run in worker threads, each pinned to its own JVM thread; Spark resolves a
+    Python data source on write through the thread's active session, so without this a
+    ``df.write.format("rocketmq")`` from a thread other than the creator's fails with
+    DATA_SOURCE_NOT_FOUND.
+    """
+    jvm = getattr(session, "_jvm", None)
+    if jvm is not None:  # classic Spark; Spark Connect sessions have no JVM here
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(session._jsparkSession)
