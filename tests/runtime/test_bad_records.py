@@ -1,4 +1,5 @@
-"""A record the converter cannot handle fails the sink task, naming the record's position."""
+"""Records the converter cannot handle: they fail the sink task naming their position, or, with
+``errors.tolerance=all``, go to a dead-letter topic while the good ones reach the sink."""
 
 from __future__ import annotations
 
@@ -9,33 +10,46 @@ from pathlib import Path
 from tests.runtime.helpers import wait_for
 from workflows.types import TaskState
 
+BAD_LINE = "{not json"
 
-async def test_unparseable_json_fails_the_task_naming_topic_queue_and_offset(
-    tmp_path: Path, start_worker, sluice, topic_name
-) -> None:
+
+async def _json_pipeline(
+    tmp_path: Path, start_worker, sluice, topic: str, bad_at: int, count: int, **sink_extra: str
+) -> tuple[Path, str, str, list[dict[str, object]]]:
+    """file (JSON lines, one bad) -> topic -> file sink with the JSON converter; returns
+    (sink file, source name, sink name, the good records)."""
     src, dst = tmp_path / "in.jsonl", tmp_path / "out.txt"
-    good = [json.dumps({"id": i, "name": f"n{i}"}) for i in range(5)]
-    src.write_text("\n".join([*good[:3], "{not json", *good[3:]]) + "\n")
+    records: list[dict[str, object]] = [{"id": i, "name": f"n{i}"} for i in range(count)]
+    lines = [json.dumps(r) for r in records]
+    src.write_text("\n".join([*lines[:bad_at], BAD_LINE, *lines[bad_at:]]) + "\n")
     start_worker()
     name = uuid.uuid4().hex[:8]
-    # The source shards by source partition: every line of the file lands in one queue, in order,
-    # so the bad line's queue offset is its line number.
+    source, sink = f"src-{name}", f"dst-{name}"
     await sluice.create(
-        f"src-{name}",
-        {"connector.class": "file-source", "file": str(src), "topic": topic_name, "poll.interval.ms": "200"},
+        source,
+        {"connector.class": "file-source", "file": str(src), "topic": topic, "poll.interval.ms": "200"},
     )
-    sink = f"dst-{name}"
     await sluice.create(
         sink,
         {
             "connector.class": "file-sink",
             "file": str(dst),
-            "topics": topic_name,
+            "topics": topic,
             "poll.interval.ms": "200",
             "value.converter": "json",
             "value.converter.schema": "id INT, name STRING",
+            **sink_extra,
         },
     )
+    return dst, source, sink, records
+
+
+async def test_unparseable_json_fails_the_task_naming_topic_queue_and_offset(
+    tmp_path: Path, start_worker, sluice, topic_name
+) -> None:
+    # The source shards by source partition: every line of the file lands in one queue, in order,
+    # so the bad line's queue offset is its line number.
+    dst, source, sink, _ = await _json_pipeline(tmp_path, start_worker, sluice, topic_name, bad_at=3, count=5)
 
     async def sink_failed() -> bool:
         status = await sluice.status(sink)
@@ -46,7 +60,7 @@ async def test_unparseable_json_fails_the_task_naming_topic_queue_and_offset(
     assert f"connector {sink}" in error
     assert f"topic '{topic_name}'" in error and "offset 3" in error, error
     assert not dst.exists() or dst.read_text() == "", "nothing of the failed batch may be written"
-    await sluice.delete(f"src-{name}")
+    await sluice.delete(source)
     await sluice.delete(sink)
 
 
@@ -55,31 +69,11 @@ async def test_errors_tolerance_all_sends_the_bad_record_to_the_dead_letter_topi
 ) -> None:
     from connectors.rocketmq.sync_client import SyncRocketMQClient
 
-    src, dst = tmp_path / "in.jsonl", tmp_path / "out.txt"
-    records = [{"id": i, "name": f"n{i}"} for i in range(6)]
-    lines = [json.dumps(r) for r in records]
-    src.write_text("\n".join([*lines[:2], "{not json", *lines[2:]]) + "\n")
     dlq = f"DLQ_{uuid.uuid4().hex[:8]}"
-    start_worker()
-    name = uuid.uuid4().hex[:8]
-    await sluice.create(
-        f"src-{name}",
-        {"connector.class": "file-source", "file": str(src), "topic": topic_name, "poll.interval.ms": "200"},
-    )
-    sink = f"dst-{name}"
-    await sluice.create(
-        sink,
-        {
-            "connector.class": "file-sink",
-            "file": str(dst),
-            "topics": topic_name,
-            "poll.interval.ms": "200",
-            "value.converter": "json",
-            "value.converter.schema": "id INT, name STRING",
-            "errors.tolerance": "all",
-            "errors.deadletterqueue.topic.name": dlq,
-        },
-    )
+    dst, source, sink, records = await _json_pipeline(
+        tmp_path, start_worker, sluice, topic_name, bad_at=2, count=6,
+        **{"errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq},
+    )  # fmt: skip
 
     def sink_rows() -> list[dict[str, object]]:
         return [json.loads(line) for line in dst.read_text().splitlines()] if dst.exists() else []
@@ -87,11 +81,10 @@ async def test_errors_tolerance_all_sends_the_bad_record_to_the_dead_letter_topi
     await wait_for(lambda: sink_rows() == records, 180, "the good records in the sink, in order")
     with SyncRocketMQClient(stack_config.namesrv_address) as client:
         letters = [m for mq in client.queues(dlq) for m in client.pull_range(mq, 0, client.max_offset(mq))]
-    assert [m.body for m in letters] == [b"{not json"]
+    assert [m.body for m in letters] == [BAD_LINE.encode()]
     props = letters[0].properties
     assert props["sluice.connector"] == sink and props["sluice.origin.topic"] == topic_name
     assert props["sluice.origin.offset"] == "2" and props["sluice.error"]
-    status = await sluice.status(sink)
-    assert status.tasks[0].state == TaskState.RUNNING
-    await sluice.delete(f"src-{name}")
+    assert (await sluice.status(sink)).tasks[0].state == TaskState.RUNNING
+    await sluice.delete(source)
     await sluice.delete(sink)
