@@ -60,7 +60,7 @@ def test_builtins_have_task_classes() -> None:
     for name in ("file-source", "dummy-source"):
         source = load_connector_class(name)
         assert issubclass(source, SourceConnector) and source.task_class.position_unit in ("records", "bytes")
-    for name in ("file-sink", "dummy-sink"):
+    for name in ("file-sink", "dummy-sink", "postgres-sink"):
         sink = load_connector_class(name)
         assert issubclass(sink, SinkConnector)
 
@@ -74,6 +74,7 @@ def test_third_party_entry_point() -> None:
         "dummy-source",
         "file-sink",
         "file-source",
+        "postgres-sink",
     ]
     assert load_transform_class("AcmeTransform", extra=THIRD_PARTY) is ThirdPartyTransform
     assert load_transform_class("AcmeTransform$Key", extra=THIRD_PARTY) is ThirdPartyTransform
@@ -83,7 +84,7 @@ def test_unknown_connector_lists_known_names() -> None:
     with pytest.raises(PluginNotFoundError) as info:
         load_connector_class("jdbc-source")
     assert str(info.value) == (
-        "unknown connector 'jdbc-source'; known: dummy-sink, dummy-source, file-sink, file-source "
+        "unknown connector 'jdbc-source'; known: dummy-sink, dummy-source, file-sink, file-source, postgres-sink "
         "(or a 'package.module:Class' path)"
     )
 
