@@ -84,7 +84,8 @@ def test_unknown_connector_lists_known_names() -> None:
     with pytest.raises(PluginNotFoundError) as info:
         load_connector_class("jdbc-source")
     assert str(info.value) == (
-        "unknown connector 'jdbc-source'; known: dummy-sink, dummy-source, file-sink, file-source, postgres-sink "
+        "unknown connector 'jdbc-source'; known: dummy-sink, dummy-source, file-sink, file-source, "
+        "postgres-sink "
         "(or a 'package.module:Class' path)"
     )
 
