@@ -118,8 +118,14 @@ class SourceRunner:
         return sent
 
     def _send(self, messages: DataFrame) -> int:
-        """Send to the topic; cached so counting and sending read the records once."""
-        messages = messages.cache()
+        """Send to the topic in source order per sharding key.
+
+        All messages of one source partition go to one queue; gathering them into one Spark
+        partition, sorted by source offset, keeps the queue in source order (Spark would otherwise
+        split a batch into chunks written concurrently). Cached so counting and sending read the
+        records once.
+        """
+        messages = messages.repartition("sharding_key").sortWithinPartitions("partition", "offset").cache()
         try:
             sent = messages.count()
             if sent:

@@ -39,7 +39,9 @@ async def _wait_copy(src: Path, dst: Path, timeout_s: float = 300) -> None:
     while time.monotonic() < deadline:
         done, total = _size(dst), _size(src)
         print(f"  copied {done:>9,} / {total:,} bytes ({done * 100 // max(total, 1)}%)", flush=True)
-        if done >= total and dst.read_bytes() == src.read_bytes():
+        if done >= total:
+            if dst.read_bytes() != src.read_bytes():
+                raise SystemExit(f"demo: FAILED — {dst} has all the bytes but differs from {src}")
             return
         await asyncio.sleep(2)
     raise SystemExit(f"demo: the sink did not catch up within {timeout_s:.0f}s")

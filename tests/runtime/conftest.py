@@ -52,7 +52,8 @@ def runtime_env(stack_config: StackConfig, tmp_path: Path) -> RuntimeEnv:
         **os.environ,
         "SLUICE_TASK_QUEUE": queue,
         "SLUICE_STORE_SCHEMA": schema,
-        "SLUICE_SPARK_MASTER": "local[1]",
+        # Two cores, as in production: batches are split into several Spark partitions.
+        "SLUICE_SPARK_MASTER": "local[2]",
         "SLUICE_SPARK_DRIVER_MEMORY": "1g",
     }
     return RuntimeEnv(queue, schema, env)
