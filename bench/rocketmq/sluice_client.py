@@ -14,6 +14,10 @@ from dataclasses import dataclass
 from connectors.rocketmq.client import RocketMQClient
 from connectors.rocketmq.values import MessageQueue, OutgoingMessage
 
+# Messages asked for per pull request; the local broker is configured to return up to 2,048
+# (deploy/local/rocketmq.py), RocketMQ's default caps a pull at 32.
+PULL_BATCH = 512
+
 
 @dataclass(frozen=True)
 class Rate:
@@ -70,7 +74,7 @@ async def pull(namesrv: str, topic: str, *, max_seconds: float, chunk: int = 204
             offset, end = bounds[mq]
             while offset < end and time.perf_counter() < deadline:
                 hi = min(offset + chunk, end)
-                got = await client.pull_range(mq, offset, hi, max_per_request=32, concurrency=8)
+                got = await client.pull_range(mq, offset, hi, max_per_request=PULL_BATCH, concurrency=4)
                 received += len(got)
                 offset = hi
 

@@ -5,8 +5,10 @@ Options:
 - ``plan`` (required): JSON from ``spark_source.plan_to_json``; ranges are half-open per queue.
 - ``maxRecordsPerSplit`` (default 200000): a larger range is split into several Spark tasks.
 - ``failOnDataLoss`` (default true): what to do when part of a planned range is gone.
-- ``pullBatchSize`` (default 32, the broker's in-memory transfer cap): messages per pull request.
-- ``pullConcurrency`` (default 8): pull requests in flight per task.
+- ``pullBatchSize`` (default 512): messages asked for per pull request. A broker returns at most its
+  ``maxTransferCountOnMessageInMemory`` (32 by default, 2048 on the local stack); the client pulls again
+  until the chunk is complete, so a larger value is never wrong, only fewer requests in flight.
+- ``pullConcurrency`` (default 4): pull requests in flight per task.
 - ``accessKey``/``secretKey``, ``requestTimeoutSeconds``: passed to the client.
 
 Lifecycle of one input partition (on an executor):
@@ -47,8 +49,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 DEFAULT_MAX_RECORDS_PER_SPLIT = 200_000
-DEFAULT_PULL_BATCH = 32
-DEFAULT_PULL_CONCURRENCY = 8
+DEFAULT_PULL_BATCH = 512
+DEFAULT_PULL_CONCURRENCY = 4
 ARROW_CHUNK = 8192  # messages per yielded RecordBatch: bounds executor memory for large ranges
 
 
