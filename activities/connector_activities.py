@@ -7,7 +7,6 @@ block — and run in the worker's thread pool, heartbeating from a side thread.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,8 +26,6 @@ from workflows.types import (
     TaskOutcome,
     ValidationResult,
 )
-
-log = logging.getLogger(__name__)
 
 
 def _format_errors(errors: list[Any]) -> list[str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from functools import cached_property
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -30,20 +29,28 @@ class RuntimeContext:
     def __init__(self, settings: RuntimeSettings) -> None:
         self.settings = settings
         self._lock = threading.Lock()
+        self._store: OffsetStore | None = None
+        self._rocketmq: SyncRocketMQClient | None = None
 
-    @cached_property
+    @property
     def store(self) -> OffsetStore:
-        from activities.store import OffsetStore
+        # Task threads ask concurrently; the lock makes sure only one store (and migration) exists.
+        with self._lock:
+            if self._store is None:
+                from activities.store import OffsetStore
 
-        store = OffsetStore(self.settings.database_url, schema=self.settings.store_schema)
-        store.migrate()
-        return store
+                self._store = OffsetStore(self.settings.database_url, schema=self.settings.store_schema)
+                self._store.migrate()
+            return self._store
 
-    @cached_property
+    @property
     def rocketmq(self) -> SyncRocketMQClient:
-        from connectors.rocketmq.sync_client import SyncRocketMQClient
+        with self._lock:
+            if self._rocketmq is None:
+                from connectors.rocketmq.sync_client import SyncRocketMQClient
 
-        return SyncRocketMQClient(self.settings.namesrv)
+                self._rocketmq = SyncRocketMQClient(self.settings.namesrv)
+            return self._rocketmq
 
     @property
     def spark(self) -> SparkSession:
@@ -52,7 +59,7 @@ class RuntimeContext:
         return get_spark(self.settings.spark_master)
 
     def close(self) -> None:
-        if "rocketmq" in self.__dict__:
-            self.rocketmq.close()
-        if "store" in self.__dict__:
-            self.store.dispose()
+        if self._rocketmq is not None:
+            self._rocketmq.close()
+        if self._store is not None:
+            self._store.dispose()

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from dataclasses import asdict, dataclass, field
+import time
+from dataclasses import asdict, dataclass
 
 from temporalio import activity
 
@@ -23,7 +24,6 @@ class Progress:
     batches: int = 0
     records: int = 0
     phase: str = "starting"
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 class Heartbeater:
@@ -59,9 +59,6 @@ class Heartbeater:
 
     def sleep(self, seconds: float) -> None:
         """Idle between empty batches, waking early on cancellation."""
-        deadline = threading.Event()
-        step = 0.1
-        waited = 0.0
-        while waited < seconds and not self.should_stop():
-            deadline.wait(step)
-            waited += step
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not self.should_stop():
+            time.sleep(0.1)

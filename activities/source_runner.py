@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from temporalio.exceptions import ApplicationError
 
 from activities.runner import TaskSetup, checked_records
+from connectors.converters import OFFSET_PROPERTY, PARTITION_PROPERTY
 from connectors.model import BatchPlan, DataLossPolicy
 from connectors.planning import admit, plan_batch
 
@@ -27,8 +28,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BATCH_PROPERTY = "sluice.batch"
-PARTITION_PROPERTY = "sluice.partition"
-OFFSET_PROPERTY = "sluice.offset"
 
 
 def batch_ref(plan: BatchPlan) -> str:
@@ -162,16 +161,9 @@ class SourceRunner:
         starts: dict[str, int] = json.loads(plan.sink_state.get("queue_ends", "{}"))
         found: set[tuple[str, str]] = set()
         for mq in client.queues(self.topic):
-            offset = starts.get(mq.key, 0)
-            end = client.max_offset(mq)
-            while offset < end:
-                result = client.pull(mq, offset, 1000)
-                if not result.messages:
-                    break
-                for m in result.messages:
-                    if m.properties.get(BATCH_PROPERTY) == ref:
-                        found.add(
-                            (m.properties.get(PARTITION_PROPERTY, ""), m.properties.get(OFFSET_PROPERTY, ""))
-                        )
-                offset = result.next_offset
+            for m in client.pull_range(mq, starts.get(mq.key, 0), client.max_offset(mq), max_per_request=512):
+                if m.properties.get(BATCH_PROPERTY) == ref:
+                    found.add(
+                        (m.properties.get(PARTITION_PROPERTY, ""), m.properties.get(OFFSET_PROPERTY, ""))
+                    )
         return found
