@@ -179,15 +179,22 @@ class ConnectorWorkflow:
         """The task's status; a placeholder when a reconfigure removed it while it was stopping."""
         return self.s.tasks[task_id] if task_id < len(self.s.tasks) else TaskStatus(task_id)
 
-    def _record_task_end(self, task_id: int, handle: workflow.ActivityHandle[object]) -> None:
-        task = self._task(task_id)
+    @staticmethod
+    def _failure(handle: workflow.ActivityHandle[object]) -> str | None:
+        """Why a finished task activity failed; None when it returned or was cancelled."""
         exc = handle.exception()
         if exc is None or isinstance(exc, ActivityError) and isinstance(exc.cause, CancelledError):
+            return None
+        cause = exc.cause if isinstance(exc, ActivityError) and exc.cause else exc
+        return str(cause)[:2000]
+
+    def _record_task_end(self, task_id: int, handle: workflow.ActivityHandle[object]) -> None:
+        task = self._task(task_id)
+        error = self._failure(handle)
+        if error is None:
             task.state = TaskState.STOPPED
         else:
-            task.state = TaskState.FAILED
-            cause = exc.cause if isinstance(exc, ActivityError) and exc.cause else exc
-            task.error = str(cause)[:2000]
+            task.state, task.error = TaskState.FAILED, error
 
     async def _cancel(self, handles: dict[int, workflow.ActivityHandle[object]]) -> None:
         for handle in handles.values():
@@ -195,12 +202,11 @@ class ConnectorWorkflow:
         for task_id, handle in handles.items():
             with contextlib.suppress(ActivityError, CancelledError):
                 await handle
-            task = self._task(task_id)
-            if handle.done() and handle.exception() is not None:
-                exc = handle.exception()
-                if isinstance(exc, ActivityError) and not isinstance(exc.cause, CancelledError):
-                    task.state = TaskState.FAILED
-                    task.error = str(exc.cause or exc)[:2000]
+            # A task that failed while stopping is FAILED; the rest get the connector's final state.
+            error = self._failure(handle) if handle.done() else None
+            if error is not None:
+                task = self._task(task_id)
+                task.state, task.error = TaskState.FAILED, error
         handles.clear()
 
     async def _finish_delete(self, request: DeleteRequest) -> ConnectorStatus:
