@@ -316,7 +316,18 @@ class RocketMQClient(Transport):
         if not messages:
             raise ValueError(f"rocketmq: send to {mq}: no messages")
         ids = self._ids.take(len(messages))
-        entries = encode_batch_entries(messages, ids, mq.topic)
+        return await self.send_entries(mq, encode_batch_entries(messages, ids, mq.topic), ids)
+
+    def message_ids(self, count: int) -> list[str]:
+        """Fresh UNIQ_KEY values, for callers that encode batch entries themselves."""
+        return self._ids.take(count)
+
+    async def send_entries(
+        self, mq: MessageQueue, entries: Sequence[bytes], ids: Sequence[str]
+    ) -> SendResult:
+        """Send encoded batch entries (codec.batch_entry; ``ids`` are their UNIQ_KEYs, in order)."""
+        if not entries:
+            raise ValueError(f"rocketmq: send to {mq}: no messages")
         groups: list[list[bytes]] = [[]]
         size = 0
         for index, entry in enumerate(entries):
@@ -335,7 +346,7 @@ class RocketMQClient(Transport):
         for group in groups:
             first = await self._send_group(mq, group)
             offsets += range(first, first + len(group))
-        return SendResult(mq, offsets[0], len(messages), tuple(ids), tuple(offsets))
+        return SendResult(mq, offsets[0], len(entries), tuple(ids), tuple(offsets))
 
     async def _send_group(self, mq: MessageQueue, entries: list[bytes]) -> int:
         fields: dict[str, Any] = {

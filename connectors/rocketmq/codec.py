@@ -278,7 +278,6 @@ def encode_batch_entries(
 ) -> list[bytes]:
     """Encode each message as a batch entry (with its UNIQ_KEY); validates names and sizes."""
     entries: list[bytes] = []
-    pack_head = _BATCH_HEAD.pack
     for index, (msg, uniq) in enumerate(zip(messages, msg_ids, strict=True)):
         body = msg.body
         if not isinstance(body, (bytes, bytearray, memoryview)):
@@ -292,19 +291,21 @@ def encode_batch_entries(
                 f"rocketmq: message {index} for topic {topic!r} has {len(props)} bytes of properties "
                 f"(limit {MAX_PROPERTIES_BYTES})"
             )
-        body = bytes(body)
-        size = _BATCH_HEAD.size + len(body) + 2 + len(props)
-        entries.append(
-            b"".join(
-                (
-                    pack_head(size, 0, zlib.crc32(body) & 0x7FFFFFFF, 0, len(body)),
-                    body,
-                    _I16.pack(len(props)),
-                    props,
-                )
-            )
-        )
+        entries.append(batch_entry(bytes(body), props))
     return entries
+
+
+def batch_entry(body: bytes, props: bytes) -> bytes:
+    """One message of a batch-send body; ``props`` is the encoded properties text (UNIQ_KEY included)."""
+    size = _BATCH_HEAD.size + len(body) + 2 + len(props)
+    return b"".join(
+        (
+            _BATCH_HEAD.pack(size, 0, zlib.crc32(body) & 0x7FFFFFFF, 0, len(body)),
+            body,
+            _I16.pack(len(props)),
+            props,
+        )
+    )
 
 
 def _properties_text(msg: OutgoingMessage, uniq: str, index: int, topic: str) -> str:

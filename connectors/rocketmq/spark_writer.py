@@ -32,12 +32,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
 from connectors.planning import natural_key
+from connectors.rocketmq.arrow_encode import encode_rows
+from connectors.rocketmq.codec import stored_size
 from connectors.rocketmq.errors import TopicNotFoundError
 from connectors.rocketmq.spark_source import (
     client_options,
@@ -46,7 +48,7 @@ from connectors.rocketmq.spark_source import (
     int_option,
     require_option,
 )
-from connectors.rocketmq.values import MessageQueue, OutgoingMessage, SendResult
+from connectors.rocketmq.values import MessageQueue, SendResult
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -58,7 +60,6 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_BATCH_MESSAGES = 4096
 DEFAULT_MAX_BATCH_BYTES = 4 * 1024 * 1024
 DEFAULT_MAX_IN_FLIGHT = 2
-MESSAGE_OVERHEAD = 64  # approximate per-message bytes beyond body and properties in a batch request
 KEY_COLUMNS = ("sharding_key", "message_group")
 
 
@@ -144,7 +145,8 @@ class RocketMQWriter(DataSourceArrowWriter):
         row = 0
         try:
             for batch in iterator:
-                sender.add_all(*_messages(batch, self.key_column, self.topic, row))
+                ids = client.message_ids(batch.num_rows)
+                sender.add_all(*_rows(batch, self.key_column, ids, self.topic, row), ids)
                 row += batch.num_rows
         finally:
             written = sender.finish()
@@ -201,44 +203,14 @@ def _check_schema(schema: StructType, topic: str) -> str | None:
     return keyed[0] if keyed else None
 
 
-def _messages(
-    batch: pa.RecordBatch, key_column: str | None, topic: str, first_row: int
-) -> tuple[list[OutgoingMessage], list[int], list[str | None] | None]:
-    """One Arrow batch as messages, their approximate stored sizes, and their sharding keys.
-
-    Column-at-a-time conversion (``to_pylist``) and one comprehension: the per-row Python work is
-    what bounds the writer, so it is kept to building the message itself.
-    """
-    import pyarrow.compute as pc
-
+def _rows(
+    batch: pa.RecordBatch, key_column: str | None, ids: list[str], topic: str, first_row: int
+) -> tuple[list[bytes], list[str | None] | None]:
+    """One Arrow batch as encoded batch entries (arrow_encode) and their sharding keys."""
+    entries = encode_rows(batch, ids, f"rocketmq sink (topic {topic!r})", first_row)
     names = batch.schema.names
-    body_col = batch.column(names.index("body"))
-    if body_col.null_count:
-        first_null = pc.index(pc.is_null(body_col), True).as_py()
-        raise ValueError(f"rocketmq sink (topic {topic!r}): row {first_row + first_null} has a null 'body'")
-    sizes = pc.binary_length(body_col).to_pylist()
-    bodies = body_col.to_pylist()
-    if bodies and isinstance(bodies[0], str):
-        bodies = [b.encode() for b in bodies]
-    n = len(bodies)
-    none: list[Any] = [None] * n
-    keys = batch.column(names.index("keys")).to_pylist() if "keys" in names else none
-    tags = batch.column(names.index("tags")).to_pylist() if "tags" in names else none
-    if "properties" in names:
-        props = [dict(p) if p else {} for p in batch.column(names.index("properties")).to_pylist()]
-        sizes = [
-            size + sum(len(k) + len(v) for k, v in p.items()) for size, p in zip(sizes, props, strict=True)
-        ]
-        messages = [
-            OutgoingMessage(body=b, keys=k, tags=t, properties=p)
-            for b, k, t, p in zip(bodies, keys, tags, props, strict=True)
-        ]
-    else:
-        messages = [
-            OutgoingMessage(body=b, keys=k, tags=t) for b, k, t in zip(bodies, keys, tags, strict=True)
-        ]
     shard = batch.column(names.index(key_column)).to_pylist() if key_column else None
-    return messages, [size + MESSAGE_OVERHEAD for size in sizes], shard
+    return entries, shard
 
 
 class _Sender:
@@ -263,35 +235,35 @@ class _Sender:
         self.max_messages = max_messages
         self.max_bytes = max_bytes
         self.next_queue = start % len(self.queues)
-        self.buffers: dict[int, list[OutgoingMessage]] = {}
+        self.topic = queues[0].topic if queues else ""
+        self.buffers: dict[int, tuple[list[bytes], list[str]]] = {}
         self.sizes: dict[int, int] = {}
         self.offsets: dict[str, list[int]] = {}
         self.max_in_flight = max_in_flight
         self.pool = ThreadPoolExecutor(max_workers=max_in_flight, thread_name_prefix="sluice-rocketmq-send")
         self.in_flight: deque[tuple[int, Future[SendResult]]] = deque()
 
-    def add_all(
-        self, messages: list[OutgoingMessage], sizes: list[int], keys: list[str | None] | None
-    ) -> None:
+    def add_all(self, entries: list[bytes], keys: list[str | None] | None, ids: list[str]) -> None:
         n = len(self.queues)
-        for i, message in enumerate(messages):
+        for i, entry in enumerate(entries):
             key = keys[i] if keys is not None else None
             # -1 is the shared round-robin buffer; a keyed row goes to its queue's own buffer.
             slot = -1 if key is None else zlib.crc32(key.encode()) % n
             buf = self.buffers.get(slot)
             if buf is None:
-                buf = self.buffers[slot] = []
+                buf = self.buffers[slot] = ([], [])
                 self.sizes[slot] = 0
-            buf.append(message)
-            size = self.sizes[slot] + sizes[i]
+            buf[0].append(entry)
+            buf[1].append(ids[i])
+            size = self.sizes[slot] + stored_size(entry, self.topic)
             self.sizes[slot] = size
-            if len(buf) >= self.max_messages or size >= self.max_bytes:
+            if len(buf[0]) >= self.max_messages or size >= self.max_bytes:
                 self.flush(slot)
 
     def flush(self, slot: int) -> None:
-        buf = self.buffers.pop(slot, [])
+        entries, ids = self.buffers.pop(slot, ([], []))
         self.sizes.pop(slot, None)
-        if not buf:
+        if not entries:
             return
         if slot == -1:
             index = self.next_queue
@@ -303,7 +275,8 @@ class _Sender:
                 self._finish_until(fut)
         while len(self.in_flight) >= self.max_in_flight:
             self._finish_until(self.in_flight[0][1])
-        self.in_flight.append((index, self.pool.submit(self.client.send_batch, self.queues[index], buf)))
+        send = self.client.send_entries
+        self.in_flight.append((index, self.pool.submit(send, self.queues[index], entries, ids)))
 
     def _finish_until(self, target: Future[SendResult]) -> None:
         while self.in_flight:

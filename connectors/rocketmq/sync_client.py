@@ -65,7 +65,7 @@ class SyncRocketMQClient:
         self._loop, self._thread, self._pid = loop, thread, os.getpid()
         self._client = asyncio.run_coroutine_threadsafe(build(), loop).result()
 
-    def _run(self, coro_fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def _current(self) -> tuple[asyncio.AbstractEventLoop, RocketMQClient]:
         with self._lock:
             if self._closed:
                 raise RocketMQError("rocketmq: client is closed")
@@ -73,6 +73,10 @@ class SyncRocketMQClient:
                 self._start()
             loop, client = self._loop, self._client
         assert loop is not None and client is not None
+        return loop, client
+
+    def _run(self, coro_fn: Any, *args: Any, **kwargs: Any) -> Any:
+        loop, client = self._current()
         coro: Coroutine[Any, Any, Any] = getattr(client, coro_fn)(*args, **kwargs)
         return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
@@ -135,6 +139,14 @@ class SyncRocketMQClient:
 
     def send_batch(self, mq: MessageQueue, messages: Sequence[OutgoingMessage]) -> SendResult:
         result: SendResult = self._run("send_batch", mq, messages)
+        return result
+
+    def message_ids(self, count: int) -> list[str]:
+        # Through _current: a forked process must not continue its parent's id sequence.
+        return self._current()[1].message_ids(count)
+
+    def send_entries(self, mq: MessageQueue, entries: Sequence[bytes], ids: Sequence[str]) -> SendResult:
+        result: SendResult = self._run("send_entries", mq, entries, ids)
         return result
 
     def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
