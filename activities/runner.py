@@ -58,23 +58,30 @@ def checked_records(
     records: DataFrame, setup: TaskSetup, originals: DataFrame | None = None
 ) -> Iterator[DataFrame]:
     """The good records of a batch; bad ones (flagged by a converter or transform) fail the batch
-    naming their positions, or with ``errors.tolerance=all`` go to the dead-letter topic.
+    naming their position, or with ``errors.tolerance=all`` go to the dead-letter topic.
 
-    When there is a flag column the check costs a Spark job, so the records are cached for it and
-    the write that follows reuses them instead of reading the source range a second time.
-    ``originals`` are the batch's messages as read (sinks), so a dead letter keeps the exact bytes.
+    Failing costs nothing extra: the check runs inside the job the ``with`` body starts (the
+    write), which then raises RecordError naming the first bad record it met. Routing to the
+    dead-letter topic needs a job of its own, so the records are cached for it and the write that
+    follows reuses them. ``originals`` are the batch's messages as read (sinks), so a dead letter
+    keeps the exact bytes.
     """
     from activities.dead_letters import route_bad_records
-    from connectors.records import ERROR_COLUMN, raise_on_bad_records
+    from connectors.records import ERROR_COLUMN, bad_record_error, fail_on_bad_records
 
-    flagged = ERROR_COLUMN in records.columns
-    if flagged:
+    if ERROR_COLUMN not in records.columns:
+        yield records
+    elif setup.config.get("errors.tolerance") == "all":
         records = records.cache()
-    try:
-        if flagged and setup.config.get("errors.tolerance") == "all":
+        try:
             yield route_bad_records(records, setup, originals)
-        else:
-            yield raise_on_bad_records(records, f"connector {setup.connector}")
-    finally:
-        if flagged:
+        finally:
             records.unpersist()
+    else:
+        try:
+            yield fail_on_bad_records(records, f"connector {setup.connector}")
+        except Exception as exc:
+            error = bad_record_error(exc)
+            if error is None:
+                raise
+            raise error from None

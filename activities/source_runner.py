@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import tempfile
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -117,27 +119,29 @@ class SourceRunner:
         return sent
 
     def _send(self, messages: DataFrame) -> int:
-        """Send to the topic in source order per sharding key.
+        """Send to the topic in source order; return how many messages the writer stored.
 
-        All messages of one source partition go to one queue; gathering them into one Spark
-        partition, sorted by source offset, keeps the queue in source order (Spark would otherwise
-        split a batch into chunks written concurrently). Cached so counting and sending read the
-        records once.
+        All messages of one source partition go to one queue (sharding key), and the queue must
+        get them in source order, whatever order the source and transforms produced: one Spark
+        partition sorted by source position gives that without a shuffle (Spark would otherwise
+        write chunks of one batch concurrently). The count comes from the writer's own summary, so
+        the batch is computed once, by the write.
         """
-        messages = messages.repartition("sharding_key").sortWithinPartitions("partition", "offset").cache()
-        try:
-            sent = messages.count()
-            if sent:
-                (
-                    messages.write.format("rocketmq")
-                    .option("namesrv", self.ctx.settings.namesrv)
-                    .option("topic", self.topic)
-                    .mode("append")
-                    .save()
-                )
-        finally:
-            messages.unpersist()
-        return sent
+        from connectors.rocketmq.spark_writer import read_write_summary
+
+        with tempfile.TemporaryDirectory(prefix="sluice-send-") as tmp:
+            summary = os.path.join(tmp, "summary.json")
+            (
+                messages.coalesce(1)
+                .sortWithinPartitions("partition", "offset")
+                .write.format("rocketmq")
+                .option("namesrv", self.ctx.settings.namesrv)
+                .option("topic", self.topic)
+                .option("resultPath", summary)
+                .mode("append")
+                .save()
+            )
+            return read_write_summary(summary).count
 
     def _without_already_sent(self, messages: DataFrame, plan: BatchPlan) -> DataFrame:
         """Drop records an earlier attempt of this plan already sent (found by batch property)."""

@@ -8,22 +8,26 @@ plan repairs it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from connectors.api import Delivery
 from connectors.config import ConfigDef, ConfigField, non_empty
 from connectors.dummy.faults import FAULT_FIELDS, InjectedFault, fail_once, sleep_if_slow
 from connectors.file.sink import FileSinkConnector, FileSinkTask
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 
 class DummySinkTask(FileSinkTask):
     delivery = Delivery.EXACTLY_ONCE
 
-    def emit(self, fh: IO[bytes], lines: Iterator[tuple[str, int, str]]) -> None:
+    def emit(self, fh: IO[bytes], lines: pa.Table) -> None:
         sleep_if_slow(self.config)
         fail_at = int(self.config.get("fail.at.offset", -1))
-        pending = list(lines)
+        pending = list(
+            zip(*(lines.column(c).to_pylist() for c in ("partition", "offset", "line")), strict=True)
+        )
         once = fail_once(self.config, f"write to {self.path}")
         stop_after = len(pending) // 2 if once else None
         for n, (partition, offset, line) in enumerate(pending):

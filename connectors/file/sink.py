@@ -10,7 +10,7 @@ as UTF-8, structs/arrays/maps as JSON, null as ``null`` (as Kafka's FileStreamSi
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import IO, TYPE_CHECKING, Any, Final
 
 from connectors.api import Delivery, SinkConnector, SinkTask
@@ -18,6 +18,7 @@ from connectors.config import ConfigDef, ConfigField, non_empty
 from connectors.model import BatchPlan
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
 
 LENGTH_STATE: Final = "file.length"
@@ -57,16 +58,23 @@ class FileSinkTask(SinkTask):
     def prepare(self, plan: BatchPlan) -> dict[str, str]:
         return {LENGTH_STATE: str(self._size())}
 
-    def lines(self, records: DataFrame) -> Iterator[tuple[str, int, str]]:
-        """(partition, offset, line) in write order, streamed from Spark."""
-        ordered = records.select("topic", "partition", "offset", value_text(records).alias("_line"))
-        for row in ordered.orderBy("topic", "partition", "offset").toLocalIterator():
-            yield row["partition"], row["offset"], row["_line"]
+    def lines(self, records: DataFrame) -> pa.Table:
+        """``partition, offset, line`` of the whole batch, in write order.
 
-    def emit(self, fh: IO[bytes], lines: Iterator[tuple[str, int, str]]) -> None:
+        Collected as Arrow (one job, ~10x faster than row iteration) and ordered on the driver: a
+        batch is bounded by ``batch.max.records``, and collecting before the first byte is written
+        means a record that fails its conversion leaves the file untouched.
+        """
+        ordered = records.select("topic", "partition", "offset", value_text(records).alias("line"))
+        table = ordered.toArrow().sort_by(
+            [("topic", "ascending"), ("partition", "ascending"), ("offset", "ascending")]
+        )
+        return table.select(["partition", "offset", "line"])
+
+    def emit(self, fh: IO[bytes], lines: pa.Table) -> None:
         """Append the lines (overridden by the dummy sink to inject faults mid-write)."""
-        for _, _, line in lines:
-            fh.write(line.encode("utf-8") + b"\n")
+        if lines.num_rows:
+            fh.write(("\n".join(lines.column("line").to_pylist()) + "\n").encode("utf-8"))
 
     def write(self, spark: SparkSession, records: DataFrame, plan: BatchPlan) -> None:
         where = f"connector {self.name!r} file {self.path!r} batch {plan.batch_id}"

@@ -12,12 +12,14 @@ from __future__ import annotations
 import codecs
 import os
 from collections.abc import Mapping, Sequence
+from functools import reduce
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 from connectors.api import SourceConnector, SourceTask, split_round_robin
 from connectors.config import ConfigDef, ConfigField, FieldError
 from connectors.model import PartitionRange
-from connectors.records import Record, make_records
+from connectors.records import empty_records, records_from_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -80,7 +82,8 @@ class FileSourceTask(SourceTask):
                 pos += len(chunk)
         return start
 
-    def _read_range(self, r: PartitionRange) -> list[Record]:
+    def _read_range(self, r: PartitionRange) -> tuple[list[int], list[str]]:
+        """Byte offsets and texts of the lines in ``r`` (a range ends after a newline, see snap_end)."""
         where = f"connector {self.name!r} partition {r.partition!r} range [{r.start}, {r.end})"
         try:
             with open(r.partition, "rb") as fh:
@@ -90,23 +93,32 @@ class FileSourceTask(SourceTask):
             raise FileNotFoundError(f"{where}: file no longer exists") from None
         if len(data) < r.size:
             raise EOFError(f"{where}: file has only {r.start + len(data)} bytes (truncated?)")
-        records = []
-        offset = r.start
-        for raw in data.splitlines(keepends=True):
-            line = raw.rstrip(b"\n").removesuffix(b"\r")
-            try:
-                text = line.decode(self._encoding)
-            except UnicodeDecodeError as exc:
-                raise ValueError(
-                    f"{where}: line at offset {offset} is not {self._encoding}: {exc.reason}"
-                ) from None
-            records.append(Record(partition=r.partition, offset=offset, value=text, topic=self._topic))
-            offset += len(raw)
-        return records
+        lines = data.split(b"\n")
+        if lines and not lines[-1]:
+            lines.pop()  # the range ended with a newline, as planned ranges do
+        offsets = list(accumulate((len(line) + 1 for line in lines[:-1]), initial=r.start))
+        try:
+            texts = [line.removesuffix(b"\r").decode(self._encoding) for line in lines]
+        except UnicodeDecodeError:
+            for offset, line in zip(offsets, lines, strict=True):
+                try:
+                    line.decode(self._encoding)
+                except UnicodeDecodeError as exc:
+                    raise ValueError(
+                        f"{where}: line at offset {offset} is not {self._encoding}: {exc.reason}"
+                    ) from None
+            raise
+        return offsets, texts
 
     def read(self, spark: SparkSession, ranges: Sequence[PartitionRange]) -> DataFrame:
-        records = [rec for r in ranges if not r.is_empty for rec in self._read_range(r)]
-        return make_records(spark, records)
+        frames = [
+            records_from_columns(spark, r.partition, *self._read_range(r), topic=self._topic)
+            for r in ranges
+            if not r.is_empty
+        ]
+        if not frames:
+            return empty_records(spark)
+        return reduce(lambda a, b: a.unionAll(b), frames)
 
 
 class FileSourceConnector(SourceConnector):
