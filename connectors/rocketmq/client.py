@@ -18,7 +18,13 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from connectors.rocketmq.codec import decode_messages, encode_batch_entries, stored_size
+from connectors.rocketmq.codec import (
+    decode_columns,
+    decode_messages,
+    encode_batch_entries,
+    messages_from_columns,
+    stored_size,
+)
 from connectors.rocketmq.errors import (
     BrokerUnavailableError,
     MessageTooLargeError,
@@ -32,6 +38,7 @@ from connectors.rocketmq.routing import parse_cluster_info
 from connectors.rocketmq.transport import BROKER, NAME_SERVER, Transport, header_int
 from connectors.rocketmq.values import (
     Message,
+    MessageColumns,
     MessageQueue,
     OutgoingMessage,
     PullResult,
@@ -228,6 +235,12 @@ class RocketMQClient(Transport):
         Returns no messages at the end of the queue; raises OffsetOutOfRangeError when ``offset`` is
         below the queue's min offset or beyond its max offset.
         """
+        body, next_off, min_off, max_off = await self._pull_body(mq, offset, max_count)
+        return PullResult(tuple(decode_messages(body, mq.broker_name)), next_off, min_off, max_off)
+
+    async def _pull_body(self, mq: MessageQueue, offset: int, max_count: int) -> tuple[bytes, int, int, int]:
+        """One pull request: the stored messages' bytes (empty when none) and the next, min and max
+        offsets; the checks and errors documented on ``pull``."""
         if offset < 0 or max_count < 1:
             raise ValueError(
                 f"rocketmq: pull {mq}: offset {offset} and max_count {max_count} must be >= 0 / >= 1"
@@ -277,39 +290,54 @@ class RocketMQClient(Transport):
                 raise OffsetOutOfRangeError(mq, offset, min_off, max_off)
             await asyncio.sleep(_DISPATCH_GRACE_S[attempt])
         next_off = header_int(resp, "nextBeginOffset", what)
-        if resp.code != ResponseCode.SUCCESS:
-            return PullResult((), next_off, min_off, max_off)
-        messages = decode_messages(resp.body, mq.broker_name)
-        return PullResult(tuple(messages), next_off, min_off, max_off)
+        body = resp.body if resp.code == ResponseCode.SUCCESS else b""
+        return body, next_off, min_off, max_off
 
     async def pull_range(
         self, mq: MessageQueue, start: int, end: int, *, max_per_request: int = 32, concurrency: int = 8
     ) -> list[Message]:
         """Exactly the messages with offsets in ``[start, end)``, pulled with requests in flight.
 
+        Same pulls, checks and errors as ``pull_range_columns``, one Message per message.
+        """
+        columns = await self.pull_range_columns(
+            mq, start, end, max_per_request=max_per_request, concurrency=concurrency
+        )
+        return messages_from_columns(columns)
+
+    async def pull_range_columns(
+        self, mq: MessageQueue, start: int, end: int, *, max_per_request: int = 32, concurrency: int = 8
+    ) -> MessageColumns:
+        """Exactly the messages with offsets in ``[start, end)``, as columns (codec.decode_columns).
+
         The range is cut into chunks pulled concurrently on the shared connection (brokers cap each
         pull at maxTransferCountOnMessageInMemory, 32 by default, so a serial loop is latency-bound).
         Raises OffsetOutOfRangeError if part of the range is no longer (or not yet) in the queue.
         """
+        out = MessageColumns(mq.broker_name)
         if end <= start:
-            return []
+            return out
         sem = asyncio.Semaphore(max(1, concurrency))
 
-        async def chunk(lo: int, hi: int) -> list[Message]:
-            out: list[Message] = []
+        async def chunk(lo: int, hi: int) -> MessageColumns:
+            part = MessageColumns(mq.broker_name)
             offset = lo
             async with sem:
                 while offset < hi:
-                    result = await self.pull(mq, offset, min(max_per_request, hi - offset))
-                    out += [m for m in result.messages if offset <= m.queue_offset < hi]
-                    if result.next_offset <= offset:
-                        raise OffsetOutOfRangeError(mq, offset, result.min_offset, result.max_offset)
-                    offset = result.next_offset
-            return out
+                    body, next_off, min_off, max_off = await self._pull_body(
+                        mq, offset, min(max_per_request, hi - offset)
+                    )
+                    part.extend(decode_columns(body, mq.broker_name).within(offset, hi))
+                    if next_off <= offset:
+                        raise OffsetOutOfRangeError(mq, offset, min_off, max_off)
+                    offset = next_off
+            return part
 
         bounds = range(start, end, max_per_request)
         parts = await asyncio.gather(*(chunk(lo, min(lo + max_per_request, end)) for lo in bounds))
-        return [m for part in parts for m in part]
+        for part in parts:
+            out.extend(part)
+        return out
 
     async def send_batch(self, mq: MessageQueue, messages: Sequence[OutgoingMessage]) -> SendResult:
         """Send ``messages`` to ``mq`` as one batch request (several if over max_message_bytes)."""

@@ -14,8 +14,10 @@ A batch send body is a sequence of ``int32 size, int32 magic, int32 bodyCRC, int
 int32 bodyLength, body, int16 propertiesLength, properties``.
 
 Speed matters (the sink reads 100k+ messages/s in one process): decoding uses precompiled structs
-with ``unpack_from`` on the response bytes and builds each value once. Every length is checked
-against the buffer so malformed input raises ProtocolError instead of anything else.
+with ``unpack_from`` on the response bytes and builds each value once. There is one parser,
+``decode_columns``, which returns per-field lists (values.MessageColumns) so the Arrow reader never
+builds an object per message; ``decode_messages`` makes Messages from those columns. Every length is
+checked against the buffer so malformed input raises ProtocolError instead of anything else.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 
 from connectors.rocketmq.errors import MessageTooLargeError, ProtocolError
-from connectors.rocketmq.values import Message, OutgoingMessage
+from connectors.rocketmq.values import Message, MessageColumns, OutgoingMessage
 
 MAGIC_V1 = -626843481
 MAGIC_V2 = -626843477
@@ -65,11 +67,11 @@ MAX_PROPERTIES_BYTES = 32767  # properties length travels as a Java short
 # MessageExtEncoder.calMsgLength). Used to keep a batch under the broker's size limit.
 STORED_OVERHEAD = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4 + 2 + 2
 
-# totalSize, magic, bodyCRC, queueId, flag, queueOffset, commitLogOffset, sysFlag, bornTimestamp,
-# bornHost+port (skipped), storeTimestamp, storeHost+port (kept for the offset msg id),
+# totalSize, magic, bodyCRC (skipped), queueId, flag (skipped), queueOffset, commitLogOffset, sysFlag,
+# bornTimestamp, bornHost+port (skipped), storeTimestamp, storeHost+port (kept for the offset msg id),
 # reconsumeTimes + preparedTransactionOffset (skipped), bodyLength; indexed by the two host-v6 bits.
 _FIXED = tuple(
-    struct.Struct(f">iiiiiqqiq{born}xq{store}s12xi") for born, store in ((8, 8), (20, 8), (8, 20), (20, 20))
+    struct.Struct(f">ii4xi4xqqiq{born}xq{store}s12xi") for born, store in ((8, 8), (20, 8), (8, 20), (20, 20))
 )
 _MIN_SIZE = _FIXED[0].size + 1 + 2  # empty body, V1 topic length, properties length
 _SYSFLAG_LOW_BYTE = 39  # offset of the sysFlag's low byte in a stored message
@@ -115,26 +117,27 @@ def _decompress(body: bytes, sysflag: int, where: str) -> bytes:
     raise ProtocolError(f"rocketmq: {where} uses unknown compression type {kind}")
 
 
-def decode_messages(data: bytes, broker_name: str) -> list[Message]:
-    """Decode every stored message in a pull response body (strictly: no trailing garbage).
+def decode_columns(data: bytes, broker_name: str) -> MessageColumns:
+    """Decode every stored message in a pull response body (strictly: no trailing garbage), by field.
 
-    The hot loop of every sink: one ``unpack_from`` for the fixed fields (IPv4 hosts assumed,
-    re-read when a host is IPv6), properties parsed inline, and Message instances built without the
-    frozen dataclass ``__init__`` (11 guarded setattr calls cost more than the rest of the decode).
+    The one parser of pull bodies and the hot loop of every sink, so it does the minimum per message:
+    one ``unpack_from`` for the fixed fields (IPv4 hosts assumed, re-read when a host is IPv6), slices
+    for body, topic and properties, and one append per column. Properties stay raw text here; the
+    Arrow reader parses them column-wise, messages_from_columns per message.
     """
-    out: list[Message] = []
-    append = out.append
+    cols = MessageColumns(broker_name)
+    topics, queue_ids, queue_offsets = cols.topic.append, cols.queue_id.append, cols.queue_offset.append
+    borns, stores, bodies = cols.born_timestamp_ms.append, cols.store_timestamp_ms.append, cols.body.append
+    props, hosts, physes = cols.properties.append, cols.store_host.append, cols.commit_log_offset.append
     structs = _FIXED
-    system = SYSTEM_PROPERTIES
-    new = object.__new__
-    setattr_ = object.__setattr__
     n = len(data)
     pos = 0
+    topic_bytes, topic = b"", ""
     try:
         while pos < n:
             start = pos
             fixed = structs[(data[pos + _SYSFLAG_LOW_BYTE] >> 4) & 3]
-            (total, magic, _crc, queue_id, _flag, queue_offset, phys, sysflag, born_ts, store_ts, store_host,
+            (total, magic, queue_id, queue_offset, phys, sysflag, born_ts, store_ts, store_host,
              body_len) = fixed.unpack_from(data, pos)  # fmt: skip
             end = start + total
             if end > n or total < _MIN_SIZE:
@@ -156,7 +159,9 @@ def decode_messages(data: bytes, broker_name: str) -> list[Message]:
                 pos += 2
             else:
                 raise ProtocolError(f"rocketmq: message at byte {start} has unknown magic code {magic}")
-            topic = data[pos : pos + topic_len].decode("utf-8")
+            if data[pos : pos + topic_len] != topic_bytes:  # a pull body is one queue: decode once
+                topic_bytes = data[pos : pos + topic_len]
+                topic = topic_bytes.decode("utf-8")
             pos += topic_len
             props_len = ((data[pos] << 8) | data[pos + 1]) if pos + 2 <= end else -1
             pos += 2
@@ -165,31 +170,65 @@ def decode_messages(data: bytes, broker_name: str) -> list[Message]:
                     f"rocketmq: message at byte {start} (queue offset {queue_offset}) has topic/properties "
                     f"lengths inconsistent with its size {total}"
                 )
-            props: dict[str, str] = {}
-            if props_len:
-                for item in data[pos:end].decode("utf-8").split("\x02"):
-                    name, sep, value = item.partition("\x01")
-                    if sep and name and value:
-                        props[name] = value
+            text = data[pos:end].decode("utf-8")
             pos = end
             if sysflag & SYSFLAG_COMPRESSED:
                 body = _decompress(body, sysflag, f"message {topic!r} queue {queue_id} offset {queue_offset}")
-            msg_id = props.get(PROP_UNIQ_KEY) or (store_host + _Q.pack(phys)).hex().upper()
-            msg = new(Message)
-            setattr_(msg, "__dict__", {
-                "topic": topic, "broker_name": broker_name, "queue_id": queue_id,
-                "queue_offset": queue_offset, "body": body,
-                "keys": props.get(PROP_KEYS), "tags": props.get(PROP_TAGS),
-                "properties": {k: v for k, v in props.items() if k not in system},
-                "born_timestamp_ms": born_ts, "store_timestamp_ms": store_ts, "msg_id": msg_id,
-            })  # fmt: skip
-            append(msg)
+            topics(topic)
+            queue_ids(queue_id)
+            queue_offsets(queue_offset)
+            borns(born_ts)
+            stores(store_ts)
+            bodies(body)
+            props(text)
+            hosts(store_host)
+            physes(phys)
     except (struct.error, IndexError):
         raise ProtocolError(f"rocketmq: message at byte {pos} of a {n}-byte pull body is truncated") from None
     except UnicodeDecodeError:
         raise ProtocolError(
             f"rocketmq: message near byte {pos} has a topic or properties that are not UTF-8"
         ) from None
+    return cols
+
+
+def decode_messages(data: bytes, broker_name: str) -> list[Message]:
+    """Decode every stored message in a pull response body (decode_columns, then Messages)."""
+    return messages_from_columns(decode_columns(data, broker_name))
+
+
+def messages_from_columns(cols: MessageColumns) -> list[Message]:
+    """One Message per decoded message: properties parsed, split into keys, tags and user ones.
+
+    Messages are built without the frozen dataclass ``__init__`` (11 guarded setattr calls cost more
+    than the rest of the work).
+    """
+    out: list[Message] = []
+    append = out.append
+    system = SYSTEM_PROPERTIES
+    new = object.__new__
+    setattr_ = object.__setattr__
+    broker_name = cols.broker_name
+    for topic, queue_id, queue_offset, body, text, born_ts, store_ts, store_host, phys in zip(
+        cols.topic, cols.queue_id, cols.queue_offset, cols.body, cols.properties, cols.born_timestamp_ms,
+        cols.store_timestamp_ms, cols.store_host, cols.commit_log_offset, strict=True,
+    ):  # fmt: skip
+        props: dict[str, str] = {}
+        if text:  # decode_properties, inlined
+            for item in text.split("\x02"):
+                name, sep, value = item.partition("\x01")
+                if sep and name and value:
+                    props[name] = value
+        msg_id = props.get(PROP_UNIQ_KEY) or (store_host + _Q.pack(phys)).hex().upper()
+        msg = new(Message)
+        setattr_(msg, "__dict__", {
+            "topic": topic, "broker_name": broker_name, "queue_id": queue_id,
+            "queue_offset": queue_offset, "body": body,
+            "keys": props.get(PROP_KEYS), "tags": props.get(PROP_TAGS),
+            "properties": {k: v for k, v in props.items() if k not in system},
+            "born_timestamp_ms": born_ts, "store_timestamp_ms": store_ts, "msg_id": msg_id,
+        })  # fmt: skip
+        append(msg)
     return out
 
 

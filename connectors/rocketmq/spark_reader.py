@@ -19,7 +19,8 @@ Lifecycle of one input partition (on an executor):
    ``failOnDataLoss=false`` is clipped to what exists with a warning. A plan only ever covers
    offsets that existed when it was made, so a short queue is data loss, not "not yet written".
 3. Pull ``[start, end)`` in chunks, never past ``end`` even if the queue holds more, and yield one
-   Arrow RecordBatch per chunk (about 2.4x faster into Spark than tuples).
+   Arrow RecordBatch per chunk (about 2.4x faster into Spark than tuples), built column-wise from
+   the decoded fields without a Python object per message (arrow_decode.to_record_batch).
 4. If retention races the read (a pull raises OffsetOutOfRangeError), the same check decides.
 """
 
@@ -27,12 +28,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from connectors.model import DataLossPolicy, PartitionRange, parse_queue_partition
 from connectors.planning import split_ranges
+from connectors.rocketmq.arrow_decode import to_record_batch
 from connectors.rocketmq.errors import OffsetOutOfRangeError
 from connectors.rocketmq.offsets import check_data_loss
 from connectors.rocketmq.spark_source import (
@@ -43,7 +45,7 @@ from connectors.rocketmq.spark_source import (
     plan_from_json,
     require_option,
 )
-from connectors.rocketmq.values import Message, MessageQueue
+from connectors.rocketmq.values import MessageQueue
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -104,7 +106,7 @@ class RocketMQReader(DataSourceReader):
         while offset < end:
             chunk_end = min(offset + ARROW_CHUNK, end)
             try:
-                messages = client.pull_range(
+                columns = client.pull_range_columns(
                     mq, offset, chunk_end, max_per_request=self.pull_batch, concurrency=self.concurrency
                 )
             except OffsetOutOfRangeError as exc:
@@ -116,29 +118,6 @@ class RocketMQReader(DataSourceReader):
                     raise  # not data loss after all (e.g. a broker hiccup): let Spark retry the task
                 offset, end = rest.start, rest.end
                 continue
-            if messages:
-                yield to_record_batch(messages, mq)
+            if len(columns):
+                yield to_record_batch(columns, mq)
             offset = chunk_end
-
-
-def to_record_batch(messages: Sequence[Message], mq: MessageQueue) -> pa.RecordBatch:
-    """Messages of one queue as an Arrow batch in READ_SCHEMA's column order and types."""
-    import pyarrow as pa
-
-    n = len(messages)
-    ts = pa.timestamp("us", tz="UTC")
-    columns: dict[str, Any] = {
-        "topic": pa.array([mq.topic] * n, pa.string()),
-        "partition": pa.array([mq.key] * n, pa.string()),
-        "queue_id": pa.array([mq.queue_id] * n, pa.int32()),
-        "queue_offset": pa.array([m.queue_offset for m in messages], pa.int64()),
-        "keys": pa.array([m.keys for m in messages], pa.string()),
-        "tags": pa.array([m.tags for m in messages], pa.string()),
-        "properties": pa.array(
-            [list(m.properties.items()) for m in messages], pa.map_(pa.string(), pa.string())
-        ),
-        "born_timestamp": pa.array([m.born_timestamp_ms * 1000 for m in messages], ts),
-        "store_timestamp": pa.array([m.store_timestamp_ms * 1000 for m in messages], ts),
-        "body": pa.array([m.body for m in messages], pa.binary()),
-    }
-    return pa.RecordBatch.from_pydict(columns)

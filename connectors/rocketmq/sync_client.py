@@ -22,6 +22,7 @@ from connectors.rocketmq.client import RocketMQClient
 from connectors.rocketmq.errors import RocketMQError
 from connectors.rocketmq.values import (
     Message,
+    MessageColumns,
     MessageQueue,
     OutgoingMessage,
     PullResult,
@@ -134,6 +135,14 @@ class SyncRocketMQClient:
     ) -> list[Message]:
         result: list[Message] = self._run(
             "pull_range", mq, start, end, max_per_request=max_per_request, concurrency=concurrency
+        )
+        return result
+
+    def pull_range_columns(
+        self, mq: MessageQueue, start: int, end: int, *, max_per_request: int = 32, concurrency: int = 8
+    ) -> MessageColumns:
+        result: MessageColumns = self._run(
+            "pull_range_columns", mq, start, end, max_per_request=max_per_request, concurrency=concurrency
         )
         return result
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from connectors.model import queue_partition
 
@@ -50,6 +51,53 @@ class Message:
     born_timestamp_ms: int
     store_timestamp_ms: int
     msg_id: str
+
+
+@dataclass(slots=True)
+class MessageColumns:
+    """Stored messages of one broker decoded field by field: entry ``i`` of every list is message ``i``.
+
+    What codec.decode_columns returns, so that the Arrow reader builds its columns without a Python
+    object per message. ``properties`` is each message's raw properties text ("name\\x01value\\x02...",
+    system properties included); ``store_host`` (address + port bytes) and ``commit_log_offset`` make
+    the offset message id of a message without UNIQ_KEY.
+    """
+
+    broker_name: str
+    topic: list[str] = field(default_factory=list)
+    queue_id: list[int] = field(default_factory=list)
+    queue_offset: list[int] = field(default_factory=list)
+    born_timestamp_ms: list[int] = field(default_factory=list)
+    store_timestamp_ms: list[int] = field(default_factory=list)
+    body: list[bytes] = field(default_factory=list)
+    properties: list[str] = field(default_factory=list)
+    store_host: list[bytes] = field(default_factory=list)
+    commit_log_offset: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.queue_offset)
+
+    def _lists(self) -> tuple[list[Any], ...]:
+        return (
+            self.topic, self.queue_id, self.queue_offset, self.born_timestamp_ms, self.store_timestamp_ms,
+            self.body, self.properties, self.store_host, self.commit_log_offset,
+        )  # fmt: skip
+
+    def extend(self, other: MessageColumns) -> None:
+        """Append ``other``'s messages (same broker) after these."""
+        for mine, theirs in zip(self._lists(), other._lists(), strict=True):
+            mine.extend(theirs)
+
+    def within(self, start: int, end: int) -> MessageColumns:
+        """The messages with queue offsets in ``[start, end)`` (``self`` when that is all of them)."""
+        offsets = self.queue_offset
+        if not offsets or (min(offsets) >= start and max(offsets) < end):
+            return self
+        keep = [i for i, offset in enumerate(offsets) if start <= offset < end]
+        out = MessageColumns(self.broker_name)
+        for mine, theirs in zip(out._lists(), self._lists(), strict=True):
+            mine.extend([theirs[i] for i in keep])
+        return out
 
 
 @dataclass(frozen=True)
