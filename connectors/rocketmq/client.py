@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from connectors.rocketmq.codec import (
+    EncodedBatch,
     decode_columns,
     decode_messages,
     encode_batch_entries,
@@ -341,42 +342,40 @@ class RocketMQClient(Transport):
 
     async def send_batch(self, mq: MessageQueue, messages: Sequence[OutgoingMessage]) -> SendResult:
         """Send ``messages`` to ``mq`` as one batch request (several if over max_message_bytes)."""
-        if not messages:
-            raise ValueError(f"rocketmq: send to {mq}: no messages")
         ids = self._ids.take(len(messages))
-        return await self.send_entries(mq, encode_batch_entries(messages, ids, mq.topic), ids)
+        return await self.send_encoded(
+            mq, EncodedBatch.of_entries(encode_batch_entries(messages, ids, mq.topic), ids)
+        )
 
     def message_ids(self, count: int) -> list[str]:
         """Fresh UNIQ_KEY values, for callers that encode batch entries themselves."""
         return self._ids.take(count)
 
-    async def send_entries(
-        self, mq: MessageQueue, entries: Sequence[bytes], ids: Sequence[str]
-    ) -> SendResult:
-        """Send encoded batch entries (codec.batch_entry; ``ids`` are their UNIQ_KEYs, in order)."""
-        if not entries:
+    async def send_encoded(self, mq: MessageQueue, batch: EncodedBatch) -> SendResult:
+        """Send encoded entries as one batch request (several if over max_message_bytes)."""
+        if not len(batch):
             raise ValueError(f"rocketmq: send to {mq}: no messages")
-        groups: list[list[bytes]] = [[]]
-        size = 0
-        for index, entry in enumerate(entries):
-            stored = stored_size(entry, mq.topic)
+        groups: list[tuple[int, int]] = []  # [start, stop) entry ranges, each within the size limit
+        start = size = 0
+        for index, entry_size in enumerate(batch.entry_sizes()):
+            stored = stored_size(entry_size, mq.topic)
             if stored > self.max_message_bytes:
                 raise MessageTooLargeError(
                     f"rocketmq: message {index} for {mq} takes {stored} bytes stored, over the limit of "
                     f"{self.max_message_bytes} (maxMessageSize)"
                 )
-            if size + stored > self.max_message_bytes and groups[-1]:
-                groups.append([])
-                size = 0
-            groups[-1].append(entry)
+            if size + stored > self.max_message_bytes and index > start:
+                groups.append((start, index))
+                start, size = index, 0
             size += stored
+        groups.append((start, len(batch)))
         offsets: list[int] = []
-        for group in groups:
-            first = await self._send_group(mq, group)
-            offsets += range(first, first + len(group))
-        return SendResult(mq, offsets[0], len(entries), tuple(ids), tuple(offsets))
+        for lo, hi in groups:
+            first = await self._send_group(mq, batch.slice(lo, hi))
+            offsets += range(first, first + hi - lo)
+        return SendResult(mq, offsets[0], len(batch), tuple(batch.ids), tuple(offsets))
 
-    async def _send_group(self, mq: MessageQueue, entries: list[bytes]) -> int:
+    async def _send_group(self, mq: MessageQueue, group: EncodedBatch) -> int:
         fields: dict[str, Any] = {
             "a": self.producer_group,
             "b": mq.topic,
@@ -392,9 +391,9 @@ class RocketMQClient(Transport):
             "m": True,
             "n": mq.broker_name,
         }
-        what = f"send {len(entries)} messages to {mq}"
+        what = f"send {len(group)} messages to {mq}"
         resp, _ = await self._broker_call(
-            mq.topic, mq.broker_name, RequestCode.SEND_BATCH_MESSAGE, fields, what, body=b"".join(entries)
+            mq.topic, mq.broker_name, RequestCode.SEND_BATCH_MESSAGE, fields, what, body=bytes(group.data)
         )
         return header_int(resp, "queueOffset", what)
 

@@ -39,7 +39,7 @@ from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
 from connectors.planning import natural_key
 from connectors.rocketmq.arrow_encode import encode_rows
-from connectors.rocketmq.codec import stored_size
+from connectors.rocketmq.codec import EncodedBatch, stored_size
 from connectors.rocketmq.errors import TopicNotFoundError
 from connectors.rocketmq.spark_source import (
     client_options,
@@ -146,7 +146,10 @@ class RocketMQWriter(DataSourceArrowWriter):
         try:
             for batch in iterator:
                 ids = client.message_ids(batch.num_rows)
-                sender.add_all(*_rows(batch, self.key_column, ids, self.topic, row), ids)
+                sender.add(
+                    encode_rows(batch, ids, f"rocketmq sink (topic {self.topic!r})", row),
+                    _slots(batch, self.key_column, len(queues)),
+                )
                 row += batch.num_rows
         finally:
             written = sender.finish()
@@ -203,14 +206,16 @@ def _check_schema(schema: StructType, topic: str) -> str | None:
     return keyed[0] if keyed else None
 
 
-def _rows(
-    batch: pa.RecordBatch, key_column: str | None, ids: list[str], topic: str, first_row: int
-) -> tuple[list[bytes], list[str | None] | None]:
-    """One Arrow batch as encoded batch entries (arrow_encode) and their sharding keys."""
-    entries = encode_rows(batch, ids, f"rocketmq sink (topic {topic!r})", first_row)
-    names = batch.schema.names
-    shard = batch.column(names.index(key_column)).to_pylist() if key_column else None
-    return entries, shard
+def _slots(batch: pa.RecordBatch, key_column: str | None, queue_count: int) -> list[int]:
+    """Each row's target: ``crc32(key) % queue_count`` for a keyed row, -1 (round-robin) otherwise.
+
+    Computed per distinct key (a batch usually has a handful), not per row.
+    """
+    if key_column is None:
+        return [-1] * batch.num_rows
+    encoded = batch.column(batch.schema.names.index(key_column)).dictionary_encode()
+    slot_of = [zlib.crc32(key.encode()) % queue_count for key in encoded.dictionary.to_pylist()]
+    return [-1 if i is None else slot_of[i] for i in encoded.indices.to_pylist()]
 
 
 class _Sender:
@@ -236,34 +241,41 @@ class _Sender:
         self.max_bytes = max_bytes
         self.next_queue = start % len(self.queues)
         self.topic = queues[0].topic if queues else ""
-        self.buffers: dict[int, tuple[list[bytes], list[str]]] = {}
+        self.buffers: dict[int, list[EncodedBatch]] = {}
+        self.counts: dict[int, int] = {}
         self.sizes: dict[int, int] = {}
         self.offsets: dict[str, list[int]] = {}
         self.max_in_flight = max_in_flight
         self.pool = ThreadPoolExecutor(max_workers=max_in_flight, thread_name_prefix="sluice-rocketmq-send")
         self.in_flight: deque[tuple[int, Future[SendResult]]] = deque()
 
-    def add_all(self, entries: list[bytes], keys: list[str | None] | None, ids: list[str]) -> None:
-        n = len(self.queues)
-        for i, entry in enumerate(entries):
-            key = keys[i] if keys is not None else None
-            # -1 is the shared round-robin buffer; a keyed row goes to its queue's own buffer.
-            slot = -1 if key is None else zlib.crc32(key.encode()) % n
-            buf = self.buffers.get(slot)
-            if buf is None:
-                buf = self.buffers[slot] = ([], [])
-                self.sizes[slot] = 0
-            buf[0].append(entry)
-            buf[1].append(ids[i])
-            size = self.sizes[slot] + stored_size(entry, self.topic)
-            self.sizes[slot] = size
-            if len(buf[0]) >= self.max_messages or size >= self.max_bytes:
-                self.flush(slot)
+    def add(self, batch: EncodedBatch, slots: list[int]) -> None:
+        """Queue the batch's entries: each run of rows with one slot (-1: round-robin) is cut into
+        request-sized pieces without copying."""
+        sizes = [stored_size(size, self.topic) for size in batch.entry_sizes()]
+        start = 0
+        for stop in range(1, len(slots) + 1):
+            if stop < len(slots) and slots[stop] == slots[start]:
+                continue
+            slot = slots[start]
+            while start < stop:
+                count, size = self.counts.get(slot, 0), self.sizes.get(slot, 0)
+                end = start
+                while end < stop and count < self.max_messages and (size < self.max_bytes or end == start):
+                    size += sizes[end]
+                    count += 1
+                    end += 1
+                self.buffers.setdefault(slot, []).append(batch.slice(start, end))
+                self.counts[slot], self.sizes[slot] = count, size
+                if count >= self.max_messages or size >= self.max_bytes:
+                    self.flush(slot)
+                start = end
 
     def flush(self, slot: int) -> None:
-        entries, ids = self.buffers.pop(slot, ([], []))
+        parts = self.buffers.pop(slot, [])
+        self.counts.pop(slot, None)
         self.sizes.pop(slot, None)
-        if not entries:
+        if not parts:
             return
         if slot == -1:
             index = self.next_queue
@@ -275,8 +287,10 @@ class _Sender:
                 self._finish_until(fut)
         while len(self.in_flight) >= self.max_in_flight:
             self._finish_until(self.in_flight[0][1])
-        send = self.client.send_entries
-        self.in_flight.append((index, self.pool.submit(send, self.queues[index], entries, ids)))
+        request = EncodedBatch.concat(parts)
+        self.in_flight.append(
+            (index, self.pool.submit(self.client.send_encoded, self.queues[index], request))
+        )
 
     def _finish_until(self, target: Future[SendResult]) -> None:
         while self.in_flight:

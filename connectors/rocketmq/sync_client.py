@@ -19,6 +19,7 @@ from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
 from connectors.rocketmq.client import RocketMQClient
+from connectors.rocketmq.codec import EncodedBatch
 from connectors.rocketmq.errors import RocketMQError
 from connectors.rocketmq.values import (
     Message,
@@ -154,8 +155,8 @@ class SyncRocketMQClient:
         # Through _current: a forked process must not continue its parent's id sequence.
         return self._current()[1].message_ids(count)
 
-    def send_entries(self, mq: MessageQueue, entries: Sequence[bytes], ids: Sequence[str]) -> SendResult:
-        result: SendResult = self._run("send_entries", mq, entries, ids)
+    def send_encoded(self, mq: MessageQueue, batch: EncodedBatch) -> SendResult:
+        result: SendResult = self._run("send_encoded", mq, batch)
         return result
 
     def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> None:

@@ -4,28 +4,15 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from connectors.rocketmq.arrow_encode import encode_rows
-from connectors.rocketmq.codec import SYSTEM_PROPERTIES, UniqueIdGenerator, encode_batch_entries
+from connectors.rocketmq.codec import EncodedBatch, UniqueIdGenerator, encode_batch_entries
 from connectors.rocketmq.errors import MessageTooLargeError
 from connectors.rocketmq.values import OutgoingMessage
+from tests.rocketmq.test_codec_fuzz import FUZZ, outgoing  # the codec's own message strategy
 
-FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-text_nosep = st.text(
-    alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)),
-    min_size=1,
-    max_size=12,
-)
-prop_names = text_nosep.filter(lambda s: s not in SYSTEM_PROPERTIES)
-outgoing = st.builds(
-    OutgoingMessage,
-    body=st.binary(max_size=100),
-    keys=st.none() | text_nosep,
-    tags=st.none() | text_nosep,
-    properties=st.dictionaries(prop_names, text_nosep, max_size=3),
-)
 SCHEMA = pa.schema(
     [
         ("body", pa.binary()),
@@ -50,24 +37,28 @@ def as_batch(msgs: list[OutgoingMessage], null_maps: bool = False) -> pa.RecordB
     )
 
 
+def entries(batch: EncodedBatch) -> list[bytes]:
+    return [bytes(batch.slice(i, i + 1).data) for i in range(len(batch))]
+
+
 @FUZZ
 @given(st.lists(outgoing, min_size=1, max_size=8), st.booleans(), st.integers(0, 3))
 def test_entries_equal_the_per_message_codec(msgs: list[OutgoingMessage], null_maps: bool, skip: int) -> None:
     ids = UniqueIdGenerator().take(len(msgs))
     batch = as_batch(msgs, null_maps)
-    assert encode_rows(batch, ids, "w") == encode_batch_entries(msgs, ids, "T")
+    assert entries(encode_rows(batch, ids, "w")) == encode_batch_entries(msgs, ids, "T")
     # A sliced batch (what a reader of a larger Arrow stream may hand over) encodes its own rows only.
     skip = min(skip, len(msgs) - 1)
-    assert encode_rows(batch.slice(skip), ids[skip:], "w") == encode_batch_entries(
-        msgs[skip:], ids[skip:], "T"
-    )
+    sliced = encode_rows(batch.slice(skip), ids[skip:], "w")
+    assert entries(sliced) == encode_batch_entries(msgs[skip:], ids[skip:], "T")
+    assert list(sliced.ids) == ids[skip:]
 
 
 def test_optional_columns_and_string_bodies() -> None:
     ids = ["A" * 32, "B" * 32]
     batch = pa.RecordBatch.from_pydict({"body": pa.array(["é", "x"], pa.string())})
     expected = encode_batch_entries([OutgoingMessage("é".encode()), OutgoingMessage(b"x")], ids, "T")
-    assert encode_rows(batch, ids, "w") == expected
+    assert entries(encode_rows(batch, ids, "w")) == expected
 
 
 BAD_ROWS = [
@@ -108,3 +99,16 @@ def test_errors_name_the_row_and_property(
     with pytest.raises(error, match=match) as info:
         encode_rows(batch, ["A" * 32, "B" * 32], "rocketmq sink (topic 'T')", first_row=7)
     assert str(info.value).startswith("rocketmq sink (topic 'T'): row 8")
+
+
+def test_encoded_batches_slice_and_concatenate_without_losing_entries() -> None:
+    whole = EncodedBatch.of_entries([b"a", b"bb", b"ccc", b"dddd"], ["1", "2", "3", "4"])
+    parts = [whole.slice(0, 1), whole.slice(1, 3), whole.slice(3, 4)]
+    assert [bytes(p.data) for p in parts] == [b"a", b"bbccc", b"dddd"]
+    joined = EncodedBatch.concat(parts)
+    assert (bytes(joined.data), list(joined.offsets), list(joined.ids)) == (
+        b"abbcccdddd",
+        [0, 1, 3, 6, 10],
+        ["1", "2", "3", "4"],
+    )
+    assert whole.slice(1, 3).entry_sizes() == [2, 3]

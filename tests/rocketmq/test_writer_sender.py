@@ -1,0 +1,70 @@
+"""How the Spark writer cuts rows into batch requests: per target queue, in row order, within the
+message and byte limits (a recording client stands in for the broker; the real one is exercised by
+test_spark_source)."""
+
+from __future__ import annotations
+
+import pytest
+
+from connectors.rocketmq.codec import EncodedBatch, stored_size
+from connectors.rocketmq.spark_writer import _Sender
+from connectors.rocketmq.values import MessageQueue, SendResult
+
+QUEUES = [MessageQueue("T", "broker-a", i) for i in range(3)]
+
+
+class RecordingClient:
+    def __init__(self) -> None:
+        self.requests: list[tuple[int, list[str]]] = []
+        self.next_offset = [0, 0, 0]
+
+    def send_encoded(self, mq: MessageQueue, batch: EncodedBatch) -> SendResult:
+        first = self.next_offset[mq.queue_id]
+        self.next_offset[mq.queue_id] += len(batch)
+        self.requests.append(
+            (mq.queue_id, [bytes(batch.slice(i, i + 1).data).decode() for i in range(len(batch))])
+        )
+        return SendResult(mq, first, len(batch), tuple(batch.ids))
+
+
+def rows(*names: str) -> EncodedBatch:
+    return EncodedBatch.of_entries([n.encode() for n in names], list(names))
+
+
+ENTRY = stored_size(1, "T")  # stored size of a one-byte entry
+
+CASES = [
+    # (what, rows, slots, max_messages, max_bytes, expected requests)
+    ("one queue, split by count", "abcde", [1] * 5, 2, 10**6, [(1, ["a", "b"]), (1, ["c", "d"]), (1, ["e"])]),
+    ("split by bytes", "abcde", [0] * 5, 100, 2 * ENTRY, [(0, ["a", "b"]), (0, ["c", "d"]), (0, ["e"])]),
+    ("keyed runs keep order per queue", "abcd", [2, 0, 2, 0], 10, 10**6, [(0, ["b", "d"]), (2, ["a", "c"])]),
+    ("round robin without keys", "abcde", [-1] * 5, 2, 10**6, [(1, ["a", "b"]), (2, ["c", "d"]), (0, ["e"])]),
+]
+
+
+@pytest.mark.parametrize(
+    ("what", "names", "slots", "max_messages", "max_bytes", "expected"), CASES, ids=[c[0] for c in CASES]
+)
+def test_requests(
+    what: str,
+    names: str,
+    slots: list[int],
+    max_messages: int,
+    max_bytes: int,
+    expected: list[tuple[int, list[str]]],
+) -> None:
+    client = RecordingClient()
+    sender = _Sender(client, QUEUES, max_messages, max_bytes, start=1)  # type: ignore[arg-type]
+    sender.add(rows(*names), slots)
+    written = sender.finish()
+    assert client.requests == expected
+    assert sum(w.count for w in written) == len(names)
+
+
+def test_rows_of_several_arrow_batches_share_a_request() -> None:
+    client = RecordingClient()
+    sender = _Sender(client, QUEUES, 3, 10**6, start=0)  # type: ignore[arg-type]
+    sender.add(rows("a", "b"), [1, 1])
+    sender.add(rows("c", "d"), [1, 1])
+    sender.finish()
+    assert client.requests == [(1, ["a", "b", "c"]), (1, ["d"])]
