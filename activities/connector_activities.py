@@ -68,7 +68,10 @@ class ConnectorActivities:
     def delete_offsets(self, connector: str) -> None:
         self.ctx.store.delete_connector(connector)
 
-    @activity.defn(name=RUN_TASK_ACTIVITY)
+    # no_thread_cancel_exception: cancellation is read between batches (Heartbeater.should_stop).
+    # The SDK's default raises it asynchronously in this thread, wherever it is, which once left a
+    # pooled PostgreSQL connection mid-command ("another command is already in progress").
+    @activity.defn(name=RUN_TASK_ACTIVITY, no_thread_cancel_exception=True)
     def run_task(self, inp: TaskInput) -> TaskOutcome:
         """Loop micro-batches until cancelled; resume from the offset store on every (re)start."""
         runner = self._runner(inp)
