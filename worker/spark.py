@@ -52,7 +52,18 @@ def get_spark(master: str | None = None, *, app_name: str = "sluice-worker") -> 
             .getOrCreate()
         )
         _session.sparkContext.setLogLevel("WARN")
+        _quiet_task_size_warnings(_session)
         return _session
+
+
+def _quiet_task_size_warnings(session: SparkSession) -> None:
+    """Driver-built batches travel inside their tasks (localRelationThreshold=0, above), so every
+    source batch would log "task of very large size"; that logger keeps its errors."""
+    jvm = session._jvm
+    assert jvm is not None  # a classic session (Spark Connect returns earlier)
+    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+        "org.apache.spark.scheduler.TaskSetManager", jvm.org.apache.logging.log4j.Level.ERROR
+    )
 
 
 def _activate_for_this_thread(session: SparkSession) -> None:
