@@ -16,7 +16,15 @@ from connectors.converters import (
     converter_for,
     spark_type,
 )
-from connectors.records import ERROR_COLUMN, Record, RecordError, make_records, raise_on_bad_records
+from connectors.records import (
+    ERROR_COLUMN,
+    Record,
+    RecordError,
+    bad_record_error,
+    fail_on_bad_records,
+    make_records,
+    raise_on_bad_records,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -152,6 +160,23 @@ def test_string_decode_flags_invalid_utf8(spark: SparkSession) -> None:
         RecordError, match="topic 't' partition 'broker-a:0' offset 1: string converter: body is not UTF-8"
     ):
         raise_on_bad_records(out, "connector 'c'")
+
+
+def test_bad_records_fail_the_job_that_reads_them(spark: SparkSession) -> None:
+    """The runtime's check: no job of its own, the write (here a collect) fails at the bad record."""
+    out = StringConverter().to_records(raw_messages(spark, [b"ok", b"\xff\xfe", b"fine"]))
+    checked = fail_on_bad_records(out, "connector 'c'")
+    assert ERROR_COLUMN not in checked.columns
+    with pytest.raises(Exception) as info:
+        checked.collect()
+    error = bad_record_error(info.value)
+    assert str(error) == (
+        "connector 'c': bad record at topic 't' partition 'broker-a:0' offset 1: "
+        "string converter: body is not UTF-8"
+    )
+    assert bad_record_error(ValueError("unrelated")) is None
+    good = fail_on_bad_records(StringConverter().to_records(raw_messages(spark, [b"a", b"b"])), "c")
+    assert [r["value"] for r in good.orderBy("offset").collect()] == ["a", "b"]
 
 
 def test_bytes_round_trip(spark: SparkSession) -> None:
