@@ -106,12 +106,11 @@ class SourceRunner:
         with (
             checked_records(records, self.setup) as good,
             # The converter can flag records too (a value it cannot encode).
-            checked_records(self.setup.converter.to_messages(good), self.setup) as messages,
+            checked_records(
+                self.setup.converter.to_messages(good, {BATCH_PROPERTY: batch_ref(plan)}), self.setup
+            ) as messages,
         ):
-            messages = messages.withColumn(
-                "properties",
-                F.map_concat("properties", F.create_map(F.lit(BATCH_PROPERTY), F.lit(batch_ref(plan)))),
-            ).withColumn("sharding_key", F.col("properties")[PARTITION_PROPERTY])
+            messages = messages.withColumn("sharding_key", F.col("partition"))  # = sluice.partition
             if rerun:
                 messages = self._without_already_sent(messages, plan)
             sent = self._send(messages)

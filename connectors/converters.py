@@ -222,7 +222,9 @@ class Converter(ABC):
     def decode(self, df: DataFrame) -> DataFrame:
         """``df`` with a ``value`` column made from the binary ``body`` (may flag ``_sluice_error``)."""
 
-    def to_messages(self, records: DataFrame) -> DataFrame:
+    def to_messages(self, records: DataFrame, extra_properties: Mapping[str, str] | None = None) -> DataFrame:
+        """Messages of ``records``; ``extra_properties`` (e.g. the runtime's batch reference) go on
+        every message, in the same map as the position (one map built per row, not several)."""
         from pyspark.sql import functions as F
         from pyspark.sql.types import StringType
 
@@ -237,7 +239,10 @@ class Converter(ABC):
             F.col("partition"),
             F.lit(OFFSET_PROPERTY),
             F.col("offset").cast("string"),
+            *[F.lit(part) for item in (extra_properties or {}).items() for part in item],
         )
+        # Most records carry no headers: skip the concatenation (a map copy per row) for those.
+        properties = F.when(F.size(headers) == 0, position).otherwise(F.map_concat(headers, position))
         encoded = self.encode(records)
         extra = [ERROR_COLUMN] if ERROR_COLUMN in encoded.columns else []
         return encoded.select(
@@ -245,7 +250,7 @@ class Converter(ABC):
             "body",
             F.when(F.col("key").isNotNull(), keys).alias("keys"),
             F.col("headers")[TAGS_HEADER].alias("tags"),
-            F.map_concat(headers, position).alias("properties"),
+            properties.alias("properties"),
             "partition",
             "offset",
             *extra,
