@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from connectors.rocketmq.codec import (
+    BATCH_HEAD_SIZE,
     MAX_PROPERTIES_BYTES,
     NAME_VALUE_SEPARATOR,
     PROP_KEYS,
@@ -29,7 +30,6 @@ from connectors.rocketmq.codec import (
 )
 from connectors.rocketmq.errors import MessageTooLargeError
 
-BATCH_HEAD_SIZE: Final = 20
 # codec.batch_entry's head: size, magic (0), body CRC, flag (0), body length; big-endian int32s.
 _HEAD: Final = [("size", ">i4"), ("magic", ">i4"), ("crc", ">i4"), ("flag", ">i4"), ("body_len", ">i4")]
 

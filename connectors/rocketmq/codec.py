@@ -79,6 +79,7 @@ _MIN_SIZE = _FIXED[0].size + 1 + 2  # empty body, V1 topic length, properties le
 _SYSFLAG_LOW_BYTE = 39  # offset of the sysFlag's low byte in a stored message
 _I16 = struct.Struct(">h")
 _BATCH_HEAD = struct.Struct(">iiiii")  # size, magic, bodyCRC, flag, bodyLength
+BATCH_HEAD_SIZE = _BATCH_HEAD.size  # for encoders that frame entries themselves (arrow_encode)
 _Q = struct.Struct(">q")
 
 
@@ -215,12 +216,7 @@ def messages_from_columns(cols: MessageColumns) -> list[Message]:
         cols.topic, cols.queue_id, cols.queue_offset, cols.body, cols.properties, cols.born_timestamp_ms,
         cols.store_timestamp_ms, cols.store_host, cols.commit_log_offset, strict=True,
     ):  # fmt: skip
-        props: dict[str, str] = {}
-        if text:  # decode_properties, inlined
-            for item in text.split("\x02"):
-                name, sep, value = item.partition("\x01")
-                if sep and name and value:
-                    props[name] = value
+        props = decode_properties(text) if text else {}
         msg_id = props.get(PROP_UNIQ_KEY) or (store_host + _Q.pack(phys)).hex().upper()
         msg = new(Message)
         setattr_(msg, "__dict__", {
