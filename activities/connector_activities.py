@@ -27,6 +27,10 @@ from workflows.types import (
     ValidationResult,
 )
 
+# The ledger keeps the newest batches of each task for inspection; older committed rows go.
+LEDGER_PRUNE_EVERY = 100
+LEDGER_KEEP = 1000
+
 
 def _format_errors(errors: list[Any]) -> list[str]:
     return [f"{e.field}: {e.message}" if hasattr(e, "field") else str(e) for e in errors]
@@ -75,6 +79,13 @@ class ConnectorActivities:
     def run_task(self, inp: TaskInput) -> TaskOutcome:
         """Loop micro-batches until cancelled; resume from the offset store on every (re)start."""
         runner = self._runner(inp)
+        try:
+            outcome = self._loop(inp, runner)
+        finally:
+            self._close(inp, runner)
+        return outcome
+
+    def _loop(self, inp: TaskInput, runner: BatchRunner) -> TaskOutcome:
         spark = self.ctx.spark
         group = f"sluice/{inp.connector}/{inp.task_id}"
         with Heartbeater() as hb:
@@ -100,6 +111,8 @@ class ConnectorActivities:
                     if classified is exc:
                         raise
                     raise classified from exc
+                if plan.batch_id % LEDGER_PRUNE_EVERY == 0:
+                    self.ctx.store.prune_ledger(inp.connector, keep_last=LEDGER_KEEP)
                 hb.progress.last_committed_batch = plan.batch_id
                 hb.progress.batches += 1
                 hb.progress.records += records
@@ -117,10 +130,28 @@ class ConnectorActivities:
             )
         return outcome
 
+    @staticmethod
+    def _close(inp: TaskInput, runner: BatchRunner) -> None:
+        """``close()`` the task on every exit path; a failing close is logged, never hides the
+        task's own outcome (it names connector and task)."""
+        try:
+            runner.close()
+        except Exception:  # noqa: BLE001 - the task's own result or error matters more
+            activity.logger.warning(
+                "connector %s task %d: close() failed", inp.connector, inp.task_id, exc_info=True
+            )
+
     def _runner(self, inp: TaskInput) -> BatchRunner:
         from activities.sink_runner import SinkRunner
         from activities.source_runner import SourceRunner
-        from connectors.api import SinkConnector, SourceConnector, open_sink_task, open_source_task
+        from connectors.api import (
+            SinkConnector,
+            SourceConnector,
+            TransactionalSink,
+            delivery_of,
+            open_sink_task,
+            open_source_task,
+        )
         from connectors.config import ConfigError
         from connectors.converters import converter_for
         from connectors.plugins import load_connector_class
@@ -136,8 +167,11 @@ class ConnectorActivities:
                 return SourceRunner(setup, open_source_task(connector_cls, raw, inp.task_id))
             if issubclass(connector_cls, SinkConnector):
                 sink = open_sink_task(connector_cls, raw, inp.task_id)
-                if hasattr(sink, "offset_store"):
-                    sink.offset_store = self.ctx.store
+                if isinstance(sink, TransactionalSink):
+                    sink.bind_positions(self.ctx.store.committer())
+                activity.logger.info(
+                    "connector %s task %d: delivery %s", inp.connector, inp.task_id, delivery_of(sink)
+                )
                 return SinkRunner(setup, sink, inp.task_count)
         except (ConfigError, SecretResolutionError, KeyError) as exc:
             raise config_error(inp.connector, str(exc)) from exc

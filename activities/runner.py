@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from connectors.model import BatchPlan, DataLossPolicy
+from connectors.planner import PlanRequest, PositionView, plan_next
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -36,12 +37,38 @@ class TaskSetup:
         return int(self.config.get("poll.interval.ms", 1000)) / 1000
 
 
+def next_plan(
+    setup: TaskSetup, task_id: int, view: PositionView, max_units: int | None
+) -> tuple[BatchPlan | None, bool]:
+    """The batch a task runs next and whether it is a re-run (plan_next over the store's state).
+
+    Positions the planner moved (a rotated file followed, a data-loss skip) are stored before the
+    caller records the new plan, so the commit that follows never moves a position backwards.
+    """
+    store = setup.ctx.store
+    pending = store.pending_plan(setup.connector, task_id)
+    request = PlanRequest(
+        connector=setup.connector,
+        task_id=task_id,
+        next_batch_id=store.last_batch_id(setup.connector, task_id) + 1,
+        committed={} if pending else store.committed_positions(setup.connector),
+        pending=pending,
+        data_loss=setup.data_loss,
+        max_units=max_units,
+    )
+    decision = plan_next(request, view)
+    if not decision.rerun and decision.moved:
+        store.move_positions(setup.connector, task_id, decision.moved)
+    return decision.plan, decision.rerun
+
+
 class BatchRunner(Protocol):
     """A task's micro-batch loop body, run by the task activity until it is cancelled.
 
     1. ``ensure_topic`` once per attempt;
     2. ``next_plan``: the recorded, uncommitted plan to re-run, or a new recorded plan, or None;
     3. ``run``: execute exactly that plan and commit it; return the records it covered.
+    4. ``close``: once, when the task ends, however it ends (closes the connector's task).
     """
 
     setup: TaskSetup
@@ -51,6 +78,8 @@ class BatchRunner(Protocol):
     def next_plan(self) -> tuple[BatchPlan | None, bool]: ...
 
     def run(self, plan: BatchPlan, rerun: bool) -> int: ...
+
+    def close(self) -> None: ...
 
 
 @contextmanager

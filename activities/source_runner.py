@@ -15,12 +15,10 @@ import tempfile
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from temporalio.exceptions import ApplicationError
-
-from activities.runner import TaskSetup, checked_records
+from activities.runner import TaskSetup, checked_records, next_plan
 from connectors.converters import OFFSET_PROPERTY, PARTITION_PROPERTY
-from connectors.model import BatchPlan, DataLossPolicy
-from connectors.planning import admit, plan_batch
+from connectors.model import BatchPlan
+from connectors.planner import view_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -58,40 +56,17 @@ class SourceRunner:
 
     def next_plan(self) -> tuple[BatchPlan | None, bool]:
         """The batch to run now and whether it is a re-run of a recorded, uncommitted plan."""
-        store = self.ctx.store
-        pending = store.pending_plan(self.connector, self.task.task_id)
-        if pending is not None:
-            return pending, True
-        committed_all = store.committed_positions(self.connector)
-        partitions = self.task.partitions()
-        earliest = self.task.earliest_positions()
-        committed = {p: committed_all.get(p, earliest.get(p, 0)) for p in partitions}
-        latest = self.task.latest_positions()
-        for p in partitions:
-            if latest.get(p, 0) < committed[p]:
-                message = (
-                    f"connector {self.connector}: source partition {p} now ends at {latest.get(p, 0)}, "
-                    f"before the committed position {committed[p]} (truncated or replaced)"
-                )
-                if self.setup.data_loss is DataLossPolicy.FAIL:
-                    raise ApplicationError(
-                        message + "; set data.loss=skip to continue from its end",
-                        type="DataLossError",
-                        non_retryable=True,
-                    )
-                log.warning("%s; data.loss=skip: continuing from its end", message)
-                committed[p] = latest.get(p, 0)
         unit_limit = self.config["batch.max.bytes"] if self.task.position_unit == "bytes" else None
-        max_span = int(unit_limit or self.config["batch.max.records"])
-        ends = admit(committed, {p: latest.get(p, 0) for p in partitions}, max_span)
-        ends = {p: self.task.snap_end(p, committed[p], end) for p, end in ends.items()}
-        batch_id = store.last_batch_id(self.connector, self.task.task_id) + 1
-        plan = plan_batch(self.connector, self.task.task_id, batch_id, committed, ends, None)
-        if plan.is_empty:
-            return None, False
+        max_units = int(unit_limit or self.config["batch.max.records"])
+        plan, rerun = next_plan(self.setup, self.task.task_id, view_of(self.task), max_units)
+        if plan is None or rerun:
+            return plan, rerun
         queue_ends = {mq.key: self.ctx.rocketmq.max_offset(mq) for mq in self.ctx.rocketmq.queues(self.topic)}
         plan = replace(plan, sink_state={"queue_ends": json.dumps(queue_ends)})
-        return store.record_plan(plan), False
+        return self.ctx.store.record_plan(plan), False
+
+    def close(self) -> None:
+        self.task.close()
 
     def run(self, plan: BatchPlan, rerun: bool) -> int:
         """Send the plan's records; return how many were sent. Commits the plan."""

@@ -5,20 +5,30 @@ micro-batches: a source task does not ``poll`` — it reports positions and read
 range as a Spark DataFrame, so a recorded plan can be replayed identically. A sink task writes one
 planned batch and must give the same result when the same plan is re-run.
 
-Source batch lifecycle (driven by the runtime, one task):
-  1. ``partitions()`` once, then per batch ``latest_positions()`` (and ``earliest_positions()``).
-  2. The planner caps ``[committed, latest)`` by the admission limits (unit ``position_unit``).
-  3. ``snap_end(partition, start, end)`` cuts each candidate end down to a record boundary.
-  4. The plan is recorded; ``read(spark, ranges)`` returns the records; transforms, converter and
-     the RocketMQ writer follow; positions commit.
-  5. ``close()`` when the task stops.
+Source batch lifecycle (driven by the runtime, one task; ``connectors.planner`` plans every batch):
+  1. The task is built from its parsed, secret-resolved config; ``partitions()`` names what it reads.
+  2. Per batch: ``earliest_positions()`` and ``latest_positions(committed)`` (exclusive ends; a
+     source whose partitions can be replaced puts an ``id`` in the positions' meta, and the planner
+     treats a changed id as data loss), ``backlog`` to share the batch limit fairly, and
+     ``batch_end(partition, start, latest, budget)`` to decide where at most ``budget`` units
+     (``position_unit``: records or bytes) from ``start`` end — ``WHERE key > start ORDER BY key
+     LIMIT n`` semantics, so limits hold for keys with gaps and for composite positions.
+  3. The plan is recorded; ``read(spark, ranges)`` returns exactly those records; transforms,
+     converter and the RocketMQ writer follow; positions commit.
+  4. ``close()`` when the task ends, on every exit path (stop, failure, cancellation, worker
+     shutdown), from a ``finally``.
 
 Sink batch lifecycle:
   1. The runtime plans queue ranges and calls ``prepare(plan)``; the returned state is recorded
      with the plan *before* anything is written.
   2. ``write(spark, records, plan)`` with ``plan.sink_state`` set to that state; re-run with the same
-     plan after a crash it must leave the target as one successful run would.
-  3. Positions commit; ``close()`` when the task stops.
+     plan after a crash it must leave the target as one successful run would (``Delivery``).
+  3. Positions commit — by the runtime after ``write``, or, for a :class:`TransactionalSink`, by the
+     sink itself inside its data transaction through the :class:`PositionCommitter` it was handed.
+  4. ``close()`` when the task ends, on every exit path.
+
+Connector lifecycle (validation and task splitting, in the validate activity): ``validate(raw)``;
+then ``start(config)``, ``task_configs(config, max_tasks)``, ``stop()`` (in a ``finally``).
 
 No module-level pyspark import: workflows import config types from here cheaply.
 """
@@ -37,6 +47,7 @@ from connectors.config import (
     FieldError,
 )
 from connectors.model import BatchPlan, PartitionRange
+from connectors.positions import Position
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -96,8 +107,10 @@ class Connector(ABC):  # noqa: B024 - every hook has a default; subclasses decla
 class SourceTask(ABC):
     """Reads exact position ranges of the partitions it owns; see the module docstring lifecycle.
 
-    ``config`` is parsed (typed) and secret-resolved. Positions are "next position to read":
-    ``latest_positions()`` is exclusive. ``read`` must be a pure function of the ranges.
+    ``config`` is parsed (typed) and secret-resolved. Positions (connectors.positions) are "next
+    position to read": ``latest_positions()`` is exclusive. ``read`` must be a pure function of the
+    ranges. The defaults suit single-integer offsets (records or bytes); a source with composite
+    positions overrides ``backlog`` and ``batch_end``.
     """
 
     position_unit: ClassVar[str] = "records"  # or "bytes": which unit batch limits count
@@ -115,16 +128,22 @@ class SourceTask(ABC):
         """The opaque source-partition keys this task owns."""
 
     @abstractmethod
-    def latest_positions(self) -> dict[str, int]:
+    def latest_positions(self, committed: Mapping[str, Position]) -> dict[str, Position]:
         """Exclusive end available now per partition; a vanished partition is left out."""
 
-    def earliest_positions(self) -> dict[str, int]:
+    def earliest_positions(self) -> dict[str, Position]:
         """The first position still retained per partition (data-loss detection)."""
-        return {p: 0 for p in self.partitions()}
+        return {p: Position((0,)) for p in self.partitions()}
 
-    def snap_end(self, partition: str, start: int, end: int) -> int:
-        """Cut a candidate ``end`` down to a record boundary in ``[start, end]``."""
-        return end
+    def backlog(self, partition: str, start: Position, latest: Position) -> int | None:
+        """Units between ``start`` and ``latest``; None when unknown without reading."""
+        return latest.offset - start.offset if start.is_offset and latest.is_offset else None
+
+    def batch_end(self, partition: str, start: Position, latest: Position, budget: int | None) -> Position:
+        """Where a batch of at most ``budget`` units from ``start`` ends (on a record boundary)."""
+        if budget is None or not (start.is_offset and latest.is_offset):
+            return latest
+        return latest.moved_to(min(latest.offset, start.offset + budget))
 
     @abstractmethod
     def read(self, spark: SparkSession, ranges: Sequence[PartitionRange]) -> DataFrame:
@@ -169,20 +188,42 @@ class SinkConnector(Connector):
     task_class: ClassVar[type[SinkTask]]
 
 
-@runtime_checkable
-class SupportsAlterOffsets(Protocol):
-    """Optional ability (Kafka's ``alterOffsets``): check positions an operator wants to reset to."""
+class PositionCommitter(Protocol):
+    """What the runtime hands a :class:`TransactionalSink`: Sluice's positions, committable on the
+    sink's own database connection. The sink never sees the offset store itself."""
 
-    def alter_positions(self, config: Mapping[str, Any], positions: Mapping[str, int]) -> list[str]:
-        """Problems with ``positions`` (empty: acceptable)."""
+    def same_database(self, database_url: str) -> bool:
+        """Whether positions live in the database ``database_url`` names (exactly-once needs it)."""
+        ...
+
+    def commit(self, plan: BatchPlan, connection: Any) -> None:
+        """Commit ``plan``'s positions inside the caller's open transaction on ``connection``."""
         ...
 
 
 @runtime_checkable
-class SupportsTimestampSeek(Protocol):
-    """Optional ability of a source task: the first position at or after a timestamp (start policies)."""
+class TransactionalSink(Protocol):
+    """Optional ability of a sink task: data and positions commit in one transaction (exactly once).
 
-    def position_for_timestamp(self, partition: str, timestamp_ms: int) -> int: ...
+    The runtime calls ``bind_positions`` once after building the task and then does not commit
+    the sink's plans itself; ``write`` must call ``committer.commit(plan, connection)`` as the
+    last statement of its data transaction.
+    """
+
+    def bind_positions(self, committer: PositionCommitter) -> None: ...
+
+
+def delivery_of(task: SinkTask) -> Delivery:
+    """The guarantee a sink task gives, checked against what it can do: a task declaring exactly
+    once must either be transactional or undo a partial write from its ``prepare`` state."""
+    if isinstance(task, TransactionalSink):
+        return Delivery.EXACTLY_ONCE
+    if task.delivery is Delivery.EXACTLY_ONCE and type(task).prepare is SinkTask.prepare:
+        raise TypeError(
+            f"{type(task).__name__} declares exactly-once delivery but is neither a TransactionalSink "
+            "nor overrides prepare() to undo a partial write"
+        )
+    return task.delivery
 
 
 def open_source_task(

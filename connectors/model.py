@@ -4,14 +4,18 @@ Everything here is a frozen dataclass of JSON-friendly fields: these values cros
 (workflow/activity inputs and heartbeat details) and PostgreSQL (plans and positions), so they must
 serialise without custom codecs and must never carry records.
 
-Positions follow Spark's Kafka source: one number per partition, the *next* position to read;
-ranges are half-open ``[start, end)``.
+Positions (connectors.positions) are "the next position to read" per partition, ordered and possibly
+composite; ranges are half-open ``[start, end)``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
+
+from connectors.positions import PartitionKey, Position, as_position
 
 
 class DataLossPolicy(StrEnum):
@@ -31,21 +35,52 @@ class PartitionRange:
     """
 
     partition: str
-    start: int
-    end: int
+    start: Position
+    end: Position
     topic: str = ""
 
     def __post_init__(self) -> None:
-        if self.start < 0 or self.end < self.start:
-            raise ValueError(f"invalid range {self.partition}: [{self.start}, {self.end})")
+        # Plain integers are accepted for offset positions (queue and byte offsets).
+        object.__setattr__(self, "start", as_position(self.start))
+        object.__setattr__(self, "end", as_position(self.end))
+        if self.end < self.start:
+            raise ValueError(f"invalid range {self.key}: [{self.start}, {self.end})")
+
+    @classmethod
+    def offsets(cls, partition: str, start: int, end: int, topic: str = "") -> PartitionRange:
+        return cls(partition, Position((start,)), Position((end,)), topic)
+
+    @property
+    def key(self) -> PartitionKey:
+        return PartitionKey(self.partition, self.topic)
 
     @property
     def size(self) -> int:
-        return self.end - self.start
+        """Units between start and end, for offset positions (records of a queue, bytes of a file)."""
+        return self.end.offset - self.start.offset
 
     @property
     def is_empty(self) -> bool:
-        return self.end == self.start
+        return self.end.key == self.start.key
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "start": self.start.to_json(),
+            "end": self.end.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, item: Mapping[str, Any]) -> PartitionRange:
+        """Read a stored range; integer bounds (written before positions were versioned) still read."""
+        where = f"range of partition {item.get('partition')!r}"
+        return cls(
+            partition=str(item["partition"]),
+            start=Position.from_json(item["start"], where=f"{where} start"),
+            end=Position.from_json(item["end"], where=f"{where} end"),
+            topic=str(item.get("topic", "")),
+        )
 
 
 @dataclass(frozen=True)
@@ -62,19 +97,16 @@ class BatchPlan:
 
     @property
     def record_span(self) -> int:
-        return sum(r.size for r in self.ranges)
+        """Records covered, for plans over offset positions (queues); composite plans count 0."""
+        return sum(r.size for r in self.ranges if r.start.is_offset)
 
     @property
     def is_empty(self) -> bool:
         return all(r.is_empty for r in self.ranges)
 
-    def end_positions(self) -> dict[str, int]:
+    def end_positions(self) -> dict[PartitionKey, Position]:
         """Positions to commit once this batch succeeded (next position per partition)."""
-        return {_key(r): r.end for r in self.ranges}
-
-
-def _key(r: PartitionRange) -> str:
-    return f"{r.topic}/{r.partition}" if r.topic else r.partition
+        return {r.key: r.end for r in self.ranges}
 
 
 def queue_partition(broker_name: str, queue_id: int) -> str:

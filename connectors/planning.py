@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from connectors.model import BatchPlan, PartitionRange
+from connectors.model import PartitionRange
+from connectors.positions import Position, as_position
 
 
 class PlanningError(ValueError):
@@ -44,7 +45,7 @@ class SpecificPositions:
     again for partitions the offset store has never seen.
     """
 
-    positions: Mapping[str, int] = field(default_factory=dict)
+    positions: Mapping[str, Position | int] = field(default_factory=dict)
     default: Literal["earliest", "latest"] = "earliest"
 
 
@@ -64,11 +65,11 @@ StartPolicy = Earliest | Latest | SpecificPositions | AtTimestamp
 
 def resolve_start(
     policy: StartPolicy,
-    earliest: Mapping[str, int],
-    latest: Mapping[str, int],
+    earliest: Mapping[str, Position | int],
+    latest: Mapping[str, Position | int],
     *,
     partitions: Sequence[str] | None = None,
-) -> dict[str, int]:
+) -> dict[str, Position]:
     """Turn a start policy into committed positions, once, for ``partitions`` (default: all in latest).
 
     A specific position outside ``[earliest, latest]`` is kept when below earliest (the data-loss
@@ -79,24 +80,27 @@ def resolve_start(
     for key in keys:
         if key not in earliest or key not in latest:
             raise PlanningError(f"start policy: partition {key!r} is unknown to the source")
+    first = {k: as_position(earliest[k]) for k in keys}
+    last = {k: as_position(latest[k]) for k in keys}
     if isinstance(policy, Earliest):
-        return {k: earliest[k] for k in keys}
+        return first
     if isinstance(policy, Latest):
-        return {k: latest[k] for k in keys}
+        return last
     if isinstance(policy, SpecificPositions):
-        fallback = earliest if policy.default == "earliest" else latest
-        out: dict[str, int] = {}
+        fallback = first if policy.default == "earliest" else last
+        out: dict[str, Position] = {}
         for key in keys:
-            pos = policy.positions.get(key)
-            if pos is None:
+            raw = policy.positions.get(key)
+            if raw is None:
                 out[key] = fallback[key]
                 continue
-            if pos < 0:
-                raise PlanningError(f"start policy: position {pos} of partition {key!r} is negative")
-            if pos > latest[key]:
+            if isinstance(raw, int) and raw < 0:
+                raise PlanningError(f"start policy: position {raw} of partition {key!r} is negative")
+            pos = as_position(raw)
+            if pos > last[key]:
                 raise PlanningError(
                     f"start policy: position {pos} of partition {key!r} is beyond the latest position "
-                    f"{latest[key]}"
+                    f"{last[key]}"
                 )
             out[key] = pos
         return out
@@ -150,14 +154,29 @@ def admit(committed: Mapping[str, int], latest: Mapping[str, int], max_span: int
     the resolved start policy first); a partition missing from ``latest`` or behind ``committed``
     raises ``PlanningError`` naming it, because that is data loss for the caller to handle.
     """
-    if max_span is not None and max_span < 0:
-        raise PlanningError(f"max_span must be >= 0, got {max_span}")
     _check_positions(committed, latest)
     backlog = {k: latest[k] - committed[k] for k in latest}
-    if max_span is None or sum(backlog.values()) <= max_span:
+    if max_span is None:
         return dict(latest)
-    grant = _water_fill(backlog, max_span)
-    return {k: committed[k] + grant[k] for k in latest}
+    grant = share_budget(backlog, max_span)
+    return {k: committed[k] + (grant[k] or 0) for k in latest}
+
+
+def share_budget(backlog: Mapping[str, int | None], budget: int | None) -> dict[str, int | None]:
+    """How many units each partition may take in the next batch (the fairness rule of ``admit``).
+
+    A backlog of None is unknown (a composite position: the source cannot count what lies ahead
+    without reading it); it is treated as larger than any budget, so such a partition gets a fair
+    share and the source's ``batch_end`` decides where that many units end.
+    """
+    if budget is not None and budget < 0:
+        raise PlanningError(f"max_span must be >= 0, got {budget}")
+    if budget is None:
+        return dict(backlog)  # None: no limit at all
+    known = {k: (b if b is not None else budget + 1) for k, b in backlog.items()}
+    if sum(known.values()) <= budget:
+        return dict(known)
+    return dict(_water_fill(known, budget))
 
 
 def _water_fill(backlog: Mapping[str, int], budget: int) -> dict[str, int]:
@@ -199,32 +218,9 @@ def split_ranges(ranges: Sequence[PartitionRange], max_per_split: int) -> list[P
             continue
         pieces = -(-r.size // max_per_split)
         base, extra = divmod(r.size, pieces)
-        start = r.start
+        start = r.start.offset
         for i in range(pieces):
             end = start + base + (1 if i < extra else 0)
-            out.append(PartitionRange(partition=r.partition, start=start, end=end, topic=r.topic))
+            out.append(PartitionRange.offsets(r.partition, start, end, r.topic))
             start = end
     return out
-
-
-def plan_batch(
-    connector: str,
-    task_id: int,
-    batch_id: int,
-    committed: Mapping[str, int],
-    latest: Mapping[str, int],
-    max_span: int | None,
-    *,
-    topic: str = "",
-) -> BatchPlan:
-    """The next batch as a frozen plan: admitted ranges in natural partition order, empty ones omitted.
-
-    ``topic`` is set on every range when the partitions are queues of one RocketMQ topic.
-    """
-    ends = admit(committed, latest, max_span)
-    ranges = tuple(
-        PartitionRange(partition=k, start=committed[k], end=ends[k], topic=topic)
-        for k in sorted(ends, key=natural_key)
-        if ends[k] > committed[k]
-    )
-    return BatchPlan(connector=connector, task_id=task_id, batch_id=batch_id, ranges=ranges)

@@ -6,6 +6,7 @@ written PLANNED before a batch runs and flipped to COMMITTED in the commit trans
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -38,26 +39,18 @@ class BatchRecord:
 
 
 def ranges_to_json(ranges: Iterable[PartitionRange]) -> list[dict[str, Any]]:
-    return [{"topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end} for r in ranges]
+    return [r.to_json() for r in ranges]
 
 
 def ranges_from_json(raw: Sequence[Mapping[str, Any]]) -> tuple[PartitionRange, ...]:
-    return tuple(
-        PartitionRange(
-            partition=str(item["partition"]),
-            start=int(item["start"]),
-            end=int(item["end"]),
-            topic=str(item.get("topic", "")),
-        )
-        for item in raw
-    )
+    return tuple(PartitionRange.from_json(item) for item in raw)
 
 
 def same_ranges(a: Iterable[PartitionRange], b: Iterable[PartitionRange]) -> bool:
     """Order-insensitive equality: a plan is a set of ranges, one per partition."""
 
-    def key(r: PartitionRange) -> tuple[str, str, int, int]:
-        return (r.topic, r.partition, r.start, r.end)
+    def key(r: PartitionRange) -> str:
+        return json.dumps(r.to_json(), sort_keys=True)
 
     return sorted(map(key, a)) == sorted(map(key, b))
 

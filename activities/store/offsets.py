@@ -53,7 +53,8 @@ from activities.store.ledger import (
 )
 from activities.store.schema import COMMITTED, PLANNED, advisory_lock_key, check_identifier, store_tables
 from activities.store.schema import migrate as run_migrations
-from connectors.model import BatchPlan, PartitionRange
+from connectors.model import BatchPlan
+from connectors.positions import PartitionKey, Position, as_position
 
 ADMIN_TASK = -1
 _LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
@@ -105,53 +106,69 @@ class OffsetStore:
 
         return where(make_url(database_url)) == where(self._engine.url)
 
+    def committer(self) -> StorePositionCommitter:
+        """The narrow interface a transactional sink gets (connectors.api.PositionCommitter)."""
+        return StorePositionCommitter(self)
+
     # ---- positions -------------------------------------------------------------------------
 
-    def committed_positions(self, connector: str, task_id: int | None = None) -> dict[str, int]:
-        """Next position per partition key, keyed exactly like ``BatchPlan.end_positions()``.
+    def committed_positions(
+        self, connector: str, task_id: int | None = None
+    ) -> dict[PartitionKey, Position]:
+        """Next position per partition, keyed exactly like ``BatchPlan.end_positions()``.
 
         With ``task_id`` only the positions last committed by that task are returned; a planner
         whose partition assignment may have changed should read all of them and pick its own.
         """
-        so, sp = self._t.source_offsets, self._t.sink_positions
-        q_source = select(so.c.partition, so.c.position).where(so.c.connector == connector)
-        q_sink = select(sp.c.topic, sp.c.queue, sp.c.position).where(sp.c.connector == connector)
-        if task_id is not None:
-            q_source = q_source.where(so.c.task_id == task_id)
-            q_sink = q_sink.where(sp.c.task_id == task_id)
         with self._engine.connect() as conn:
-            out = {row.partition: int(row.position) for row in conn.execute(q_source)}
-            out.update({f"{row.topic}/{row.queue}": int(row.position) for row in conn.execute(q_sink)})
-        return out
+            return rows.read_positions(conn, self._t, connector, task_id=task_id)
 
-    def set_positions(self, connector: str, positions: Mapping[str, int]) -> None:
+    def set_positions(
+        self, connector: str, positions: Mapping[PartitionKey | str, Position | int]
+    ) -> None:
         """Admin: overwrite positions (forwards or backwards), like Kafka Connect's alterOffsets.
 
         Run it with the connector stopped. Plans recorded but not committed are discarded in the
         same transaction: their ranges start from positions that no longer hold, and re-running
-        them would undo the change.
+        them would undo the change. Keys are ``PartitionKey``s or their text form
+        (``topic/broker-a:0`` for a sink's queue, the partition name for a source).
         """
         if not positions:
             return
+        typed: dict[PartitionKey, Position] = {}
         for key, pos in positions.items():
-            if not isinstance(pos, int) or pos < 0:
-                raise ValueError(
-                    f"connector {connector!r}: position of {key!r} must be an int >= 0, got {pos!r}"
-                )
+            pkey = key if isinstance(key, PartitionKey) else PartitionKey.parse(key)
+            try:
+                typed[pkey] = as_position(pos)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"connector {connector!r}: position of {str(pkey)!r}: {exc}") from None
         with self._engine.begin() as conn:
-            kind = rows.registered_kind(conn, self._t, connector) or (
-                "sink" if all(rows.SINK_KEY.match(k) for k in positions) else "source"
-            )
+            kind = rows.registered_kind(conn, self._t, connector) or rows.key_kind(typed)
+            if kind == "sink" and not all(k.topic for k in typed):
+                bad = next(str(k) for k in typed if not k.topic)
+                raise ValueError(
+                    f"connector {connector!r} is a sink: position key {bad!r} must be "
+                    "'<topic>/<broker>:<queue_id>'"
+                )
             rows.register(conn, self._t, connector, kind)
-            for key, pos in positions.items():
-                if kind == "sink":
-                    topic, queue = rows.split_sink_key(connector, key)
-                    r = PartitionRange(queue, pos, pos, topic)
-                else:
-                    r = PartitionRange(key, pos, pos)
-                rows.upsert_position(conn, self._t, connector, r, ADMIN_TASK, None, guarded=False)
+            for pkey, pos in typed.items():
+                rows.upsert_position(conn, self._t, connector, pkey, pos, ADMIN_TASK, None, guarded=False)
             lg = self._t.batch_ledger
             conn.execute(delete(lg).where(lg.c.connector == connector, lg.c.status == PLANNED))
+
+    def move_positions(
+        self, connector: str, task_id: int, positions: Mapping[PartitionKey, Position]
+    ) -> None:
+        """Store positions the planner moved (relocation, a data-loss skip) before it records a plan.
+
+        Unlike ``set_positions`` this is the task's own move: no ledger row is touched and the
+        registry is left as it is. It may move backwards (a replaced file starts again at 0).
+        """
+        if not positions:
+            return
+        with self._engine.begin() as conn:
+            for key, pos in positions.items():
+                rows.upsert_position(conn, self._t, connector, key, pos, task_id, None, guarded=False)
 
     # ---- ledger ----------------------------------------------------------------------------
 
@@ -262,11 +279,10 @@ class OffsetStore:
         self._check_not_backwards(conn, plan, ref)
         for r in plan.ranges:
             ok = rows.upsert_position(
-                conn, self._t, plan.connector, r, plan.task_id, plan.batch_id, guarded=True
+                conn, self._t, plan.connector, r.key, r.end, plan.task_id, plan.batch_id, guarded=True
             )
             if not ok:  # a concurrent writer got past the check above
-                key = rows.range_key(r)
-                raise PositionRegressionError(f"{ref}: position of {key} moved past {r.end} concurrently")
+                raise PositionRegressionError(f"{ref}: position of {r.key} moved past {r.end} concurrently")
         conn.execute(
             update(lg)
             .where(*self._ledger_key(plan), lg.c.status == PLANNED)
@@ -274,11 +290,13 @@ class OffsetStore:
         )
 
     def _check_not_backwards(self, conn: Connection, plan: BatchPlan, ref: str) -> None:
-        stored = rows.locked_positions(conn, self._t, plan)
+        stored = rows.read_positions(
+            conn, self._t, plan.connector, lock=True, keys=[r.key for r in plan.ranges]
+        )
         regressions = [
-            f"{rows.range_key(r)}: stored {stored[rows.range_key(r)]} > batch end {r.end}"
+            f"{r.key}: stored {stored[r.key]} > batch end {r.end}"
             for r in plan.ranges
-            if stored.get(rows.range_key(r), -1) > r.end
+            if r.key in stored and stored[r.key] > r.end
         ]
         if regressions:
             raise PositionRegressionError(
@@ -319,7 +337,7 @@ class OffsetStore:
         """Remove the connector's offsets, positions and ledger; mark it deleted in the registry."""
         t = self._t
         with self._engine.begin() as conn:
-            for table in (t.source_offsets, t.sink_positions, t.batch_ledger):
+            for table in (t.positions, t.batch_ledger):
                 conn.execute(delete(table).where(table.c.connector == connector))
             conn.execute(
                 update(t.connector_registry)
@@ -351,4 +369,17 @@ class OffsetStore:
         conn.execute(select(func.pg_advisory_xact_lock(key)))
 
 
-__all__ = ["OffsetStore"]
+class StorePositionCommitter:
+    """Commits plans on a sink's own connection; all a transactional sink may do with the store."""
+
+    def __init__(self, store: OffsetStore) -> None:
+        self._store = store
+
+    def same_database(self, database_url: str) -> bool:
+        return self._store.same_database(database_url)
+
+    def commit(self, plan: BatchPlan, connection: Any) -> None:
+        self._store.commit(plan, connection=connection)
+
+
+__all__ = ["OffsetStore", "StorePositionCommitter"]

@@ -1,4 +1,4 @@
-"""Row-level SQL of the offset store: position upserts, locked reads, registry, key formats.
+"""Row-level SQL of the offset store: position upserts, locked reads, registry.
 
 Kept apart from :mod:`activities.store.offsets` so the store class reads as the protocol
 (record, commit, admin) while the statements it runs live here. Every function takes the caller's
@@ -7,26 +7,19 @@ connection: none of them opens or ends a transaction.
 
 from __future__ import annotations
 
-import re
+from collections.abc import Iterable
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, and_, func, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from activities.store.errors import batch_ref
 from activities.store.schema import StoreTables
 from connectors.model import BatchPlan, PartitionRange
-
-# RocketMQ topic names never contain '/', so the first '/' splits "topic/broker-a:0".
-SINK_KEY = re.compile(r"^(?P<topic>[^/]+)/(?P<queue>[^/]+:\d+)$")
-
-
-def range_key(r: PartitionRange) -> str:
-    """The position key of a range, as in ``BatchPlan.end_positions()``."""
-    return f"{r.topic}/{r.partition}" if r.topic else r.partition
+from connectors.positions import PartitionKey, Position
 
 
 def fmt_ranges(ranges: tuple[PartitionRange, ...]) -> str:
-    return ", ".join(f"{range_key(r)}[{r.start},{r.end})" for r in ranges) or "(none)"
+    return ", ".join(f"{r.key}[{r.start},{r.end})" for r in ranges) or "(none)"
 
 
 def plan_kind(plan: BatchPlan) -> str | None:
@@ -40,13 +33,8 @@ def plan_kind(plan: BatchPlan) -> str | None:
     return "sink" if True in with_topic else "source"
 
 
-def split_sink_key(connector: str, key: str) -> tuple[str, str]:
-    m = SINK_KEY.match(key)
-    if not m:
-        raise ValueError(
-            f"connector {connector!r} is a sink: position key {key!r} must be '<topic>/<broker>:<queue_id>'"
-        )
-    return m["topic"], m["queue"]
+def key_kind(keys: Iterable[PartitionKey]) -> str:
+    return "sink" if all(k.topic for k in keys) else "source"
 
 
 def registered_kind(conn: Connection, t: StoreTables, connector: str) -> str | None:
@@ -68,24 +56,26 @@ def register(conn: Connection, t: StoreTables, connector: str, kind: str) -> Non
     )
 
 
-def locked_positions(conn: Connection, t: StoreTables, plan: BatchPlan) -> dict[str, int]:
-    """Stored positions of the plan's partitions, row-locked until the transaction ends."""
-    so, sp = t.source_offsets, t.sink_positions
-    parts = [r.partition for r in plan.ranges if not r.topic]
-    topics = sorted({r.topic for r in plan.ranges if r.topic})
-    out: dict[str, int] = {}
-    if parts:
-        q = select(so.c.partition, so.c.position).where(
-            so.c.connector == plan.connector, so.c.partition.in_(parts)
-        )
-        out.update({row.partition: int(row.position) for row in conn.execute(q.with_for_update())})
-    if topics:
-        q2 = select(sp.c.topic, sp.c.queue, sp.c.position).where(
-            sp.c.connector == plan.connector, sp.c.topic.in_(topics)
-        )
-        out.update(
-            {f"{row.topic}/{row.queue}": int(row.position) for row in conn.execute(q2.with_for_update())}
-        )
+def read_positions(
+    conn: Connection, t: StoreTables, connector: str, *, task_id: int | None = None, lock: bool = False,
+    keys: Iterable[PartitionKey] | None = None,
+) -> dict[PartitionKey, Position]:
+    """Stored positions of a connector (optionally only some keys, row-locked until commit)."""
+    pos = t.positions
+    q = select(pos.c.topic, pos.c.partition, pos.c.position).where(pos.c.connector == connector)
+    if task_id is not None:
+        q = q.where(pos.c.task_id == task_id)
+    if keys is not None:
+        wanted = list(keys)
+        if not wanted:
+            return {}
+        q = q.where(or_(*(and_(pos.c.topic == k.topic, pos.c.partition == k.name) for k in wanted)))
+    if lock:
+        q = q.with_for_update()
+    out: dict[PartitionKey, Position] = {}
+    for row in conn.execute(q):
+        key = PartitionKey(row.partition, row.topic)
+        out[key] = Position.from_json(row.position, where=f"connector {connector!r} position of {key}")
     return out
 
 
@@ -93,26 +83,25 @@ def upsert_position(
     conn: Connection,
     t: StoreTables,
     connector: str,
-    r: PartitionRange,
+    key: PartitionKey,
+    position: Position,
     task: int,
     batch: int | None,
     *,
     guarded: bool,
 ) -> bool:
-    """Set the position of ``r``'s partition to ``r.end``; return False if the guard refused.
+    """Store ``position`` for ``key``; return False if the guard refused.
 
-    ``guarded`` adds ``WHERE stored <= new`` to the update, so even a writer racing past the
-    caller's locked check can never move a position backwards.
+    ``guarded`` adds ``WHERE stored key <= new key`` (jsonb arrays compare element by element) to
+    the update, so even a writer racing past the caller's locked check can never move a position
+    backwards.
     """
-    values = {"position": r.end, "task_id": task, "batch_id": batch}
-    if r.topic:
-        table, keys = t.sink_positions, {"connector": connector, "topic": r.topic, "queue": r.partition}
-    else:
-        table, keys = t.source_offsets, {"connector": connector, "partition": r.partition}
-    stmt = pg_insert(table).values(**keys, **values)
+    pos = t.positions
+    values = {"position": position.to_json(), "task_id": task, "batch_id": batch}
+    stmt = pg_insert(pos).values(connector=connector, topic=key.topic, partition=key.name, **values)
     stmt = stmt.on_conflict_do_update(
-        index_elements=[table.c[k] for k in keys],
+        index_elements=[pos.c.connector, pos.c.topic, pos.c.partition],
         set_={**values, "updated_at": func.now()},
-        where=(table.c.position <= r.end) if guarded else None,
+        where=(pos.c.position["key"] <= stmt.excluded.position["key"]) if guarded else None,
     )
-    return conn.execute(stmt.returning(table.c.position)).first() is not None
+    return conn.execute(stmt.returning(pos.c.partition)).first() is not None

@@ -63,8 +63,7 @@ class StoreTables:
     metadata: MetaData
     schema_version: Table
     connector_registry: Table
-    source_offsets: Table
-    sink_positions: Table
+    positions: Table
     batch_ledger: Table
 
 
@@ -90,31 +89,19 @@ def store_tables(schema: str) -> StoreTables:
         Column("deleted_at", DateTime(timezone=True), nullable=True),
         CheckConstraint("kind IN ('source', 'sink')", name="connector_registry_kind"),
     )
-    # Source connectors: an opaque source-partition key (file path, table name) -> next position.
-    source_offsets = Table(
-        "source_offsets",
+    # One row per partition a connector reads: a source partition (topic '') or a RocketMQ queue
+    # ("broker-a:0") of a topic read by a sink. The position is versioned JSON (connectors.positions).
+    positions = Table(
+        "positions",
         md,
         Column("connector", String(255), primary_key=True),
+        Column("topic", String(255), primary_key=True),
         Column("partition", Text, primary_key=True),
-        Column("position", BigInteger, nullable=False),
+        Column("position", JSONB, nullable=False),
         # Last writer, for inspection and task-scoped reads; -1 when set by an admin.
         Column("task_id", Integer, nullable=False),
         Column("batch_id", BigInteger, nullable=True),
         Column("updated_at", DateTime(timezone=True), nullable=False, server_default=now),
-        CheckConstraint("position >= 0", name="source_offsets_position"),
-    )
-    # Sink connectors: a RocketMQ queue ("broker-a:0") of a topic -> next queue offset to read.
-    sink_positions = Table(
-        "sink_positions",
-        md,
-        Column("connector", String(255), primary_key=True),
-        Column("topic", String(255), primary_key=True),
-        Column("queue", String(255), primary_key=True),
-        Column("position", BigInteger, nullable=False),
-        Column("task_id", Integer, nullable=False),
-        Column("batch_id", BigInteger, nullable=True),
-        Column("updated_at", DateTime(timezone=True), nullable=False, server_default=now),
-        CheckConstraint("position >= 0", name="sink_positions_position"),
     )
     batch_ledger = Table(
         "batch_ledger",
@@ -130,9 +117,37 @@ def store_tables(schema: str) -> StoreTables:
         Column("attempts", Integer, nullable=False, server_default=text("1")),
         CheckConstraint(f"status IN ('{PLANNED}', '{COMMITTED}')", name="batch_ledger_status"),
     )
-    return StoreTables(
-        schema, md, schema_version, connector_registry, source_offsets, sink_positions, batch_ledger
+    return StoreTables(schema, md, schema_version, connector_registry, positions, batch_ledger)
+
+
+def _legacy_position_tables(schema: str) -> tuple[Table, Table]:
+    """The two integer position tables of store versions 1-2, for migrations only."""
+    md = MetaData(schema=schema)
+    now = func.now()
+    source_offsets = Table(
+        "source_offsets",
+        md,
+        Column("connector", String(255), primary_key=True),
+        Column("partition", Text, primary_key=True),
+        Column("position", BigInteger, nullable=False),
+        Column("task_id", Integer, nullable=False),
+        Column("batch_id", BigInteger, nullable=True),
+        Column("updated_at", DateTime(timezone=True), nullable=False, server_default=now),
+        CheckConstraint("position >= 0", name="source_offsets_position"),
     )
+    sink_positions = Table(
+        "sink_positions",
+        md,
+        Column("connector", String(255), primary_key=True),
+        Column("topic", String(255), primary_key=True),
+        Column("queue", String(255), primary_key=True),
+        Column("position", BigInteger, nullable=False),
+        Column("task_id", Integer, nullable=False),
+        Column("batch_id", BigInteger, nullable=True),
+        Column("updated_at", DateTime(timezone=True), nullable=False, server_default=now),
+        CheckConstraint("position >= 0", name="sink_positions_position"),
+    )
+    return source_offsets, sink_positions
 
 
 @dataclass(frozen=True)
@@ -143,12 +158,8 @@ class Migration:
 
 
 def _v1_initial(conn: Connection, tables: StoreTables) -> None:
-    for table in (
-        tables.connector_registry,
-        tables.source_offsets,
-        tables.sink_positions,
-        tables.batch_ledger,
-    ):
+    legacy = _legacy_position_tables(tables.schema)
+    for table in (tables.connector_registry, *legacy, tables.batch_ledger):
         table.create(conn, checkfirst=True)
 
 
@@ -162,9 +173,33 @@ def _v2_ledger_status_index(conn: Connection, tables: StoreTables) -> None:
     )
 
 
+def _v3_one_positions_table(conn: Connection, tables: StoreTables) -> None:
+    """Source offsets and sink positions (integers) become rows of one table of JSON positions.
+
+    Existing positions are kept: an integer n becomes ``{"v": 1, "key": [n]}``, the same position.
+    Ledger ranges keep their integer bounds, which ``PartitionRange.from_json`` still reads.
+    """
+    q = f'"{tables.schema}"'
+    tables.positions.create(conn, checkfirst=True)
+    conn.execute(
+        text(
+            f"INSERT INTO {q}.positions "
+            "(connector, topic, partition, position, task_id, batch_id, updated_at) "
+            "SELECT connector, '', partition, "
+            "jsonb_build_object('v', 1, 'key', jsonb_build_array(position)), "
+            f"task_id, batch_id, updated_at FROM {q}.source_offsets "
+            "UNION ALL SELECT connector, topic, queue, "
+            "jsonb_build_object('v', 1, 'key', jsonb_build_array(position)), task_id, batch_id, updated_at "
+            f"FROM {q}.sink_positions"
+        )
+    )
+    conn.execute(text(f"DROP TABLE {q}.source_offsets, {q}.sink_positions"))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "offsets, sink positions, batch ledger, connector registry", _v1_initial),
     Migration(2, "ledger index by status", _v2_ledger_status_index),
+    Migration(3, "one table of versioned JSON positions", _v3_one_positions_table),
 )
 
 

@@ -15,6 +15,7 @@ from connectors.api import SourceConnector, SourceTask, split_round_robin
 from connectors.config import ConfigDef, ConfigField, at_least
 from connectors.dummy.faults import FAULT_FIELDS, InjectedFault, fail_once, sleep_if_slow
 from connectors.model import PartitionRange
+from connectors.positions import Position
 from connectors.records import empty_records
 
 if TYPE_CHECKING:
@@ -43,8 +44,8 @@ class DummySourceTask(SourceTask):
     def partitions(self) -> list[str]:
         return list(self._partitions)
 
-    def latest_positions(self) -> dict[str, int]:
-        return {p: self._count for p in self._partitions}
+    def latest_positions(self, committed: Mapping[str, Position]) -> dict[str, Position]:
+        return {p: Position((self._count,)) for p in self._partitions}
 
     def read(self, spark: SparkSession, ranges: Sequence[PartitionRange]) -> DataFrame:
         from pyspark.sql import functions as F
@@ -52,7 +53,7 @@ class DummySourceTask(SourceTask):
         sleep_if_slow(self.config)
         fail_at = int(self.config.get("fail.at.offset", -1))
         for r in ranges:
-            if r.start <= fail_at < r.end:
+            if r.start.offset <= fail_at < r.end.offset:
                 raise InjectedFault(
                     f"connector {self.name!r}: injected failure at partition {r.partition!r} offset {fail_at}"
                 )
@@ -65,7 +66,7 @@ class DummySourceTask(SourceTask):
             p = partition_index(r.partition)
             i = F.col("id")
             frames.append(
-                spark.range(r.start, r.end, numPartitions=1).select(
+                spark.range(r.start.offset, r.end.offset, numPartitions=1).select(
                     F.lit(self.config.get("topic")).cast("string").alias("topic"),
                     F.lit(r.partition).alias("partition"),
                     i.alias("offset"),

@@ -1,6 +1,9 @@
 """File source: one record per line, positioned by byte offset so any range can be re-read exactly.
 
-Partition = the file path as configured; position = byte offset of the next unread byte; a record's
+Partition = a file path (configured, or matched by a glob pattern); position = byte offset of the
+next unread byte, with the file's identity in its meta (device, inode and a fingerprint of its first
+bytes), so a file replaced or rewritten under the same name is detected instead of being read from a
+stale offset, and a rotated file (renamed to another matched name) is followed. A record's
 ``offset`` is the byte offset where its line starts. Only complete lines (ending in ``\\n``) are
 read: ``snap_end`` cuts a range after its last newline, so a line still being written waits for the
 next batch. Reads happen on the driver (ranges are capped by ``batch.max.bytes``), which keeps them
@@ -10,6 +13,9 @@ exact and simple; a trailing ``\\r`` is dropped with the newline.
 from __future__ import annotations
 
 import codecs
+import glob
+import hashlib
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from functools import reduce
@@ -19,12 +25,74 @@ from typing import TYPE_CHECKING, Any
 from connectors.api import SourceConnector, SourceTask, split_round_robin
 from connectors.config import ConfigDef, ConfigField, FieldError
 from connectors.model import PartitionRange
+from connectors.positions import Position
 from connectors.records import empty_records, records_from_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+log = logging.getLogger(__name__)
+
 _CHUNK = 64 * 1024
+FINGERPRINT_BYTES = 1024
+
+
+def _dev_ino(path: str) -> str:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return ""
+    return f"{st.st_dev}:{st.st_ino}"
+
+
+def _exists(path: str) -> bool:
+    return os.path.isfile(path)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except FileNotFoundError:
+        return 0
+
+
+def _head(path: str, length: int) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.blake2b(fh.read(length), digest_size=8).hexdigest()
+
+
+def identity(path: str, committed: Position | None) -> Position:
+    """The file at ``path`` now: its size as the position, and meta naming which file it is.
+
+    Meta: ``obj`` (device:inode), ``head``/``headlen`` (a hash of its first bytes, up to
+    ``FINGERPRINT_BYTES``) and ``id``. ``id`` is kept from ``committed`` while the file is the same
+    one (same device and inode, the same first ``headlen`` bytes); a file replaced under the same
+    name (``rm f; seq > f``) or rewritten in place (``> f``, copytruncate) gets a new ``id``, which
+    the planner reports as data loss (see ``FileSourceTask.relocate`` for ``file.replaced=restart``).
+    """
+    st = os.stat(path)
+    obj = f"{st.st_dev}:{st.st_ino}"
+    headlen = min(st.st_size, FINGERPRINT_BYTES)
+    head = _head(path, headlen)
+    same = False
+    if committed is not None and committed.get("obj") == obj:
+        before_len = int(committed.get("headlen", "0") or 0)
+        same = before_len <= st.st_size and _head(path, before_len) == committed.get("head")
+    if same and committed is not None:
+        file_id = committed.get("id")
+    else:
+        file_id = f"{obj}:{head}"
+        if committed is not None and file_id == committed.get("id"):
+            file_id += "+"
+    return Position((st.st_size,), (("id", file_id), ("obj", obj), ("head", head), ("headlen", str(headlen))))
+
+
+def _replaced(path: str, committed: Position) -> bool:
+    """Same device and inode but other first bytes: rewritten in place (``> f``, copytruncate)."""
+    try:
+        return identity(path, committed).get("id") != committed.get("id")
+    except FileNotFoundError:
+        return False
 
 
 def _known_encoding(name: Any) -> str | None:
@@ -41,23 +109,80 @@ class FileSourceTask(SourceTask):
     def __init__(self, config: Mapping[str, Any], task_id: int) -> None:
         super().__init__(config, task_id)
         files = list(config.get("files") or [])
-        self._files = files or ([config["file"]] if config.get("file") else [])
-        if not self._files:
+        self._patterns = files or ([config["file"]] if config.get("file") else [])
+        if not self._patterns:
             raise ValueError(f"connector {self.name!r}: set 'file' or 'files'")
         self._encoding = str(config.get("encoding") or "utf-8")
         self._topic = config.get("topic") or None
+        self._restart_replaced = str(config.get("file.replaced") or "fail") == "restart"
+        self._held: set[str] = set()
 
+    # ---- partitions and identity --------------------------------------------------------------
     def partitions(self) -> list[str]:
-        return list(self._files)
+        """Existing files matching the configured paths and glob patterns (a missing one waits)."""
+        found: set[str] = set()
+        for pattern in self._patterns:
+            if glob.has_magic(pattern):
+                found.update(p for p in glob.glob(pattern) if os.path.isfile(p))
+            elif os.path.exists(pattern):
+                found.add(pattern)
+        return sorted(found)
 
-    def latest_positions(self) -> dict[str, int]:
-        sizes: dict[str, int] = {}
-        for path in self._files:
+    def waiting_for(self) -> str:
+        """What the task waits for, for status ("" when nothing): configured files that do not exist."""
+        missing = [p for p in self._patterns if not glob.has_magic(p) and not os.path.exists(p)]
+        return f"waiting for file {', '.join(missing)} (does not exist)" if missing else ""
+
+    def earliest_positions(self) -> dict[str, Position]:
+        return {path: identity(path, None).moved_to(0) for path in self.partitions() if _exists(path)}
+
+    def latest_positions(self, committed: Mapping[str, Position]) -> dict[str, Position]:
+        """Current size per file, with the identity (meta ``id``) of the file now at that path."""
+        out: dict[str, Position] = {}
+        for path in self.partitions():
+            if path in self._held:
+                continue  # its predecessor (rotated away) is read first
             try:
-                sizes[path] = os.path.getsize(path)
+                out[path] = identity(path, committed.get(path))
             except FileNotFoundError:
-                continue  # a vanished partition: the planner's data-loss check reports it
-        return sizes
+                continue
+        return out
+
+    def relocate(self, committed: Mapping[str, Position]) -> dict[str, Position]:
+        """Follow rotated files: a committed position whose file now lives under another matched name
+        (``app.log`` renamed to ``app.log.1``) moves there, and the new file at the old name is held
+        back until the renamed file has been read to its end. With ``file.replaced=restart`` a file
+        replaced under its name (its old one found nowhere) is read again from its start."""
+        current = {path: _dev_ino(path) for path in self.partitions()}
+        by_object = {obj: path for path, obj in current.items() if obj}
+        out = dict(committed)
+        self._held = set()
+        for path, pos in committed.items():
+            obj = pos.get("obj")
+            if not obj or current.get(path) == obj or path not in current:
+                if self._restart_replaced and path in current and _replaced(path, pos):
+                    log.warning("connector %r: %s was replaced; reading it from its start", self.name, path)
+                    del out[path]
+                continue
+            elsewhere = by_object.get(obj)
+            if elsewhere is None:
+                if self._restart_replaced:
+                    log.warning("connector %r: %s was replaced; reading it from its start", self.name, path)
+                    del out[path]
+                continue  # not found: the planner decides (replaced: data loss under data.loss)
+            theirs = committed.get(elsewhere)
+            if theirs is None or theirs.get("obj") != obj or theirs < pos:
+                out[elsewhere] = pos
+            del out[path]
+            ahead = out[elsewhere]
+            if _size(elsewhere) > ahead.offset:
+                self._held.add(path)
+        return out
+
+    # ---- batch limits -------------------------------------------------------------------------
+    def batch_end(self, partition: str, start: Position, latest: Position, budget: int | None) -> Position:
+        end = latest.offset if budget is None else min(latest.offset, start.offset + budget)
+        return latest.moved_to(self.snap_end(partition, start.offset, end))
 
     def snap_end(self, partition: str, start: int, end: int) -> int:
         """After the last ``\\n`` in ``[start, end)``; if there is none, after the first newline past
@@ -87,16 +212,16 @@ class FileSourceTask(SourceTask):
         where = f"connector {self.name!r} partition {r.partition!r} range [{r.start}, {r.end})"
         try:
             with open(r.partition, "rb") as fh:
-                fh.seek(r.start)
+                fh.seek(r.start.offset)
                 data = fh.read(r.size)
         except FileNotFoundError:
             raise FileNotFoundError(f"{where}: file no longer exists") from None
         if len(data) < r.size:
-            raise EOFError(f"{where}: file has only {r.start + len(data)} bytes (truncated?)")
+            raise EOFError(f"{where}: file has only {r.start.offset + len(data)} bytes (truncated?)")
         lines = data.split(b"\n")
         if lines and not lines[-1]:
             lines.pop()  # the range ended with a newline, as planned ranges do
-        offsets = list(accumulate((len(line) + 1 for line in lines[:-1]), initial=r.start))
+        offsets = list(accumulate((len(line) + 1 for line in lines[:-1]), initial=r.start.offset))
         try:
             texts = [line.removesuffix(b"\r").decode(self._encoding) for line in lines]
         except UnicodeDecodeError:
@@ -122,7 +247,10 @@ class FileSourceTask(SourceTask):
 
 
 class FileSourceConnector(SourceConnector):
-    """Config: ``file`` (one path) or ``files`` (comma list, one partition each, dealt across tasks)."""
+    """Config: ``file`` (one path) or ``files`` (comma list of paths or glob patterns such as
+    ``/var/log/app.log*``; one partition per file, entries dealt across tasks), ``encoding``,
+    ``file.replaced`` (``fail``: a file replaced under its name is data loss, decided by ``data.loss``;
+    ``restart``: read the new file from its start)."""
 
     plugin_name = "file-source"
     task_class = FileSourceTask
@@ -131,6 +259,13 @@ class FileSourceConnector(SourceConnector):
             ConfigField("file", str, "", doc="path of the file to read"),
             ConfigField("files", list[str], [], doc="comma list of paths; one partition per file"),
             ConfigField("encoding", str, "utf-8", validator=_known_encoding),
+            ConfigField(
+                "file.replaced",
+                str,
+                "fail",
+                doc="a file replaced or rewritten under its name: fail (data loss) or restart (read it anew)",
+                choices=("fail", "restart"),
+            ),
         )
     )
 

@@ -1,20 +1,18 @@
 """PostgreSQL sink: writes each micro-batch and commits its positions in one transaction.
 
-Exactly once, not merely idempotent: the batch's rows are COPY'd and the plan is committed with
-``OffsetStore.commit(plan, connection=conn)`` on the *same* connection, inside one
-``engine.begin()``. If the worker dies anywhere before that transaction commits, PostgreSQL rolls
-back rows and positions together; the runtime then finds the plan pending and re-runs it with the
-same ranges. Hence the offset store's schema must live in the database named by
-``connection.url`` (checked at the first write).
+Exactly once, not merely idempotent: a ``TransactionalSink`` (connectors.api). The batch's rows
+are COPY'd and the plan is committed through the ``PositionCommitter`` the runtime handed over, on
+the *same* connection, inside one ``engine.begin()``. If the worker dies anywhere before that
+transaction commits, PostgreSQL rolls back rows and positions together; the runtime then finds the
+plan pending and re-runs it with the same ranges. Hence Sluice's positions must live in the
+database named by ``connection.url`` (checked when the committer is bound).
 
-Wiring (for the runtime):
+Lifecycle (as the runtime drives it):
 
-1. Build the task as usual (``open_sink_task``), then set ``task.offset_store = store`` (or pass
-   ``offset_store=`` to the constructor).
+1. Build the task (``open_sink_task``); the runtime calls ``bind_positions(committer)``.
 2. ``prepare(plan)`` returns ``{}``: nothing needs undoing, a failed attempt left nothing behind.
-3. ``write(spark, records, plan)`` writes *and commits*. ``commits_positions`` is True, so the
-   runtime must not call ``OffsetStore.commit`` for this task (it would raise
-   ``BatchAlreadyCommittedError``).
+3. ``write(spark, records, plan)`` writes *and commits*; the runtime does not commit this task's
+   plans itself.
 4. ``close()`` disposes the task's connection pool.
 
 Row shape: a struct ``value`` gives one column per field. Any other value (a string, JSON text,
@@ -45,7 +43,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-    from activities.store import OffsetStore
+    from connectors.api import PositionCommitter
 
 RECORD_FIELDS = ("topic", "partition", "offset", "key", "value", "timestamp")
 
@@ -113,42 +111,31 @@ class PostgresSinkTask(SinkTask):
     """Writes a batch with COPY and commits its plan in the same PostgreSQL transaction."""
 
     delivery: ClassVar[Delivery] = Delivery.EXACTLY_ONCE
-    #: this task commits positions itself (inside its data transaction); the runtime must not.
-    commits_positions: ClassVar[bool] = True
 
-    def __init__(
-        self, config: Mapping[str, Any], task_id: int, *, offset_store: OffsetStore | None = None
-    ) -> None:
+    def __init__(self, config: Mapping[str, Any], task_id: int) -> None:
         super().__init__(config, task_id)
         owner = f"connector {self.name!r}"
         errors = _cross_field_errors(self.config, owner)
         if errors:
             raise ConfigError(errors)
         self._url = sqlalchemy_url(str(self.config["connection.url"]))
-        self._offset_store: OffsetStore | None = None
+        self._committer: PositionCommitter | None = None
         self._table = str(self.config["table"])
         self._schema = str(self.config.get("schema") or "public")
         self._mode = str(self.config.get("insert.mode") or "insert")
         self._pk = [str(k) for k in self.config.get("pk.fields") or []]
         self._auto_create = bool(self.config.get("auto.create", False))
         self._engine: Engine | None = None
-        if offset_store is not None:
-            self.offset_store = offset_store
 
-    @property
-    def offset_store(self) -> OffsetStore | None:
-        return self._offset_store
-
-    @offset_store.setter
-    def offset_store(self, store: OffsetStore | None) -> None:
-        """Set by the runtime; refused (as a config error) when it is not in the target database."""
-        if store is not None and not store.same_database(self._url.render_as_string(hide_password=False)):
+    def bind_positions(self, committer: PositionCommitter) -> None:
+        """Called by the runtime; refused (as a config error) when positions live in another database."""
+        if not committer.same_database(self._url.render_as_string(hide_password=False)):
             message = (
                 f"connector {self.name!r}: field 'connection.url' names another database than the offset "
                 "store; exactly-once needs the store's schema in the target database"
             )
             raise ConfigError([FieldError("connection.url", message)])
-        self._offset_store = store
+        self._committer = committer
 
     @property
     def target(self) -> str:
@@ -157,14 +144,14 @@ class PostgresSinkTask(SinkTask):
     def _where(self, plan: BatchPlan) -> str:
         return f"connector {self.name!r} task {self.task_id} batch {plan.batch_id} table {self.target!r}"
 
-    def _store(self) -> OffsetStore:
-        store = self._offset_store
-        if store is None:
+    def _positions(self) -> PositionCommitter:
+        committer = self._committer
+        if committer is None:
             raise PostgresSinkError(
-                f"connector {self.name!r} task {self.task_id}: no offset store set "
-                "(the runtime sets task.offset_store before the first write)"
+                f"connector {self.name!r} task {self.task_id}: no position committer bound "
+                "(the runtime calls bind_positions before the first write)"
             )
-        return store
+        return committer
 
     def _get_engine(self) -> Engine:
         if self._engine is None:
@@ -198,7 +185,7 @@ class PostgresSinkTask(SinkTask):
         """Write the batch's rows and commit ``plan``, atomically (see the module docstring)."""
         import pyarrow as pa
 
-        store = self._store()
+        committer = self._positions()
         frame, fields = self.rows(records)
         arrow = frame.toArrow()
         columns = list(frame.columns)
@@ -217,13 +204,9 @@ class PostgresSinkTask(SinkTask):
                     )
                 else:
                     insert_rows(conn, self._schema, self._table, columns, arrow)
-                self.commit_batch(conn, plan, store)
+                committer.commit(plan, conn)
         except DBAPIError as exc:
             raise PostgresSinkError(f"{self._where(plan)}: {type(exc.orig).__name__}: {exc.orig}") from exc
-
-    def commit_batch(self, conn: Connection, plan: BatchPlan, store: OffsetStore) -> None:
-        """Commit the plan on the data's connection; the last step before the transaction commits."""
-        store.commit(plan, connection=conn)
 
     def _ensure_table(
         self, conn: Connection, fields: StructType, columns: list[str], plan: BatchPlan

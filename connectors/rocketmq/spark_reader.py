@@ -86,7 +86,7 @@ class RocketMQReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         return [
-            QueueRangePartition(r.topic, r.partition, r.start, r.end)
+            QueueRangePartition(r.topic, r.partition, r.start.offset, r.end.offset)
             for r in split_ranges(self.ranges, self.max_per_split)
         ]
 
@@ -96,13 +96,13 @@ class RocketMQReader(DataSourceReader):
         client = executor_client(self.namesrv, self.client_options)
         broker, queue_id = parse_queue_partition(partition.partition)
         mq = MessageQueue(partition.topic, broker, queue_id)
-        planned = PartitionRange(partition.partition, partition.start, partition.end, partition.topic)
+        planned = PartitionRange.offsets(partition.partition, partition.start, partition.end, partition.topic)
         if mq not in client.queues(mq.topic):  # the queue vanished (topic recreated with fewer queues)
             check_data_loss([planned], {}, self.policy)
             return
         lo, hi = client.min_offset(mq), client.max_offset(mq)
         (current,) = check_data_loss([planned], {mq.key: lo}, self.policy, max_offsets={mq.key: hi})
-        offset, end = current.start, current.end
+        offset, end = current.start.offset, current.end.offset
         while offset < end:
             chunk_end = min(offset + ARROW_CHUNK, end)
             try:
@@ -110,13 +110,13 @@ class RocketMQReader(DataSourceReader):
                     mq, offset, chunk_end, max_per_request=self.pull_batch, concurrency=self.concurrency
                 )
             except OffsetOutOfRangeError as exc:
-                rest = PartitionRange(mq.key, offset, end, mq.topic)
+                rest = PartitionRange.offsets(mq.key, offset, end, mq.topic)
                 (rest,) = check_data_loss(
                     [rest], {mq.key: exc.min_offset}, self.policy, max_offsets={mq.key: exc.max_offset}
                 )
-                if (rest.start, rest.end) == (offset, end):
+                if (rest.start.offset, rest.end.offset) == (offset, end):
                     raise  # not data loss after all (e.g. a broker hiccup): let Spark retry the task
-                offset, end = rest.start, rest.end
+                offset, end = rest.start.offset, rest.end.offset
                 continue
             if len(columns):
                 yield to_record_batch(columns, mq)

@@ -49,7 +49,8 @@ def plan_to_json(ranges: Sequence[PartitionRange] | BatchPlan) -> str:
         {
             "version": PLAN_VERSION,
             "ranges": [
-                {"topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end} for r in items
+                {"topic": r.topic, "partition": r.partition, "start": r.start.offset, "end": r.end.offset}
+                for r in items
             ],
         },
         separators=(",", ":"),

@@ -1,0 +1,220 @@
+"""The one micro-batch planner, for source tasks and sink tasks alike.
+
+A task's next batch is decided by :func:`plan_next` from plain values (committed positions, the
+pending plan, the policies and the limit) and a narrow :class:`PositionView` of what it reads — a
+source task's partitions, or the RocketMQ queues a sink reads. Steps, in order:
+
+1. A recorded plan that never committed is re-run as it is (exactly the same ranges).
+2. ``relocate`` (optional ability): a source whose partitions move (a rotated file) re-keys the
+   committed positions to where their data is now.
+3. Where each partition starts: its committed position, or the start policy for a new partition.
+4. Data loss, through the one :func:`connectors.data_loss.check_range`: a vanished partition, a
+   partition that is another object now (position meta ``id`` differs), a start below what is still
+   retained or beyond the current end. Under policy skip the start moves, and the move is returned
+   so the caller stores it before recording the plan (a commit never moves a position backwards).
+5. Admission: the budget (records or bytes) is shared fairly (``share_budget``), then the view
+   decides where each partition's share ends (``batch_end``: ``WHERE key > start ORDER BY key
+   LIMIT n`` semantics, so limits hold for keys with gaps and composite positions).
+
+Nothing here does I/O itself: tests drive it with in-memory views (tests/test_planner.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from connectors.data_loss import check_range
+from connectors.model import BatchPlan, DataLossPolicy, PartitionRange
+from connectors.planning import Earliest, StartPolicy, natural_key, resolve_start, share_budget
+from connectors.positions import PartitionKey, Position
+
+IDENTITY_META = "id"
+
+
+class PositionView(Protocol):
+    """What the planner asks about the partitions one task reads (a source task, RocketMQ queues)."""
+
+    def partitions(self) -> Sequence[PartitionKey]: ...
+
+    def earliest(self) -> Mapping[PartitionKey, Position]: ...
+
+    def latest(self, committed: Mapping[PartitionKey, Position]) -> Mapping[PartitionKey, Position]:
+        """Exclusive end per partition now; a vanished partition is left out. ``committed`` lets a
+        source tell whether a partition is still the same object (meta ``id``)."""
+        ...
+
+    def backlog(self, key: PartitionKey, start: Position, latest: Position) -> int | None:
+        """Units between ``start`` and ``latest``, or None when the source cannot tell cheaply."""
+        ...
+
+    def batch_end(
+        self, key: PartitionKey, start: Position, latest: Position, budget: int | None
+    ) -> Position:
+        """Where a batch of at most ``budget`` units (None: no limit) from ``start`` ends, ≤ latest."""
+        ...
+
+
+@runtime_checkable
+class SupportsRelocation(Protocol):
+    """Optional ability of a source task: partitions whose data moves under another name (a rotated
+    log file). Keys are the task's partition names."""
+
+    def relocate(self, committed: Mapping[str, Position]) -> dict[str, Position]:
+        """The committed positions re-keyed to where their data is now."""
+        ...
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """Everything but the view that decides the next batch of one task."""
+
+    connector: str
+    task_id: int
+    next_batch_id: int
+    committed: Mapping[PartitionKey, Position]
+    pending: BatchPlan | None = None
+    start: StartPolicy = field(default_factory=Earliest)
+    data_loss: DataLossPolicy = DataLossPolicy.FAIL
+    max_units: int | None = None
+
+
+@dataclass(frozen=True)
+class PlanDecision:
+    """The batch to run (None: nothing to do now), whether it is a re-run, and positions to store
+    first because relocation or the data-loss policy moved them."""
+
+    plan: BatchPlan | None
+    rerun: bool = False
+    moved: Mapping[PartitionKey, Position] = field(default_factory=dict)
+
+
+def _replaced(committed: Position, latest: Position) -> str:
+    before, now = committed.get(IDENTITY_META), latest.get(IDENTITY_META)
+    if before and now and before != now:
+        return f"it is another object now (identity {before} -> {now}: replaced or rewritten)"
+    return ""
+
+
+def plan_next(request: PlanRequest, view: PositionView) -> PlanDecision:
+    """The next batch of one task; see the module docstring for the steps."""
+    if request.pending is not None:
+        return PlanDecision(request.pending, rerun=True)
+    committed = dict(request.committed)
+    if isinstance(view, Relocating):
+        committed = view.relocate(committed)
+    partitions = sorted(view.partitions(), key=lambda k: natural_key(str(k)))
+    earliest = view.earliest()
+    latest = view.latest(committed)
+    new = [k for k in partitions if k not in committed and k in latest and k in earliest]
+    starts = {k: committed[k] for k in partitions if k in committed}
+    if new:
+        names = {str(k): k for k in new}
+        resolved = resolve_start(
+            request.start,
+            {str(k): earliest[k] for k in new},
+            {str(k): latest[k] for k in new},
+            partitions=list(names),
+        )
+        starts.update({names[n]: pos for n, pos in resolved.items()})
+    checked: dict[PartitionKey, Position] = {}
+    for k, start in starts.items():
+        now = latest.get(k)
+        r = check_range(
+            PartitionRange(k.name, start, start, k.topic),
+            earliest.get(k) if now is not None else None,
+            now,
+            request.data_loss,
+            connector=request.connector,
+            replaced=_replaced(start, now) if now is not None else "",
+        )
+        if now is not None:
+            checked[k] = r.start
+    moved = {k: pos for k, pos in checked.items() if request.committed.get(k, pos) != pos}
+    moved.update({k: pos for k, pos in checked.items() if k not in request.committed and k in committed})
+    backlog = {str(k): view.backlog(k, checked[k], latest[k]) for k in checked}
+    grants = share_budget(backlog, request.max_units)
+    ranges = []
+    for k in sorted(checked, key=lambda k: natural_key(str(k))):
+        grant = grants[str(k)]
+        if checked[k] >= latest[k] or grant == 0:
+            continue
+        end = view.batch_end(k, checked[k], latest[k], grant)
+        if end > checked[k]:
+            ranges.append(PartitionRange(k.name, checked[k], end, k.topic))
+    plan = None
+    if ranges:
+        plan = BatchPlan(request.connector, request.task_id, request.next_batch_id, tuple(ranges))
+    return PlanDecision(plan, rerun=False, moved=moved)
+
+
+@runtime_checkable
+class Relocating(Protocol):
+    """A view that can re-key committed positions (see SupportsRelocation)."""
+
+    def relocate(self, committed: Mapping[PartitionKey, Position]) -> dict[PartitionKey, Position]: ...
+
+
+class SourceTaskView:
+    """A source task seen as a PositionView: its partition names become topic-less keys."""
+
+    def __init__(self, task: SourceTaskLike) -> None:
+        self.task = task
+
+    def partitions(self) -> list[PartitionKey]:
+        return [PartitionKey(p) for p in self.task.partitions()]
+
+    def earliest(self) -> dict[PartitionKey, Position]:
+        return {PartitionKey(p): pos for p, pos in self.task.earliest_positions().items()}
+
+    def latest(self, committed: Mapping[PartitionKey, Position]) -> dict[PartitionKey, Position]:
+        by_name = {k.name: pos for k, pos in committed.items()}
+        return {PartitionKey(p): pos for p, pos in self.task.latest_positions(by_name).items()}
+
+    def backlog(self, key: PartitionKey, start: Position, latest: Position) -> int | None:
+        return self.task.backlog(key.name, start, latest)
+
+    def batch_end(
+        self, key: PartitionKey, start: Position, latest: Position, budget: int | None
+    ) -> Position:
+        return self.task.batch_end(key.name, start, latest, budget)
+
+
+class RelocatingSourceTaskView(SourceTaskView):
+    """A view over a source task that supports relocation (rotated files)."""
+
+    def relocate(self, committed: Mapping[PartitionKey, Position]) -> dict[PartitionKey, Position]:
+        assert isinstance(self.task, SupportsRelocation)
+        moved = self.task.relocate({k.name: pos for k, pos in committed.items()})
+        return {PartitionKey(name): pos for name, pos in moved.items()}
+
+
+def view_of(task: SourceTaskLike) -> SourceTaskView:
+    return RelocatingSourceTaskView(task) if isinstance(task, SupportsRelocation) else SourceTaskView(task)
+
+
+class SourceTaskLike(Protocol):
+    """The planning half of ``connectors.api.SourceTask`` (kept here to avoid importing the contract)."""
+
+    def partitions(self) -> list[str]: ...
+    def earliest_positions(self) -> dict[str, Position]: ...
+    def latest_positions(self, committed: Mapping[str, Position]) -> dict[str, Position]: ...
+    def backlog(self, partition: str, start: Position, latest: Position) -> int | None: ...
+    def batch_end(
+        self, partition: str, start: Position, latest: Position, budget: int | None
+    ) -> Position: ...
+
+
+class OffsetView:
+    """``backlog`` and ``batch_end`` for views whose positions are single integer offsets."""
+
+    def backlog(self, key: PartitionKey, start: Position, latest: Position) -> int | None:
+        return latest.offset - start.offset
+
+    def batch_end(
+        self, key: PartitionKey, start: Position, latest: Position, budget: int | None
+    ) -> Position:
+        if budget is None:
+            return latest
+        return latest.moved_to(min(latest.offset, start.offset + budget))
