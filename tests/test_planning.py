@@ -16,10 +16,10 @@ from connectors.planning import (
     StartPolicy,
     admit,
     natural_key,
-    plan_batch,
     resolve_start,
     split_ranges,
 )
+from connectors.positions import Position
 
 
 @dataclass(frozen=True)
@@ -182,26 +182,6 @@ def test_split_ranges_rejects_non_positive_size() -> None:
         split_ranges([R("a", 0, 1)], 0)
 
 
-def test_plan_batch_builds_ranges_in_natural_order_and_omits_empty() -> None:
-    committed = {"broker-a:10": 5, "broker-a:2": 0, "broker-a:1": 7}
-    latest = {"broker-a:10": 9, "broker-a:2": 3, "broker-a:1": 7}
-    plan = plan_batch("conn", 2, 17, committed, latest, None, topic="T")
-    assert plan.connector == "conn" and plan.task_id == 2 and plan.batch_id == 17
-    assert plan.ranges == (R("broker-a:2", 0, 3, "T"), R("broker-a:10", 5, 9, "T"))
-    assert plan.end_positions() == {"T/broker-a:2": 3, "T/broker-a:10": 9}
-
-
-def test_plan_batch_applies_budget() -> None:
-    plan = plan_batch("c", 0, 1, {"a": 0, "b": 0}, {"a": 2, "b": 100}, 10)
-    assert plan.ranges == (R("a", 0, 2), R("b", 0, 8))
-    assert plan.record_span == 10
-
-
-def test_plan_batch_nothing_to_do_is_empty() -> None:
-    plan = plan_batch("c", 0, 1, {"a": 5}, {"a": 5}, 10)
-    assert plan.ranges == () and plan.is_empty
-
-
 EARLIEST = {"a": 2, "b": 0}
 LATEST = {"a": 10, "b": 4}
 
@@ -217,11 +197,20 @@ RESOLVE_CASES: list[tuple[str, StartPolicy, dict[str, int]]] = [
 
 @pytest.mark.parametrize(("name", "policy", "expected"), RESOLVE_CASES, ids=[c[0] for c in RESOLVE_CASES])
 def test_resolve_start(name: str, policy: StartPolicy, expected: dict[str, int]) -> None:
-    assert resolve_start(policy, EARLIEST, LATEST) == expected
+    assert resolve_start(policy, EARLIEST, LATEST) == {k: Position((v,)) for k, v in expected.items()}
 
 
 def test_resolve_start_for_new_partitions_only() -> None:
-    assert resolve_start(Latest(), EARLIEST, LATEST, partitions=["b"]) == {"b": 4}
+    assert resolve_start(Latest(), EARLIEST, LATEST, partitions=["b"]) == {"b": Position((4,))}
+
+
+def test_resolve_start_with_composite_positions() -> None:
+    earliest = {"t": Position(("2024-01-01", 0))}
+    latest = {"t": Position(("2024-03-01", 77))}
+    at = Position(("2024-02-01", 5))
+    assert resolve_start(SpecificPositions({"t": at}), earliest, latest) == {"t": at}
+    with pytest.raises(PlanningError, match="beyond the latest"):
+        resolve_start(SpecificPositions({"t": Position(("2025-01-01", 0))}), earliest, latest)
 
 
 RESOLVE_ERRORS: list[tuple[str, StartPolicy, list[str] | None, str]] = [

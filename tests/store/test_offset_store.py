@@ -20,6 +20,7 @@ from activities.store import (
 from activities.store.schema import MIGRATIONS, current_version
 from connectors.model import BatchPlan, PartitionRange, queue_partition
 from deploy.local.config import StackConfig
+from tests.store.helpers import offsets
 
 LATEST = max(m.version for m in MIGRATIONS)
 
@@ -116,7 +117,7 @@ def test_record_pending_commit_cycle(store: OffsetStore) -> None:
     assert store.committed_positions("pg-sink") == {}
 
     store.commit(plan)
-    assert store.committed_positions("pg-sink") == {"orders/broker-a:0": 10, "orders/broker-a:1": 15}
+    assert offsets(store.committed_positions("pg-sink")) == {"orders/broker-a:0": 10, "orders/broker-a:1": 15}
     assert store.committed_positions("pg-sink") == plan.end_positions()
     assert store.pending_plan("pg-sink", 0) is None
     [record] = store.batches("pg-sink")
@@ -127,7 +128,7 @@ def test_record_pending_commit_cycle(store: OffsetStore) -> None:
     nxt = sink_plan(1, 10, 20)
     store.record_plan(nxt)
     store.commit(nxt)
-    assert store.committed_positions("pg-sink") == {"orders/broker-a:0": 20, "orders/broker-a:1": 25}
+    assert offsets(store.committed_positions("pg-sink")) == {"orders/broker-a:0": 20, "orders/broker-a:1": 25}
     assert [b.batch_id for b in store.batches("pg-sink")] == [1, 0]
 
 
@@ -135,8 +136,8 @@ def test_source_offsets_are_keyed_by_partition(store: OffsetStore) -> None:
     plan = source_plan(0, 0, 42)
     store.record_plan(plan)
     store.commit(plan)
-    assert store.committed_positions("file-src") == {"/data/a.csv": 42}
-    assert store.committed_positions("file-src", task_id=0) == {"/data/a.csv": 42}
+    assert offsets(store.committed_positions("file-src")) == {"/data/a.csv": 42}
+    assert offsets(store.committed_positions("file-src", task_id=0)) == {"/data/a.csv": 42}
     assert store.committed_positions("file-src", task_id=1) == {}
     assert store.connectors() == {"file-src": "source"}
 
@@ -208,7 +209,7 @@ def test_commit_never_moves_a_position_backwards(store: OffsetStore) -> None:
         store.commit(plan)
     assert "orders/broker-a:0: stored 100 > batch end 80" in str(err.value)
     # Nothing of the refused commit is visible: positions as before, batch still pending.
-    assert store.committed_positions("pg-sink") == {"orders/broker-a:0": 100, "orders/broker-a:1": 3}
+    assert offsets(store.committed_positions("pg-sink")) == {"orders/broker-a:0": 100, "orders/broker-a:1": 3}
     assert store.pending_plan("pg-sink", 0) == plan
 
 
@@ -275,7 +276,7 @@ def test_set_positions_rewinds_and_discards_pending_plans(store: OffsetStore) ->
     store.commit(plan)
     store.record_plan(sink_plan(1, 10, 20))
     store.set_positions("pg-sink", {"orders/broker-a:0": 2})
-    assert store.committed_positions("pg-sink") == {"orders/broker-a:0": 2, "orders/broker-a:1": 15}
+    assert offsets(store.committed_positions("pg-sink")) == {"orders/broker-a:0": 2, "orders/broker-a:1": 15}
     assert store.pending_plan("pg-sink", 0) is None
     assert store.last_batch_id("pg-sink", 0) == 0  # numbering continues after the committed batch
 
@@ -284,7 +285,7 @@ def test_set_positions_refuses_malformed_sink_keys(store: OffsetStore) -> None:
     store.set_positions("pg-sink", {"orders/broker-a:0": 1})
     with pytest.raises(ValueError, match=r"connector 'pg-sink' is a sink: position key 'broker-a:0'"):
         store.set_positions("pg-sink", {"broker-a:0": 1})
-    with pytest.raises(ValueError, match=r"position of 'orders/broker-a:0' must be an int >= 0"):
+    with pytest.raises(ValueError, match=r"position of 'orders/broker-a:0': an offset position must be >= 0"):
         store.set_positions("pg-sink", {"orders/broker-a:0": -1})
 
 
@@ -299,7 +300,7 @@ def test_delete_connector_removes_offsets_positions_and_ledger(store: OffsetStor
     assert store.last_batch_id("pg-sink", 0) == -1
     assert store.connectors() == {"file-src": "source"}
     assert store.connectors(include_deleted=True) == {"file-src": "source", "pg-sink": "sink"}
-    assert store.committed_positions("file-src") == {"/data/a.csv": 5}
+    assert offsets(store.committed_positions("file-src")) == {"/data/a.csv": 5}
     store.record_plan(sink_plan(0, 0, 10))  # a re-created connector starts over
     assert store.connectors() == {"file-src": "source", "pg-sink": "sink"}
 

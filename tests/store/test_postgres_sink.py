@@ -14,11 +14,13 @@ from sqlalchemy import Connection, text
 from sqlalchemy.engine import Engine
 
 from activities.store import BatchAlreadyCommittedError, OffsetStore
+from connectors.api import TransactionalSink
 from connectors.config import ConfigError
 from connectors.model import BatchPlan, PartitionRange
 from connectors.postgres import PostgresSinkConnector, PostgresSinkError, PostgresSinkTask
 from connectors.records import Record, make_records
 from deploy.local.config import StackConfig
+from tests.store.helpers import offsets
 
 VALUE = T.StructType(
     [
@@ -36,14 +38,26 @@ class Crash(Exception):
     """The worker dying after the rows were copied, before the transaction commits."""
 
 
-class CrashingTask(PostgresSinkTask):
-    """Fails at the last moment, after checking the COPY really reached the table in the transaction."""
+class CrashingCommitter:
+    """The runtime's committer, failing at the last moment, after checking the COPY really reached the
+    table inside the sink's transaction."""
 
-    copied: int = -1
+    def __init__(self, store: OffsetStore, table: str) -> None:
+        self.store, self.table, self.copied = store, table, -1
 
-    def commit_batch(self, conn: Connection, plan: BatchPlan, store: OffsetStore) -> None:
-        self.copied = conn.execute(text(f"SELECT count(*) FROM {self._schema}.{self._table}")).scalar_one()
+    def same_database(self, database_url: str) -> bool:
+        return self.store.same_database(database_url)
+
+    def commit(self, plan: BatchPlan, connection: Connection) -> None:
+        self.copied = connection.execute(text(f"SELECT count(*) FROM {self.table}")).scalar_one()
         raise Crash
+
+
+def bound(task: PostgresSinkTask, store: OffsetStore) -> PostgresSinkTask:
+    """The task as the runtime wires a TransactionalSink: with the store's committer bound."""
+    assert isinstance(task, TransactionalSink)
+    task.bind_positions(store.committer())
+    return task
 
 
 def config(cfg: StackConfig, schema: str, **extra: str) -> dict[str, Any]:
@@ -101,11 +115,13 @@ def test_sink_writes_exactly_once_across_a_crash(
     )
     store.record_plan(plan)
 
-    crashing = CrashingTask(config(stack_config, store.schema), 0, offset_store=store)
+    crashing = PostgresSinkTask(config(stack_config, store.schema), 0)
+    committer = CrashingCommitter(store, f'"{store.schema}".orders_out')
+    crashing.bind_positions(committer)
     tasks.append(crashing)
     with pytest.raises(Crash):
         crashing.write(spark, records, plan)
-    assert crashing.copied == 10  # the rows were in the table inside the transaction ...
+    assert committer.copied == 10  # the rows were in the table inside the transaction ...
     with pg_engine.connect() as conn:  # ... and nothing is visible after it: not even the table
         assert (
             conn.execute(text("SELECT to_regclass(:t)"), {"t": f'"{store.schema}".orders_out'}).scalar()
@@ -116,8 +132,7 @@ def test_sink_writes_exactly_once_across_a_crash(
     # The restarted worker finds the pending plan and re-runs it with the same ranges.
     pending = store.pending_plan("pg-sink", 0)
     assert pending == plan
-    task = PostgresSinkTask(config(stack_config, store.schema), 0)
-    task.offset_store = store
+    task = bound(PostgresSinkTask(config(stack_config, store.schema), 0), store)
     tasks.append(task)
     task.write(spark, records, store.record_plan(pending))
 
@@ -129,7 +144,7 @@ def test_sink_writes_exactly_once_across_a_crash(
         rows_of(pg_engine, store.schema, "SELECT id, name, amount, tags, seen FROM {t} ORDER BY id")
         == expected
     )
-    assert store.committed_positions("pg-sink") == {"orders/broker-a:0": 6, "orders/broker-a:1": 4}
+    assert offsets(store.committed_positions("pg-sink")) == {"orders/broker-a:0": 6, "orders/broker-a:1": 4}
     assert [(b.batch_id, b.status, b.attempts) for b in store.batches("pg-sink")] == [(0, "COMMITTED", 2)]
 
     # A third run of the same plan is refused as a whole: no duplicate rows.
@@ -145,10 +160,11 @@ def test_upsert_keeps_the_last_record_per_key(
     pg_engine: Engine,
     tasks: list[PostgresSinkTask],
 ) -> None:
-    task = PostgresSinkTask(
-        config(stack_config, store.schema, **{"insert.mode": "upsert", "pk.fields": "id"}),
-        0,
-        offset_store=store,
+    task = bound(
+        PostgresSinkTask(
+            config(stack_config, store.schema, **{"insert.mode": "upsert", "pk.fields": "id"}), 0
+        ),
+        store,
     )
     tasks.append(task)
     batches = [
@@ -176,7 +192,7 @@ def test_upsert_keeps_the_last_record_per_key(
         (2, 'quote " comma , newline \n end'),
         (3, "name-3"),
     ]
-    assert store.committed_positions("pg-sink") == {"orders/broker-a:0": 5}
+    assert offsets(store.committed_positions("pg-sink")) == {"orders/broker-a:0": 5}
 
 
 def test_string_values_are_written_with_their_record_coordinates(
@@ -186,8 +202,9 @@ def test_string_values_are_written_with_their_record_coordinates(
     pg_engine: Engine,
     tasks: list[PostgresSinkTask],
 ) -> None:
-    task = PostgresSinkTask(
-        config(stack_config, store.schema, **{"pk.fields": "topic,partition,offset"}), 1, offset_store=store
+    task = bound(
+        PostgresSinkTask(config(stack_config, store.schema, **{"pk.fields": "topic,partition,offset"}), 1),
+        store,
     )
     tasks.append(task)
     recs = [
@@ -205,15 +222,13 @@ def test_string_values_are_written_with_their_record_coordinates(
         ("orders", "broker-a:2", 8, None, ""),
         ("orders", "broker-a:2", 9, "", None),
     ]
-    assert store.committed_positions("pg-sink", task_id=1) == {"orders/broker-a:2": 10}
+    assert offsets(store.committed_positions("pg-sink", task_id=1)) == {"orders/broker-a:2": 10}
 
 
 def test_missing_table_without_auto_create_fails_naming_it(
     spark: SparkSession, stack_config: StackConfig, store: OffsetStore, tasks: list[PostgresSinkTask]
 ) -> None:
-    task = PostgresSinkTask(
-        config(stack_config, store.schema, **{"auto.create": "false"}), 0, offset_store=store
-    )
+    task = bound(PostgresSinkTask(config(stack_config, store.schema, **{"auto.create": "false"}), 0), store)
     tasks.append(task)
     plan = BatchPlan("pg-sink", 0, 0, (PartitionRange("broker-a:0", 0, 1, "orders"),))
     store.record_plan(plan)
@@ -264,15 +279,13 @@ def test_task_refuses_upsert_without_keys_and_a_store_in_another_database(stack_
         PostgresSinkTask({**base, "insert.mode": "upsert"}, 0)
     elsewhere = OffsetStore(stack_config.database_url.rsplit("/", 1)[0] + "/elsewhere")
     task = PostgresSinkTask(base, 0)
-    with pytest.raises(PostgresSinkError, match="task 0: no offset store set"):
-        task._store()
+    with pytest.raises(PostgresSinkError, match="task 0: no position committer bound"):
+        task._positions()
     with pytest.raises(
         ConfigError, match="'connection.url' names another database than the offset store"
     ) as err:
-        task.offset_store = elsewhere
+        task.bind_positions(elsewhere.committer())
     assert "hunter2" not in str(err.value)
-    with pytest.raises(ConfigError, match="another database"):
-        PostgresSinkTask(base, 0, offset_store=elsewhere)
     assert "hunter2" not in repr(elsewhere)
 
 
@@ -300,7 +313,7 @@ def test_auto_create_types_and_values_round_trip(
         ),
         Record("broker-a:0", 1, (2, None, None, None, None, None, None), topic="o"),
     ]
-    task = PostgresSinkTask(config(stack_config, store.schema, **{"pk.fields": "id"}), 0, offset_store=store)
+    task = bound(PostgresSinkTask(config(stack_config, store.schema, **{"pk.fields": "id"}), 0), store)
     tasks.append(task)
     plan = BatchPlan("pg-sink", 0, 0, (PartitionRange("broker-a:0", 0, 2, "o"),))
     store.record_plan(plan)
