@@ -43,6 +43,7 @@ def check_range(
     *,
     connector: str = "",
     replaced: str = "",
+    planning: bool = False,
 ) -> PartitionRange:
     """``r`` narrowed to what the partition still holds, or ``DataLossError`` under policy FAIL.
 
@@ -54,9 +55,13 @@ def check_range(
        file replaced under the same name: its offsets mean something else; skip: start again at
        ``earliest`` of the new object);
     3. ``[start, earliest)`` when retention removed the beginning;
-    4. ``[latest, end)`` when the partition now ends before the range does — at planning the range
-       is ``[committed, committed)`` and this is a truncated source; at reading it means the broker
-       lost written messages (an async-flush crash, a recreated topic). Skip: narrow to ``latest``.
+    4. ``[latest, end)`` when the partition now ends before the range does — at reading it means
+       the broker lost written messages (an async-flush crash, a recreated topic). Skip: narrow to
+       ``latest``.
+
+    ``planning``: the range is ``[committed, committed)``, asking whether reading may start there;
+    an empty range then still counts (a committed position below ``earliest`` or past ``latest`` —
+    a truncated source — is data loss), whereas an empty planned range at reading reads nothing.
     """
     where = _where(r, connector)
     if earliest is None:
@@ -66,19 +71,18 @@ def check_range(
         _report(policy, where, f"[{r.start}, ...)", f"is gone: {replaced}")
         return replace(r, start=earliest, end=earliest)
     start, end = r.start, r.end
-    if start < earliest:
+    if start < earliest and (planning or end > start):
         lost_end = min(earliest, end) if end > start else earliest
         _report(policy, where, f"[{start}, {lost_end})", f"was removed by retention (earliest is {earliest})")
         start, end = lost_end, max(end, lost_end)
-    if latest is not None and latest < end:
-        # (For a planning probe [committed, committed) past the end: [latest, committed) is lost.)
+    if latest is not None and latest < end and (planning or end > start):
         _report(
             policy,
             where,
-            f"[{latest}, {end})",
+            f"[{latest if planning else max(latest, start)}, {end})",
             f"is missing: the partition now ends at {latest} (truncated, replaced or lost by the source)",
         )
-        start, end = min(start, latest), latest
+        start, end = (latest, latest) if planning else (start, max(start, latest))
     return replace(r, start=start, end=end)
 
 

@@ -128,6 +128,7 @@ def plan_next(request: PlanRequest, view: PositionView) -> PlanDecision:
             request.data_loss,
             connector=request.connector,
             replaced=_replaced(start, now) if now is not None else "",
+            planning=True,
         )
         if now is not None:
             checked[k] = r.start

@@ -13,8 +13,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from activities.sink_runner import QueueView
 from connectors.model import BatchPlan, DataLossPolicy, PartitionRange
-from connectors.planning import AtTimestamp, Earliest, Latest, SpecificPositions, plan_batch
+from connectors.planner import PlanRequest, plan_next
+from connectors.planning import AtTimestamp, Earliest, Latest, SpecificPositions
 from connectors.rocketmq.errors import TopicNotFoundError
 from connectors.rocketmq.offsets import (
     DataLossError,
@@ -26,6 +28,7 @@ from connectors.rocketmq.offsets import (
 from connectors.rocketmq.sync_client import SyncRocketMQClient
 from connectors.rocketmq.values import MessageQueue, OutgoingMessage
 from deploy.local.config import StackConfig
+from tests.store.helpers import offsets
 
 
 @pytest.fixture(scope="module")
@@ -67,20 +70,24 @@ def test_start_policies_resolve_against_the_broker(client: SyncRocketMQClient, t
     _send(client, topic_name, 1, [b"new-%d" % i for i in range(3)])
     _send(client, topic_name, 3, [b"x"])
 
-    assert resolve_start_policy(client, topic_name, Earliest()) == {f"broker-a:{i}": 0 for i in range(4)}
-    assert resolve_start_policy(client, topic_name, Latest()) == {
+    assert offsets(resolve_start_policy(client, topic_name, Earliest())) == {
+        f"broker-a:{i}": 0 for i in range(4)
+    }
+    assert offsets(resolve_start_policy(client, topic_name, Latest())) == {
         "broker-a:0": 0,
         "broker-a:1": 7,
         "broker-a:2": 0,
         "broker-a:3": 1,
     }
-    at = resolve_start_policy(client, topic_name, AtTimestamp(boundary_ms), partitions=["broker-a:1"])
+    at = offsets(
+        resolve_start_policy(client, topic_name, AtTimestamp(boundary_ms), partitions=["broker-a:1"])
+    )
     assert at == {"broker-a:1": 4}
-    future = resolve_start_policy(client, topic_name, AtTimestamp(boundary_ms + 3_600_000))
+    future = offsets(resolve_start_policy(client, topic_name, AtTimestamp(boundary_ms + 3_600_000)))
     assert future == {"broker-a:0": 0, "broker-a:1": 7, "broker-a:2": 0, "broker-a:3": 1}
-    assert resolve_start_policy(client, topic_name, AtTimestamp(0))["broker-a:1"] == 0
-    assert resolve_start_policy(
-        client, topic_name, SpecificPositions({"broker-a:1": 2}, default="latest")
+    assert offsets(resolve_start_policy(client, topic_name, AtTimestamp(0)))["broker-a:1"] == 0
+    assert offsets(
+        resolve_start_policy(client, topic_name, SpecificPositions({"broker-a:1": 2}, default="latest"))
     ) == {
         "broker-a:0": 0,
         "broker-a:1": 2,
@@ -91,14 +98,15 @@ def test_start_policies_resolve_against_the_broker(client: SyncRocketMQClient, t
 
 def test_start_policy_names_missing_queue(client: SyncRocketMQClient, topic_name: str) -> None:
     with pytest.raises(Exception, match="broker-a:9"):
-        resolve_start_policy(client, topic_name, Earliest(), partitions=["broker-a:9"])
+        offsets(resolve_start_policy(client, topic_name, Earliest(), partitions=["broker-a:9"]))
 
 
 def test_plan_from_broker_positions_with_data_loss_check(client: SyncRocketMQClient, topic_name: str) -> None:
     """The driver-side sequence a task runs: resolve, plan, check, all from real positions."""
     _send(client, topic_name, 0, [b"m%d" % i for i in range(10)])
-    committed = resolve_start_policy(client, topic_name, Earliest())
-    plan = plan_batch("c", 0, 0, committed, latest_offsets(client, topic_name), 6, topic=topic_name)
+    view = QueueView(client, [topic_name], task_id=0, task_count=1)
+    plan = plan_next(PlanRequest("c", 0, 0, {}, max_units=6), view).plan
+    assert plan is not None
     checked = check_data_loss(plan.ranges, earliest_offsets(client, topic_name), DataLossPolicy.FAIL)
     assert checked == (PartitionRange("broker-a:0", 0, 6, topic_name),)
 
@@ -119,18 +127,18 @@ DATA_LOSS_CASES: list[
         [R("q:0", 4, 20)],
         None,
         (R("q:0", 10, 20),),
-        r"queue q:0: offsets \[4, 10\) were removed",
+        r"queue q:0: \[4, 10\) was removed",
     ),
-    ("whole range below min", [R("q:0", 2, 6)], None, (R("q:0", 6, 6),), r"offsets \[2, 6\) were removed"),
+    ("whole range below min", [R("q:0", 2, 6)], None, (R("q:0", 6, 6),), r"\[2, 6\) was removed"),
     ("empty range below min is fine", [R("q:0", 3, 3)], None, (R("q:0", 3, 3),), None),
-    ("vanished queue", [R("q:7", 0, 5)], None, (R("q:7", 5, 5),), r"queue q:7: offsets \[0, 5\) are gone"),
-    ("end beyond max", [R("q:1", 0, 9)], {"q:1": 6}, (R("q:1", 0, 6),), r"offsets \[6, 9\) are missing"),
+    ("vanished queue", [R("q:7", 0, 5)], None, (R("q:7", 5, 5),), r"queue q:7: \[0, 5\) is gone"),
+    ("end beyond max", [R("q:1", 0, 9)], {"q:1": 6}, (R("q:1", 0, 6),), r"\[6, 9\) is missing"),
     (
         "range entirely beyond max",
         [R("q:1", 8, 9)],
         {"q:1": 6},
         (R("q:1", 8, 8),),
-        r"offsets \[8, 9\) are missing",
+        r"\[8, 9\) is missing",
     ),
     ("end at max is fine", [R("q:1", 0, 6)], {"q:1": 6}, (R("q:1", 0, 6),), None),
     ("below min and beyond max", [R("q:0", 5, 30)], {"q:0": 25}, (R("q:0", 10, 25),), r"\[5, 10\)"),
@@ -150,7 +158,7 @@ def test_check_data_loss(
     fail_message: str | None,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="connectors.rocketmq.offsets"):
+    with caplog.at_level(logging.WARNING, logger="connectors.data_loss"):
         assert check_data_loss(ranges, MINS, DataLossPolicy.SKIP, max_offsets=maxes) == skipped
     if fail_message is None:
         assert check_data_loss(ranges, MINS, DataLossPolicy.FAIL, max_offsets=maxes) == skipped
@@ -165,5 +173,5 @@ def test_check_data_loss(
 def test_check_data_loss_on_a_plan_keeps_plan_ends() -> None:
     plan = BatchPlan("c", 0, 3, (R("q:0", 0, 15), R("q:1", 0, 2)))
     checked = check_data_loss(plan.ranges, MINS, DataLossPolicy.SKIP)
-    assert [r.end for r in checked] == [15, 2]
-    assert checked[0].start == 10
+    assert [r.end.offset for r in checked] == [15, 2]
+    assert checked[0].start.offset == 10
