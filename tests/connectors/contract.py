@@ -2,8 +2,9 @@
 
 ``source_test_class(case)`` / ``sink_test_class(case)`` return pytest classes; a connector's test
 module assigns them to ``Test...`` names. The checks are the ones exactly-once rests on:
-positions never go backwards, ``snap_end`` stays inside its range, re-reading a range gives the same
-records, and re-running a sink plan (also after a half-written attempt) leaves the same target.
+positions never go backwards, ``batch_end`` stays inside its range and holds the budget, re-reading a
+range gives the same records, and re-running a sink plan (after a half-written attempt, or for a
+transactional sink after a crash inside its transaction) leaves the same target.
 """
 
 from __future__ import annotations
@@ -16,18 +17,24 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from connectors.api import (
+    Delivery,
     SinkConnector,
     SinkTask,
     SourceConnector,
     SourceTask,
+    TransactionalSink,
+    delivery_of,
     open_sink_task,
     open_source_task,
 )
 from connectors.model import BatchPlan, PartitionRange
+from connectors.positions import Position
 from connectors.records import RECORD_COLUMNS, Record, check_record_columns, make_records
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from activities.store import OffsetStore
 
 
 def _nothing(_: Path) -> None:
@@ -46,13 +53,40 @@ class SourceCase:
 
 
 @dataclass(frozen=True)
+class SinkEnv:
+    """Where a sink case writes: a scratch directory, and for database sinks a fresh schema of the
+    local PostgreSQL that also holds the offset store (transactional sinks commit into it)."""
+
+    tmp: Path
+    database_url: str = ""
+    schema: str = ""
+    store: OffsetStore | None = None
+
+
+@dataclass(frozen=True)
 class SinkCase:
     name: str
     connector: type[SinkConnector]
-    config: Callable[[Path], dict[str, str]]
-    read_back: Callable[[Path], Any]  # the target's content, comparable with ==
-    half_write: Callable[[Path], None] = _nothing  # what a crashed attempt may leave behind
+    config: Callable[[SinkEnv], dict[str, str]]
+    read_back: Callable[[SinkEnv], Any]  # the target's content, comparable with ==
+    half_write: Callable[[SinkEnv], None] = _nothing  # what a crashed attempt may leave behind
+    needs_database: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+class _Crash(Exception):
+    """The worker dying inside a transactional sink's transaction, just before it commits."""
+
+
+class _CrashingCommitter:
+    def __init__(self, store: OffsetStore) -> None:
+        self.store = store
+
+    def same_database(self, database_url: str) -> bool:
+        return self.store.same_database(database_url)
+
+    def commit(self, plan: BatchPlan, connection: Any) -> None:
+        raise _Crash
 
 
 def rows(df: DataFrame) -> list[tuple[Any, ...]]:
@@ -60,11 +94,12 @@ def rows(df: DataFrame) -> list[tuple[Any, ...]]:
     return [tuple(r) for r in ordered]
 
 
-def _ranges(task: SourceTask, ends: dict[str, int], starts: dict[str, int]) -> list[PartitionRange]:
-    return [
-        PartitionRange(p, starts.get(p, 0), task.snap_end(p, starts.get(p, 0), end))
-        for p, end in ends.items()
-    ]
+def _ranges(
+    task: SourceTask, ends: dict[str, Position], starts: dict[str, Position] | None = None
+) -> list[PartitionRange]:
+    """Ranges from ``starts`` (default: earliest) to where the task ends a batch at ``ends``."""
+    first = starts or task.earliest_positions()
+    return [PartitionRange(p, first[p], task.batch_end(p, first[p], end, None)) for p, end in ends.items()]
 
 
 def source_test_class(case: SourceCase) -> type:
@@ -81,26 +116,32 @@ def source_test_class(case: SourceCase) -> type:
             task.close()
 
         def test_positions_never_go_backwards(self, task: SourceTask, tmp_path: Path) -> None:
-            first = task.latest_positions()
+            first = task.latest_positions({})
             assert set(first) == set(task.partitions())
             earliest = task.earliest_positions()
-            assert all(0 <= earliest[p] <= first[p] for p in first)
+            assert all(earliest[p] <= first[p] for p in first)
             case.grow(tmp_path)
-            second = task.latest_positions()
+            second = task.latest_positions(first)
             assert all(second[p] >= first[p] for p in first)
+            # The same source seen twice is the same object (the planner compares meta "id").
+            assert all(second[p].get("id") == first[p].get("id") for p in first)
 
-        def test_snap_end_stays_in_range(self, task: SourceTask) -> None:
-            for p, end in task.latest_positions().items():
-                for candidate in sorted({0, end // 3, end // 2, end}):
-                    snapped = task.snap_end(p, 0, candidate)
-                    assert 0 <= snapped <= max(candidate, snapped)
-                    assert task.snap_end(p, snapped, snapped) == snapped
+        def test_batch_end_stays_in_range_and_holds_the_budget(self, task: SourceTask) -> None:
+            earliest = task.earliest_positions()
+            for p, latest in task.latest_positions({}).items():
+                start = earliest[p]
+                backlog = task.backlog(p, start, latest)
+                for budget in (None, 1, 2, 3):
+                    end = task.batch_end(p, start, latest, budget)
+                    assert start <= end <= latest
+                    assert task.batch_end(p, end, end, budget) == end
+                    if budget is not None and backlog is not None and task.position_unit == "records":
+                        assert end.offset - start.offset <= budget
 
         def test_rereading_a_range_gives_the_same_records(
             self, spark: SparkSession, task: SourceTask
         ) -> None:
-            ends = task.latest_positions()
-            whole = _ranges(task, ends, {})
+            whole = _ranges(task, task.latest_positions({}))
             first = task.read(spark, whole)
             check_record_columns(first, case.name)
             once = rows(first)
@@ -108,21 +149,24 @@ def source_test_class(case: SourceCase) -> type:
             assert rows(task.read(spark, whole)) == once
             # Records sit inside their ranges, positions unique per partition.
             bounds = {r.partition: r for r in whole}
-            assert all(bounds[rec[1]].start <= rec[2] < bounds[rec[1]].end for rec in once)
+            assert all(bounds[rec[1]].start.offset <= rec[2] < bounds[rec[1]].end.offset for rec in once)
             assert len({(rec[1], rec[2]) for rec in once}) == len(once)
 
         def test_split_ranges_read_the_same_records(self, spark: SparkSession, task: SourceTask) -> None:
-            ends = task.latest_positions()
-            whole = _ranges(task, ends, {})
-            middle = {r.partition: task.snap_end(r.partition, 0, r.end // 2) for r in whole}
-            head = [PartitionRange(p, 0, m) for p, m in middle.items()]
+            latest = task.latest_positions({})
+            whole = _ranges(task, latest)
+            middle = {
+                r.partition: task.batch_end(r.partition, r.start, r.end, max(1, (r.size or 2) // 2))
+                for r in whole
+            }
+            head = [PartitionRange(r.partition, r.start, middle[r.partition]) for r in whole]
             tail = _ranges(task, {r.partition: r.end for r in whole}, middle)
             assert sorted(rows(task.read(spark, head)) + rows(task.read(spark, tail))) == sorted(
                 rows(task.read(spark, whole))
             )
 
         def test_empty_ranges_read_nothing(self, spark: SparkSession, task: SourceTask) -> None:
-            empty = [PartitionRange(p, 0, 0) for p in task.partitions()]
+            empty = [PartitionRange(p, pos, pos) for p, pos in task.earliest_positions().items()]
             assert rows(task.read(spark, empty)) == []
 
     SourceContract.__name__ = SourceContract.__qualname__ = f"SourceContract[{case.name}]"
@@ -132,10 +176,25 @@ def source_test_class(case: SourceCase) -> type:
 def sink_test_class(case: SinkCase) -> type:
     class SinkContract:
         @pytest.fixture
-        def task(self, tmp_path: Path) -> Any:
-            raw = case.config(tmp_path)
+        def env(self, tmp_path: Path, request: pytest.FixtureRequest) -> SinkEnv:
+            if not case.needs_database:
+                return SinkEnv(tmp_path)
+            from activities.store import OffsetStore
+
+            url = request.getfixturevalue("stack_config").database_url
+            schema = request.getfixturevalue("fresh_schema")
+            store = OffsetStore(url, schema=schema, engine=request.getfixturevalue("pg_engine"))
+            store.migrate()
+            return SinkEnv(tmp_path, url, schema, store)
+
+        @pytest.fixture
+        def task(self, env: SinkEnv) -> Any:
+            raw = case.config(env)
             assert case.connector().validate(raw) == []
             task = open_sink_task(case.connector, case.connector().task_configs(raw, 1)[0], 0)
+            if isinstance(task, TransactionalSink):
+                assert env.store is not None, f"{case.name}: a transactional sink needs needs_database"
+                task.bind_positions(env.store.committer())
             yield task
             task.close()
 
@@ -152,28 +211,58 @@ def sink_test_class(case: SinkCase) -> type:
             bare = BatchPlan("contract", 0, batch_id, (PartitionRange("broker-a:0", start, end, "t"),))
             return BatchPlan("contract", 0, batch_id, bare.ranges, task.prepare(bare))
 
-        def test_rerunning_a_plan_is_repeatable(
-            self, spark: SparkSession, task: SinkTask, tmp_path: Path
+        def attempt(
+            self,
+            spark: SparkSession,
+            task: SinkTask,
+            env: SinkEnv,
+            plan: BatchPlan,
+            records: DataFrame,
+            *,
+            crash: bool = False,
         ) -> None:
-            plan1 = self.plan(task, 1, 0, 3)
-            task.write(spark, self.batch(spark, 0, 3), plan1)
-            after1 = case.read_back(tmp_path)
-            plan2 = self.plan(task, 2, 3, 5)
-            task.write(spark, self.batch(spark, 3, 2), plan2)
-            after2 = case.read_back(tmp_path)
-            assert after2 != after1
-            task.write(spark, self.batch(spark, 3, 2), plan2)  # the runtime re-runs an uncommitted plan
-            assert case.read_back(tmp_path) == after2
-            case.half_write(tmp_path)  # a crashed third attempt left a partial write behind
-            task.write(spark, self.batch(spark, 3, 2), plan2)
-            assert case.read_back(tmp_path) == after2
+            """One attempt of ``plan`` as the runtime makes it; ``crash``: the worker dies before the
+            commit (a transactional sink's transaction rolls back; any other sink's write stays)."""
+            if not isinstance(task, TransactionalSink):
+                task.write(spark, records, plan)
+                return
+            assert env.store is not None
+            env.store.record_plan(plan)
+            if not crash:
+                task.write(spark, records, plan)
+                return
+            task.bind_positions(_CrashingCommitter(env.store))
+            with pytest.raises(_Crash):
+                task.write(spark, records, plan)
+            task.bind_positions(env.store.committer())
 
-        def test_empty_batch_changes_nothing(
-            self, spark: SparkSession, task: SinkTask, tmp_path: Path
+        def test_rerunning_a_plan_is_repeatable(
+            self, spark: SparkSession, task: SinkTask, env: SinkEnv
         ) -> None:
-            before = case.read_back(tmp_path)
-            task.write(spark, self.batch(spark, 0, 0), self.plan(task, 1, 0, 0))
-            assert case.read_back(tmp_path) == before
+            assert delivery_of(task) in (Delivery.EXACTLY_ONCE, Delivery.IDEMPOTENT, Delivery.AT_LEAST_ONCE)
+            self.attempt(spark, task, env, self.plan(task, 1, 0, 3), self.batch(spark, 0, 3))
+            after1 = case.read_back(env)
+            plan2 = self.plan(task, 2, 3, 5)
+            self.attempt(spark, task, env, plan2, self.batch(spark, 3, 2), crash=True)
+            if isinstance(task, TransactionalSink):
+                assert case.read_back(env) == after1  # nothing of the crashed attempt is visible
+            self.attempt(spark, task, env, plan2, self.batch(spark, 3, 2))  # the runtime re-runs it
+            after2 = case.read_back(env)
+            assert after2 != after1
+            if isinstance(task, TransactionalSink):
+                assert env.store is not None and env.store.pending_plan("contract", 0) is None
+                return
+            task.write(spark, self.batch(spark, 3, 2), plan2)  # and again: still one copy
+            assert case.read_back(env) == after2
+            case.half_write(env)  # a crashed third attempt left a partial write behind
+            task.write(spark, self.batch(spark, 3, 2), plan2)
+            assert case.read_back(env) == after2
+
+        def test_empty_batch_changes_nothing(self, spark: SparkSession, task: SinkTask, env: SinkEnv) -> None:
+            self.attempt(spark, task, env, self.plan(task, 1, 0, 3), self.batch(spark, 0, 3))
+            before = case.read_back(env)
+            self.attempt(spark, task, env, self.plan(task, 2, 3, 3), self.batch(spark, 3, 0))
+            assert case.read_back(env) == before
 
     SinkContract.__name__ = SinkContract.__qualname__ = f"SinkContract[{case.name}]"
     return SinkContract

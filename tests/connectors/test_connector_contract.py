@@ -7,7 +7,8 @@ from pathlib import Path
 from connectors.dummy import DummySinkConnector, DummySourceConnector
 from connectors.file.sink import FileSinkConnector
 from connectors.file.source import FileSourceConnector
-from tests.connectors.contract import SinkCase, SourceCase, sink_test_class, source_test_class
+from connectors.postgres import PostgresSinkConnector
+from tests.connectors.contract import SinkCase, SinkEnv, SourceCase, sink_test_class, source_test_class
 
 
 def _write_files(tmp: Path) -> None:
@@ -20,14 +21,29 @@ def _grow_files(tmp: Path) -> None:
         fh.write(b" line\ndelta\n")
 
 
-def _read_lines(tmp: Path) -> str:
-    path = tmp / "out.txt"
+def _read_lines(env: SinkEnv) -> str:
+    path = env.tmp / "out.txt"
     return path.read_text(encoding="utf-8") if path.exists() else ""
 
 
-def _half_line(tmp: Path) -> None:
-    with open(tmp / "out.txt", "ab") as fh:
+def _half_line(env: SinkEnv) -> None:
+    with open(env.tmp / "out.txt", "ab") as fh:
         fh.write(b"line-3\nline-")
+
+
+def _table_rows(env: SinkEnv) -> list[tuple[object, ...]]:
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(env.database_url)
+    try:
+        with engine.connect() as conn:
+            exists = conn.execute(text("SELECT to_regclass(:t)"), {"t": f'"{env.schema}".out'}).scalar()
+            if exists is None:
+                return []
+            sql = f'SELECT topic, partition, "offset", value FROM "{env.schema}".out ORDER BY "offset"'
+            return [tuple(r) for r in conn.execute(text(sql))]
+    finally:
+        engine.dispose()
 
 
 TestFileSourceContract = source_test_class(
@@ -61,7 +77,7 @@ TestFileSinkContract = sink_test_class(
     SinkCase(
         "file-sink",
         FileSinkConnector,
-        lambda tmp: {"connector.class": "file-sink", "topics": "t", "file": str(tmp / "out.txt")},
+        lambda env: {"connector.class": "file-sink", "topics": "t", "file": str(env.tmp / "out.txt")},
         read_back=_read_lines,
         half_write=_half_line,
     )
@@ -71,8 +87,25 @@ TestDummySinkContract = sink_test_class(
     SinkCase(
         "dummy-sink",
         DummySinkConnector,
-        lambda tmp: {"connector.class": "dummy-sink", "topics": "t", "file": str(tmp / "out.txt")},
+        lambda env: {"connector.class": "dummy-sink", "topics": "t", "file": str(env.tmp / "out.txt")},
         read_back=_read_lines,
         half_write=_half_line,
+    )
+)
+
+TestPostgresSinkContract = sink_test_class(
+    SinkCase(
+        "postgres-sink",
+        PostgresSinkConnector,
+        lambda env: {
+            "connector.class": "postgres-sink",
+            "topics": "t",
+            "connection.url": env.database_url,
+            "schema": env.schema,
+            "table": "out",
+            "auto.create": "true",
+        },
+        read_back=_table_rows,
+        needs_database=True,
     )
 )

@@ -12,6 +12,7 @@ from connectors.file.sink import LENGTH_STATE, FileSinkConnector
 from connectors.file.source import FileSourceConnector, FileSourceTask
 from connectors.model import BatchPlan, PartitionRange
 from connectors.records import Record, make_records
+from tests.store.helpers import offsets
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -37,7 +38,7 @@ def test_exact_ranges_partial_line_and_appends(spark: SparkSession, tmp_path: Pa
     path = tmp_path / "in.txt"
     path.write_bytes(b"a\nbb\r\nccc\ndd")  # "dd" has no newline yet
     task = source(path)
-    assert task.latest_positions() == {str(path): 12}
+    assert offsets(task.latest_positions({})) == {str(path): 12}
     assert task.snap_end(str(path), 0, 12) == 10  # the partial line waits
     assert task.snap_end(str(path), 0, 4) == 2  # cut to a line boundary
     assert task.snap_end(str(path), 10, 12) == 10  # nothing complete after 10
@@ -51,7 +52,7 @@ def test_exact_ranges_partial_line_and_appends(spark: SparkSession, tmp_path: Pa
 
     with open(path, "ab") as fh:
         fh.write(b"d\neee\n")
-    assert task.latest_positions() == {str(path): 18}
+    assert offsets(task.latest_positions({})) == {str(path): 18}
     end = task.snap_end(str(path), 10, 18)
     assert end == 18
     assert lines(spark, task, (10, end)) == [(10, "ddd"), (14, "eee")]
@@ -106,7 +107,8 @@ def test_read_errors_name_the_position(
         path.write_bytes(content[:2])
     elif action == "delete":
         path.unlink()
-        assert task.latest_positions() == {}  # a vanished partition is left out for the data-loss check
+        assert task.latest_positions({}) == {}  # a missing file is waited for, not read
+        assert task.waiting_for() == f"waiting for file {path} (does not exist)"
     with pytest.raises(error) as info:
         task.read(spark, [PartitionRange(str(path), 0, size)])
     assert str(info.value) == message.format(p=path)
@@ -118,14 +120,17 @@ def test_other_encoding(spark: SparkSession, tmp_path: Path) -> None:
     assert lines(spark, source(path, encoding="latin-1"), (0, 5)) == [(0, "café")]
 
 
-def test_files_are_split_across_tasks() -> None:
+def test_files_are_split_across_tasks(tmp_path: Path) -> None:
+    a, b, c = (str(tmp_path / n) for n in "abc")
+    for path in (a, b, c):
+        Path(path).write_text("x\n")
     configs = FileSourceConnector().task_configs(
-        {"connector.class": "file-source", "topic": "t", "files": "/a,/b,/c"}, 2
+        {"connector.class": "file-source", "topic": "t", "files": f"{a},{b},{c}"}, 2
     )
-    assert [c["files"] for c in configs] == ["/a,/c", "/b"]
+    assert [c["files"] for c in configs] == [f"{a},{c}", b]
     assert [open_source_task(FileSourceConnector, c, i).partitions() for i, c in enumerate(configs)] == [
-        ["/a", "/c"],
-        ["/b"],
+        [a, c],
+        [b],
     ]
     assert [
         c["files"]
