@@ -9,7 +9,8 @@ moving a port moves its address too.
 
 A subprocess (a test's worker) reads its own environment once, so tests configure workers by
 passing environment variables; in-process code that needs other values builds them with
-``settings().model_copy(update=...)`` or ``Settings(field=...)``.
+``Settings(field=...)`` (addresses derive from the given ports) or
+``settings().model_copy(update=...)`` (nothing re-derived: for names such as the task queue).
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_ignore_empty=True, frozen=True)
 
     # The local stack (sluice stack up|down|status, tests, demo, benches).
-    state_dir: Path = Field(default=REPO_ROOT / ".sluice", description="state of the local stack")
+    state_dir: Path = REPO_ROOT / ".sluice"
     pg_port: Port = 15432
     temporal_port: Port = 17233
     temporal_ui_port: Port = 18233
@@ -120,6 +121,7 @@ class Settings(BaseSettings):
 
     @property
     def max_concurrent_tasks(self) -> int:
+        """Task activities one worker runs at once (``SLUICE_MAX_TASKS``), by the worker's name for it."""
         return self.max_tasks
 
 
