@@ -6,6 +6,8 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from worker.spark import get_spark
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -15,12 +17,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RuntimeSettings:
-    """Where the runtime's services are (README, 'Configuration')."""
+    """Where the runtime's services are: a plain value handed in (``worker.settings.settings().runtime``),
+    so activities never read the environment themselves."""
 
     database_url: str
     namesrv: str
-    spark_master: str = "local[2]"
-    store_schema: str = "sluice"
+    spark_master: str
+    store_schema: str
+    spark_driver_memory: str
 
 
 class RuntimeContext:
@@ -54,9 +58,7 @@ class RuntimeContext:
 
     @property
     def spark(self) -> SparkSession:
-        from worker.spark import get_spark
-
-        return get_spark(self.settings.spark_master)
+        return get_spark(self.settings.spark_master, driver_memory=self.settings.spark_driver_memory)
 
     def close(self) -> None:
         if self._rocketmq is not None:

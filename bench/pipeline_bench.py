@@ -28,14 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from activities.connector_activities import validate_config
-from activities.context import RuntimeContext, RuntimeSettings
+from activities.context import RuntimeContext
 from activities.runner import TaskSetup
 from activities.source_runner import SourceRunner
 from deploy.local.config import StackConfig
 from deploy.local.rocketmq import create_topic
 from worker.client import SluiceClient
 from worker.main import build_worker
-from worker.settings import WorkerSettings
+from worker.settings import Settings, settings_or_exit
 from worker.temporal_client import connect
 
 RECORDS = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
@@ -113,9 +113,7 @@ def raw_rates(ctx: RuntimeContext, cfg: StackConfig, count: int) -> RawRates:
     return RawRates(sent / send_s, sent / pull_s[0], sent / pull_s[1])
 
 
-async def end_to_end(
-    ctx: RuntimeContext, settings: WorkerSettings, work: Path, counts: list[int]
-) -> list[float]:
+async def end_to_end(ctx: RuntimeContext, settings: Settings, work: Path, counts: list[int]) -> list[float]:
     """Seconds from creating a file-source and a file-sink connector to a byte-equal sink file, for
     a file of each size in ``counts``, one after the other in one worker (so the first run also
     pays for the Python workers' and the JIT's warm-up)."""
@@ -191,19 +189,13 @@ def batch_overhead(ctx: RuntimeContext, work: Path) -> tuple[float, float]:
 
 
 def main() -> None:
-    cfg = StackConfig.from_env()
-    settings = WorkerSettings.from_env()
-    settings = WorkerSettings(
-        settings.temporal_address,
-        settings.temporal_namespace,
-        f"bench-{uuid.uuid4().hex[:8]}",
-        RuntimeSettings(
-            settings.runtime.database_url,
-            settings.runtime.namesrv,
-            settings.runtime.spark_master,
-            f"bench_{uuid.uuid4().hex[:8]}",
-        ),
+    settings = settings_or_exit().model_copy(
+        update={
+            "task_queue": f"bench-{uuid.uuid4().hex[:8]}",
+            "store_schema": f"bench_{uuid.uuid4().hex[:8]}",
+        }
     )
+    cfg = settings.stack
     ctx = RuntimeContext(settings.runtime)
     work = cfg.state_dir / "bench" / uuid.uuid4().hex[:8]
     work.mkdir(parents=True)

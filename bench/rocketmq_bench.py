@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from bench.rocketmq import java_tools, official_python, sluice_client
 from connectors.rocketmq.sync_client import SyncRocketMQClient
-from deploy.local.config import StackConfig
+from worker.settings import settings_or_exit
 
 BATCH = 1000
 SEND_100B_MAX = (600_000, 12.0)  # (messages, seconds)
@@ -63,7 +63,7 @@ def _ratio(a: float, b: float) -> str:
 
 
 def main() -> int:
-    cfg = StackConfig.from_env()
+    cfg = settings_or_exit().stack
     failures: list[str] = []
     with SyncRocketMQClient(cfg.namesrv_address) as admin:
         t100, t1k, tpy, tjava = (_topic(admin, x) for x in ("S100", "S1K", "PY", "JAVA"))

@@ -48,6 +48,7 @@ from connectors.config import (
 )
 from connectors.model import BatchPlan, PartitionRange
 from connectors.positions import Position
+from connectors.transforms import chain_errors
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -84,8 +85,6 @@ class Connector(ABC):  # noqa: B024 - every hook has a default; subclasses decla
         """Every problem of ``raw_config``: declared fields, common fields and the transform chain."""
         name = str(raw_config.get("name") or "")
         errors = self.full_config_def(name).validate(raw_config)
-        from connectors.transforms import chain_errors
-
         errors.extend(chain_errors(raw_config, owner=f"connector {(name or self.plugin_name)!r}"))
         return errors
 

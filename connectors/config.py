@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-REDACTED: Final = "********"
+from connectors.secrets import REDACTED, has_reference, redact
 
 
 class _Required:
@@ -168,7 +168,7 @@ class ConfigDef:
                 values[f.name] = list(f.default) if isinstance(f.default, list | tuple) else f.default
                 continue
             shown = REDACTED if f.secret else repr(raw[f.name])
-            if _is_provider_reference(raw[f.name]):
+            if has_reference(raw[f.name]):
                 # ${env:…} / ${file:…} is resolved only inside the task activity; the value it
                 # stands for is checked there, when the task parses its resolved config.
                 values[f.name] = raw[f.name]
@@ -209,8 +209,6 @@ class ConfigDef:
 
     def redact(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         """A copy safe to log or show: secret fields (and secret-looking keys) become ``********``."""
-        from connectors.secrets import redact
-
         return redact(raw, self.secret_names)
 
 
@@ -277,8 +275,3 @@ COMMON_SINK_FIELDS: Final[tuple[ConfigField, ...]] = (
     ConfigField("topics", list[str], doc="comma list of RocketMQ topics to read", validator=non_empty),
 )
 
-
-def _is_provider_reference(value: Any) -> bool:
-    from connectors.secrets import has_reference
-
-    return has_reference(value)

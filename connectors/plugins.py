@@ -8,23 +8,40 @@ A third-party package declares, in its pyproject.toml::
     MyTransform = "my_pkg.transforms:MyTransform"
 
 Names are resolved in this order: built-in short name, entry point name, dotted path
-(``package.module:Class`` or ``package.module.Class``). Nothing is imported until a name is asked for,
-so listing plugins stays cheap.
+(``package.module:Class`` or ``package.module.Class``). No plugin module is imported until its
+name is asked for, so listing plugins stays cheap. The name-to-object machinery is
+``connectors.discovery``; transforms are loaded by ``connectors.transforms`` (re-exported here).
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable
-from importlib.metadata import EntryPoint, entry_points
-from typing import TYPE_CHECKING, Any, Final
+from importlib.metadata import EntryPoint
+from typing import Final
 
-if TYPE_CHECKING:
-    from connectors.api import Connector
-    from connectors.transforms import Transform
+from connectors.api import Connector
+from connectors.discovery import (
+    CONNECTOR_GROUP,
+    TRANSFORM_GROUP,
+    PluginNotFoundError,
+    connector_entry_points,
+    import_path,
+    looks_like_path,
+    transform_entry_points,
+)
+from connectors.transforms import load_transform_class
 
-CONNECTOR_GROUP: Final = "sluice.connectors"
-TRANSFORM_GROUP: Final = "sluice.transforms"
+__all__ = [
+    "BUILTIN_CONNECTORS",
+    "CONNECTOR_GROUP",
+    "TRANSFORM_GROUP",
+    "PluginNotFoundError",
+    "connector_entry_points",
+    "known_connectors",
+    "load_connector_class",
+    "load_transform_class",
+    "transform_entry_points",
+]
 
 BUILTIN_CONNECTORS: Final = {
     "file-source": "connectors.file.source:FileSourceConnector",
@@ -35,60 +52,21 @@ BUILTIN_CONNECTORS: Final = {
 }
 
 
-class PluginNotFoundError(LookupError):
-    """An unknown plugin name; the message lists the known names."""
-
-
-def _entry_points(group: str, extra: Iterable[EntryPoint] | None) -> dict[str, EntryPoint]:
-    found = {ep.name: ep for ep in entry_points(group=group)}
-    for ep in extra or ():
-        if ep.group == group:
-            found[ep.name] = ep
-    return found
-
-
-def connector_entry_points(extra: Iterable[EntryPoint] | None = None) -> dict[str, EntryPoint]:
-    """Installed ``sluice.connectors`` entry points (``extra`` adds some, e.g. in tests)."""
-    return _entry_points(CONNECTOR_GROUP, extra)
-
-
-def transform_entry_points(extra: Iterable[EntryPoint] | None = None) -> dict[str, EntryPoint]:
-    return _entry_points(TRANSFORM_GROUP, extra)
-
-
 def known_connectors(extra: Iterable[EntryPoint] | None = None) -> list[str]:
     return sorted({*BUILTIN_CONNECTORS, *connector_entry_points(extra)})
 
 
-def _import_path(path: str) -> Any:
-    module_name, sep, attr = path.partition(":")
-    if not sep:
-        module_name, _, attr = path.rpartition(".")
-    if not module_name or not attr:
-        raise ImportError(f"not a 'module:Class' path: {path!r}")
-    obj: Any = importlib.import_module(module_name)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-def _looks_like_path(name: str) -> bool:
-    return ":" in name or "." in name
-
-
 def load_connector_class(name: str, extra: Iterable[EntryPoint] | None = None) -> type[Connector]:
     """The connector class for a short name, entry point name or dotted path; unknown -> clear error."""
-    from connectors.api import Connector
-
     key = name.strip()
     eps = connector_entry_points(extra)
     try:
         if key in BUILTIN_CONNECTORS:
-            cls = _import_path(BUILTIN_CONNECTORS[key])
+            cls = import_path(BUILTIN_CONNECTORS[key])
         elif key in eps:
             cls = eps[key].load()
-        elif _looks_like_path(key):
-            cls = _import_path(key)
+        elif looks_like_path(key):
+            cls = import_path(key)
         else:
             raise PluginNotFoundError(
                 f"unknown connector {key!r}; known: {', '.join(known_connectors(extra))} "
@@ -98,33 +76,4 @@ def load_connector_class(name: str, extra: Iterable[EntryPoint] | None = None) -
         raise PluginNotFoundError(f"connector {key!r} cannot be loaded: {exc}") from exc
     if not (isinstance(cls, type) and issubclass(cls, Connector)):
         raise PluginNotFoundError(f"connector {key!r} resolves to {cls!r}, which is not a Connector subclass")
-    return cls
-
-
-def load_transform_class(
-    name: str, known: Iterable[str] = (), extra: Iterable[EntryPoint] | None = None
-) -> type[Transform]:
-    """A third-party transform class by entry point name or dotted path (built-ins are in the registry).
-
-    A ``$Key``/``$Value`` suffix selects the variant and is not part of the entry point name.
-    """
-    from connectors.transforms import Transform
-
-    key = name.strip()
-    base = key.partition("$")[0]
-    eps = transform_entry_points(extra)
-    try:
-        if key in eps:
-            cls = eps[key].load()
-        elif base in eps:
-            cls = eps[base].load()
-        elif _looks_like_path(base):
-            cls = _import_path(base)
-        else:
-            listed = sorted({*known, *eps})
-            raise PluginNotFoundError(f"unknown transform type {key!r}; known: {', '.join(listed)}")
-    except (ImportError, AttributeError) as exc:
-        raise PluginNotFoundError(f"transform {key!r} cannot be loaded: {exc}") from exc
-    if not (isinstance(cls, type) and issubclass(cls, Transform)):
-        raise PluginNotFoundError(f"transform {key!r} resolves to {cls!r}, which is not a Transform subclass")
     return cls

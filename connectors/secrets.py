@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from connectors.config import REDACTED
-
+#: what a secret value is shown as in logs, status and error messages
+REDACTED: Final = "********"
 # ${provider:rest}; the rest is provider-specific (env: NAME, file: /path:key).
 _REFERENCE: Final = re.compile(r"\$\{([A-Za-z][A-Za-z0-9_-]*):([^}]*)\}")
 # Keys that look secret even when no ConfigDef says so (e.g. transform options, unknown connectors).

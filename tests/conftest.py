@@ -7,7 +7,6 @@ and RocketMQ topic so tests never see each other's data.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from deploy.local.config import StackConfig
+from worker.settings import settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -30,7 +30,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def stack_config() -> StackConfig:
     from deploy.local import stack
 
-    cfg = StackConfig.from_env()
+    cfg = settings().stack
     statuses = stack.up(cfg)
     unhealthy = [s.name for s in statuses if not s.healthy]
     assert not unhealthy, f"local stack services not healthy: {unhealthy}"
@@ -41,7 +41,8 @@ def stack_config() -> StackConfig:
 def spark() -> Iterator[SparkSession]:
     from worker.spark import get_spark
 
-    session = get_spark(os.environ.get("SLUICE_SPARK_MASTER") or "local[2]", app_name="sluice-tests")
+    env = settings()
+    session = get_spark(env.spark_master, driver_memory=env.spark_driver_memory, app_name="sluice-tests")
     yield session
     session.stop()
 

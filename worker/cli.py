@@ -6,14 +6,14 @@ import argparse
 import json
 import sys
 
-from deploy.local.config import StackConfig
+from worker.settings import settings, settings_or_exit
 
 
 def _stack(args: argparse.Namespace) -> int:
     from deploy.local import stack
     from deploy.local.process import StackError
 
-    cfg = StackConfig.from_env()
+    cfg = settings().stack
     try:
         if args.action == "up":
             statuses = stack.up(cfg)
@@ -39,7 +39,7 @@ def _stack(args: argparse.Namespace) -> int:
 def _mqadmin(args: argparse.Namespace) -> int:
     from deploy.local.rocketmq import mqadmin
 
-    result = mqadmin(StackConfig.from_env(), *args.args)
+    result = mqadmin(settings().stack, *args.args)
     sys.stdout.write(result.stdout)
     sys.stderr.write(result.stderr)
     return result.returncode
@@ -78,12 +78,8 @@ async def _connector_async(args: argparse.Namespace) -> int:
 
     from connectors.secrets import redact
     from worker.client import ConnectorConfigError, SluiceClient
-    from worker.settings import WorkerSettings
-
-    settings = WorkerSettings.from_env()
-    client = await SluiceClient.connect(
-        settings.temporal_address, settings.temporal_namespace, settings.task_queue
-    )
+    env = settings()
+    client = await SluiceClient.connect(env.temporal_address, env.temporal_namespace, env.task_queue)
     name = getattr(args, "name", None)
     try:
         if args.action == "list":
@@ -169,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    settings_or_exit()  # a bad SLUICE_* value: one line naming it, before any command runs
     return int(args.func(args))
 
 

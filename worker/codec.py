@@ -1,14 +1,15 @@
 """An optional encrypting payload codec, so connector configs (passwords) are ciphertext in history.
 
-Enabled when ``SLUICE_PAYLOAD_KEY`` holds a Fernet key (``sluice keygen`` prints one). Workers and
-clients must share the key; the Temporal UI then shows encrypted payloads.
+Enabled when ``SLUICE_PAYLOAD_KEY`` holds a Fernet key (``sluice keygen`` prints one; the settings,
+worker.settings, check its form at start). Workers and clients must share the key; the Temporal UI
+then shows encrypted payloads.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
+from pydantic import SecretStr
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
@@ -39,6 +40,6 @@ class FernetCodec(PayloadCodec):
         return out
 
 
-def codec_from_env() -> FernetCodec | None:
-    key = os.environ.get("SLUICE_PAYLOAD_KEY")
-    return FernetCodec(key.encode()) if key else None
+def payload_codec(key: SecretStr | None) -> FernetCodec | None:
+    """The codec for the configured key (``settings().payload_key``), or None: payloads stay plain."""
+    return FernetCodec(key.get_secret_value().encode()) if key is not None else None

@@ -20,6 +20,7 @@ from urllib.parse import quote
 from deploy.local import stack
 from deploy.local.config import StackConfig
 from worker.client import SluiceClient
+from worker.settings import settings_or_exit
 from workflows.types import workflow_id_for
 
 
@@ -117,7 +118,7 @@ async def run_demo(cfg: StackConfig) -> None:
 
 
 def main() -> int:
-    cfg = StackConfig.from_env()
+    cfg = settings_or_exit().stack
     statuses = stack.status(cfg)
     for s in statuses:
         print(f"{s.name:<18} {'up' if s.healthy else 'DOWN':<5} {s.address}")

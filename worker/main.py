@@ -16,7 +16,7 @@ from temporalio.worker import Worker
 
 from activities.connector_activities import ConnectorActivities
 from activities.context import RuntimeContext
-from worker.settings import WorkerSettings
+from worker.settings import Settings, settings
 from worker.temporal_client import connect
 from workflows.connector import ConnectorWorkflow
 
@@ -24,7 +24,7 @@ log = logging.getLogger("sluice.worker")
 
 
 def build_worker(
-    client: object, settings: WorkerSettings, ctx: RuntimeContext, executor: ThreadPoolExecutor
+    client: object, settings: Settings, ctx: RuntimeContext, executor: ThreadPoolExecutor
 ) -> Worker:
     acts = ConnectorActivities(ctx)
     return Worker(
@@ -40,7 +40,7 @@ def build_worker(
     )
 
 
-async def run_worker(settings: WorkerSettings) -> None:
+async def run_worker(settings: Settings) -> None:
     client = await connect(settings.temporal_address, settings.temporal_namespace)
     ctx = RuntimeContext(settings.runtime)
     ctx.store  # migrate the schema before taking work  # noqa: B018
@@ -63,4 +63,4 @@ async def run_worker(settings: WorkerSettings) -> None:
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(run_worker(WorkerSettings.from_env()))
+    asyncio.run(run_worker(settings()))

@@ -1,34 +1,185 @@
-"""Worker and client settings from the environment, defaulting to the local stack."""
+"""The one settings object of a process: every ``SLUICE_*`` environment variable, read once.
+
+Why one object: the stack scripts, the worker, the CLI, the benches and the tests must agree on
+ports and addresses, and a bad value must be refused once, up front, with the variable's name —
+not deep inside a connection attempt. Nothing else in Sluice reads ``SLUICE_*`` variables;
+everything asks :func:`settings`. Defaults are the local stack (README, "Configuration
+reference"); the addresses of the runtime's services default from the local stack's ports, so
+moving a port moves its address too.
+
+A subprocess (a test's worker) reads its own environment once, so tests configure workers by
+passing environment variables; in-process code that needs other values builds them with
+``Settings(field=...)`` (addresses derive from the given ports) or
+``settings().model_copy(update=...)`` (nothing re-derived: for names such as the task queue).
+"""
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
+import base64
+import binascii
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Final
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from activities.context import RuntimeSettings
-from deploy.local.config import StackConfig
+from deploy.local.config import REPO_ROOT, StackConfig
+
+ENV_PREFIX: Final = "SLUICE_"
+Port = Annotated[int, Field(ge=1, le=65535)]
 
 
-@dataclass(frozen=True)
-class WorkerSettings:
-    temporal_address: str
-    temporal_namespace: str
-    task_queue: str
-    runtime: RuntimeSettings
-    max_concurrent_tasks: int = 8
+class SettingsError(ValueError):
+    """The environment holds a bad value; the message names every bad variable (never a secret)."""
 
+
+def _local_stack(data: dict[str, Any]) -> StackConfig:
+    return StackConfig(
+        state_dir=data["state_dir"],
+        pg_port=data["pg_port"],
+        temporal_port=data["temporal_port"],
+        temporal_ui_port=data["temporal_ui_port"],
+        namesrv_port=data["namesrv_port"],
+        broker_port=data["broker_port"],
+        proxy_port=data["proxy_port"],
+        spark_master=data["spark_master"],
+        temporal_namespace=data["temporal_namespace"],
+    )
+
+
+def _local(address: Callable[[StackConfig], str]) -> Callable[[dict[str, Any]], str]:
+    """Default of an address setting: the local stack's, from the values validated before it.
+
+    Fields validate in declaration order, so the ports are known here; if one of them was bad,
+    pydantic does not call this and the port's own error is what the user sees.
+    """
+    return lambda data: address(_local_stack(data))
+
+
+class Settings(BaseSettings):
+    """Every setting Sluice reads; the environment variable is ``SLUICE_`` + the upper-cased field."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_ignore_empty=True, frozen=True)
+
+    # The local stack (sluice stack up|down|status, tests, demo, benches).
+    state_dir: Path = REPO_ROOT / ".sluice"
+    pg_port: Port = 15432
+    temporal_port: Port = 17233
+    temporal_ui_port: Port = 18233
+    namesrv_port: Port = 19876
+    broker_port: Port = 10911
+    proxy_port: Port = 18081
+    spark_master: str = Field(default="local[2]", min_length=1)
+    spark_driver_memory: str = Field(default="2g", pattern=r"(?i)^\d+([kmgtp]b?)?$")
+    # Where the worker and clients find the services; the local stack unless set.
+    temporal_namespace: str = Field(default="default", min_length=1)
+    temporal_address: str = Field(default_factory=_local(lambda s: s.temporal_address), min_length=1)
+    task_queue: str = Field(default="sluice", min_length=1)
+    database_url: str = Field(default_factory=_local(lambda s: s.database_url), min_length=1)
+    store_schema: str = Field(default="sluice", min_length=1)
+    namesrv: str = Field(default_factory=_local(lambda s: s.namesrv_address), min_length=1)
+    max_tasks: int = Field(default=8, ge=1)
+    payload_key: SecretStr | None = None
+
+    @field_validator("state_dir")
     @classmethod
-    def from_env(cls) -> WorkerSettings:
-        stack = StackConfig.from_env()
-        return cls(
-            temporal_address=os.environ.get("SLUICE_TEMPORAL_ADDRESS") or stack.temporal_address,
-            temporal_namespace=os.environ.get("SLUICE_TEMPORAL_NAMESPACE") or stack.temporal_namespace,
-            task_queue=os.environ.get("SLUICE_TASK_QUEUE") or "sluice",
-            runtime=RuntimeSettings(
-                database_url=os.environ.get("SLUICE_DATABASE_URL") or stack.database_url,
-                namesrv=os.environ.get("SLUICE_NAMESRV") or stack.namesrv_address,
-                spark_master=os.environ.get("SLUICE_SPARK_MASTER") or stack.spark_master,
-                store_schema=os.environ.get("SLUICE_STORE_SCHEMA") or "sluice",
-            ),
-            max_concurrent_tasks=int(os.environ.get("SLUICE_MAX_TASKS", "8")),
+    def _absolute(cls, value: Path) -> Path:
+        return value.resolve()
+
+    @field_validator("payload_key")
+    @classmethod
+    def _fernet_key(cls, value: SecretStr | None) -> SecretStr | None:
+        """Refuse a malformed key at start, not at the first encrypted payload."""
+        if value is None:
+            return None
+        try:
+            ok = len(base64.urlsafe_b64decode(value.get_secret_value().encode())) == 32
+        except (binascii.Error, ValueError):
+            ok = False
+        if not ok:
+            raise ValueError("expected a Fernet key, 32 url-safe base64-encoded bytes (`sluice keygen`)")
+        return value
+
+    @property
+    def stack(self) -> StackConfig:
+        """The local stack these settings describe."""
+        return _local_stack(dict(self))
+
+    @property
+    def runtime(self) -> RuntimeSettings:
+        """What the task activities need (activities.context.RuntimeContext)."""
+        return RuntimeSettings(
+            database_url=self.database_url,
+            namesrv=self.namesrv,
+            spark_master=self.spark_master,
+            spark_driver_memory=self.spark_driver_memory,
+            store_schema=self.store_schema,
         )
+
+    @property
+    def max_concurrent_tasks(self) -> int:
+        """Task activities one worker runs at once (``SLUICE_MAX_TASKS``), by the worker's name for it."""
+        return self.max_tasks
+
+
+def env_name(field: str) -> str:
+    return f"{ENV_PREFIX}{field.upper()}"
+
+
+def _bounds(field: str) -> str:
+    metadata = Settings.model_fields[field].metadata
+    low = next((m.ge for m in metadata if getattr(m, "ge", None) is not None), None)
+    high = next((m.le for m in metadata if getattr(m, "le", None) is not None), None)
+    return f"an integer in {low}..{high}" if high is not None else f"an integer >= {low}"
+
+
+_EXPECTED: Final[dict[str, Callable[[str], str]]] = {
+    "int_parsing": lambda field: "expected an integer",
+    "greater_than_equal": lambda field: f"expected {_bounds(field)}",
+    "less_than_equal": lambda field: f"expected {_bounds(field)}",
+    "string_too_short": lambda field: "expected a non-empty value",
+    "string_pattern_mismatch": lambda field: "expected a size such as 512m or 2g",
+}
+_SECRET_FIELDS: Final = frozenset({"payload_key"})
+
+
+def _problem(error: Any) -> str:
+    """One bad variable, in words: its name, what was expected and (unless secret) what was given."""
+    field = str(error["loc"][0])
+    if error["type"] in _EXPECTED:
+        expected = _EXPECTED[error["type"]](field)
+    elif error["type"] == "value_error":  # our own validators' messages
+        expected = str(error["ctx"]["error"])
+    else:
+        expected = str(error["msg"]).lower()
+    if field in _SECRET_FIELDS:
+        return f"{env_name(field)}: {expected}"
+    return f"{env_name(field)}: {expected}, got {error['input']!r}"
+
+
+def load_settings() -> Settings:
+    """Read the environment now; a bad value raises :class:`SettingsError` naming its variable."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        # An address left unset is not a problem of its own when the port it derives from is bad.
+        problems = [_problem(e) for e in exc.errors() if e["type"] != "default_factory_not_called"]
+        raise SettingsError("invalid environment: " + "; ".join(problems)) from None
+
+
+@functools.cache
+def settings() -> Settings:
+    """The process's settings, read from the environment on first use (``settings.cache_clear()``
+    makes the next call read it again, for tests that change the environment)."""
+    return load_settings()
+
+
+def settings_or_exit() -> Settings:
+    """For command-line entry points: a bad environment is one line on stderr and exit status 1."""
+    try:
+        return settings()
+    except SettingsError as exc:
+        raise SystemExit(f"sluice: {exc}") from None

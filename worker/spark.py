@@ -2,7 +2,8 @@
 
 A cold SparkSession costs ~7 s and a first job several more (DESIGN.md), so a worker process (and
 the test session) builds it once and every task reuses it; the master is configuration (local[*],
-spark://…, k8s://… or a Spark Connect sc:// URL), never code.
+spark://…, k8s://… or a Spark Connect sc:// URL), never code: the caller hands it in from the
+process's settings (worker.settings), so this module reads no configuration of its own.
 """
 
 from __future__ import annotations
@@ -19,16 +20,23 @@ _lock = threading.Lock()
 _session: SparkSession | None = None
 
 
-def get_spark(master: str | None = None, *, app_name: str = "sluice-worker") -> SparkSession:
-    """Return the process's SparkSession, creating it on first use."""
+def get_spark(
+    master: str | None = None, *, driver_memory: str | None = None, app_name: str = "sluice-worker"
+) -> SparkSession:
+    """Return the process's SparkSession, creating it on first use.
+
+    The first call says where (``master``, ``driver_memory``: the caller's settings, e.g.
+    ``RuntimeSettings``); later calls may omit them and get the same session.
+    """
     global _session
     with _lock:
         if _session is not None:
             _activate_for_this_thread(_session)
             return _session
+        if master is None or driver_memory is None:
+            raise RuntimeError("no SparkSession yet: the first get_spark call names the master and memory")
         from pyspark.sql import SparkSession
 
-        master = master or os.environ.get("SLUICE_SPARK_MASTER") or "local[2]"
         # Python workers must run this interpreter (the venv with pyarrow and Sluice), not `python3`.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         if master.startswith("sc://"):
@@ -47,7 +55,7 @@ def get_spark(master: str | None = None, *, app_name: str = "sluice-worker") -> 
             # batches are decoded column-wise in the tasks, like any scan.
             .config("spark.sql.execution.arrow.localRelationThreshold", "0")
             .config("spark.python.worker.reuse", "true")
-            .config("spark.driver.memory", os.environ.get("SLUICE_SPARK_DRIVER_MEMORY", "2g"))
+            .config("spark.driver.memory", driver_memory)
             .config("spark.sql.session.timeZone", "UTC")
             .getOrCreate()
         )

@@ -2,7 +2,7 @@
 
 Options:
 - ``namesrv`` (required): name server address(es), ``host:port[;host:port]``.
-- ``plan`` (required): JSON from ``spark_source.plan_to_json``; ranges are half-open per queue.
+- ``plan`` (required): JSON from ``spark_options.plan_to_json``; ranges are half-open per queue.
 - ``maxRecordsPerSplit`` (default 200000): a larger range is split into several Spark tasks.
 - ``failOnDataLoss`` (default true): what to do when part of a planned range is gone.
 - ``pullBatchSize`` (default 512): messages asked for per pull request. A broker returns at most its
@@ -37,7 +37,7 @@ from connectors.planning import split_ranges
 from connectors.rocketmq.arrow_decode import to_record_batch
 from connectors.rocketmq.errors import OffsetOutOfRangeError
 from connectors.rocketmq.offsets import check_data_loss
-from connectors.rocketmq.spark_source import (
+from connectors.rocketmq.spark_options import (
     bool_option,
     client_options,
     executor_client,

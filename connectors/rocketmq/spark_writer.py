@@ -41,7 +41,7 @@ from connectors.planning import natural_key
 from connectors.rocketmq.arrow_encode import encode_rows
 from connectors.rocketmq.codec import EncodedBatch, stored_size
 from connectors.rocketmq.errors import TopicNotFoundError
-from connectors.rocketmq.spark_source import (
+from connectors.rocketmq.spark_options import (
     client_options,
     executor_client,
     get_option,

@@ -22,100 +22,77 @@ rather than dropped.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
-from functools import partial
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Iterable, Mapping
+from importlib.metadata import EntryPoint
+from typing import TYPE_CHECKING, Any, Final
 
-from connectors.config import ConfigDef, ConfigError, FieldError, split_list
+from connectors.config import ConfigError, FieldError, split_list
+from connectors.discovery import PluginNotFoundError, import_path, looks_like_path, transform_entry_points
+from connectors.records import check_record_columns
+
+# The built-in transforms register themselves on import (cheap: they import pyspark only when used).
+from connectors.transforms import fields, filter, route, sql  # noqa: F401
+from connectors.transforms.base import REGISTRY, Transform, TransformFactory, register
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+__all__ = [
+    "Transform",
+    "TransformFactory",
+    "apply_chain",
+    "build_chain",
+    "chain_errors",
+    "create_transform",
+    "known_transforms",
+    "load_transform_class",
+    "register",
+    "transform_options",
+]
 
-class Transform(ABC):
-    """One step of a chain. Lifecycle: 1. construct (``target`` "value" or "key"); 2. ``configure``;
-    3. ``apply`` per batch (pure: same input, same output)."""
-
-    options_def: ClassVar[ConfigDef] = ConfigDef(())
-    #: which options may come from a predicate (only Filter takes predicates)
-    accepts_predicate: ClassVar[bool] = False
-
-    def __init__(self, target: str = "value") -> None:
-        self.target = target
-        self.alias = ""
-        self.options: dict[str, Any] = {}
-
-    @property
-    def where(self) -> str:
-        return f"transform {self.alias!r} ({type(self).__name__}${self.target.capitalize()})"
-
-    def configure(self, alias: str, options: Mapping[str, Any]) -> Transform:
-        """Validate and keep ``options``; raises ConfigError naming the transform and option."""
-        self.alias = alias
-        self.options = self.options_def.with_owner(f"transform {alias!r}").parse(options)
-        problems = self.check()
-        if problems:
-            raise ConfigError(
-                [FieldError(f"transforms.{alias}", f"transform {alias!r}: {p}") for p in problems]
-            )
-        return self
-
-    def check(self) -> list[str]:
-        """Cross-option checks after parsing; return messages (without the alias)."""
-        return []
-
-    @abstractmethod
-    def apply(self, df: DataFrame) -> DataFrame:
-        """The transformed records."""
-
-
-TransformFactory = Callable[[], Transform]
-
-_REGISTRY: dict[str, TransformFactory] = {}
-_KAFKA_PACKAGES = ("org.apache.kafka.connect.transforms.", "org.apache.rocketmq.connect.transforms.")
-
-
-def register(*names: str, keyed: bool = True) -> Callable[[type[Transform]], type[Transform]]:
-    """Class decorator: register names; a Kafka-style ``Name`` also gets ``Name$Value`` and, if
-    ``keyed``, ``Name$Key``. A name ending in ``$Key`` builds the key variant."""
-
-    def decorate(cls: type[Transform]) -> type[Transform]:
-        for name in names:
-            _REGISTRY[name] = partial(cls, "key" if name.endswith("$Key") else "value")
-            if "$" not in name and name[:1].isupper():
-                _REGISTRY[f"{name}$Value"] = partial(cls, "value")
-                if keyed:
-                    _REGISTRY[f"{name}$Key"] = partial(cls, "key")
-        return cls
-
-    return decorate
-
-
-def _load_builtins() -> None:
-    # Importing registers; kept lazy so importing this package stays cheap.
-    from connectors.transforms import fields, filter, route, sql  # noqa: F401
+_KAFKA_PACKAGES: Final = ("org.apache.kafka.connect.transforms.", "org.apache.rocketmq.connect.transforms.")
 
 
 def known_transforms() -> list[str]:
-    _load_builtins()
-    from connectors.plugins import transform_entry_points
+    return sorted({*REGISTRY, *transform_entry_points()})
 
-    return sorted({*_REGISTRY, *transform_entry_points()})
+
+def load_transform_class(
+    name: str, known: Iterable[str] = (), extra: Iterable[EntryPoint] | None = None
+) -> type[Transform]:
+    """A third-party transform class by entry point name or dotted path (built-ins are in the registry).
+
+    A ``$Key``/``$Value`` suffix selects the variant and is not part of the entry point name.
+    """
+    key = name.strip()
+    base = key.partition("$")[0]
+    eps = transform_entry_points(extra)
+    try:
+        if key in eps:
+            cls = eps[key].load()
+        elif base in eps:
+            cls = eps[base].load()
+        elif looks_like_path(base):
+            cls = import_path(base)
+        else:
+            listed = sorted({*known, *eps})
+            raise PluginNotFoundError(f"unknown transform type {key!r}; known: {', '.join(listed)}")
+    except (ImportError, AttributeError) as exc:
+        raise PluginNotFoundError(f"transform {key!r} cannot be loaded: {exc}") from exc
+    if not (isinstance(cls, type) and issubclass(cls, Transform)):
+        raise PluginNotFoundError(f"transform {key!r} resolves to {cls!r}, which is not a Transform subclass")
+    return cls
 
 
 def create_transform(type_name: str) -> Transform:
     """A new, unconfigured transform for a registered name; unknown names list the known ones."""
-    _load_builtins()
     name = type_name.strip()
     for prefix in _KAFKA_PACKAGES:
         if name.startswith(prefix):
             name = name[len(prefix) :]
-    if name in _REGISTRY:
-        return _REGISTRY[name]()
-    from connectors.plugins import load_transform_class
-
-    found = load_transform_class(type_name, known=sorted(_REGISTRY))
+    if name in REGISTRY:
+        return REGISTRY[name]()
+    found = load_transform_class(type_name, known=sorted(REGISTRY))
     base, _, variant = name.partition("$")
     return found("key" if variant == "Key" else "value")
 
@@ -197,8 +174,6 @@ def chain_errors(config: Mapping[str, Any], owner: str = "") -> list[FieldError]
 
 def apply_chain(chain: list[Transform], df: DataFrame) -> DataFrame:
     """Apply each transform in order, checking record columns survive each step."""
-    from connectors.records import check_record_columns
-
     for transform in chain:
         df = transform.apply(df)
         check_record_columns(df, transform.where)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from connectors.config import ConfigDef, ConfigField
 from connectors.records import flag_errors
-from connectors.transforms import Transform, register
+from connectors.transforms.base import Transform, register
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

@@ -10,7 +10,7 @@ import re
 from typing import TYPE_CHECKING
 
 from connectors.config import ConfigDef, ConfigField
-from connectors.transforms import Transform, register
+from connectors.transforms.base import Transform, register
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

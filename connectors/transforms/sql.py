@@ -12,7 +12,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from connectors.config import ConfigDef, ConfigField
-from connectors.transforms import Transform, register
+from connectors.transforms.base import Transform, register
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

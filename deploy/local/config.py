@@ -1,8 +1,8 @@
 """Where every service of the local stack listens and keeps its state.
 
-One frozen value, read once from the environment, so the stack scripts, the runtime and the tests
-agree on ports without passing them around. Every port can be overridden with an environment
-variable; everything binds to 127.0.0.1 only.
+A plain frozen value built from the process's settings (``worker.settings.settings().stack``), so
+the stack scripts, the runtime and the tests agree on ports without passing them around or reading
+the environment themselves. Everything binds to 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -14,22 +14,9 @@ from pathlib import Path
 REPO_ROOT = Path(os.path.abspath(__file__)).parents[2]
 
 
-def _port(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        port = int(raw)
-    except ValueError:
-        raise ValueError(f"{name}={raw!r} is not a port number") from None
-    if not 0 < port < 65536:
-        raise ValueError(f"{name}={port} is outside 1..65535")
-    return port
-
-
 @dataclass(frozen=True)
 class StackConfig:
-    """Addresses and state folder of the local stack (see README, 'Configuration')."""
+    """Addresses and state folder of the local stack (see README, 'Configuration reference')."""
 
     state_dir: Path
     pg_port: int
@@ -43,20 +30,6 @@ class StackConfig:
     pg_user: str = "sluice"
     pg_database: str = "sluice"
     temporal_namespace: str = "default"
-
-    @classmethod
-    def from_env(cls) -> StackConfig:
-        state = Path(os.environ.get("SLUICE_STATE_DIR") or REPO_ROOT / ".sluice")
-        return cls(
-            state_dir=state.resolve(),
-            pg_port=_port("SLUICE_PG_PORT", 15432),
-            temporal_port=_port("SLUICE_TEMPORAL_PORT", 17233),
-            temporal_ui_port=_port("SLUICE_TEMPORAL_UI_PORT", 18233),
-            namesrv_port=_port("SLUICE_NAMESRV_PORT", 19876),
-            broker_port=_port("SLUICE_BROKER_PORT", 10911),
-            proxy_port=_port("SLUICE_PROXY_PORT", 18081),
-            spark_master=os.environ.get("SLUICE_SPARK_MASTER") or "local[2]",
-        )
 
     @property
     def database_url(self) -> str:

@@ -51,8 +51,7 @@ def _address(cfg: StackConfig, name: str) -> str:
     }[name]
 
 
-def up(cfg: StackConfig | None = None) -> list[ServiceStatus]:
-    cfg = cfg or StackConfig.from_env()
+def up(cfg: StackConfig) -> list[ServiceStatus]:
     cfg.state_dir.mkdir(parents=True, exist_ok=True)
     ensure_jars(cfg)
     started: list[Service] = []
@@ -73,14 +72,12 @@ def up(cfg: StackConfig | None = None) -> list[ServiceStatus]:
     return status(cfg)
 
 
-def down(cfg: StackConfig | None = None) -> None:
-    cfg = cfg or StackConfig.from_env()
+def down(cfg: StackConfig) -> None:
     for svc in reversed(list(services(cfg).values())):
         svc.stop()
 
 
-def status(cfg: StackConfig | None = None) -> list[ServiceStatus]:
-    cfg = cfg or StackConfig.from_env()
+def status(cfg: StackConfig) -> list[ServiceStatus]:
     result = []
     for name, svc in services(cfg).items():
         proc = getattr(svc, "proc")  # noqa: B009 - every service has one

@@ -1,0 +1,76 @@
+"""The base of every transform and the registry of built-in names.
+
+Apart from the package so the built-in transform modules (fields, filter, route, sql) and the
+package itself import it, not each other: the package imports the built-ins to register them.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import TYPE_CHECKING, Any, ClassVar, Final
+
+from connectors.config import ConfigDef, ConfigError, FieldError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+
+class Transform(ABC):
+    """One step of a chain. Lifecycle: 1. construct (``target`` "value" or "key"); 2. ``configure``;
+    3. ``apply`` per batch (pure: same input, same output)."""
+
+    options_def: ClassVar[ConfigDef] = ConfigDef(())
+    #: which options may come from a predicate (only Filter takes predicates)
+    accepts_predicate: ClassVar[bool] = False
+
+    def __init__(self, target: str = "value") -> None:
+        self.target = target
+        self.alias = ""
+        self.options: dict[str, Any] = {}
+
+    @property
+    def where(self) -> str:
+        return f"transform {self.alias!r} ({type(self).__name__}${self.target.capitalize()})"
+
+    def configure(self, alias: str, options: Mapping[str, Any]) -> Transform:
+        """Validate and keep ``options``; raises ConfigError naming the transform and option."""
+        self.alias = alias
+        self.options = self.options_def.with_owner(f"transform {alias!r}").parse(options)
+        problems = self.check()
+        if problems:
+            raise ConfigError(
+                [FieldError(f"transforms.{alias}", f"transform {alias!r}: {p}") for p in problems]
+            )
+        return self
+
+    def check(self) -> list[str]:
+        """Cross-option checks after parsing; return messages (without the alias)."""
+        return []
+
+    @abstractmethod
+    def apply(self, df: DataFrame) -> DataFrame:
+        """The transformed records."""
+
+
+TransformFactory = Callable[[], Transform]
+
+#: built-in transforms by every name they answer to (filled by :func:`register`)
+REGISTRY: Final[dict[str, TransformFactory]] = {}
+
+
+def register(*names: str, keyed: bool = True) -> Callable[[type[Transform]], type[Transform]]:
+    """Class decorator: register names; a Kafka-style ``Name`` also gets ``Name$Value`` and, if
+    ``keyed``, ``Name$Key``. A name ending in ``$Key`` builds the key variant."""
+
+    def decorate(cls: type[Transform]) -> type[Transform]:
+        for name in names:
+            REGISTRY[name] = partial(cls, "key" if name.endswith("$Key") else "value")
+            if "$" not in name and name[:1].isupper():
+                REGISTRY[f"{name}$Value"] = partial(cls, "value")
+                if keyed:
+                    REGISTRY[f"{name}$Key"] = partial(cls, "key")
+        return cls
+
+    return decorate
