@@ -155,28 +155,27 @@ class FileSourceTask(SourceTask):
         replaced under its name (its old one found nowhere) is read again from its start."""
         current = {path: _dev_ino(path) for path in self.partitions()}
         by_object = {obj: path for path, obj in current.items() if obj}
-        out = dict(committed)
-        self._held = set()
+        stay: dict[str, Position] = {}
+        moves: dict[str, Position] = {}
+        renamed: dict[str, str] = {}
         for path, pos in committed.items():
             obj = pos.get("obj")
-            if not obj or current.get(path) == obj or path not in current:
+            elsewhere = by_object.get(obj) if obj and path in current and current[path] != obj else None
+            if elsewhere is None:
                 if self._restart_replaced and path in current and _replaced(path, pos):
                     log.warning("connector %r: %s was replaced; reading it from its start", self.name, path)
-                    del out[path]
+                    continue
+                stay[path] = pos  # unchanged, missing, or replaced (the planner decides: data loss)
                 continue
-            elsewhere = by_object.get(obj)
-            if elsewhere is None:
-                if self._restart_replaced:
-                    log.warning("connector %r: %s was replaced; reading it from its start", self.name, path)
-                    del out[path]
-                continue  # not found: the planner decides (replaced: data loss under data.loss)
-            theirs = committed.get(elsewhere)
-            if theirs is None or theirs.get("obj") != obj or theirs < pos:
-                out[elsewhere] = pos
-            del out[path]
-            ahead = out[elsewhere]
-            if _size(elsewhere) > ahead.offset:
-                self._held.add(path)
+            if elsewhere not in moves or moves[elsewhere] < pos:
+                moves[elsewhere] = pos
+            renamed[path] = elsewhere
+        out = dict(stay)
+        for path, pos in moves.items():
+            kept = stay.get(path)
+            if kept is None or kept.get("obj") != pos.get("obj") or kept < pos:
+                out[path] = pos
+        self._held = {old for old, new in renamed.items() if _size(new) > out[new].offset}
         return out
 
     # ---- batch limits -------------------------------------------------------------------------
