@@ -181,7 +181,7 @@ class ConnectorWorkflow:
                     or any(h.done() for h in handles.values())
                     or self._should_continue_as_new()
                 ),
-                task_rules.next_wakeup(self.s.tasks, set(handles), workflow.now()),
+                task_rules.next_wakeup(self.s.tasks, set(handles), self._options, workflow.now()),
             )
             self.s.changed = False
             for task_id, handle in list(handles.items()):
@@ -189,7 +189,9 @@ class ConnectorWorkflow:
                     del handles[task_id]
                     self._record_task_end(task_id, handle.exception())
             now = workflow.now()
-            if any([task_rules.recovered(t, now) for t in self.s.tasks if t.task_id in handles]):
+            if any(
+                [task_rules.recovered(t, self._options, now) for t in self.s.tasks if t.task_id in handles]
+            ):
                 self._publish()
             stop_all = (
                 self.s.delete_request is not None

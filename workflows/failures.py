@@ -29,8 +29,6 @@ _HEAD = 2_500
 _CUT = "\n… [{} characters cut] …\n"
 
 FIRST_RETRY_DELAY = timedelta(seconds=1)
-# A retried task that has run this long without failing has recovered: the retry streak ends.
-HEALTHY_AFTER = timedelta(seconds=60)
 
 
 class FailureKind(StrEnum):

@@ -6,7 +6,7 @@ the status shows the current attempt, the last error and its time, and whether a
 1. a non-retryable failure (failures.NON_RETRYABLE_ERRORS) marks the task FAILED at once;
 2. a retriable one is retried after 1 s, doubling up to ``errors.retry.delay.max.ms``;
 3. a streak of retriable failures lasting ``errors.retry.timeout`` ms (-1: no limit) marks it FAILED;
-4. a task that runs ``failures.HEALTHY_AFTER`` after a retry without failing has recovered;
+4. a task that runs ``TaskOptions.healthy_after_s`` after a retry without failing has recovered;
 5. a worker handing its task over on shutdown (WorkerShutdown) is restarted at once, not an error.
 """
 
@@ -14,12 +14,16 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from workflows.failures import HEALTHY_AFTER, Failure, FailureKind, retry_delay
+from workflows.failures import Failure, FailureKind, retry_delay
 from workflows.types import TaskOptions, TaskState, TaskStatus
 
 
 def _at(text: str) -> datetime | None:
     return datetime.fromisoformat(text) if text else None
+
+
+def _healthy(options: TaskOptions) -> timedelta:
+    return timedelta(seconds=options.healthy_after_s)
 
 
 def started(task: TaskStatus, now: datetime) -> None:
@@ -63,7 +67,7 @@ def failed(task: TaskStatus, failure: Failure, options: TaskOptions, now: dateti
         task.error = failure.message
         return
     began = _at(task.running_since)
-    if not task.retrying or (began is not None and now - began >= HEALTHY_AFTER):
+    if not task.retrying or (began is not None and now - began >= _healthy(options)):
         task.failing_since, task.attempt = now.isoformat(), 1  # a new streak
     since = _at(task.failing_since) or now
     budget = options.retry_timeout_ms
@@ -80,16 +84,18 @@ def failed(task: TaskStatus, failure: Failure, options: TaskOptions, now: dateti
     task.next_retry_time = (now + retry_delay(task.attempt, options.retry_delay_max_ms)).isoformat()
 
 
-def recovered(task: TaskStatus, now: datetime) -> bool:
+def recovered(task: TaskStatus, options: TaskOptions, now: datetime) -> bool:
     """End the retry streak of a task that has run long enough; True when something changed."""
     began = _at(task.running_since)
-    if task.retrying and began is not None and now - began >= HEALTHY_AFTER:
+    if task.retrying and began is not None and now - began >= _healthy(options):
         task.retrying, task.failing_since = False, ""
         return True
     return False
 
 
-def next_wakeup(tasks: list[TaskStatus], running: set[int], now: datetime) -> timedelta | None:
+def next_wakeup(
+    tasks: list[TaskStatus], running: set[int], options: TaskOptions, now: datetime
+) -> timedelta | None:
     """How long until a retry is due or a retried task counts as recovered; None if nothing waits."""
     times: list[datetime] = []
     for task in tasks:
@@ -98,7 +104,7 @@ def next_wakeup(tasks: list[TaskStatus], running: set[int], now: datetime) -> ti
         if task.task_id not in running and (at := _at(task.next_retry_time)) is not None:
             times.append(at)
         elif task.task_id in running and task.retrying and (began := _at(task.running_since)):
-            times.append(began + HEALTHY_AFTER)
+            times.append(began + _healthy(options))
     if not times:
         return None
     return max(min(times) - now, timedelta(milliseconds=1))

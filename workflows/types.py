@@ -62,6 +62,8 @@ class TaskOptions:
     retry_timeout_ms: int = -1  # -1: retry retriable failures without limit (Kafka Connect's default)
     retry_delay_max_ms: int = 30_000
     task_count: int = 1
+    # Not a user field: a retried task running this long without failing has recovered (tests shorten it).
+    healthy_after_s: float = 60.0
 
 
 @dataclass(frozen=True)
