@@ -72,8 +72,13 @@ class ConnectorWorkflow:
 
     # ---- run ---------------------------------------------------------------------------------
     @workflow.run
-    async def run(self, state: WorkflowState) -> ConnectorStatus:
-        self.s = state
+    async def run(self, state: WorkflowState | ConnectorStatus) -> ConnectorStatus:
+        """Start from a client's ConnectorStatus(name, config) or the state a previous run carried.
+
+        Temporal decodes the input as the first type of the union that fits: always WorkflowState,
+        whose extra fields all have defaults; the union lets clients pass a plain ConnectorStatus.
+        """
+        self.s = state if isinstance(state, WorkflowState) else WorkflowState(**vars(state))
         self.s.name = self.s.name or workflow.info().workflow_id
         if not self.s.connector_class:
             result = await self._validate(self.s.config)
@@ -302,7 +307,7 @@ class ConnectorWorkflow:
         return self.s.view()
 
     @workflow.query
-    def config(self) -> dict[str, object]:
+    def config(self) -> dict[str, str]:
         return self.s.config
 
     @workflow.query
