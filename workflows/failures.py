@@ -25,7 +25,6 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = (
 WORKER_SHUTDOWN = "WorkerShutdown"
 
 MAX_ERROR_CHARS = 4_000
-_HEAD = 2_500
 _CUT = "\n… [{} characters cut] …\n"
 
 FIRST_RETRY_DELAY = timedelta(seconds=1)
@@ -48,9 +47,10 @@ def clip(message: str, limit: int = MAX_ERROR_CHARS) -> str:
     """``message`` within ``limit`` characters, keeping its head and its tail."""
     if len(message) <= limit:
         return message
-    tail = limit - _HEAD - len(_CUT.format(len(message)))
-    cut = len(message) - _HEAD - tail
-    return message[:_HEAD] + _CUT.format(cut) + message[-tail:]
+    marker = _CUT.format(len(message))  # at least as long as the marker finally used
+    head = (limit - len(marker)) * 5 // 8  # the cause usually leads; where it happened often trails
+    tail = limit - len(marker) - head
+    return message[:head] + _CUT.format(len(message) - head - tail) + message[-tail:]
 
 
 def classify(exc: BaseException | None) -> Failure:
