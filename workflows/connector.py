@@ -59,7 +59,7 @@ PATCH_TYPED_OPTIONS = "sluice-typed-options"
 
 # One attempt: the workflow retries the task itself (workflows/tasks.py) so status tells the truth.
 TASK_RETRY = RetryPolicy(maximum_attempts=1, non_retryable_error_types=list(NON_RETRYABLE_ERRORS))
-VALIDATE_RETRY = RetryPolicy(maximum_attempts=5, non_retryable_error_types=list(NON_RETRYABLE_ERRORS))
+VALIDATE_RETRY = RetryPolicy(maximum_attempts=3, non_retryable_error_types=list(NON_RETRYABLE_ERRORS))
 
 Handles = dict[int, workflow.ActivityHandle[object]]
 

@@ -62,3 +62,10 @@ def connector_worker(wf_env: WorkflowEnvironment) -> WorkerFactory:
                 yield wf_env.client, queue
 
     return run
+
+
+async def wait_for(check: Callable[[], Any], timeout_s: float, what: str) -> None:
+    """tests.runtime.helpers.wait_for polling every 0.1 s: workflow-only tests react in milliseconds."""
+    from tests.runtime.helpers import wait_for as poll
+
+    await poll(check, timeout_s, what, interval_s=0.1)

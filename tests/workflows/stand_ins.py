@@ -54,7 +54,7 @@ async def validate_stand_in(spec: ConnectorSpec) -> ValidationResult:
         return ValidationResult("stand-in", "source", [f"connector {spec.name}: broken: must not be set"])
     count = int(spec.config.get("tasks.max", "2"))
     options = TaskOptions(
-        heartbeat_timeout_s=5,
+        heartbeat_timeout_s=1,  # cancellation reaches a heartbeating task within ~0.8 s
         retry_timeout_ms=int(spec.config.get("retry.timeout.ms", "-1")),
         retry_delay_max_ms=int(spec.config.get("retry.delay.max.ms", "30000")),
         task_count=count,

@@ -18,8 +18,7 @@ from temporalio.client import Client, WorkflowHistory, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
-from tests.runtime.helpers import wait_for
-from tests.workflows.conftest import WorkerFactory
+from tests.workflows.conftest import WorkerFactory, wait_for
 from tests.workflows.stand_ins import STAND_INS, deleted, starts_of
 from worker.client import SluiceClient
 from workflows.connector import ConnectorWorkflow

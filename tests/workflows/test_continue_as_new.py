@@ -13,8 +13,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.runtime.helpers import wait_for
-from tests.workflows.conftest import WorkerFactory
+from tests.workflows.conftest import WorkerFactory, wait_for
 from tests.workflows.stand_ins import STAND_INS, deleted, starts_of
 from tests.workflows.test_connector_workflow import _start, _tasks_are
 from worker.client import SluiceClient

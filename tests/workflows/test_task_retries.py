@@ -11,8 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
 
-from tests.runtime.helpers import wait_for
-from tests.workflows.conftest import WorkerFactory
+from tests.workflows.conftest import WorkerFactory, wait_for
 from tests.workflows.stand_ins import STAND_INS, starts_of
 from tests.workflows.test_connector_workflow import _start
 from worker.client import SluiceClient
