@@ -7,9 +7,6 @@ block — and run in the worker's thread pool, heartbeating from a side thread.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, CancelledError
 
@@ -17,6 +14,7 @@ from activities.context import RuntimeContext
 from activities.errors import config_error, data_error
 from activities.heartbeat import Heartbeater
 from activities.runner import BatchRunner, TaskSetup
+from activities.validation import validate_config
 from workflows.types import (
     DELETE_OFFSETS_ACTIVITY,
     RUN_TASK_ACTIVITY,
@@ -31,33 +29,7 @@ from workflows.types import (
 LEDGER_PRUNE_EVERY = 100
 LEDGER_KEEP = 1000
 
-
-def _format_errors(errors: list[Any]) -> list[str]:
-    return [f"{e.field}: {e.message}" if hasattr(e, "field") else str(e) for e in errors]
-
-
-def validate_config(name: str, config: Mapping[str, str]) -> ValidationResult:
-    """Validate a connector config and split it into task configs (also used by clients up front)."""
-    from connectors.api import SinkConnector
-    from connectors.plugins import PluginNotFoundError, load_connector_class
-
-    class_name = config.get("connector.class", "")
-    if not class_name:
-        return ValidationResult("", "", [f"connector {name}: connector.class: is required"])
-    try:
-        connector_cls = load_connector_class(class_name)
-    except PluginNotFoundError as exc:
-        return ValidationResult(class_name, "", [f"connector {name}: connector.class: {exc}"])
-    connector = connector_cls()
-    errors = _format_errors(connector.validate(config))
-    kind = "sink" if isinstance(connector, SinkConnector) else "source"
-    if errors:
-        return ValidationResult(class_name, kind, [f"connector {name}: {e}" for e in errors])
-    max_tasks = int(config.get("tasks.max", "1"))
-    task_configs = [dict(c) for c in connector.task_configs(config, max_tasks)]
-    if not task_configs:
-        return ValidationResult(class_name, kind, [f"connector {name}: produced no task configs"])
-    return ValidationResult(class_name, kind, [], task_configs)
+__all__ = ["ConnectorActivities", "validate_config"]  # validate_config: clients import it from here
 
 
 class ConnectorActivities:

@@ -261,6 +261,27 @@ _COMMON: Final = (
     ConfigField(
         "data.loss", str, "fail", doc="when a position is no longer retained", choices=("fail", "skip")
     ),
+    ConfigField(
+        "task.heartbeat.timeout.s",
+        float,
+        10.0,
+        doc="seconds without a heartbeat before a task counts as lost and is started again",
+        validator=lambda v: None if 0 < v <= 3600 else "must be > 0 and <= 3600",
+    ),
+    ConfigField(
+        "errors.retry.timeout",
+        int,
+        -1,
+        doc="ms a task retries a retriable failure before it is FAILED; -1: without limit",
+        validator=lambda v: None if v >= -1 else "must be -1 (no limit) or >= 0",
+    ),
+    ConfigField(
+        "errors.retry.delay.max.ms",
+        int,
+        30_000,
+        doc="longest wait between retries (from 1 s, doubling)",
+        validator=at_least(0),
+    ),
 )
 
 COMMON_SOURCE_FIELDS: Final[tuple[ConfigField, ...]] = (

@@ -9,18 +9,40 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.connector_activities import ConnectorActivities
 from activities.context import RuntimeContext
 from worker.settings import Settings, settings
 from worker.temporal_client import connect
+from workflows import search_attributes
 from workflows.connector import ConnectorWorkflow
 
 log = logging.getLogger("sluice.worker")
+
+
+class MissingSearchAttributesError(RuntimeError):
+    """The namespace lacks search attributes the workflow upserts (every workflow task would fail)."""
+
+
+async def check_search_attributes(client: Client, namespace: str) -> None:
+    """Refuse to start unless every search attribute the workflow writes is registered as Keyword."""
+    listed = await client.operator_service.list_search_attributes(
+        ListSearchAttributesRequest(namespace=namespace)
+    )
+    keyword = IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
+    registered = {name for name, kind in listed.custom_attributes.items() if kind == keyword}
+    registered |= {name for name, kind in listed.system_attributes.items() if kind == keyword}
+    missing = [name for name in search_attributes.REGISTRATION if name not in registered]
+    if missing:
+        raise MissingSearchAttributesError(search_attributes.missing_message(missing, namespace))
 
 
 def build_worker(
@@ -42,6 +64,7 @@ def build_worker(
 
 async def run_worker(settings: Settings) -> None:
     client = await connect(settings.temporal_address, settings.temporal_namespace)
+    await check_search_attributes(client, settings.temporal_namespace)
     ctx = RuntimeContext(settings.runtime)
     ctx.store  # migrate the schema before taking work  # noqa: B018
     ctx.spark  # pay the SparkSession start-up once, before the first task  # noqa: B018
@@ -63,4 +86,8 @@ async def run_worker(settings: Settings) -> None:
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(run_worker(settings()))
+    try:
+        asyncio.run(run_worker(settings()))
+    except MissingSearchAttributesError as exc:
+        print(f"sluice worker: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None

@@ -1,26 +1,38 @@
 """ConnectorWorkflow: the durable lifecycle of one connector.
 
 Lifecycle (one workflow per connector name, id ``sluice-connector-<name>``):
-1. validate the config and split it into task configs (an activity: plugin code is not workflow code);
+1. validate the config and split it into task configs (an activity: plugin code is not workflow
+   code); the activity also hands back the typed options the workflow uses (heartbeat timeout,
+   retry budget), so workflow code parses nothing a user wrote. Any invalid config ends FAILED;
 2. run every task as a long-running, heartbeating activity that loops micro-batches and resumes
-   from the offset store when retried — on this worker or, after a crash, on another one;
+   from the offset store when started again — on this worker or, after a crash, on another one.
+   The activity gets one attempt; the workflow retries it (workflows/tasks.py) so status can show
+   the attempt, the last error and whether a retry is pending;
 3. react to updates — pause, resume, stop, restart (all or failed tasks), reconfigure, delete —
    by cancelling the task activities between batches and starting them again as the new state asks;
-4. continue-as-new when Temporal suggests it, carrying the one state dataclass.
+4. continue-as-new when Temporal suggests it: the task activities are cancelled between batches,
+   every task keeps its state (RUNNING stays RUNNING) and the one state dataclass, pending control
+   requests included, is carried into the new run, which starts the RUNNING tasks again.
 
 The workflow holds no records and imports no Spark, SQL or network code (sandbox-safe).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+from collections.abc import Callable
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
+    from workflows import search_attributes as sa
+    from workflows import tasks as task_rules
+    from workflows.failures import NON_RETRYABLE_ERRORS, Failure, FailureKind, classify, clip
+    from workflows.status_text import details
     from workflows.types import (
         DELETE_OFFSETS_ACTIVITY,
         RUN_TASK_ACTIVITY,
@@ -32,111 +44,163 @@ with workflow.unsafe.imports_passed_through():
         Reconfigure,
         RestartRequest,
         TaskInput,
+        TaskOptions,
+        TaskReport,
         TaskState,
         TaskStatus,
         ValidationResult,
+        WorkflowState,
     )
 
-CONNECTOR_NAME = SearchAttributeKey.for_keyword("ConnectorName")
-CONNECTOR_CLASS = SearchAttributeKey.for_keyword("ConnectorClass")
-CONNECTOR_STATE = SearchAttributeKey.for_keyword("ConnectorState")
+# Behaviour changes since histories recorded by 0.1 (tests/workflows/histories/connector_lifecycle.json):
+# search attributes upserted only when they change; typed options fetched for state that lacks them.
+PATCH_PUBLISH_ON_CHANGE = "sluice-publish-on-change"
+PATCH_TYPED_OPTIONS = "sluice-typed-options"
 
-# Errors a retry cannot fix: the task is marked FAILED and waits for a restart.
-NON_RETRYABLE = ["ConfigError", "ConnectorDataError", "DataLossError", "PlanConflictError"]
-TASK_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=30),
-    # Infrastructure failures (a service restarting, a worker dying) retry forever with backoff, as
-    # Kafka Connect's workers do; errors a retry cannot fix are non-retryable and fail the task.
-    maximum_attempts=0,
-    non_retryable_error_types=NON_RETRYABLE,
-)
+# One attempt: the workflow retries the task itself (workflows/tasks.py) so status tells the truth.
+TASK_RETRY = RetryPolicy(maximum_attempts=1, non_retryable_error_types=list(NON_RETRYABLE_ERRORS))
+VALIDATE_RETRY = RetryPolicy(maximum_attempts=3, non_retryable_error_types=list(NON_RETRYABLE_ERRORS))
 
-
-def _heartbeat_timeout(config: dict[str, str]) -> timedelta:
-    return timedelta(seconds=float(config.get("task.heartbeat.timeout.s", "10")))
+Handles = dict[int, workflow.ActivityHandle[object]]
 
 
 @workflow.defn(name="ConnectorWorkflow")
 class ConnectorWorkflow:
     def __init__(self) -> None:
-        self.s = ConnectorStatus(name="", config={})
-        self._changed = False
-        self._delete: DeleteRequest | None = None
-        self._restart_all = False
+        self.s = WorkflowState(name="", config={})
+        self._published: tuple[str, str, str, str] | None = None
 
     # ---- run ---------------------------------------------------------------------------------
     @workflow.run
-    async def run(self, status: ConnectorStatus) -> ConnectorStatus:
-        self.s = status
+    async def run(self, state: WorkflowState | ConnectorStatus) -> ConnectorStatus:
+        """Start from a client's ConnectorStatus(name, config) or the state a previous run carried.
+
+        Temporal decodes the input as the first type of the union that fits: always WorkflowState,
+        whose extra fields all have defaults; the union lets clients pass a plain ConnectorStatus.
+        """
+        self.s = state if isinstance(state, WorkflowState) else WorkflowState(**vars(state))
+        self.s.name = self.s.name or workflow.info().workflow_id
         if not self.s.connector_class:
             result = await self._validate(self.s.config)
             if result.errors:
                 self.s.state = ConnectorState.FAILED
-                self.s.error = "invalid configuration: " + "; ".join(result.errors)
+                self.s.error = clip("invalid configuration: " + "; ".join(result.errors))
                 self._publish()
-                return self.s
+                return self.s.view()
             self._apply_validation(result)
             self.s.state = ConnectorState.RUNNING
+        elif self.s.options is None and workflow.patched(PATCH_TYPED_OPTIONS):
+            result = await self._validate(self.s.config)
+            self.s.options = result.options
         self._publish()
 
         while True:
-            if self._delete is not None:
-                return await self._finish_delete(self._delete)
+            if self.s.delete_request is not None:
+                return await self._finish_delete(self.s.delete_request)
             if self.s.state == ConnectorState.RUNNING and any(
                 t.state == TaskState.RUNNING for t in self.s.tasks
             ):
                 await self._run_tasks()
             else:
-                await workflow.wait_condition(lambda: self._changed or self._should_continue_as_new())
-                self._changed = False
-            if self._should_continue_as_new() and self._delete is None:
+                self._settle()
+                await workflow.wait_condition(lambda: self.s.changed or self._should_continue_as_new())
+                self.s.changed = False
+            if self._should_continue_as_new() and self.s.delete_request is None:
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(self.s)
+                if self.s.delete_request is None:
+                    workflow.continue_as_new(self.s)
 
     def _should_continue_as_new(self) -> bool:
-        return workflow.info().is_continue_as_new_suggested()
-
-    async def _validate(self, config: dict[str, str]) -> ValidationResult:
-        return await workflow.execute_activity(
-            VALIDATE_ACTIVITY,
-            ConnectorSpec(self.s.name, config),
-            result_type=ValidationResult,
-            start_to_close_timeout=timedelta(minutes=2),
-            retry_policy=RetryPolicy(maximum_attempts=5, non_retryable_error_types=NON_RETRYABLE),
+        info = workflow.info()
+        limit = self.s.continue_as_new_after_events
+        return info.is_continue_as_new_suggested() or (
+            limit > 0 and info.get_current_history_length() >= limit
         )
+
+    async def _validate(self, config: dict[str, object]) -> ValidationResult:
+        """Validate and split ``config``; every outcome, even a failing activity, is a result."""
+        name = self.s.name
+        bad = [k for k, v in config.items() if not isinstance(v, str)]
+        if bad:
+            return ValidationResult(
+                str(config.get("connector.class", "")),
+                "",
+                [f"connector {name}: field {k!r}: expected a string value, got {config[k]!r}" for k in bad],
+            )
+        try:
+            return await workflow.execute_activity(
+                VALIDATE_ACTIVITY,
+                ConnectorSpec(name, dict(config)),  # type: ignore[arg-type]
+                result_type=ValidationResult,
+                start_to_close_timeout=timedelta(minutes=2),
+                retry_policy=VALIDATE_RETRY,
+            )
+        except ActivityError as exc:
+            cause = exc.cause or exc
+            return ValidationResult("", "", [f"connector {name}: validation failed: {cause}"])
 
     def _apply_validation(self, result: ValidationResult) -> None:
         self.s.connector_class = result.connector_class
         self.s.kind = result.kind
         self.s.task_configs = result.task_configs
+        self.s.options = result.options
         self.s.tasks = [
             TaskStatus(task_id=i, state=TaskState.RUNNING) for i in range(len(result.task_configs))
         ]
         self.s.error = ""
 
+    @property
+    def _options(self) -> TaskOptions:
+        return self.s.options or task_rules.legacy_options(len(self.s.tasks))
+
+    def _settle(self) -> None:
+        """A connector that is not RUNNING has no RUNNING task (e.g. paused just before continue-as-new)."""
+        if self.s.state not in (ConnectorState.PAUSED, ConnectorState.STOPPED):
+            return
+        final = TaskState.PAUSED if self.s.state == ConnectorState.PAUSED else TaskState.STOPPED
+        moved = [t for t in self.s.tasks if t.state == TaskState.RUNNING]
+        for task in moved:
+            task_rules.stopped(task, final)
+        if moved:
+            self._publish()
+
     async def _run_tasks(self) -> None:
-        """Run the RUNNING tasks until a control change needs them all stopped."""
-        handles: dict[int, workflow.ActivityHandle[object]] = {}
+        """Run the RUNNING tasks until a control change (or continue-as-new) needs them all stopped."""
+        handles: Handles = {}
         while True:
+            now = workflow.now()
+            # Started even if a handler has just paused or stopped the connector: the wait below
+            # sees the change at once and the start and its cancel never leave this workflow task
+            # (histories recorded by 0.1 number their activities this way).
             for task in self.s.tasks:
-                if task.state == TaskState.RUNNING and task.task_id not in handles:
+                if (
+                    task.state == TaskState.RUNNING
+                    and task.task_id not in handles
+                    and task_rules.due(task, now)
+                ):
                     handles[task.task_id] = self._start_task(task)
             self._publish()
-            await workflow.wait_condition(
+            await self._wait(
                 lambda: (
-                    self._changed or any(h.done() for h in handles.values()) or self._should_continue_as_new()
-                )
+                    self.s.changed
+                    or any(h.done() for h in handles.values())
+                    or self._should_continue_as_new()
+                ),
+                task_rules.next_wakeup(self.s.tasks, set(handles), self._options, workflow.now()),
             )
-            self._changed = False
+            self.s.changed = False
             for task_id, handle in list(handles.items()):
                 if handle.done():
                     del handles[task_id]
-                    self._record_task_end(task_id, handle)
+                    self._record_task_end(task_id, handle.exception())
+            now = workflow.now()
+            if any(
+                [task_rules.recovered(t, self._options, now) for t in self.s.tasks if t.task_id in handles]
+            ):
+                self._publish()
             stop_all = (
-                self._delete is not None
-                or self._restart_all
+                self.s.delete_request is not None
+                or self.s.restart_all
                 or self.s.state != ConnectorState.RUNNING
                 or self._should_continue_as_new()
             )
@@ -148,27 +212,37 @@ class ConnectorWorkflow:
                 return
             if stop_all:
                 await self._cancel(handles)
-                if self._restart_all:
-                    self._restart_all = False
+                if self.s.restart_all:
+                    self.s.restart_all = False
                     for task in self.s.tasks:
                         task.state = TaskState.RUNNING
-                        task.error = ""
+                        task_rules.reset(task)
                     continue
+                if self.s.state == ConnectorState.RUNNING and self.s.delete_request is None:
+                    return  # continue-as-new: every task keeps its state; the next run restarts them
                 final = TaskState.PAUSED if self.s.state == ConnectorState.PAUSED else TaskState.STOPPED
                 for task in self.s.tasks:
                     if task.state == TaskState.RUNNING:
-                        task.state = final
+                        task_rules.stopped(task, final)
                 self._publish()
                 return
 
+    @staticmethod
+    async def _wait(condition: Callable[[], bool], timeout: timedelta | None) -> None:
+        if timeout is None:
+            await workflow.wait_condition(condition)
+            return
+        with contextlib.suppress(asyncio.TimeoutError):
+            await workflow.wait_condition(condition, timeout=timeout)
+
     def _start_task(self, task: TaskStatus) -> workflow.ActivityHandle[object]:
-        task.attempts += 1
+        task_rules.started(task, workflow.now())
         config = self.s.task_configs[task.task_id]
         return workflow.start_activity(
             RUN_TASK_ACTIVITY,
             TaskInput(self.s.name, task.task_id, self.s.kind, config, self.s.generation, len(self.s.tasks)),
             start_to_close_timeout=timedelta(days=3650),
-            heartbeat_timeout=_heartbeat_timeout(config),
+            heartbeat_timeout=timedelta(seconds=self._options.heartbeat_timeout_s),
             retry_policy=TASK_RETRY,
             cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             activity_id=f"task-{task.task_id}-g{self.s.generation}-a{task.attempts}",
@@ -179,34 +253,26 @@ class ConnectorWorkflow:
         """The task's status; a placeholder when a reconfigure removed it while it was stopping."""
         return self.s.tasks[task_id] if task_id < len(self.s.tasks) else TaskStatus(task_id)
 
-    @staticmethod
-    def _failure(handle: workflow.ActivityHandle[object]) -> str | None:
-        """Why a finished task activity failed; None when it returned or was cancelled."""
-        exc = handle.exception()
-        if exc is None or isinstance(exc, ActivityError) and isinstance(exc.cause, CancelledError):
-            return None
-        cause = exc.cause if isinstance(exc, ActivityError) and exc.cause else exc
-        return str(cause)[:2000]
-
-    def _record_task_end(self, task_id: int, handle: workflow.ActivityHandle[object]) -> None:
+    def _record_task_end(self, task_id: int, exc: BaseException | None) -> None:
         task = self._task(task_id)
-        error = self._failure(handle)
-        if error is None:
-            task.state = TaskState.STOPPED
+        failure = classify(exc)
+        if failure.kind == FailureKind.STOPPED:
+            task_rules.stopped(task, TaskState.STOPPED)
         else:
-            task.state, task.error = TaskState.FAILED, error
+            task_rules.failed(task, failure, self._options, workflow.now())
 
-    async def _cancel(self, handles: dict[int, workflow.ActivityHandle[object]]) -> None:
+    async def _cancel(self, handles: Handles) -> None:
         for handle in handles.values():
             handle.cancel()
         for task_id, handle in handles.items():
             with contextlib.suppress(ActivityError, CancelledError):
                 await handle
-            # A task that failed while stopping is FAILED; the rest get the connector's final state.
-            error = self._failure(handle) if handle.done() else None
-            if error is not None:
-                task = self._task(task_id)
-                task.state, task.error = TaskState.FAILED, error
+            # A task that failed while stopping keeps that failure; the rest keep their state.
+            failure = classify(handle.exception()) if handle.done() else Failure(FailureKind.STOPPED)
+            if failure.kind != FailureKind.STOPPED:
+                task_rules.failed(self._task(task_id), failure, self._options, workflow.now())
+            else:
+                self._task(task_id).running_since = ""
         handles.clear()
 
     async def _finish_delete(self, request: DeleteRequest) -> ConnectorStatus:
@@ -216,35 +282,29 @@ class ConnectorWorkflow:
             )
         self.s.state = ConnectorState.DELETED
         for task in self.s.tasks:
-            task.state = TaskState.STOPPED
+            task_rules.stopped(task, TaskState.STOPPED)
         self._publish()
-        return self.s
+        return self.s.view()
 
     # ---- visibility --------------------------------------------------------------------------
     def _publish(self) -> None:
         """Connector state into search attributes and the UI's current details."""
-        workflow.upsert_search_attributes(
-            [
-                CONNECTOR_NAME.value_set(self.s.name),
-                CONNECTOR_CLASS.value_set(self.s.connector_class or "unknown"),
-                CONNECTOR_STATE.value_set(str(self.s.state)),
-            ]
-        )
-        lines = [f"**{self.s.name}** ({self.s.kind or '?'}: {self.s.connector_class}) — {self.s.state}"]
-        if self.s.error:
-            lines.append(f"error: {self.s.error}")
-        lines += [
-            f"- task {t.task_id}: {t.state}" + (f" — {t.error}" if t.error else "") for t in self.s.tasks
-        ]
-        workflow.set_current_details("\n".join(lines))
+        s = self.s
+        values = (s.name, s.connector_class or "unknown", str(s.state), s.kind or "unknown")
+        if values != self._published or not workflow.patched(PATCH_PUBLISH_ON_CHANGE):
+            self._published = values
+            workflow.upsert_search_attributes(
+                [key.value_set(value) for key, value in zip(sa.ALL, values, strict=True)]
+            )
+        workflow.set_current_details(details(self.s))
 
     def _poke(self) -> None:
-        self._changed = True
+        self.s.changed = True
 
-    # ---- queries -----------------------------------------------------------------------------
+    # ---- queries and signals -----------------------------------------------------------------
     @workflow.query
     def status(self) -> ConnectorStatus:
-        return self.s
+        return self.s.view()
 
     @workflow.query
     def config(self) -> dict[str, str]:
@@ -254,12 +314,22 @@ class ConnectorWorkflow:
     def tasks(self) -> list[dict[str, str]]:
         return self.s.task_configs
 
+    @workflow.signal
+    def report_task(self, report: TaskReport) -> None:
+        """A task activity says what it is doing; reports from an older generation are ignored."""
+        if report.generation != self.s.generation or not 0 <= report.task_id < len(self.s.tasks):
+            return
+        task = self.s.tasks[report.task_id]
+        if task.state == TaskState.RUNNING:
+            task.detail = clip(report.detail, 1_000)
+            workflow.set_current_details(details(self.s))
+
     # ---- updates -----------------------------------------------------------------------------
     @workflow.update
     async def pause(self) -> ConnectorStatus:
         self.s.state = ConnectorState.PAUSED
         self._poke()
-        return self.s
+        return self.s.view()
 
     @pause.validator
     def _validate_pause(self) -> None:
@@ -271,8 +341,9 @@ class ConnectorWorkflow:
         for task in self.s.tasks:
             if task.state in (TaskState.PAUSED, TaskState.STOPPED, TaskState.UNASSIGNED):
                 task.state = TaskState.RUNNING
+                task_rules.reset(task)
         self._poke()
-        return self.s
+        return self.s.view()
 
     @resume.validator
     def _validate_resume(self) -> None:
@@ -282,7 +353,7 @@ class ConnectorWorkflow:
     async def stop(self) -> ConnectorStatus:
         self.s.state = ConnectorState.STOPPED
         self._poke()
-        return self.s
+        return self.s.view()
 
     @stop.validator
     def _validate_stop(self) -> None:
@@ -293,18 +364,17 @@ class ConnectorWorkflow:
     @workflow.update
     async def restart(self, request: RestartRequest) -> ConnectorStatus:
         self.s.generation += 1
-        if request.only_failed:
-            for task in self.s.tasks:
-                if task.state == TaskState.FAILED:
-                    task.state, task.error = TaskState.RUNNING, ""
-        else:
-            self._restart_all = True
-            for task in self.s.tasks:
-                if task.state == TaskState.FAILED:
-                    task.state, task.error = TaskState.RUNNING, ""
+        if not request.only_failed:
+            # Running tasks are cancelled and started again; the others start.
+            self.s.restart_all = any(t.state == TaskState.RUNNING for t in self.s.tasks)
+        for task in self.s.tasks:
+            idle = task.state != TaskState.RUNNING
+            if task.state == TaskState.FAILED or (idle and not request.only_failed):
+                task.state = TaskState.RUNNING
+                task_rules.reset(task)
         self.s.state, self.s.error = ConnectorState.RUNNING, ""
         self._poke()
-        return self.s
+        return self.s.view()
 
     @restart.validator
     def _validate_restart(self, request: RestartRequest) -> None:
@@ -314,19 +384,21 @@ class ConnectorWorkflow:
 
     @workflow.update
     async def reconfigure(self, request: Reconfigure) -> ConnectorStatus:
-        result = await self._validate(request.config)
+        result = await self._validate(request.config)  # type: ignore[arg-type]
         if result.errors:
-            raise ApplicationError("invalid configuration: " + "; ".join(result.errors), type="ConfigError")
+            raise ApplicationError(
+                clip("invalid configuration: " + "; ".join(result.errors)), type="ConfigError"
+            )
         previous = self.s.state
         self.s.config = dict(request.config)
         self.s.generation += 1
-        self._restart_all = previous == ConnectorState.RUNNING
+        self.s.restart_all = previous == ConnectorState.RUNNING
         self._apply_validation(result)
         if previous != ConnectorState.RUNNING:
             for task in self.s.tasks:
                 task.state = TaskState.STOPPED if previous == ConnectorState.STOPPED else TaskState.PAUSED
         self._poke()
-        return self.s
+        return self.s.view()
 
     @reconfigure.validator
     def _validate_reconfigure(self, request: Reconfigure) -> None:
@@ -338,11 +410,11 @@ class ConnectorWorkflow:
 
     @workflow.update
     async def delete(self, request: DeleteRequest) -> None:
-        self._delete = request
+        self.s.delete_request = request
         self._poke()
 
     def _require(self, *allowed: ConnectorState) -> None:
-        if self._delete is not None or self.s.state == ConnectorState.DELETED:
+        if self.s.delete_request is not None or self.s.state == ConnectorState.DELETED:
             raise ValueError(f"connector {self.s.name} is being deleted")
         if self.s.state not in allowed:
             raise ValueError(

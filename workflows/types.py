@@ -7,8 +7,9 @@ only configs, plans and positions (Temporal's payload limit is 2 MiB).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
+from typing import Any
 
 
 class ConnectorState(StrEnum):
@@ -50,11 +51,29 @@ class ConnectorSpec:
 
 
 @dataclass(frozen=True)
+class TaskOptions:
+    """The runtime settings the workflow itself uses, typed by the validate activity.
+
+    Workflow code never parses a config string: these come out of the declared fields
+    (``task.heartbeat.timeout.s``, ``errors.retry.timeout``, ``errors.retry.delay.max.ms``).
+    """
+
+    heartbeat_timeout_s: float = 10.0
+    retry_timeout_ms: int = -1  # -1: retry retriable failures without limit (Kafka Connect's default)
+    retry_delay_max_ms: int = 30_000
+    task_count: int = 1
+    # Not a user field: a retried task running this long without failing has recovered (tests shorten it).
+    healthy_after_s: float = 60.0
+
+
+@dataclass(frozen=True)
 class ValidationResult:
     connector_class: str
     kind: str  # "source" | "sink"
     errors: list[str] = field(default_factory=list)
     task_configs: list[dict[str, str]] = field(default_factory=list)
+    # None only in results recorded by versions before 0.2 (replayed histories).
+    options: TaskOptions | None = None
 
 
 @dataclass(frozen=True)
@@ -78,18 +97,30 @@ class TaskOutcome:
 
 @dataclass
 class TaskStatus:
+    """One task as the workflow sees it; times are ISO-8601 UTC from ``workflow.now()``."""
+
     task_id: int
     state: TaskState = TaskState.UNASSIGNED
-    error: str = ""
-    attempts: int = 0
+    error: str = ""  # why the task is FAILED; empty otherwise
+    attempts: int = 0  # task activities started for this task, ever (names the activity ids)
+    attempt: int = 0  # current attempt of the running task: 1 = first try, 2+ = retries
+    retrying: bool = False  # a retriable failure is being retried (waiting, or the retry runs)
+    last_error: str = ""  # the latest failure, kept after recovery
+    last_error_time: str = ""
+    failing_since: str = ""  # first failure of the current retry streak (errors.retry.timeout)
+    next_retry_time: str = ""  # when the waiting retry starts; empty when none waits
+    running_since: str = ""  # when the current task activity was started
+    detail: str = ""  # what the task reports it is doing (``report_task``), e.g. a file it waits for
 
 
 @dataclass
 class ConnectorStatus:
-    """Everything the workflow knows; its only state, carried through continue-as-new."""
+    """Everything a user sees of a connector (the ``status`` query, printed by the CLI)."""
 
     name: str
-    config: dict[str, str]
+    # Values should be strings; anything else (a JSON number from `temporal workflow start`) is
+    # rejected by the workflow as a per-field error instead of failing input decoding in a loop.
+    config: dict[str, Any]
     state: ConnectorState = ConnectorState.UNASSIGNED
     connector_class: str = ""
     kind: str = ""
@@ -112,3 +143,32 @@ class DeleteRequest:
 @dataclass(frozen=True)
 class Reconfigure:
     config: dict[str, str]
+
+
+@dataclass
+class WorkflowState(ConnectorStatus):
+    """The workflow's one state: the status plus pending control requests and internal settings.
+
+    Carried whole through continue-as-new, so nothing a user asked for is lost between runs. A
+    plain ConnectorStatus (what clients start the workflow with) decodes into it unchanged.
+    """
+
+    options: TaskOptions | None = None
+    changed: bool = False  # a control request arrived that the task loop has not acted on yet
+    restart_all: bool = False  # restart every task once the running ones have stopped
+    delete_request: DeleteRequest | None = None
+    # Test-only: continue-as-new once history reaches this many events (0: Temporal's suggestion).
+    continue_as_new_after_events: int = 0
+
+    def view(self) -> ConnectorStatus:
+        """The user-facing part, without the internals."""
+        return ConnectorStatus(**{f.name: getattr(self, f.name) for f in fields(ConnectorStatus)})
+
+
+@dataclass(frozen=True)
+class TaskReport:
+    """Signal ``report_task``: a task says what it is doing; an empty detail clears it."""
+
+    task_id: int
+    generation: int
+    detail: str = ""

@@ -14,15 +14,11 @@ from pathlib import Path
 
 from deploy.local.config import StackConfig
 from deploy.local.process import ManagedProcess, StackError, ensure_port_free, wait_until
+from workflows import search_attributes
 
 SERVICE = "temporal"
 
-SEARCH_ATTRIBUTES: dict[str, str] = {
-    "ConnectorName": "Keyword",
-    "ConnectorClass": "Keyword",
-    "ConnectorState": "Keyword",
-    "ConnectorKind": "Keyword",
-}
+SEARCH_ATTRIBUTES: dict[str, str] = search_attributes.REGISTRATION
 
 
 def temporal_binary() -> Path:

@@ -1,103 +1,62 @@
-"""ConnectorWorkflow's lifecycle on the real Temporal dev server, with same-named stand-in activities.
+"""ConnectorWorkflow's lifecycle on Temporal's test environment, with same-named stand-in activities.
 
-The stand-ins (samples-python's pattern) replace Spark and the offset store so the orchestration is
-tested on its own: task activities run until cancelled, and a task configured to fail raises a
-non-retryable data error naming a record position, as a real task does.
+The stand-ins (tests/workflows/stand_ins.py) replace Spark and the offset store so the orchestration
+is tested on its own: task activities run until cancelled, and a task configured to fail raises a
+non-retryable data error naming a record position, as a real task does. Histories recorded with
+earlier versions must replay on the current code (upgrades keep running connectors).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 
 import pytest
-from temporalio import activity
-from temporalio.client import Client, WorkflowUpdateFailedError
-from temporalio.exceptions import ApplicationError
+from temporalio.client import Client, WorkflowHistory, WorkflowUpdateFailedError
+from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
-from deploy.local.config import StackConfig
-from tests.runtime.helpers import wait_for
+from tests.workflows.conftest import WorkerFactory, wait_for
+from tests.workflows.stand_ins import STAND_INS, deleted, starts_of
 from worker.client import SluiceClient
 from workflows.connector import ConnectorWorkflow
 from workflows.types import (
-    DELETE_OFFSETS_ACTIVITY,
-    RUN_TASK_ACTIVITY,
-    VALIDATE_ACTIVITY,
-    ConnectorSpec,
     ConnectorState,
     ConnectorStatus,
     Reconfigure,
-    TaskInput,
-    TaskOutcome,
     TaskState,
-    ValidationResult,
+    WorkflowState,
     workflow_id_for,
 )
 
-HISTORY = Path(__file__).parent / "histories" / "connector_lifecycle.json"
-deleted: list[str] = []
-started_tasks: list[tuple[str, int, int]] = []
-
-
-@activity.defn(name=VALIDATE_ACTIVITY)
-async def validate_stand_in(spec: ConnectorSpec) -> ValidationResult:
-    if spec.config.get("broken"):
-        return ValidationResult("stand-in", "source", [f"connector {spec.name}: broken: must not be set"])
-    count = int(spec.config.get("tasks.max", "2"))
-    return ValidationResult("stand-in", "source", [], [{**spec.config, "task": str(i)} for i in range(count)])
-
-
-@activity.defn(name=RUN_TASK_ACTIVITY)
-async def run_task_stand_in(inp: TaskInput) -> TaskOutcome:
-    started_tasks.append((inp.connector, inp.task_id, inp.generation))
-    if inp.config.get("fail.task") == str(inp.task_id) and inp.generation == 0:
-        raise ApplicationError(
-            f"connector {inp.connector} task {inp.task_id}: record at lines/broker-a:0@42 cannot be cast",
-            type="ConnectorDataError",
-            non_retryable=True,
-        )
-    try:
-        while True:
-            activity.heartbeat()
-            await asyncio.sleep(0.2)
-    except asyncio.CancelledError:
-        raise
-
-
-@activity.defn(name=DELETE_OFFSETS_ACTIVITY)
-async def delete_offsets_stand_in(connector: str) -> None:
-    deleted.append(connector)
+HISTORIES = Path(__file__).parent / "histories"
+# Recorded by 0.1 (before typed options, workflow-side retries and continue-as-new that keeps tasks).
+HISTORY_V1 = HISTORIES / "connector_lifecycle.json"
+# Recorded by this version: the same lifecycle, to replay on later versions.
+HISTORY_V2 = HISTORIES / "connector_lifecycle_v2.json"
 
 
 @pytest.fixture
-async def env(stack_config: StackConfig) -> AsyncIterator[tuple[Client, SluiceClient]]:
-    client = await Client.connect(stack_config.temporal_address)
-    queue = f"wf-test-{uuid.uuid4().hex[:8]}"
-    async with Worker(
-        client,
-        task_queue=queue,
-        workflows=[ConnectorWorkflow],
-        activities=[validate_stand_in, run_task_stand_in, delete_offsets_stand_in],
-    ):
+async def env(connector_worker: WorkerFactory) -> AsyncIterator[tuple[Client, SluiceClient]]:
+    async with connector_worker(STAND_INS) as (client, queue):
         yield client, SluiceClient(client, queue)
 
 
-async def _start(sluice: SluiceClient, name: str, config: dict[str, str]) -> None:
-    # Bypass the client's local validation: the stand-in class is not a real plugin.
-    from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+async def _start(sluice: SluiceClient, name: str, config: dict[str, str], **internal: int) -> None:
+    """Start as `temporal workflow start` would: no client-side validation (the stand-in class is
+    not a real plugin); ``internal`` sets WorkflowState fields such as the continue-as-new threshold."""
+    from temporalio.common import SearchAttributePair, TypedSearchAttributes
+
+    from workflows.search_attributes import CONNECTOR_NAME
 
     await sluice.client.start_workflow(
         ConnectorWorkflow.run,
-        ConnectorStatus(name=name, config=config),
+        WorkflowState(name=name, config=config, **internal),  # type: ignore[arg-type]
         id=workflow_id_for(name),
         task_queue=sluice.task_queue,
-        search_attributes=TypedSearchAttributes(
-            [SearchAttributePair(SearchAttributeKey.for_keyword("ConnectorName"), name)]
-        ),
+        search_attributes=TypedSearchAttributes([SearchAttributePair(CONNECTOR_NAME, name)]),
     )
 
 
@@ -130,7 +89,7 @@ async def test_full_lifecycle_and_replay(env: tuple[Client, SluiceClient]) -> No
     await wait_for(
         lambda: _tasks_are(sluice, name, TaskState.RUNNING, TaskState.RUNNING), 30, "failed task back"
     )
-    assert [g for (c, t, g) in started_tasks if c == name and t == 0] == [0], "a healthy task was restarted"
+    assert [s.generation for s in starts_of(name) if s.task_id == 0] == [0], "a healthy task was restarted"
 
     assert (await sluice.pause(name)).state == ConnectorState.PAUSED
     await wait_for(lambda: _tasks_are(sluice, name, TaskState.PAUSED, TaskState.PAUSED), 30, "paused tasks")
@@ -168,16 +127,14 @@ async def test_full_lifecycle_and_replay(env: tuple[Client, SluiceClient]) -> No
 
     history = await sluice.handle(name).fetch_history()
     await Replayer(workflows=[ConnectorWorkflow]).replay_workflow(history)
-    if not HISTORY.exists():  # record once; later runs replay the committed history
-        HISTORY.parent.mkdir(exist_ok=True)
-        HISTORY.write_text(json.dumps(history.to_json_dict(), indent=1))
+    if not HISTORY_V2.exists():  # record once; later runs replay the committed history
+        HISTORY_V2.write_text(json.dumps(history.to_json_dict(), indent=1))
 
 
-async def test_recorded_history_replays_with_current_code() -> None:
-    from temporalio.client import WorkflowHistory
-
-    assert HISTORY.exists(), "the recorded history is part of the repository"
-    history = WorkflowHistory.from_json("recorded", HISTORY.read_text())
+@pytest.mark.parametrize("recorded", [HISTORY_V1, HISTORY_V2], ids=lambda p: p.stem)
+async def test_recorded_history_replays_with_current_code(recorded: Path) -> None:
+    assert recorded.exists(), "the recorded histories are part of the repository"
+    history = WorkflowHistory.from_json("recorded", recorded.read_text())
     await Replayer(workflows=[ConnectorWorkflow]).replay_workflow(history)
 
 
@@ -189,10 +146,12 @@ async def test_invalid_config_fails_the_workflow_without_running_tasks(
     await _start(sluice, name, {"broken": "1"})
     final = await sluice.handle(name).result()
     assert final.state == ConnectorState.FAILED and "broken: must not be set" in final.error
-    assert not [c for (c, _, _) in started_tasks if c == name]
+    assert not starts_of(name)
 
 
-async def test_encrypting_codec_keeps_configs_out_of_history_in_plaintext(stack_config: StackConfig) -> None:
+async def test_encrypting_codec_keeps_configs_out_of_history_in_plaintext(
+    wf_env: WorkflowEnvironment,
+) -> None:
     import dataclasses
 
     from cryptography.fernet import Fernet
@@ -200,9 +159,10 @@ async def test_encrypting_codec_keeps_configs_out_of_history_in_plaintext(stack_
 
     from worker.codec import FernetCodec
 
-    plain = await Client.connect(stack_config.temporal_address)
+    address = wf_env.client.service_client.config.target_host
+    plain = await Client.connect(address)
     secured = await Client.connect(
-        stack_config.temporal_address,
+        address,
         data_converter=dataclasses.replace(
             DataConverter.default, payload_codec=FernetCodec(Fernet.generate_key())
         ),
@@ -214,7 +174,7 @@ async def test_encrypting_codec_keeps_configs_out_of_history_in_plaintext(stack_
         secured,
         task_queue=queue,
         workflows=[ConnectorWorkflow],
-        activities=[validate_stand_in, run_task_stand_in, delete_offsets_stand_in],
+        activities=STAND_INS,
     ):
         sluice = SluiceClient(secured, queue)
         await _start(sluice, name, {"tasks.max": "1", "password": password})

@@ -1,0 +1,90 @@
+"""Validate a connector config and split it into task configs: clients call this before starting a
+workflow, and the workflow's validate activity calls it again (a workflow may be started directly).
+
+Whatever the config holds, the answer is a :class:`ValidationResult` — per-field errors naming the
+connector and field, or the task configs and the typed :class:`TaskOptions` the workflow runs with —
+never an exception: plugin code that raises is reported as an error of that connector.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from workflows.types import TaskOptions, ValidationResult
+
+# Fields the workflow itself uses: read at validation, before secrets are resolved in a task.
+_RUNTIME_FIELDS = {
+    "tasks.max": int,
+    "task.heartbeat.timeout.s": float,
+    "errors.retry.timeout": int,
+    "errors.retry.delay.max.ms": int,
+}
+
+
+def _message(name: str, error: Any) -> str:
+    text = str(getattr(error, "message", error))
+    return text if text.startswith("connector ") else f"connector {name!r}: {text}"
+
+
+def validate_config(name: str, config: Mapping[str, Any]) -> ValidationResult:
+    """Validate ``config`` of connector ``name``; see the module docstring."""
+    from connectors.api import SinkConnector
+    from connectors.plugins import PluginNotFoundError, load_connector_class
+
+    bad = [k for k, v in config.items() if not isinstance(k, str) or not isinstance(v, str)]
+    if bad:
+        return ValidationResult(
+            str(config.get("connector.class", "")),
+            "",
+            [f"connector {name!r}: field {k!r}: expected a string value, got {config[k]!r}" for k in bad],
+        )
+    class_name = config.get("connector.class", "")
+    if not class_name.strip():
+        return ValidationResult("", "", [f"connector {name!r}: field 'connector.class' is required"])
+    try:
+        connector_cls = load_connector_class(class_name)
+    except PluginNotFoundError as exc:
+        return ValidationResult(class_name, "", [f"connector {name!r}: field 'connector.class': {exc}"])
+    except Exception as exc:  # a plugin that fails to import is this connector's error
+        return ValidationResult(
+            class_name,
+            "",
+            [f"connector {name!r}: field 'connector.class': {class_name} failed to load: {exc}"],
+        )
+    raw = {**config, "name": config.get("name") or name}
+    kind = "sink" if issubclass(connector_cls, SinkConnector) else "source"
+    try:
+        connector = connector_cls()
+        errors = [_message(name, e) for e in connector.validate(raw)]
+        if errors:
+            return ValidationResult(class_name, kind, errors)
+        typed = connector.parse(raw)
+        literal = [
+            f"connector {name!r}: field {key!r}: must be a literal value (the runtime reads it before "
+            f"secrets are resolved), got {typed[key]!r}"
+            for key, kind_ in _RUNTIME_FIELDS.items()
+            if key in typed and not isinstance(typed[key], kind_)
+        ]
+        if literal:
+            return ValidationResult(class_name, kind, literal)
+        max_tasks = typed.get("tasks.max", 1)
+        connector.start(typed)  # the contract's lifecycle: start, split, stop (always)
+        try:
+            task_configs = [dict(c) for c in connector.task_configs(config, max_tasks)]
+        finally:
+            connector.stop()
+    except Exception as exc:  # plugin code raising is reported, not propagated
+        return ValidationResult(
+            class_name, kind, [f"connector {name!r}: {class_name} rejected the config: {exc}"]
+        )
+    if not task_configs:
+        return ValidationResult(class_name, kind, [f"connector {name!r}: produced no task configs"])
+    defaults = TaskOptions()
+    options = TaskOptions(
+        heartbeat_timeout_s=float(typed.get("task.heartbeat.timeout.s", defaults.heartbeat_timeout_s)),
+        retry_timeout_ms=int(typed.get("errors.retry.timeout", defaults.retry_timeout_ms)),
+        retry_delay_max_ms=int(typed.get("errors.retry.delay.max.ms", defaults.retry_delay_max_ms)),
+        task_count=len(task_configs),
+    )
+    return ValidationResult(class_name, kind, [], task_configs, options)

