@@ -22,6 +22,7 @@ from workflows.types import (
     ConnectorSpec,
     TaskInput,
     TaskOutcome,
+    TaskReport,
     ValidationResult,
 )
 
@@ -64,8 +65,13 @@ class ConnectorActivities:
             hb.progress.phase = "running"
             runner.ensure_topic()
             idle_s = runner.setup.poll_interval_s
+            reported: str | None = None
             while not hb.should_stop():
                 plan, rerun = runner.next_plan()
+                waiting = runner.waiting_for()
+                if waiting != reported:
+                    self._report(inp, waiting)
+                    reported = waiting
                 if plan is None:
                     hb.progress.phase = "idle"
                     hb.sleep(idle_s)
@@ -101,6 +107,13 @@ class ConnectorActivities:
                 type="WorkerShutdown",
             )
         return outcome
+
+    def _report(self, inp: TaskInput, detail: str) -> None:
+        """Tell the workflow what the task waits for ("" clears it): shown per task in status."""
+        reporter = self.ctx.reporter
+        if reporter is not None:
+            info = activity.info()
+            reporter.send(info.workflow_id or "", TaskReport(inp.task_id, inp.generation, detail))
 
     @staticmethod
     def _close(inp: TaskInput, runner: BatchRunner) -> None:

@@ -11,6 +11,7 @@ from worker.spark import get_spark
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from activities.reports import TaskReporter
     from activities.store import OffsetStore
     from connectors.rocketmq.sync_client import SyncRocketMQClient
 
@@ -35,6 +36,8 @@ class RuntimeContext:
         self._lock = threading.Lock()
         self._store: OffsetStore | None = None
         self._rocketmq: SyncRocketMQClient | None = None
+        #: set by the worker (its Temporal client and loop); None in tests that run tasks directly
+        self.reporter: TaskReporter | None = None
 
     @property
     def store(self) -> OffsetStore:

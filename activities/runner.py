@@ -69,6 +69,8 @@ class BatchRunner(Protocol):
     2. ``next_plan``: the recorded, uncommitted plan to re-run, or a new recorded plan, or None;
     3. ``run``: execute exactly that plan and commit it; return the records it covered.
     4. ``close``: once, when the task ends, however it ends (closes the connector's task).
+
+    ``waiting_for`` after each plan: a text for status when the task cannot read (a missing file).
     """
 
     setup: TaskSetup
@@ -80,6 +82,10 @@ class BatchRunner(Protocol):
     def run(self, plan: BatchPlan, rerun: bool) -> int: ...
 
     def close(self) -> None: ...
+
+    def waiting_for(self) -> str:
+        """What the task waits for, for status ("" when nothing: it is reading or idle)."""
+        ...
 
 
 @contextmanager

@@ -81,6 +81,9 @@ class SinkRunner:
     def close(self) -> None:
         self.task.close()
 
+    def waiting_for(self) -> str:
+        return ""
+
     def run(self, plan: BatchPlan, rerun: bool) -> int:
         from connectors.rocketmq.spark_source import plan_to_json, register
         from connectors.transforms import apply_chain

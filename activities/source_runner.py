@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from activities.runner import TaskSetup, checked_records, next_plan
+from connectors.api import ReportsWaiting
 from connectors.converters import OFFSET_PROPERTY, PARTITION_PROPERTY
 from connectors.model import BatchPlan
 from connectors.planner import view_of
@@ -67,6 +68,9 @@ class SourceRunner:
 
     def close(self) -> None:
         self.task.close()
+
+    def waiting_for(self) -> str:
+        return self.task.waiting_for() if isinstance(self.task, ReportsWaiting) else ""
 
     def run(self, plan: BatchPlan, rerun: bool) -> int:
         """Send the plan's records; return how many were sent. Commits the plan."""

@@ -212,6 +212,16 @@ class TransactionalSink(Protocol):
     def bind_positions(self, committer: PositionCommitter) -> None: ...
 
 
+@runtime_checkable
+class ReportsWaiting(Protocol):
+    """Optional ability of a source task: say what it waits for when it cannot read (a file that does
+    not exist yet); the runtime shows it per task in status and the Temporal UI."""
+
+    def waiting_for(self) -> str:
+        """A short text naming what is missing, or "" when nothing is."""
+        ...
+
+
 def delivery_of(task: SinkTask) -> Delivery:
     """The guarantee a sink task gives, checked against what it can do: a task declaring exactly
     once must either be transactional or undo a partial write from its ``prepare`` state."""

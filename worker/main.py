@@ -20,6 +20,7 @@ from temporalio.worker import Worker
 
 from activities.connector_activities import ConnectorActivities
 from activities.context import RuntimeContext
+from activities.reports import TaskReporter
 from worker.settings import Settings, settings
 from worker.temporal_client import connect
 from workflows import search_attributes
@@ -66,6 +67,7 @@ async def run_worker(settings: Settings) -> None:
     client = await connect(settings.temporal_address, settings.temporal_namespace)
     await check_search_attributes(client, settings.temporal_namespace)
     ctx = RuntimeContext(settings.runtime)
+    ctx.reporter = TaskReporter(client, asyncio.get_running_loop())
     ctx.store  # migrate the schema before taking work  # noqa: B018
     ctx.spark  # pay the SparkSession start-up once, before the first task  # noqa: B018
     stop = asyncio.Event()

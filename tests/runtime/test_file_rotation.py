@@ -101,3 +101,30 @@ async def test_rotated_log_loses_nothing_and_doubles_nothing(
         assert mine == sorted(mine)
     await sluice.delete(source)
     await sluice.delete(sink)
+
+
+async def test_missing_file_is_shown_in_status_and_read_once_it_appears(
+    tmp_path: Path, start_worker, sluice, topic_name
+) -> None:
+    start_worker()
+    src, dst = tmp_path / "later.txt", tmp_path / "out.txt"
+    source, sink = await _pipeline(sluice, {"file": str(src)}, dst, topic_name)
+
+    async def detail() -> str:
+        status = await sluice.status(source)
+        return status.tasks[0].detail if status.tasks else ""
+
+    async def waiting() -> bool:
+        return await detail() == f"waiting for file {src} (does not exist)"
+
+    await wait_for(waiting, 120, "status to show the missing file")
+    assert (await sluice.status(source)).tasks[0].state == TaskState.RUNNING
+    src.write_text(_lines("x", 0, 100))
+    await wait_for(lambda: _read(dst) == _read(src), 120, "the file copied once it exists")
+
+    async def cleared() -> bool:
+        return await detail() == ""
+
+    await wait_for(cleared, 30, "the waiting note to clear")
+    await sluice.delete(source)
+    await sluice.delete(sink)
