@@ -21,7 +21,8 @@ EXIT_CODES_HELP = """exit codes:
   0  ok                     4  connector already exists
   1  unexpected error       5  not allowed in the connector's current state
   2  usage / invalid config 6  Temporal unreachable
-  3  connector not found    130 interrupted"""
+  3  connector not found    7  the connector did not answer (no worker?)
+                            130 interrupted"""
 
 
 DEBUG_HELP = "on an error, print its traceback too (normally one line)"

@@ -13,6 +13,7 @@ never a raw gRPC ``RPCError``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+    WorkflowUpdateStage,
 )
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
@@ -35,6 +38,7 @@ from worker.errors import (
     ConnectorConfigError,
     ConnectorError,
     ConnectorExistsError,
+    ConnectorNotAnsweringError,
     ConnectorNotFoundError,
     ConnectorStateError,
     TemporalUnavailableError,
@@ -56,6 +60,7 @@ __all__ = [
     "ConnectorConfigError",
     "ConnectorError",
     "ConnectorExistsError",
+    "ConnectorNotAnsweringError",
     "ConnectorNotFoundError",
     "ConnectorStateError",
     "SluiceClient",
@@ -63,12 +68,16 @@ __all__ = [
 ]
 
 _UNREACHABLE = (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED)
+# A query no worker picked up ends CANCELLED "Timeout expired" after the server's query timeout.
+_NO_ANSWER = (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED)
 
 
 @dataclass
 class SluiceClient:
     client: Client
     task_queue: str = "sluice"
+    # Seconds a worker has to answer a query or accept an update (ConnectorNotAnsweringError after).
+    answer_timeout: float = 30.0
 
     @classmethod
     async def connect(
@@ -100,14 +109,25 @@ class SluiceClient:
                     name, [cause.message.removeprefix("invalid configuration: ")]
                 ) from exc
             raise ConnectorStateError(name, operation, cause) from cause
+        except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError) as exc:
+            if operation == "query":
+                detail = f"no worker answered the query in {self.answer_timeout:g}s"
+            else:  # the server keeps an update request: it may still apply once a worker polls
+                detail = (
+                    f"no worker accepted the {operation} in {self.answer_timeout:g}s; "
+                    "the request may still apply when one starts"
+                )
+            raise ConnectorNotAnsweringError(name, self.task_queue, detail) from exc
         except WorkflowQueryFailedError as exc:
             raise ConnectorError(name, f"{operation} of connector {name} failed: {exc.message}") from exc
         except WorkflowFailureError as exc:
             raise ConnectorError(name, f"connector {name} ended with an error: {exc.cause}") from exc
         except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
+            if exc.status == RPCStatusCode.NOT_FOUND and "namespace" not in exc.message.lower():
                 # "workflow not found for ID" (never created) or "already completed" (deleted).
                 raise ConnectorNotFoundError(name) from exc
+            if exc.status in _NO_ANSWER and operation == "query":
+                raise ConnectorNotAnsweringError(name, self.task_queue, exc.message) from exc
             self._raise_if_unreachable(exc, f"{operation} connector {name}")
             raise ConnectorError(name, f"{operation} connector {name} failed: {exc.message}") from exc
 
@@ -137,21 +157,38 @@ class SluiceClient:
                 ),
                 static_summary=f"{result.kind} connector {name} ({result.connector_class})",
             )
-        return await self.status(name)
+        try:
+            return await self.status(name)
+        except ConnectorNotAnsweringError:
+            # Created, but no worker is up yet to answer: report what the workflow starts from.
+            return ConnectorStatus(
+                name=name, config=dict(config), connector_class=result.connector_class, kind=result.kind
+            )
 
     async def _update(self, name: str, update: str, arg: object = None) -> ConnectorStatus:
-        """Run an update by name; the result type is given explicitly so callers get dataclasses."""
+        """Run an update by name; the result type is given explicitly so callers get dataclasses.
+
+        Two steps: the update must be *accepted* (its validator run by a worker) within
+        ``answer_timeout``, else no worker is there and waiting forever helps no one; its result
+        may then take as long as the workflow needs (a delete waits for the current batch).
+        """
         args = [] if arg is None else [arg]
         with self._errors(name, update):
-            result: ConnectorStatus = await self.handle(name).execute_update(
-                update, args=args, result_type=ConnectorStatus
-            )
+            async with asyncio.timeout(self.answer_timeout):
+                handle = await self.handle(name).start_update(
+                    update,
+                    args=args,
+                    wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+                    result_type=ConnectorStatus,
+                )
+            result: ConnectorStatus = await handle.result()
         return result
 
     async def status(self, name: str) -> ConnectorStatus:
         """The connector's state; a deleted connector (its workflow ended) is not found."""
         with self._errors(name, "query"):
-            status: ConnectorStatus = await self.handle(name).query("status", result_type=ConnectorStatus)
+            async with asyncio.timeout(self.answer_timeout):
+                status: ConnectorStatus = await self.handle(name).query("status", result_type=ConnectorStatus)
         if status.state == ConnectorState.DELETED:
             raise ConnectorNotFoundError(name)
         return status
@@ -159,13 +196,15 @@ class SluiceClient:
     async def config(self, name: str) -> dict[str, str]:
         await self.status(name)  # a deleted connector's workflow still answers queries
         with self._errors(name, "query"):
-            return await self.handle(name).query(ConnectorWorkflow.config)
+            async with asyncio.timeout(self.answer_timeout):
+                return await self.handle(name).query(ConnectorWorkflow.config)
 
     async def tasks(self, name: str) -> list[dict[str, str]]:
         """The task configs the connector was split into (one per task, by task id)."""
         await self.status(name)
         with self._errors(name, "query"):
-            return await self.handle(name).query(ConnectorWorkflow.tasks)
+            async with asyncio.timeout(self.answer_timeout):
+                return await self.handle(name).query(ConnectorWorkflow.tasks)
 
     async def pause(self, name: str) -> ConnectorStatus:
         return await self._update(name, "pause")
@@ -186,10 +225,15 @@ class SluiceClient:
         return await self._update(name, "reconfigure", Reconfigure(dict(config)))
 
     async def delete(self, name: str, *, delete_offsets: bool = True) -> None:
-        handle = self.handle(name)
         with self._errors(name, "delete"):
-            await handle.execute_update(ConnectorWorkflow.delete, DeleteRequest(delete_offsets))
-            await handle.result()
+            async with asyncio.timeout(self.answer_timeout):
+                update = await self.handle(name).start_update(
+                    ConnectorWorkflow.delete,
+                    DeleteRequest(delete_offsets),
+                    wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+                )
+            await update.result()
+            await self.handle(name).result()
 
     async def list(self) -> list[str]:
         names = []

@@ -14,6 +14,7 @@ Python caller and a shell script get the same clarity: callers catch the class, 
   4     connector already exists
   5     operation not allowed in the connector's current state
   6     Temporal unreachable
+  7     the connector did not answer (no ``sluice worker`` polling its task queue?)
   130   interrupted (Ctrl-C)
 ======  ===========================================================================
 """
@@ -29,6 +30,7 @@ EXIT_NOT_FOUND = 3
 EXIT_EXISTS = 4
 EXIT_STATE = 5
 EXIT_UNREACHABLE = 6
+EXIT_NO_ANSWER = 7
 EXIT_INTERRUPTED = 130
 
 
@@ -88,6 +90,20 @@ class ConnectorExistsError(ConnectorError):
 
     def __init__(self, name: str) -> None:
         super().__init__(name, f"connector {name} already exists")
+
+
+class ConnectorNotAnsweringError(ConnectorError):
+    """Temporal holds the connector but no worker answered in time: queries need a live worker."""
+
+    exit_code = EXIT_NO_ANSWER
+
+    def __init__(self, name: str, task_queue: str, detail: str) -> None:
+        super().__init__(
+            name,
+            f"connector {name} did not answer ({detail}); is a `sluice worker` running on task queue "
+            f"{task_queue}?",
+        )
+        self.task_queue = task_queue
 
 
 class ConnectorStateError(ConnectorError, WorkflowUpdateFailedError):

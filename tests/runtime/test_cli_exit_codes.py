@@ -7,7 +7,7 @@ pattern) so a create/delete round trip costs about a second, not a Spark start. 
 reach that worker through ``SLUICE_TASK_QUEUE``.
 
 Exit codes under test (worker/errors.py): 0 ok, 2 usage/invalid config, 3 not found, 4 already
-exists, 5 refused in the current state, 6 Temporal unreachable.
+exists, 5 refused in the current state, 6 Temporal unreachable, 7 no worker answered.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from tests.runtime.helpers import wait_for
 from worker.client import (
     ConnectorConfigError,
     ConnectorExistsError,
+    ConnectorNotAnsweringError,
     ConnectorNotFoundError,
     ConnectorStateError,
     SluiceClient,
@@ -305,3 +306,19 @@ async def test_python_client_raises_typed_errors_naming_the_connector(cli: CliEn
         await sluice_client.status(name)
     with pytest.raises(ConnectorNotFoundError):
         await sluice_client.resume(name)
+
+
+async def test_no_worker_is_a_timely_error_not_a_hang(cli: CliEnv) -> None:
+    """A connector whose task queue nobody polls: create still succeeds, queries and updates fail fast."""
+    queue = f"cli-no-worker-{uuid.uuid4().hex[:8]}"
+    client = SluiceClient(cli.sluice.client, queue, answer_timeout=2)
+    name = _name("orphan")
+    created = await client.create(name, {"connector.class": "dummy-source", "topic": "cli-test"})
+    assert created.state == ConnectorState.UNASSIGNED and created.connector_class == "dummy-source"
+    try:
+        for call in (client.status(name), client.pause(name)):
+            with pytest.raises(ConnectorNotAnsweringError) as err:
+                await call
+            assert err.value.exit_code == 7 and name in str(err.value) and queue in str(err.value)
+    finally:
+        await client.handle(name).terminate("test cleanup")
