@@ -3,10 +3,29 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
 import sys
+import traceback
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from worker.settings import settings, settings_or_exit
+
+if TYPE_CHECKING:
+    from temporalio.runtime import Runtime
+
+
+EXIT_CODES_HELP = """exit codes:
+  0  ok                     4  connector already exists
+  1  unexpected error       5  not allowed in the connector's current state
+  2  usage / invalid config 6  Temporal unreachable
+  3  connector not found    7  the connector did not answer (no worker?)
+                            130 interrupted"""
+
+
+DEBUG_HELP = "on an error, print its traceback too (normally one line)"
 
 
 def _stack(args: argparse.Namespace) -> int:
@@ -60,70 +79,139 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def _parse_config(args: argparse.Namespace) -> dict[str, str]:
+    """The config from ``--config-file`` and ``--set``; a malformed one is a UsageError naming it."""
+    from worker.errors import UsageError
+
     config: dict[str, str] = {}
     if args.config_file:
-        with open(args.config_file) as f:
-            loaded = json.load(f)
-        config.update({k: str(v) for k, v in loaded.get("config", loaded).items()})
+        try:
+            with open(args.config_file) as f:
+                loaded = json.load(f)
+        except OSError as exc:
+            raise UsageError(f"cannot read config file {args.config_file}: {exc.strerror or exc}") from exc
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"config file {args.config_file} is not valid JSON: {exc}") from exc
+        body = loaded.get("config", loaded) if isinstance(loaded, dict) else loaded
+        if not isinstance(body, dict):
+            raise UsageError(
+                f'config file {args.config_file} must hold a JSON object (or {{"config": {{...}}}})'
+            )
+        config.update({str(k): str(v) for k, v in body.items()})
     for item in args.set or []:
         key, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"sluice connector: --set takes key=value, got {item!r}")
+        if not sep or not key:
+            raise UsageError(f"--set takes KEY=VALUE, got {item!r}")
         config[key] = value
     return config
 
 
-async def _connector_async(args: argparse.Namespace) -> int:
+def _print_status(status: object) -> None:
     from dataclasses import asdict
 
     from connectors.secrets import redact
-    from worker.client import ConnectorConfigError, SluiceClient
-    env = settings()
-    client = await SluiceClient.connect(env.temporal_address, env.temporal_namespace, env.task_queue)
-    name = getattr(args, "name", None)
-    try:
-        if args.action == "list":
-            for n in await client.list():
-                print(n)
-            return 0
-        assert name is not None
-        if args.action == "create":
-            status = await client.create(name, _parse_config(args))
-        elif args.action == "reconfigure":
-            status = await client.reconfigure(name, _parse_config(args))
-        elif args.action == "status":
-            status = await client.status(name)
-        elif args.action == "pause":
-            status = await client.pause(name)
-        elif args.action == "resume":
-            status = await client.resume(name)
-        elif args.action == "stop":
-            status = await client.stop(name)
-        elif args.action == "restart":
-            status = await client.restart(name, only_failed=args.failed)
-        elif args.action == "delete":
-            await client.delete(name, delete_offsets=not args.keep_offsets)
-            print(f"connector {name} deleted")
-            return 0
-        else:
-            raise SystemExit(f"unknown action {args.action}")
-    except ConnectorConfigError as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    report = asdict(status)
+
+    report = asdict(status)  # type: ignore[call-overload]
     report["config"] = redact(report["config"])
+    if isinstance(report.get("task_configs"), list):
+        report["task_configs"] = [redact(c) for c in report["task_configs"]]
     print(json.dumps(report, indent=2, default=str))
-    return 0
+
+
+async def _connector_async(args: argparse.Namespace, runtime: Runtime) -> None:
+    """One connector command; errors propagate as worker.errors types (mapped in ``main``)."""
+    from connectors.secrets import redact
+    from worker.client import SluiceClient
+
+    # Parse the command line before connecting: a usage error needs no Temporal.
+    config = _parse_config(args) if args.action in ("create", "reconfigure") else {}
+    env = settings()
+    client = await SluiceClient.connect(
+        env.temporal_address, env.temporal_namespace, env.task_queue, runtime=runtime
+    )
+    name: str = getattr(args, "name", "")
+    if args.action == "list":
+        for n in await client.list():
+            print(n)
+    elif args.action == "create":
+        _print_status(await client.create(name, config))
+    elif args.action == "reconfigure":
+        _print_status(await client.reconfigure(name, config))
+    elif args.action == "status":
+        _print_status(await client.status(name))
+    elif args.action == "config":
+        print(json.dumps(redact(await client.config(name)), indent=2))
+    elif args.action == "tasks":
+        print(json.dumps([redact(c) for c in await client.tasks(name)], indent=2))
+    elif args.action == "pause":
+        _print_status(await client.pause(name))
+    elif args.action == "resume":
+        _print_status(await client.resume(name))
+    elif args.action == "stop":
+        _print_status(await client.stop(name))
+    elif args.action == "restart":
+        _print_status(await client.restart(name, only_failed=args.failed))
+    elif args.action == "delete":
+        await client.delete(name, delete_offsets=not args.keep_offsets)
+        print(f"connector {name} deleted")
 
 
 def _connector(args: argparse.Namespace) -> int:
+    """Run the command on a Temporal runtime of its own, released before the process exits.
+
+    See ``worker.temporal_client`` for why: the SDK's default runtime is torn down during
+    interpreter finalization and then crashes the process (exit 134/139) after a success.
+    """
     import asyncio
 
-    return asyncio.run(_connector_async(args))
+    from worker.temporal_client import OwnedRuntime
+
+    owned = OwnedRuntime()
+    code = _guarded(args, lambda: asyncio.run(_connector_async(args, owned.runtime)))
+    if not owned.release():
+        # Last resort, never seen in tests: something still holds the client, so the runtime's
+        # threads would outlive the interpreter. Skip finalization rather than crash in it.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _guarded(args: argparse.Namespace, run: Callable[[], object]) -> int:
+    """Run a command; every failure becomes one stderr line and an exit code (worker.errors).
+
+    The exception (and its traceback, whose frames reference clients) is dropped on return.
+    """
+    from worker.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNEXPECTED, SluiceError, one_line
+
+    prog = f"sluice {args.command}" + (f" {args.action}" if getattr(args, "action", None) else "")
+    try:
+        result = run()
+    except SluiceError as exc:
+        _report(args, prog, str(exc))
+        return exc.exit_code
+    except KeyboardInterrupt:
+        _report(args, prog, "interrupted")
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        _report(args, prog, f"unexpected error: {one_line(exc)} (run `sluice --debug ...` for the traceback)")
+        return EXIT_UNEXPECTED
+    return result if isinstance(result, int) else EXIT_OK
+
+
+def _report(args: argparse.Namespace, prog: str, message: str) -> None:
+    if getattr(args, "debug", False):
+        traceback.print_exc()
+    print(f"{prog}: {' '.join(message.split())}", file=sys.stderr, flush=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sluice", description="Sluice data-integration runtime")
+    parser = argparse.ArgumentParser(
+        prog="sluice",
+        description="Sluice data-integration runtime",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--debug", "-v", action="store_true", help=DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", required=True)
 
     stack_p = sub.add_parser("stack", help="the local stack of real services")
@@ -136,20 +224,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     worker_p.set_defaults(func=_worker)
 
-    conn = sub.add_parser("connector", help="create and manage connectors")
+    conn = sub.add_parser(
+        "connector",
+        help="create and manage connectors",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     conn_sub = conn.add_subparsers(dest="action", required=True)
-    conn_sub.add_parser("list")
+    # --debug is accepted after the action too (`sluice connector status x --debug`); SUPPRESS
+    # keeps an absent flag from overriding `sluice --debug connector ...`.
+    debug = argparse.ArgumentParser(add_help=False)
+    debug.add_argument("--debug", "-v", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
+    add_action = functools.partial(conn_sub.add_parser, parents=[debug])
+    add_action("list")
     for action in ("create", "reconfigure"):
-        p = conn_sub.add_parser(action)
+        p = add_action(action)
         p.add_argument("name")
         p.add_argument("--config-file", help='JSON object of config keys (or {"config": {...}})')
         p.add_argument("--set", action="append", metavar="KEY=VALUE", help="one config entry; repeatable")
-    for action in ("status", "pause", "resume", "stop"):
-        conn_sub.add_parser(action).add_argument("name")
-    restart = conn_sub.add_parser("restart")
+    for action in ("status", "config", "tasks", "pause", "resume", "stop"):
+        add_action(action).add_argument("name")
+    restart = add_action("restart")
     restart.add_argument("name")
     restart.add_argument("--failed", action="store_true", help="restart only the failed tasks")
-    delete = conn_sub.add_parser("delete")
+    delete = add_action("delete")
     delete.add_argument("name")
     delete.add_argument("--keep-offsets", action="store_true")
     conn.set_defaults(func=_connector)
@@ -164,9 +262,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Exit codes: see ``worker.errors`` (0 ok, 1 unexpected, 2 usage/config, 3 not found, ...)."""
     args = build_parser().parse_args(argv)
     settings_or_exit()  # a bad SLUICE_* value: one line naming it, before any command runs
-    return int(args.func(args))
+    if args.func is _connector:
+        return _connector(args)
+    return _guarded(args, lambda: args.func(args))
 
 
 if __name__ == "__main__":

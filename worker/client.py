@@ -3,19 +3,50 @@
 Configs are validated here before any workflow starts, so a bad config is rejected with per-field
 messages and nothing runs. Every operation is a Temporal update or query on the connector's
 workflow; the Temporal UI and CLI see the same state.
+
+Failures are typed (:mod:`worker.errors`) and name the connector: an unknown, deleted or ended
+connector is :class:`ConnectorNotFoundError` from every method, a second create of a running
+name is :class:`ConnectorExistsError`, an operation the workflow's update validator refuses is
+:class:`ConnectorStateError`, and an unreachable frontend is :class:`TemporalUnavailableError` —
+never a raw gRPC ``RPCError``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+    WorkflowUpdateStage,
+)
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities.connector_activities import validate_config
+from worker.errors import (
+    ConnectorConfigError,
+    ConnectorError,
+    ConnectorExistsError,
+    ConnectorNotAnsweringError,
+    ConnectorNotFoundError,
+    ConnectorStateError,
+    TemporalUnavailableError,
+)
+from workflows import search_attributes
 from workflows.connector import ConnectorWorkflow
 from workflows.types import (
+    ConnectorState,
     ConnectorStatus,
     DeleteRequest,
     Reconfigure,
@@ -23,65 +54,157 @@ from workflows.types import (
     workflow_id_for,
 )
 
+if TYPE_CHECKING:
+    from temporalio.runtime import Runtime
 
-class ConnectorConfigError(ValueError):
-    def __init__(self, name: str, errors: list[str]) -> None:
-        super().__init__(f"connector {name} has an invalid configuration:\n  " + "\n  ".join(errors))
-        self.errors = errors
+__all__ = [
+    "ConnectorConfigError",
+    "ConnectorError",
+    "ConnectorExistsError",
+    "ConnectorNotAnsweringError",
+    "ConnectorNotFoundError",
+    "ConnectorStateError",
+    "SluiceClient",
+    "TemporalUnavailableError",
+]
+
+_UNREACHABLE = (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED)
+# A query no worker picked up ends CANCELLED "Timeout expired" after the server's query timeout.
+_NO_ANSWER = (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED)
 
 
 @dataclass
 class SluiceClient:
     client: Client
     task_queue: str = "sluice"
+    # Seconds a worker has to answer a query or accept an update (ConnectorNotAnsweringError after).
+    answer_timeout: float = 30.0
 
     @classmethod
     async def connect(
-        cls, address: str, namespace: str = "default", task_queue: str = "sluice"
+        cls,
+        address: str,
+        namespace: str = "default",
+        task_queue: str = "sluice",
+        runtime: Runtime | None = None,
     ) -> SluiceClient:
+        """Connect; short-lived processes pass a ``worker.temporal_client.OwnedRuntime``'s runtime."""
         from worker.temporal_client import connect
 
-        return cls(await connect(address, namespace), task_queue)
+        return cls(await connect(address, namespace, runtime), task_queue)
 
     def handle(self, name: str) -> WorkflowHandle[Any, Any]:
         return self.client.get_workflow_handle(workflow_id_for(name), result_type=ConnectorStatus)
+
+    @contextlib.contextmanager
+    def _errors(self, name: str, operation: str) -> Iterator[None]:
+        """Temporal's errors for one connector call, as Sluice's typed, one-line errors."""
+        try:
+            yield
+        except WorkflowAlreadyStartedError as exc:
+            raise ConnectorExistsError(name) from exc
+        except WorkflowUpdateFailedError as exc:
+            cause = exc.cause
+            if isinstance(cause, ApplicationError) and cause.type == "ConfigError":
+                raise ConnectorConfigError(
+                    name, [cause.message.removeprefix("invalid configuration: ")]
+                ) from exc
+            raise ConnectorStateError(name, operation, cause) from cause
+        except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError) as exc:
+            if operation == "query":
+                detail = f"no worker answered the query in {self.answer_timeout:g}s"
+            else:  # the server keeps an update request: it may still apply once a worker polls
+                detail = (
+                    f"no worker accepted the {operation} in {self.answer_timeout:g}s; "
+                    "the request may still apply when one starts"
+                )
+            raise ConnectorNotAnsweringError(name, self.task_queue, detail) from exc
+        except WorkflowQueryFailedError as exc:
+            raise ConnectorError(name, f"{operation} of connector {name} failed: {exc.message}") from exc
+        except WorkflowFailureError as exc:
+            raise ConnectorError(name, f"connector {name} ended with an error: {exc.cause}") from exc
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND and "namespace" not in exc.message.lower():
+                # "workflow not found for ID" (never created) or "already completed" (deleted).
+                raise ConnectorNotFoundError(name) from exc
+            if exc.status in _NO_ANSWER and operation == "query":
+                raise ConnectorNotAnsweringError(name, self.task_queue, exc.message) from exc
+            self._raise_if_unreachable(exc, f"{operation} connector {name}")
+            raise ConnectorError(name, f"{operation} connector {name} failed: {exc.message}") from exc
+
+    def _raise_if_unreachable(self, exc: RPCError, what: str) -> None:
+        if exc.status in _UNREACHABLE:
+            address = self.client.service_client.config.target_host
+            raise TemporalUnavailableError(address, f"{what}: {exc.message}") from exc
 
     async def create(self, name: str, config: dict[str, str]) -> ConnectorStatus:
         result = validate_config(name, config)
         if result.errors:
             raise ConnectorConfigError(name, result.errors)
-        await self.client.start_workflow(
-            ConnectorWorkflow.run,
-            ConnectorStatus(name=name, config=dict(config)),
-            id=workflow_id_for(name),
-            task_queue=self.task_queue,
-            search_attributes=TypedSearchAttributes(
-                [
-                    SearchAttributePair(SearchAttributeKey.for_keyword("ConnectorName"), name),
-                    SearchAttributePair(
-                        SearchAttributeKey.for_keyword("ConnectorClass"), result.connector_class
-                    ),
-                    SearchAttributePair(SearchAttributeKey.for_keyword("ConnectorState"), "UNASSIGNED"),
-                ]
-            ),
-            static_summary=f"{result.kind} connector {name} ({result.connector_class})",
-        )
-        return await self.status(name)
+        with self._errors(name, "create"):
+            await self.client.start_workflow(
+                ConnectorWorkflow.run,
+                ConnectorStatus(name=name, config=dict(config)),
+                id=workflow_id_for(name),
+                task_queue=self.task_queue,
+                search_attributes=TypedSearchAttributes(
+                    [
+                        SearchAttributePair(search_attributes.CONNECTOR_NAME, name),
+                        SearchAttributePair(search_attributes.CONNECTOR_CLASS, result.connector_class),
+                        SearchAttributePair(search_attributes.CONNECTOR_STATE, "UNASSIGNED"),
+                        SearchAttributePair(search_attributes.CONNECTOR_KIND, result.kind),
+                    ]
+                ),
+                static_summary=f"{result.kind} connector {name} ({result.connector_class})",
+            )
+        try:
+            return await self.status(name)
+        except ConnectorNotAnsweringError:
+            # Created, but no worker is up yet to answer: report what the workflow starts from.
+            return ConnectorStatus(
+                name=name, config=dict(config), connector_class=result.connector_class, kind=result.kind
+            )
 
     async def _update(self, name: str, update: str, arg: object = None) -> ConnectorStatus:
-        """Run an update by name; the result type is given explicitly so callers get dataclasses."""
+        """Run an update by name; the result type is given explicitly so callers get dataclasses.
+
+        Two steps: the update must be *accepted* (its validator run by a worker) within
+        ``answer_timeout``, else no worker is there and waiting forever helps no one; its result
+        may then take as long as the workflow needs (a delete waits for the current batch).
+        """
         args = [] if arg is None else [arg]
-        result: ConnectorStatus = await self.handle(name).execute_update(
-            update, args=args, result_type=ConnectorStatus
-        )
+        with self._errors(name, update):
+            async with asyncio.timeout(self.answer_timeout):
+                handle = await self.handle(name).start_update(
+                    update,
+                    args=args,
+                    wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+                    result_type=ConnectorStatus,
+                )
+            result: ConnectorStatus = await handle.result()
         return result
 
     async def status(self, name: str) -> ConnectorStatus:
-        status: ConnectorStatus = await self.handle(name).query("status", result_type=ConnectorStatus)
+        """The connector's state; a deleted connector (its workflow ended) is not found."""
+        with self._errors(name, "query"):
+            async with asyncio.timeout(self.answer_timeout):
+                status: ConnectorStatus = await self.handle(name).query("status", result_type=ConnectorStatus)
+        if status.state == ConnectorState.DELETED:
+            raise ConnectorNotFoundError(name)
         return status
 
     async def config(self, name: str) -> dict[str, str]:
-        return await self.handle(name).query(ConnectorWorkflow.config)
+        await self.status(name)  # a deleted connector's workflow still answers queries
+        with self._errors(name, "query"):
+            async with asyncio.timeout(self.answer_timeout):
+                return await self.handle(name).query(ConnectorWorkflow.config)
+
+    async def tasks(self, name: str) -> list[dict[str, str]]:
+        """The task configs the connector was split into (one per task, by task id)."""
+        await self.status(name)
+        with self._errors(name, "query"):
+            async with asyncio.timeout(self.answer_timeout):
+                return await self.handle(name).query(ConnectorWorkflow.tasks)
 
     async def pause(self, name: str) -> ConnectorStatus:
         return await self._update(name, "pause")
@@ -102,13 +225,23 @@ class SluiceClient:
         return await self._update(name, "reconfigure", Reconfigure(dict(config)))
 
     async def delete(self, name: str, *, delete_offsets: bool = True) -> None:
-        handle = self.handle(name)
-        await handle.execute_update(ConnectorWorkflow.delete, DeleteRequest(delete_offsets))
-        await handle.result()
+        with self._errors(name, "delete"):
+            async with asyncio.timeout(self.answer_timeout):
+                update = await self.handle(name).start_update(
+                    ConnectorWorkflow.delete,
+                    DeleteRequest(delete_offsets),
+                    wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+                )
+            await update.result()
+            await self.handle(name).result()
 
     async def list(self) -> list[str]:
         names = []
-        async for wf in self.client.list_workflows("WorkflowType='ConnectorWorkflow'"):
-            if wf.status == WorkflowExecutionStatus.RUNNING:
-                names.append(wf.id.removeprefix(workflow_id_for("")))
+        try:
+            async for wf in self.client.list_workflows("WorkflowType='ConnectorWorkflow'"):
+                if wf.status == WorkflowExecutionStatus.RUNNING:
+                    names.append(wf.id.removeprefix(workflow_id_for("")))
+        except RPCError as exc:
+            self._raise_if_unreachable(exc, "list connectors")
+            raise
         return sorted(names)

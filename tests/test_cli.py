@@ -1,0 +1,130 @@
+"""The CLI's own contract: config parsing, the exit-code table, the Temporal runtime it releases.
+
+End-to-end exit codes of real `sluice connector` processes are in tests/runtime/test_cli_exit_codes.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from deploy.local.config import StackConfig
+from worker.cli import _parse_config, build_parser, main
+from worker.errors import (
+    ConnectorConfigError,
+    ConnectorExistsError,
+    ConnectorNotFoundError,
+    ConnectorStateError,
+    SluiceError,
+    TemporalUnavailableError,
+    UsageError,
+    one_line,
+)
+from worker.temporal_client import OwnedRuntime, connect
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    return build_parser().parse_args(["connector", "create", "c1", *argv])
+
+
+def test_parse_config_merges_file_and_set(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"config": {"connector.class": "file-source", "tasks.max": 2}}))
+    config = _parse_config(_args("--config-file", str(path), "--set", "tasks.max=3", "--set", "a=b=c"))
+    assert config == {"connector.class": "file-source", "tasks.max": "3", "a": "b=c"}
+
+
+@pytest.mark.parametrize(
+    ("content", "argv", "message"),
+    [
+        (None, ("--set", "no-equals"), "KEY=VALUE"),
+        (None, ("--set", "=value"), "KEY=VALUE"),
+        ("{oops", (), "not valid JSON"),
+        ("[1, 2]", (), "JSON object"),
+        ('{"config": "x"}', (), "JSON object"),
+    ],
+)
+def test_parse_config_errors_are_usage_errors(
+    tmp_path: Path, content: str | None, argv: tuple[str, ...], message: str
+) -> None:
+    path = tmp_path / "c.json"
+    if content is not None:
+        path.write_text(content)
+        argv = ("--config-file", str(path), *argv)
+    with pytest.raises(UsageError, match=message) as err:
+        _parse_config(_args(*argv))
+    assert err.value.exit_code == 2 and "\n" not in str(err.value)
+
+
+def test_exit_codes_are_distinct_and_messages_name_the_connector() -> None:
+    cause = ValueError("ValueError: connector c1 is STOPPED; this needs one of ['RUNNING']\nmore")
+    refused = ConnectorStateError("c1", "pause", cause)
+    errors: list[SluiceError] = [
+        ConnectorConfigError("c1", ["topic: is required", "tasks.max: must be >= 1"]),
+        ConnectorNotFoundError("c1"),
+        ConnectorExistsError("c1"),
+        refused,
+        TemporalUnavailableError("localhost:1", "connection refused"),
+    ]
+    assert [e.exit_code for e in errors] == [2, 3, 4, 5, 6]
+    for error in errors[:4]:
+        assert "c1" in str(error) and "\n" not in str(error), str(error)
+    assert str(refused) == "cannot pause connector c1: connector c1 is STOPPED; this needs one of ['RUNNING']"
+    assert refused.cause is cause and refused.connector == "c1"
+    assert one_line(RuntimeError("first\nsecond")) == "RuntimeError: first"
+    assert UsageError.exit_code == 2 and SluiceError.exit_code == 1
+
+
+def _thread_count() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+def test_owned_runtime_joins_its_threads_once_clients_are_gone(stack_config: StackConfig) -> None:
+    """The fix for exits 134/139: the runtime's Tokio threads end before the interpreter does."""
+    before = _thread_count()
+    owned = OwnedRuntime()
+
+    async def use() -> object:
+        client = await connect(stack_config.temporal_address, stack_config.temporal_namespace, owned.runtime)
+        await client.count_workflows("WorkflowType='ConnectorWorkflow'")
+        return client
+
+    held = asyncio.run(use())
+    assert _thread_count() > before, "the runtime should run threads of its own"
+    assert owned.release() is False, "a live client keeps the runtime (and its threads) alive"
+    del held
+    assert owned.release() is True
+    assert _thread_count() == before, "the runtime's threads must be joined, not left to finalization"
+    with pytest.raises(RuntimeError, match="released"):
+        owned.runtime  # noqa: B018
+
+
+def test_main_releases_the_runtime_after_an_error(
+    stack_config: StackConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = _thread_count()
+    code = main(["connector", "status", "surely-not-a-connector-name"])
+    assert code == 3
+    assert capsys.readouterr().err.strip() == (
+        "sluice connector status: connector surely-not-a-connector-name not found"
+    )
+    assert _thread_count() == before
+
+
+def test_connector_commands_do_not_import_spark(stack_config: StackConfig) -> None:
+    """Startup stays light: validating and talking to Temporal needs neither Spark nor SQL."""
+    probe = (
+        "import sys; from worker.cli import main; "
+        "code = main(['connector', 'create', 'light', '--set', 'connector.class=file-source']); "
+        "print(code, sorted(m for m in ('pyspark', 'py4j', 'sqlalchemy', 'pyarrow') if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip() == "2 []", result
+    assert "connector light has an invalid configuration" in result.stderr
