@@ -14,7 +14,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, CancelledError
 
 from activities.context import RuntimeContext
-from activities.errors import config_error, data_error
+from activities.errors import config_error
 from activities.heartbeat import Heartbeater
 from activities.runner import BatchRunner, TaskSetup
 from workflows.types import (
@@ -146,15 +146,7 @@ class ConnectorActivities:
         )
 
     def _classify(self, inp: TaskInput, exc: Exception) -> Exception:
-        """Data errors fail the task for good; everything else is retried by Temporal."""
-        from connectors.records import RecordError
-        from connectors.rocketmq.offsets import DataLossError
+        """One classification for every error (connectors.errors): ApplicationError, short."""
+        from activities.errors import task_failure
 
-        if isinstance(exc, RecordError):
-            return data_error(inp.connector, inp.task_id, str(exc))
-        if isinstance(exc, DataLossError):
-            return ApplicationError(str(exc), type="DataLossError", non_retryable=True)
-        text = str(exc)
-        if "RecordError" in text or "ConnectorDataError" in text:  # raised inside a Spark Python worker
-            return data_error(inp.connector, inp.task_id, text.splitlines()[-1] if text else repr(exc))
-        return exc
+        return task_failure(inp.connector, inp.task_id, exc, activity.info().attempt)

@@ -13,7 +13,8 @@ import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from activities.runner import TaskSetup, checked_records
+from activities.bad_records import checked_records
+from activities.runner import TaskSetup
 from connectors.model import BatchPlan, DataLossPolicy, PartitionRange
 from connectors.planning import admit
 

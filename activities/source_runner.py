@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from temporalio.exceptions import ApplicationError
 
-from activities.runner import TaskSetup, checked_records
+from activities.bad_records import checked_records
+from activities.runner import TaskSetup
 from connectors.converters import OFFSET_PROPERTY, PARTITION_PROPERTY
 from connectors.model import BatchPlan, DataLossPolicy
 from connectors.planning import admit, plan_batch

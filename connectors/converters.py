@@ -8,7 +8,8 @@ and the header ``rocketmq.tags`` becomes the message tag.
 
 :class:`JsonConverter` with ``schemas_enable`` reads and writes the Connect JSON envelope of Kafka's
 and RocketMQ Connect's JsonConverter: ``{"schema": {...}, "payload": ...}``. Rows that do not parse
-are flagged in ``_sluice_error`` (see connectors.records.raise_on_bad_records), never dropped.
+are flagged in ``_sluice_error`` (see connectors.records.raise_on_bad_records), never dropped; so
+are messages over the broker's size limit (``to_messages``, connectors.rocketmq.limits).
 """
 
 from __future__ import annotations
@@ -245,7 +246,7 @@ class Converter(ABC):
         properties = F.when(F.size(headers) == 0, position).otherwise(F.map_concat(headers, position))
         encoded = self.encode(records)
         extra = [ERROR_COLUMN] if ERROR_COLUMN in encoded.columns else []
-        return encoded.select(
+        messages = encoded.select(
             "topic",
             "body",
             F.when(F.col("key").isNotNull(), keys).alias("keys"),
@@ -255,6 +256,7 @@ class Converter(ABC):
             "offset",
             *extra,
         )
+        return _flag_unsendable(messages)
 
     def to_records(self, messages: DataFrame) -> DataFrame:
         from pyspark.sql import functions as F
@@ -284,6 +286,25 @@ class Converter(ABC):
             born.cast("timestamp").alias("timestamp"),
             *extra,
         )
+
+
+def _flag_unsendable(messages: DataFrame) -> DataFrame:
+    """Flag messages the broker would refuse for their size, per record and before sending
+    (connectors.rocketmq.limits): a record over the limit is a bad record, not a failed batch."""
+    from pyspark.sql import functions as F
+
+    from connectors.rocketmq.limits import size_problem
+
+    problem = size_problem(F.col("body"), F.col("keys"), F.col("tags"), F.col("properties"), F.col("topic"))
+    return flag_errors(messages, problem.isNotNull(), problem)
+
+
+def _flag_not_json(df: DataFrame, text: Column, what: str) -> DataFrame:
+    """Flag rows whose ``text`` is not one JSON value (Kafka's JsonConverter fails such records)."""
+    from pyspark.sql import functions as F
+
+    failed = text.isNotNull() & F.try_parse_json(text).isNull()
+    return flag_errors(df, failed, F.lit(f"json converter: {what} is not valid JSON"))
 
 
 class StringConverter(Converter):
@@ -338,6 +359,13 @@ class JsonConverter(Converter):
     reading; without it, reading a schemaless body keeps the JSON text, and reading an envelope takes
     the Spark type from the first message's schema. A string value without ``value_schema`` is taken
     to be JSON text already and written unchanged when schemas are off.
+
+    Input that is not JSON is a bad record, never passed through: a body that is not UTF-8 or not
+    one JSON value when reading, a string value that is not JSON text when writing (an empty string
+    is not JSON; a null value or body stays null). Like Kafka's JsonConverter, which fails such a
+    record with a DataException: under ``errors.tolerance=none`` the task fails naming the record's
+    position, under ``all`` the record goes to the dead-letter topic. For free text use the
+    ``string`` converter.
     """
 
     def __init__(self, schemas_enable: bool = False, value_schema: str | None = None) -> None:
@@ -393,10 +421,10 @@ class JsonConverter(Converter):
             df = self._parse(df, F.col("value"), declared, envelope=False, what="value")
             data_type = declared
         if not self.schemas_enable:
-            text = (
-                F.col("value") if isinstance(data_type, StringType) else _json_text(F.col("value"), data_type)
-            )
-            return df.withColumn("body", F.encode(text, "UTF-8"))
+            if isinstance(data_type, StringType):
+                df = _flag_not_json(df, F.col("value"), "value")
+                return df.withColumn("body", F.encode(F.col("value"), "UTF-8"))
+            return df.withColumn("body", F.encode(_json_text(F.col("value"), data_type), "UTF-8"))
         nullable = df.schema["value"].nullable
         schema_json = json.dumps(connect_schema(data_type, nullable), separators=(",", ":"))
         body = F.concat(
@@ -408,10 +436,13 @@ class JsonConverter(Converter):
         from pyspark.sql import functions as F
 
         text = F.try_validate_utf8(F.col("body").cast("string"))
+        df = flag_errors(
+            df, F.col("body").isNotNull() & text.isNull(), F.lit("json converter: body is not UTF-8")
+        )
         declared = self._declared_type()
         if not self.schemas_enable:
             if declared is None:
-                return df.withColumn("value", text)
+                return _flag_not_json(df, text, "body").withColumn("value", text)
             return self._parse(df, text, declared, envelope=False, what="body")
         data_type = declared or self._schema_of_first(df, text)
         if data_type is None:  # no messages: nothing to parse
