@@ -8,6 +8,7 @@ leaves a task's batch goes through :func:`classify`, which answers with a :class
 kind                   what falls in it (checked in this order)
 ====================== ========================================================================
 ``DataLossError``      the policy ``data.loss=fail`` met positions that are no longer retained
+``PlanConflictError``  the offset store refused a plan that conflicts with the recorded one
 ``ConnectorDataError`` a record a converter, encoder, transform or sink cannot take
                        (``RecordError``, ``MessageTooLargeError``, text invalid in its encoding)
 ``ConfigError``        an invalid name or path: a config that fails validation, a path that is
@@ -51,6 +52,7 @@ class FailureKind(StrEnum):
     DATA = "ConnectorDataError"
     CONFIG = "ConfigError"
     DATA_LOSS = "DataLossError"
+    PLAN_CONFLICT = "PlanConflictError"
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ _DATA_NAMES: Final = frozenset(
 _CONFIG_NAMES: Final = frozenset({"ConfigError", "IsADirectoryError", "NotADirectoryError", "TopicNameError"})
 _PERMISSION_NAMES: Final = frozenset({"PermissionError", "AuthError"})
 _DATA_LOSS_NAMES: Final = frozenset({"DataLossError"})
+_PLAN_CONFLICT_NAMES: Final = frozenset({"PlanConflictError"})
 _CONFIG_ERRNOS: Final = frozenset({errno.EISDIR, errno.ENOTDIR, errno.ENAMETOOLONG, errno.EROFS})
 _PERMISSION_ERRNOS: Final = frozenset({errno.EACCES, errno.EPERM})
 
@@ -120,6 +123,8 @@ def _remote_error(text: str) -> tuple[str, str] | None:
 def _kind_of_name(name: str, attempt: int) -> FailureKind | None:
     if name in _DATA_LOSS_NAMES:
         return FailureKind.DATA_LOSS
+    if name in _PLAN_CONFLICT_NAMES:
+        return FailureKind.PLAN_CONFLICT
     if name in _DATA_NAMES:
         return FailureKind.DATA
     if name in _CONFIG_NAMES:
