@@ -56,5 +56,6 @@ def test_read_flags_the_bad_line_and_keeps_the_others(
     assert rows[2][3].startswith(f"line is not {encoding}: ")
     with pytest.raises(Exception) as info:
         fail_on_bad_records(df, "connector lines").collect()
-    assert "bad record at topic 't' partition" in str(info.value) and "offset 4: line is not" in str(info.value)
+    text = str(info.value)
+    assert "bad record at topic 't' partition" in text and "offset 4: line is not" in text
     assert RecordError.__mro__[1].__name__ == "ConnectorDataError"

@@ -20,7 +20,7 @@ from connectors.records import Record, make_records
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-REFUSED = ["my.topic", "my topic", "a/b", "ünïcode", "x" * 128, "rmq_sys_mine", "TBW102", "SCHEDULE_TOPIC_XXXX"]
+REFUSED = ["my.topic", "my topic", "a/b", "ünïcode", "x" * 128, "rmq_sys_mine", "TBW102", "SELF_TEST_TOPIC"]
 ACCEPTED = ["orders", "my-topic_2", "%RETRY%group", "a|b", "x" * 127]
 
 
