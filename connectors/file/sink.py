@@ -84,8 +84,12 @@ class FileSinkTask(SinkTask):
 
     def write(self, spark: SparkSession, records: DataFrame, plan: BatchPlan) -> None:
         where = f"connector {self.name!r} file {self.path!r} batch {plan.batch_id}"
-        if os.path.isdir(self.path):
-            message = f"connector {self.name!r}: field 'file': {self.path!r} is a directory, not a file"
+        parent = os.path.dirname(os.path.abspath(self.path))
+        problem = "is a directory, not a file" if os.path.isdir(self.path) else None
+        if os.path.exists(parent) and not os.path.isdir(parent):
+            problem = f"is under {parent!r}, which is not a directory"
+        if problem:  # at first use too: validation may have run elsewhere, or the path changed since
+            message = f"connector {self.name!r}: field 'file': {self.path!r} {problem}"
             raise ConfigError([FieldError("file", message)])
         if LENGTH_STATE not in plan.sink_state:
             raise ValueError(f"{where}: plan has no {LENGTH_STATE!r} sink state (prepare() was not recorded)")
@@ -96,7 +100,6 @@ class FileSinkTask(SinkTask):
                 f"{where}: file is {size} bytes, shorter than the {length} recorded with the plan "
                 "(changed outside Sluice?)"
             )
-        parent = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(parent, exist_ok=True)
         with open(self.path, "ab") as fh:
             fh.truncate(length)  # undo a partial write of an earlier attempt of this plan

@@ -88,3 +88,14 @@ def test_a_sink_file_that_became_a_directory_fails_as_configuration(
         task.write(spark, records, plan)
     assert "field 'file'" in str(info.value) and "is a directory" in str(info.value)
     assert classify(info.value).kind is FailureKind.CONFIG
+
+
+def test_a_sink_file_under_a_regular_file_fails_as_configuration(spark: SparkSession, tmp_path: Path) -> None:
+    (tmp_path / "plain").write_text("not a directory")
+    config = {**sink(tmp_path, name="dst"), "file": str(tmp_path / "plain" / "out.txt")}
+    task = open_sink_task(FileSinkConnector, config, 0)
+    plan = BatchPlan("dst", 0, 1, (), sink_state={LENGTH_STATE: "0"})
+    with pytest.raises(ConfigError) as info:
+        task.write(spark, make_records(spark, [Record("p", 0, "x")]), plan)
+    assert "which is not a directory" in str(info.value)
+    assert classify(info.value).kind is FailureKind.CONFIG
