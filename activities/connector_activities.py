@@ -7,11 +7,14 @@ block — and run in the worker's thread pool, heartbeating from a side thread.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, CancelledError
 
 from activities.context import RuntimeContext
-from activities.errors import config_error, data_error
+from activities.errors import config_error
 from activities.heartbeat import Heartbeater
 from activities.runner import BatchRunner, TaskSetup
 from activities.validation import validate_config
@@ -51,7 +54,8 @@ class ConnectorActivities:
     @activity.defn(name=RUN_TASK_ACTIVITY, no_thread_cancel_exception=True)
     def run_task(self, inp: TaskInput) -> TaskOutcome:
         """Loop micro-batches until cancelled; resume from the offset store on every (re)start."""
-        runner = self._runner(inp)
+        with self._classified(inp):
+            runner = self._runner(inp)
         try:
             outcome = self._loop(inp, runner)
         finally:
@@ -61,7 +65,7 @@ class ConnectorActivities:
     def _loop(self, inp: TaskInput, runner: BatchRunner) -> TaskOutcome:
         spark = self.ctx.spark
         group = f"sluice/{inp.connector}/{inp.task_id}"
-        with Heartbeater() as hb:
+        with Heartbeater() as hb, self._classified(inp):
             hb.progress.phase = "running"
             runner.ensure_topic()
             idle_s = runner.setup.poll_interval_s
@@ -80,15 +84,7 @@ class ConnectorActivities:
                 spark.sparkContext.setJobGroup(
                     group, f"{inp.connector} task {inp.task_id} batch {plan.batch_id}"
                 )
-                try:
-                    records = runner.run(plan, rerun)
-                except ApplicationError:
-                    raise
-                except Exception as exc:
-                    classified = self._classify(inp, exc)
-                    if classified is exc:
-                        raise
-                    raise classified from exc
+                records = runner.run(plan, rerun)
                 if plan.batch_id % LEDGER_PRUNE_EVERY == 0:
                     self.ctx.store.prune_ledger(inp.connector, keep_last=LEDGER_KEEP)
                 hb.progress.last_committed_batch = plan.batch_id
@@ -164,16 +160,17 @@ class ConnectorActivities:
             inp.connector, f"{inp.config.get('connector.class')} is neither a source nor a sink"
         )
 
-    def _classify(self, inp: TaskInput, exc: Exception) -> Exception:
-        """Data errors fail the task for good; everything else is retried by Temporal."""
-        from connectors.records import RecordError
-        from connectors.rocketmq.offsets import DataLossError
+    @staticmethod
+    @contextlib.contextmanager
+    def _classified(inp: TaskInput) -> Iterator[None]:
+        """Every error of the task loop — topic set-up, planning, the batch — leaves as one short,
+        classified ApplicationError (connectors.errors); the original is logged, not chained (a
+        Spark error's JVM trace would otherwise travel into Temporal)."""
+        from activities.errors import task_failure
 
-        if isinstance(exc, RecordError):
-            return data_error(inp.connector, inp.task_id, str(exc))
-        if isinstance(exc, DataLossError):
-            return ApplicationError(str(exc), type="DataLossError", non_retryable=True)
-        text = str(exc)
-        if "RecordError" in text or "ConnectorDataError" in text:  # raised inside a Spark Python worker
-            return data_error(inp.connector, inp.task_id, text.splitlines()[-1] if text else repr(exc))
-        return exc
+        try:
+            yield
+        except ApplicationError:
+            raise
+        except Exception as exc:
+            raise task_failure(inp.connector, inp.task_id, exc, inp.attempt) from None

@@ -1,15 +1,19 @@
 """Error tolerance: with ``errors.tolerance=all`` bad records go to a dead-letter topic, not the sink.
 
 Kafka Connect's shape: the failed record's original bytes (for a sink, the message body as it was
-in the topic; for a source, the value as text) plus properties saying which connector failed it,
-where it came from and why. Delivery to the dead-letter topic is at least once: a re-run of the
-same plan can send the same dead letters again (they carry their origin, so they can be deduplicated).
+in the topic; for a source, the bytes it could not decode, else the value as text or the encoded
+body) plus properties saying which connector failed it, where it came from and why. A body longer
+than :data:`MAX_DEAD_LETTER_BODY` (a record over the broker's size limit) is truncated to it, with
+its original size in ``sluice.original.size`` and ``sluice.truncated=true``. Without a dead-letter
+topic the records are logged (count and first positions) and skipped. Delivery to the dead-letter
+topic is at least once: a re-run of the same plan can send the same dead letters again (they carry
+their origin, so they can be deduplicated).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -23,14 +27,18 @@ CONNECTOR_PROPERTY = "sluice.connector"
 ORIGIN_TOPIC_PROPERTY = "sluice.origin.topic"
 ORIGIN_PARTITION_PROPERTY = "sluice.origin.partition"
 ORIGIN_OFFSET_PROPERTY = "sluice.origin.offset"
+ORIGINAL_SIZE_PROPERTY = "sluice.original.size"
+TRUNCATED_PROPERTY = "sluice.truncated"
+#: Room left under the broker's message limit for a dead letter's properties (at most 32 KiB).
+MAX_DEAD_LETTER_BODY: Final = 4 * 1024 * 1024 - 64 * 1024
 
 
 def dead_letters(bad: DataFrame, connector: str, originals: DataFrame | None) -> DataFrame:
-    """Message rows (body, properties) for flagged records."""
+    """Message rows (body, keys, properties) for flagged records, in source order."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import BinaryType, StringType
 
-    from connectors.records import ERROR_COLUMN
+    from connectors.records import ERROR_COLUMN, RAW_COLUMN
 
     value = F.col("value")
     value_type = bad.schema["value"].dataType if "value" in bad.columns else None
@@ -42,6 +50,8 @@ def dead_letters(bad: DataFrame, connector: str, originals: DataFrame | None) ->
         fallback = F.encode(value, "UTF-8")
     else:
         fallback = F.encode(F.to_json(value), "UTF-8")
+    if RAW_COLUMN in bad.columns:  # bytes a source could not decode: exactly what it held
+        fallback = F.coalesce(F.col(RAW_COLUMN), fallback)
     rows = bad.withColumn("_fallback", fallback)
     if originals is not None:
         original = originals.select(
@@ -53,17 +63,28 @@ def dead_letters(bad: DataFrame, connector: str, originals: DataFrame | None) ->
         body = F.coalesce(F.col("body"), F.col("_fallback"))
     else:
         body = F.col("_fallback")
+    rows = rows.withColumn("_body", F.coalesce(body, F.lit(b"").cast("binary")))
+    size = F.octet_length(F.col("_body"))
+    origin_topic = F.lit("") if originals is None else F.coalesce(F.col("topic"), F.lit(""))
     properties = F.create_map(
         F.lit(ERROR_PROPERTY), F.col(ERROR_COLUMN),
         F.lit(CONNECTOR_PROPERTY), F.lit(connector),
-        F.lit(ORIGIN_TOPIC_PROPERTY), F.coalesce(F.col("topic"), F.lit("")),
+        F.lit(ORIGIN_TOPIC_PROPERTY), origin_topic,  # a source record's topic is its target: left out
         F.lit(ORIGIN_PARTITION_PROPERTY), F.col("partition"),
         F.lit(ORIGIN_OFFSET_PROPERTY), F.col("offset").cast("string"),
+        F.lit(ORIGINAL_SIZE_PROPERTY), size.cast("string"),
+        F.lit(TRUNCATED_PROPERTY), F.when(size > MAX_DEAD_LETTER_BODY, "true").otherwise("false"),
     )  # fmt: skip
-    return rows.select(
-        F.coalesce(body, F.lit(b"").cast("binary")).alias("body"),
-        F.col("key" if "key" in bad.columns else "keys").alias("keys"),
-        properties.alias("properties"),
+    # RocketMQ stores no empty property values
+    properties = F.map_filter(properties, lambda _, v: v.isNotNull() & (v != ""))
+    return (
+        rows.coalesce(1)
+        .sortWithinPartitions("partition", "offset")
+        .select(
+            F.substring(F.col("_body"), 1, MAX_DEAD_LETTER_BODY).alias("body"),
+            F.col("key" if "key" in bad.columns else "keys").alias("keys"),
+            properties.alias("properties"),
+        )
     )
 
 
@@ -71,7 +92,7 @@ def route_bad_records(records: DataFrame, setup: TaskSetup, originals: DataFrame
     """Send flagged records to the dead-letter topic (if one is set) and return the good ones."""
     from pyspark.sql import functions as F
 
-    from connectors.records import ERROR_COLUMN, bad_records, position
+    from connectors.records import ERROR_COLUMN, RAW_COLUMN, bad_records, position
 
     bad = records.where(F.col(ERROR_COLUMN).isNotNull())
     count = bad.count()
@@ -92,6 +113,6 @@ def route_bad_records(records: DataFrame, setup: TaskSetup, originals: DataFrame
             )
         log.warning(
             "connector %s: %d bad record(s) tolerated%s (errors.tolerance=all): %s",
-            setup.connector, count, f", sent to dead-letter topic {topic}" if topic else ", dropped", first,
+            setup.connector, count, f", sent to dead-letter topic {topic}" if topic else ", skipped", first,
         )  # fmt: skip
-    return records.where(F.col(ERROR_COLUMN).isNull()).drop(ERROR_COLUMN)
+    return records.where(F.col(ERROR_COLUMN).isNull()).drop(ERROR_COLUMN, RAW_COLUMN)

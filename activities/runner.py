@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -11,8 +10,6 @@ from connectors.model import BatchPlan, DataLossPolicy
 from connectors.planner import PlanRequest, PositionView, plan_next
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
     from activities.context import RuntimeContext
     from connectors.converters import Converter
     from connectors.transforms import Transform
@@ -87,36 +84,3 @@ class BatchRunner(Protocol):
         """What the task waits for, for status ("" when nothing: it is reading or idle)."""
         ...
 
-
-@contextmanager
-def checked_records(
-    records: DataFrame, setup: TaskSetup, originals: DataFrame | None = None
-) -> Iterator[DataFrame]:
-    """The good records of a batch; bad ones (flagged by a converter or transform) fail the batch
-    naming their position, or with ``errors.tolerance=all`` go to the dead-letter topic.
-
-    Failing costs nothing extra: the check runs inside the job the ``with`` body starts (the
-    write), which then raises RecordError naming the first bad record it met. Routing to the
-    dead-letter topic needs a job of its own, so the records are cached for it and the write that
-    follows reuses them. ``originals`` are the batch's messages as read (sinks), so a dead letter
-    keeps the exact bytes.
-    """
-    from activities.dead_letters import route_bad_records
-    from connectors.records import ERROR_COLUMN, bad_record_error, fail_on_bad_records
-
-    if ERROR_COLUMN not in records.columns:
-        yield records
-    elif setup.config.get("errors.tolerance") == "all":
-        records = records.cache()
-        try:
-            yield route_bad_records(records, setup, originals)
-        finally:
-            records.unpersist()
-    else:
-        try:
-            yield fail_on_bad_records(records, f"connector {setup.connector}")
-        except Exception as exc:
-            error = bad_record_error(exc)
-            if error is None:
-                raise
-            raise error from None

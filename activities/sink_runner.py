@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from activities.runner import TaskSetup, checked_records, next_plan
+from activities.bad_records import checked_records
+from activities.runner import TaskSetup, next_plan
 from connectors.api import TransactionalSink
 from connectors.model import BatchPlan, DataLossPolicy
 from connectors.planner import OffsetView

@@ -15,7 +15,8 @@ import tempfile
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from activities.runner import TaskSetup, checked_records, next_plan
+from activities.bad_records import checked_records
+from activities.runner import TaskSetup, next_plan
 from connectors.api import ReportsWaiting
 from connectors.converters import OFFSET_PROPERTY, PARTITION_PROPERTY
 from connectors.model import BatchPlan

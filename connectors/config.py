@@ -11,6 +11,7 @@ keys are dynamic (``transforms.<alias>.<option>``, ``predicates.<name>.<option>`
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -232,6 +233,60 @@ def non_empty(value: Any) -> str | None:
     return None if value else "must not be empty"
 
 
+# RocketMQ's TopicValidator: the characters and length a broker accepts (it answers code 29,
+# INVALID_PARAMETER, otherwise), and the system topics it keeps for itself.
+_TOPIC_CHARS: Final = re.compile(r"[%|a-zA-Z0-9_-]+")
+TOPIC_MAX_LENGTH: Final = 127
+_SYSTEM_TOPIC_PREFIX: Final = "rmq_sys_"
+_SYSTEM_TOPICS: Final = frozenset(
+    {
+        "TBW102",
+        "SCHEDULE_TOPIC_XXXX",
+        "SCHEDULE_TOPIC_XXXX_V2",
+        "BenchmarkTest",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRACE_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+    }
+)
+
+
+def topic_name_problem(name: str) -> str | None:
+    """Why RocketMQ refuses ``name`` as a topic (None: it accepts it). Checked at validation because
+    the broker only says so when the task first creates or sends to the topic."""
+    if not _TOPIC_CHARS.fullmatch(name):
+        return "RocketMQ topic names allow only letters, digits, '%', '|', '_' and '-'"
+    if len(name) > TOPIC_MAX_LENGTH:
+        return f"RocketMQ topic names are at most {TOPIC_MAX_LENGTH} characters (this one has {len(name)})"
+    if name in _SYSTEM_TOPICS or name.startswith(_SYSTEM_TOPIC_PREFIX):
+        return "this is a RocketMQ system topic"
+    return None
+
+
+def valid_topic(value: Any) -> str | None:
+    """Validator: one topic name RocketMQ accepts."""
+    return non_empty(value) or topic_name_problem(str(value))
+
+
+def valid_topics(value: Any) -> str | None:
+    """Validator: a non-empty list of topic names RocketMQ accepts (names the first bad entry)."""
+    if not value:
+        return "must not be empty"
+    for name in value:
+        problem = topic_name_problem(str(name))
+        if problem:
+            return f"topic {str(name)!r}: {problem}"
+    return None
+
+
+def valid_optional_topic(value: Any) -> str | None:
+    """Validator: empty (not set) or a topic name RocketMQ accepts."""
+    return topic_name_problem(str(value)) if str(value).strip() else None
+
+
 CONVERTER_CHOICES: Final = ("string", "json", "bytes")
 
 _COMMON: Final = (
@@ -256,7 +311,11 @@ _COMMON: Final = (
     ConfigField("poll.interval.ms", int, 1000, doc="idle wait between empty batches", validator=at_least(0)),
     ConfigField("errors.tolerance", str, "none", choices=("none", "all")),
     ConfigField(
-        "errors.deadletterqueue.topic.name", str, "", doc="where bad records go with errors.tolerance=all"
+        "errors.deadletterqueue.topic.name",
+        str,
+        "",
+        doc="where bad records go with errors.tolerance=all",
+        validator=valid_optional_topic,
     ),
     ConfigField(
         "data.loss", str, "fail", doc="when a position is no longer retained", choices=("fail", "skip")
@@ -286,13 +345,13 @@ _COMMON: Final = (
 
 COMMON_SOURCE_FIELDS: Final[tuple[ConfigField, ...]] = (
     *_COMMON,
-    ConfigField("topic", str, doc="RocketMQ topic the records go to", validator=non_empty),
+    ConfigField("topic", str, doc="RocketMQ topic the records go to", validator=valid_topic),
     ConfigField("topic.auto.create", bool, True, doc="create the topic if it does not exist"),
     ConfigField("topic.queues", int, 4, doc="queues of an auto-created topic", validator=at_least(1)),
 )
 
 COMMON_SINK_FIELDS: Final[tuple[ConfigField, ...]] = (
     *_COMMON,
-    ConfigField("topics", list[str], doc="comma list of RocketMQ topics to read", validator=non_empty),
+    ConfigField("topics", list[str], doc="comma list of RocketMQ topics to read", validator=valid_topics),
 )
 

@@ -8,7 +8,8 @@ and the header ``rocketmq.tags`` becomes the message tag.
 
 :class:`JsonConverter` with ``schemas_enable`` reads and writes the Connect JSON envelope of Kafka's
 and RocketMQ Connect's JsonConverter: ``{"schema": {...}, "payload": ...}``. Rows that do not parse
-are flagged in ``_sluice_error`` (see connectors.records.raise_on_bad_records), never dropped.
+are flagged in ``_sluice_error`` (see connectors.records.raise_on_bad_records), never dropped; so
+are messages over the broker's size limit (``to_messages``, connectors.rocketmq.limits).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from connectors.connect_json import connect_schema, convert_wire, json_text, spark_type, wire_type
 from connectors.records import ERROR_COLUMN, flag_errors
 
 if TYPE_CHECKING:
@@ -64,150 +66,6 @@ SYSTEM_PROPERTIES: Final = frozenset(
     ]
 )
 
-# --- Connect schema <-> Spark type ------------------------------------------------------------------
-
-_PRIMITIVES: Final = {
-    "int8": "ByteType",
-    "int16": "ShortType",
-    "int32": "IntegerType",
-    "int64": "LongType",
-    "float32": "FloatType",
-    "float64": "DoubleType",
-    "boolean": "BooleanType",
-    "string": "StringType",
-    "bytes": "BinaryType",
-}
-_TIMESTAMP: Final = "org.apache.kafka.connect.data.Timestamp"
-_DATE: Final = "org.apache.kafka.connect.data.Date"
-
-
-def connect_schema(data_type: DataType, optional: bool = True) -> dict[str, Any]:
-    """The Connect JSON schema of a Spark type, keys in the order Kafka's JsonConverter writes them."""
-    from pyspark.sql import types as T
-
-    for name, spark_name in _PRIMITIVES.items():
-        if type(data_type).__name__ == spark_name:
-            return {"type": name, "optional": optional}
-    if isinstance(data_type, T.TimestampType | T.TimestampNTZType):
-        return {"type": "int64", "optional": optional, "name": _TIMESTAMP, "version": 1}
-    if isinstance(data_type, T.DateType):
-        return {"type": "int32", "optional": optional, "name": _DATE, "version": 1}
-    if isinstance(data_type, T.ArrayType):
-        return {
-            "type": "array",
-            "items": connect_schema(data_type.elementType, data_type.containsNull),
-            "optional": optional,
-        }
-    if isinstance(data_type, T.MapType):
-        if not isinstance(data_type.keyType, T.StringType):
-            raise ValueError(f"json converter: map keys must be strings, got {data_type.simpleString()}")
-        return {
-            "type": "map",
-            "keys": connect_schema(data_type.keyType, False),
-            "values": connect_schema(data_type.valueType, data_type.valueContainsNull),
-            "optional": optional,
-        }
-    if isinstance(data_type, T.StructType):
-        fields = [{**connect_schema(f.dataType, f.nullable), "field": f.name} for f in data_type.fields]
-        return {"type": "struct", "fields": fields, "optional": optional}
-    raise ValueError(f"json converter: no Connect schema type for Spark type {data_type.simpleString()}")
-
-
-def spark_type(schema: Mapping[str, Any], where: str = "schema") -> DataType:
-    """The Spark type of a Connect JSON schema (``where`` names the position in errors)."""
-    from pyspark.sql import types as T
-
-    kind = schema.get("type")
-    name = schema.get("name")
-    if name == _TIMESTAMP:
-        return T.TimestampType()
-    if name == _DATE:
-        return T.DateType()
-    if isinstance(kind, str) and kind in _PRIMITIVES:
-        return getattr(T, _PRIMITIVES[kind])()
-    if kind == "array":
-        items = schema.get("items") or {}
-        return T.ArrayType(spark_type(items, f"{where}.items"), bool(items.get("optional", True)))
-    if kind == "map":
-        keys, values = schema.get("keys") or {}, schema.get("values") or {}
-        if keys.get("type") != "string":
-            raise ValueError(f"json converter: {where}: only string map keys are supported")
-        return T.MapType(
-            T.StringType(), spark_type(values, f"{where}.values"), bool(values.get("optional", True))
-        )
-    if kind == "struct":
-        return T.StructType(
-            [
-                T.StructField(
-                    f["field"], spark_type(f, f"{where}.{f['field']}"), bool(f.get("optional", True))
-                )
-                for f in schema.get("fields", [])
-            ]
-        )
-    raise ValueError(f"json converter: {where}: unsupported Connect schema type {kind!r} (name {name!r})")
-
-
-def _wire_type(data_type: DataType) -> DataType:
-    """How a type appears in JSON: timestamps as epoch millis, dates as epoch days, bytes as base64."""
-    from pyspark.sql import types as T
-
-    if isinstance(data_type, T.TimestampType | T.TimestampNTZType):
-        return T.LongType()
-    if isinstance(data_type, T.DateType):
-        return T.IntegerType()
-    if isinstance(data_type, T.BinaryType):
-        return T.StringType()
-    if isinstance(data_type, T.ArrayType):
-        return T.ArrayType(_wire_type(data_type.elementType), data_type.containsNull)
-    if isinstance(data_type, T.MapType):
-        return T.MapType(data_type.keyType, _wire_type(data_type.valueType), data_type.valueContainsNull)
-    if isinstance(data_type, T.StructType):
-        return T.StructType(
-            [T.StructField(f.name, _wire_type(f.dataType), f.nullable) for f in data_type.fields]
-        )
-    return data_type
-
-
-def _convert(column: Column, data_type: DataType, to_wire: bool) -> Column:
-    """Rewrite a column between its Spark type and its JSON wire type (see ``_wire_type``)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    if _wire_type(data_type) == data_type and not isinstance(data_type, T.BinaryType):
-        return column
-    if isinstance(data_type, T.TimestampType | T.TimestampNTZType):
-        return (
-            F.unix_millis(column.cast("timestamp")) if to_wire else F.timestamp_millis(column).cast(data_type)
-        )
-    if isinstance(data_type, T.DateType):
-        return F.unix_date(column) if to_wire else F.date_from_unix_date(column)
-    if isinstance(data_type, T.BinaryType):
-        return F.base64(column) if to_wire else F.unbase64(column)
-    if isinstance(data_type, T.ArrayType):
-        return F.transform(column, lambda x: _convert(x, data_type.elementType, to_wire))
-    if isinstance(data_type, T.MapType):
-        return F.transform_values(column, lambda _, v: _convert(v, data_type.valueType, to_wire))
-    assert isinstance(data_type, T.StructType)
-    rebuilt = F.struct(
-        *[_convert(column[f.name], f.dataType, to_wire).alias(f.name) for f in data_type.fields]
-    )
-    return F.when(column.isNull(), F.lit(None)).otherwise(rebuilt)
-
-
-def _json_text(column: Column, data_type: DataType) -> Column:
-    """JSON text of any column (``null`` for null), nulls inside structs written as Kafka does."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    options = {"ignoreNullFields": "false"}
-    wire = _convert(column, data_type, to_wire=True)
-    if isinstance(data_type, T.StructType | T.ArrayType | T.MapType):
-        text = F.to_json(wire, options)
-    else:  # a scalar: serialise inside a one-field struct and cut the value out
-        text = F.regexp_extract(F.to_json(F.struct(wire.alias("v")), options), r'^\{"v":(.*)\}$', 1)
-    return F.coalesce(text, F.lit("null"))
-
-
 # --- converters ------------------------------------------------------------------------------------
 
 
@@ -229,7 +87,7 @@ class Converter(ABC):
         from pyspark.sql.types import StringType
 
         key_type = records.schema["key"].dataType
-        keys = F.col("key") if isinstance(key_type, StringType) else _json_text(F.col("key"), key_type)
+        keys = F.col("key") if isinstance(key_type, StringType) else json_text(F.col("key"), key_type)
         headers = F.map_filter(
             F.coalesce(F.col("headers"), F.create_map().cast("map<string,string>")),
             lambda k, v: ~k.startswith("sluice.") & (k != TAGS_HEADER) & v.isNotNull(),
@@ -245,7 +103,7 @@ class Converter(ABC):
         properties = F.when(F.size(headers) == 0, position).otherwise(F.map_concat(headers, position))
         encoded = self.encode(records)
         extra = [ERROR_COLUMN] if ERROR_COLUMN in encoded.columns else []
-        return encoded.select(
+        messages = encoded.select(
             "topic",
             "body",
             F.when(F.col("key").isNotNull(), keys).alias("keys"),
@@ -255,6 +113,7 @@ class Converter(ABC):
             "offset",
             *extra,
         )
+        return _flag_unsendable(messages)
 
     def to_records(self, messages: DataFrame) -> DataFrame:
         from pyspark.sql import functions as F
@@ -284,6 +143,25 @@ class Converter(ABC):
             born.cast("timestamp").alias("timestamp"),
             *extra,
         )
+
+
+def _flag_unsendable(messages: DataFrame) -> DataFrame:
+    """Flag messages the broker would refuse for their size, per record and before sending
+    (connectors.rocketmq.limits): a record over the limit is a bad record, not a failed batch."""
+    from pyspark.sql import functions as F
+
+    from connectors.rocketmq.limits import size_problem
+
+    problem = size_problem(F.col("body"), F.col("keys"), F.col("tags"), F.col("properties"), F.col("topic"))
+    return flag_errors(messages, problem.isNotNull(), problem)
+
+
+def _flag_not_json(df: DataFrame, text: Column, what: str) -> DataFrame:
+    """Flag rows whose ``text`` is not one JSON value (Kafka's JsonConverter fails such records)."""
+    from pyspark.sql import functions as F
+
+    failed = text.isNotNull() & F.try_parse_json(text).isNull()
+    return flag_errors(df, failed, F.lit(f"json converter: {what} is not valid JSON"))
 
 
 class StringConverter(Converter):
@@ -338,6 +216,13 @@ class JsonConverter(Converter):
     reading; without it, reading a schemaless body keeps the JSON text, and reading an envelope takes
     the Spark type from the first message's schema. A string value without ``value_schema`` is taken
     to be JSON text already and written unchanged when schemas are off.
+
+    Input that is not JSON is a bad record, never passed through: a body that is not UTF-8 or not
+    one JSON value when reading, a string value that is not JSON text when writing (an empty string
+    is not JSON; a null value or body stays null). Like Kafka's JsonConverter, which fails such a
+    record with a DataException: under ``errors.tolerance=none`` the task fails naming the record's
+    position, under ``all`` the record goes to the dead-letter topic. For free text use the
+    ``string`` converter.
     """
 
     def __init__(self, schemas_enable: bool = False, value_schema: str | None = None) -> None:
@@ -363,7 +248,7 @@ class JsonConverter(Converter):
         from pyspark.sql import functions as F
         from pyspark.sql.types import StringType, StructField, StructType
 
-        wire = _wire_type(data_type)
+        wire = wire_type(data_type)
         inner = StructType([StructField("payload", wire)]) if envelope else wire
         if not isinstance(inner, StructType):
             inner = StructType([StructField("payload", wire)])
@@ -381,7 +266,7 @@ class JsonConverter(Converter):
         else:
             value = F.struct(*[F.col(f"_parsed.{f.name}").alias(f.name) for f in inner.fields])
             value = F.when(F.col("_parsed").isNull(), F.lit(None)).otherwise(value)
-        return df.withColumn("value", _convert(value, data_type, to_wire=False)).drop("_parsed")
+        return df.withColumn("value", convert_wire(value, data_type, to_wire=False)).drop("_parsed")
 
     def encode(self, df: DataFrame) -> DataFrame:
         from pyspark.sql import functions as F
@@ -393,14 +278,14 @@ class JsonConverter(Converter):
             df = self._parse(df, F.col("value"), declared, envelope=False, what="value")
             data_type = declared
         if not self.schemas_enable:
-            text = (
-                F.col("value") if isinstance(data_type, StringType) else _json_text(F.col("value"), data_type)
-            )
-            return df.withColumn("body", F.encode(text, "UTF-8"))
+            if isinstance(data_type, StringType):
+                df = _flag_not_json(df, F.col("value"), "value")
+                return df.withColumn("body", F.encode(F.col("value"), "UTF-8"))
+            return df.withColumn("body", F.encode(json_text(F.col("value"), data_type), "UTF-8"))
         nullable = df.schema["value"].nullable
         schema_json = json.dumps(connect_schema(data_type, nullable), separators=(",", ":"))
         body = F.concat(
-            F.lit(f'{{"schema":{schema_json},"payload":'), _json_text(F.col("value"), data_type), F.lit("}")
+            F.lit(f'{{"schema":{schema_json},"payload":'), json_text(F.col("value"), data_type), F.lit("}")
         )
         return df.withColumn("body", F.encode(body, "UTF-8"))
 
@@ -408,10 +293,13 @@ class JsonConverter(Converter):
         from pyspark.sql import functions as F
 
         text = F.try_validate_utf8(F.col("body").cast("string"))
+        df = flag_errors(
+            df, F.col("body").isNotNull() & text.isNull(), F.lit("json converter: body is not UTF-8")
+        )
         declared = self._declared_type()
         if not self.schemas_enable:
             if declared is None:
-                return df.withColumn("value", text)
+                return _flag_not_json(df, text, "body").withColumn("value", text)
             return self._parse(df, text, declared, envelope=False, what="body")
         data_type = declared or self._schema_of_first(df, text)
         if data_type is None:  # no messages: nothing to parse

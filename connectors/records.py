@@ -24,19 +24,26 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
+from connectors.errors import ConnectorDataError
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
 RECORD_COLUMNS: Final = ("topic", "partition", "offset", "key", "value", "headers", "timestamp")
 ERROR_COLUMN: Final = "_sluice_error"
+#: A flagged record's original bytes (binary; only where a source could not decode them), so a
+#: dead letter keeps exactly what the source held.
+RAW_COLUMN: Final = "_sluice_raw"
+#: Longest error text kept per record (the dead letter's property and the task's error).
+MAX_RECORD_ERROR_CHARS: Final = 500
 RECORD_DDL: Final = (
     "topic STRING, partition STRING NOT NULL, offset BIGINT NOT NULL, key STRING, value STRING, "
     "headers MAP<STRING, STRING>, timestamp TIMESTAMP"
 )
 
 
-class RecordError(ValueError):
+class RecordError(ConnectorDataError):
     """Records that are malformed; the message names topic/partition/offset of (some of) them."""
 
 
@@ -105,13 +112,17 @@ def records_from_columns(
     spark: SparkSession,
     partition: str,
     offsets: Sequence[int],
-    values: Sequence[str],
+    values: Sequence[str | None],
     topic: str | None = None,
+    errors: Sequence[str | None] | None = None,
+    raw: Sequence[bytes | None] | None = None,
 ) -> DataFrame:
     """A record DataFrame of one source partition's string values, built through Arrow.
 
     Why not ``make_records``: rows pickled one by one cost ~13 us a record on the way into the JVM;
     Arrow columns cost ~2 us, which is what lets a driver-side source keep up with the broker.
+    ``errors`` (with ``raw``, the undecodable bytes) flags records the source could not read, as
+    ``_sluice_error`` / ``_sluice_raw`` columns; both are left out when nothing is flagged.
     """
     import numpy as np
     import pyarrow as pa
@@ -131,7 +142,15 @@ def records_from_columns(
             "timestamp": pa.nulls(n, pa.timestamp("us", tz="UTC")),
         }
     )
-    return spark.createDataFrame(table, schema=record_schema())
+    schema = record_schema()
+    if errors is not None and any(e is not None for e in errors):
+        from pyspark.sql.types import BinaryType, StringType, StructField
+
+        table = table.append_column(ERROR_COLUMN, pa.array(errors, pa.string()))
+        table = table.append_column(RAW_COLUMN, pa.array(raw or [None] * n, pa.binary()))
+        schema = schema.add(StructField(ERROR_COLUMN, StringType(), True))
+        schema = schema.add(StructField(RAW_COLUMN, BinaryType(), True))
+    return spark.createDataFrame(table, schema=schema)
 
 
 def empty_records(spark: SparkSession, value_type: DataType | None = None) -> DataFrame:
@@ -212,7 +231,7 @@ def raise_on_bad_records(df: DataFrame, where: str, limit: int = 5) -> DataFrame
     if bad:
         listed = "; ".join(f"{position(t, p, o)}: {err}" for t, p, o, err in bad)
         raise RecordError(f"{where}: {len(bad)}{'+' if len(bad) == limit else ''} bad record(s): {listed}")
-    return df.drop(ERROR_COLUMN) if ERROR_COLUMN in df.columns else df
+    return df.drop(ERROR_COLUMN, RAW_COLUMN)
 
 
 _BAD_RECORD = re.compile(r"sluice bad record<<(.*?)>>", re.S)
@@ -242,7 +261,7 @@ def fail_on_bad_records(df: DataFrame, where: str) -> DataFrame:
         F.lit(">>"),
     )
     good = F.when(F.col(ERROR_COLUMN).isNull(), F.lit(True)).otherwise(F.raise_error(message))
-    return df.where(good).drop(ERROR_COLUMN)
+    return df.where(good).drop(ERROR_COLUMN, RAW_COLUMN)
 
 
 def bad_record_error(exc: BaseException) -> RecordError | None:
@@ -255,7 +274,7 @@ def flag_errors(df: DataFrame, failed: Column, message: Column) -> DataFrame:
     """Set ``_sluice_error`` to ``message`` where ``failed`` holds (keeping an earlier error)."""
     from pyspark.sql import functions as F
 
-    new = F.when(failed, message)
+    new = F.when(failed, F.substring(message, 1, MAX_RECORD_ERROR_CHARS))
     if ERROR_COLUMN in df.columns:
         return df.withColumn(ERROR_COLUMN, F.coalesce(F.col(ERROR_COLUMN), new))
     return df.withColumn(ERROR_COLUMN, new.cast("string"))

@@ -240,7 +240,15 @@ class ConnectorWorkflow:
         config = self.s.task_configs[task.task_id]
         return workflow.start_activity(
             RUN_TASK_ACTIVITY,
-            TaskInput(self.s.name, task.task_id, self.s.kind, config, self.s.generation, len(self.s.tasks)),
+            TaskInput(
+                self.s.name,
+                task.task_id,
+                self.s.kind,
+                config,
+                self.s.generation,
+                len(self.s.tasks),
+                attempt=max(1, task.attempt),
+            ),
             start_to_close_timeout=timedelta(days=3650),
             heartbeat_timeout=timedelta(seconds=self._options.heartbeat_timeout_s),
             retry_policy=TASK_RETRY,

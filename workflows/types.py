@@ -84,6 +84,9 @@ class TaskInput:
     config: dict[str, str]
     generation: int
     task_count: int = 1
+    # The workflow's attempt of this task in its current failure streak (1 = first try): the
+    # workflow retries tasks itself, so Temporal's own activity attempt is always 1.
+    attempt: int = 1
 
 
 @dataclass(frozen=True)

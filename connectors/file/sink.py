@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import IO, TYPE_CHECKING, Any, Final
 
 from connectors.api import Delivery, SinkConnector, SinkTask
-from connectors.config import ConfigDef, ConfigField, non_empty
+from connectors.config import ConfigDef, ConfigError, ConfigField, FieldError, non_empty
 from connectors.model import BatchPlan
 
 if TYPE_CHECKING:
@@ -22,6 +22,12 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 LENGTH_STATE: Final = "file.length"
+
+
+def _writable_path(value: Any) -> str | None:
+    """Validator of ``file``: a path, not a directory (checked again at first use, since the config
+    may be validated on another machine, or the path replaced later)."""
+    return non_empty(value) or ("is a directory, not a file" if os.path.isdir(str(value)) else None)
 
 
 def value_text(df: DataFrame) -> Column:
@@ -78,6 +84,13 @@ class FileSinkTask(SinkTask):
 
     def write(self, spark: SparkSession, records: DataFrame, plan: BatchPlan) -> None:
         where = f"connector {self.name!r} file {self.path!r} batch {plan.batch_id}"
+        parent = os.path.dirname(os.path.abspath(self.path))
+        problem = "is a directory, not a file" if os.path.isdir(self.path) else None
+        if os.path.exists(parent) and not os.path.isdir(parent):
+            problem = f"is under {parent!r}, which is not a directory"
+        if problem:  # at first use too: validation may have run elsewhere, or the path changed since
+            message = f"connector {self.name!r}: field 'file': {self.path!r} {problem}"
+            raise ConfigError([FieldError("file", message)])
         if LENGTH_STATE not in plan.sink_state:
             raise ValueError(f"{where}: plan has no {LENGTH_STATE!r} sink state (prepare() was not recorded)")
         length = int(plan.sink_state[LENGTH_STATE])
@@ -87,7 +100,6 @@ class FileSinkTask(SinkTask):
                 f"{where}: file is {size} bytes, shorter than the {length} recorded with the plan "
                 "(changed outside Sluice?)"
             )
-        parent = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(parent, exist_ok=True)
         with open(self.path, "ab") as fh:
             fh.truncate(length)  # undo a partial write of an earlier attempt of this plan
@@ -103,5 +115,5 @@ class FileSinkConnector(SinkConnector):
     plugin_name = "file-sink"
     task_class = FileSinkTask
     config_def = ConfigDef(
-        (ConfigField("file", str, doc="path of the file to append to", validator=non_empty),)
+        (ConfigField("file", str, doc="path of the file to append to", validator=_writable_path),)
     )

@@ -19,11 +19,11 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from functools import reduce
-from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 from connectors.api import SourceConnector, SourceTask, split_round_robin
 from connectors.config import ConfigDef, ConfigField, FieldError
+from connectors.file.lines import Lines, split_lines
 from connectors.model import PartitionRange
 from connectors.positions import Position
 from connectors.records import empty_records, records_from_columns
@@ -206,8 +206,8 @@ class FileSourceTask(SourceTask):
                 pos += len(chunk)
         return start
 
-    def _read_range(self, r: PartitionRange) -> tuple[list[int], list[str]]:
-        """Byte offsets and texts of the lines in ``r`` (a range ends after a newline, see snap_end)."""
+    def _read_range(self, r: PartitionRange) -> Lines:
+        """The lines in ``r`` (a range ends after a newline, see snap_end); undecodable ones flagged."""
         where = f"connector {self.name!r} partition {r.partition!r} range [{r.start}, {r.end})"
         try:
             with open(r.partition, "rb") as fh:
@@ -217,32 +217,22 @@ class FileSourceTask(SourceTask):
             raise FileNotFoundError(f"{where}: file no longer exists") from None
         if len(data) < r.size:
             raise EOFError(f"{where}: file has only {r.start.offset + len(data)} bytes (truncated?)")
-        lines = data.split(b"\n")
-        if lines and not lines[-1]:
-            lines.pop()  # the range ended with a newline, as planned ranges do
-        offsets = list(accumulate((len(line) + 1 for line in lines[:-1]), initial=r.start.offset))
-        try:
-            texts = [line.removesuffix(b"\r").decode(self._encoding) for line in lines]
-        except UnicodeDecodeError:
-            for offset, line in zip(offsets, lines, strict=True):
-                try:
-                    line.decode(self._encoding)
-                except UnicodeDecodeError as exc:
-                    raise ValueError(
-                        f"{where}: line at offset {offset} is not {self._encoding}: {exc.reason}"
-                    ) from None
-            raise
-        return offsets, texts
+        return split_lines(data, r.start.offset, self._encoding)
 
     def read(self, spark: SparkSession, ranges: Sequence[PartitionRange]) -> DataFrame:
-        frames = [
-            records_from_columns(spark, r.partition, *self._read_range(r), topic=self._topic)
-            for r in ranges
-            if not r.is_empty
-        ]
+        frames = []
+        for r in ranges:
+            if not r.is_empty:
+                lines = self._read_range(r)
+                frames.append(
+                    records_from_columns(
+                        spark, r.partition, lines.offsets, lines.texts, self._topic, lines.errors, lines.raw
+                    )
+                )
         if not frames:
             return empty_records(spark)
-        return reduce(lambda a, b: a.unionAll(b), frames)
+        # by name: a range with undecodable lines carries the error columns, the others do not
+        return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
 
 
 class FileSourceConnector(SourceConnector):

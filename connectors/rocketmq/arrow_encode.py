@@ -7,7 +7,9 @@ capped a source connector near 40k messages/s. Here the checks, the properties t
 pyarrow.compute and numpy; only the body CRC runs per row, and the entries come out back to back in
 one buffer (codec.EncodedBatch). The checks are the codec's, reported by row: a reserved name, an
 empty name or value, a separator inside a name or value, a null property value, or properties
-longer than a Java short.
+longer than a Java short. A row that fails a check raises ConnectorDataError (a record no retry
+can send) naming its source position when it has one (the converter's ``sluice.partition`` and
+``sluice.offset`` properties), else its row number in the write.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import zlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
+from connectors.errors import ConnectorDataError
 from connectors.rocketmq.codec import (
     BATCH_HEAD_SIZE,
     MAX_PROPERTIES_BYTES,
@@ -29,6 +32,8 @@ from connectors.rocketmq.codec import (
     EncodedBatch,
 )
 from connectors.rocketmq.errors import MessageTooLargeError
+
+_POSITION_PROPERTIES: Final = ("sluice.partition", "sluice.offset")  # connectors.converters sets them
 
 # codec.batch_entry's head: size, magic (0), body CRC, flag (0), body length; big-endian int32s.
 _HEAD: Final = [("size", ">i4"), ("magic", ">i4"), ("crc", ">i4"), ("flag", ">i4"), ("body_len", ">i4")]
@@ -49,9 +54,13 @@ def encode_rows(batch: pa.RecordBatch, ids: Sequence[str], where: str, first_row
     import pyarrow.compute as pc
 
     names = batch.schema.names
+
+    def locate(row: int) -> str:
+        return row_position(batch, row, first_row)
+
     body = batch.column(names.index("body"))
     if body.null_count:
-        raise ValueError(f"{where}: row {first_row + _first(pc.is_null(body))} has a null 'body'")
+        raise ConnectorDataError(f"{where}: {locate(_first(pc.is_null(body)))} has a null 'body'")
     body = pc.cast(body, pa.binary()) if not pa.types.is_binary(body.type) else body
     parts = []
     for name, column in ((PROP_KEYS, "keys"), (PROP_TAGS, "tags")):
@@ -61,10 +70,10 @@ def encode_rows(batch: pa.RecordBatch, ids: Sequence[str], where: str, first_row
             def label(i: int, name: str = name) -> tuple[int, str]:
                 return i, name
 
-            _check_texts(values, None, label, where, first_row)
+            _check_texts(values, None, label, where, locate)
             parts.append(pc.fill_null(_entries(pa.scalar(name), values), ""))
     if "properties" in names:
-        parts.append(_user_properties(batch.column(names.index("properties")), where, first_row))
+        parts.append(_user_properties(batch.column(names.index("properties")), where, locate))
     parts.append(_entries(pa.scalar(PROP_UNIQ_KEY), pa.array(ids, pa.string())))
     wait = pa.scalar(f"{PROP_WAIT}{NAME_VALUE_SEPARATOR}true{PROPERTY_SEPARATOR}")
     props = pc.binary_join_element_wise(*parts, wait, pa.scalar("")).cast(pa.binary())
@@ -72,8 +81,7 @@ def encode_rows(batch: pa.RecordBatch, ids: Sequence[str], where: str, first_row
     if len(props_len) and props_len.max() > MAX_PROPERTIES_BYTES:
         row = int(np.argmax(props_len > MAX_PROPERTIES_BYTES))
         raise MessageTooLargeError(
-            f"{where}: row {first_row + row} has {props_len[row]} bytes of properties "
-            f"(limit {MAX_PROPERTIES_BYTES})"
+            f"{where}: {locate(row)} has {props_len[row]} bytes of properties (limit {MAX_PROPERTIES_BYTES})"
         )
     # The framing around body and properties (codec.batch_entry), as columns joined row by row.
     n = len(body)
@@ -94,6 +102,19 @@ def encode_rows(batch: pa.RecordBatch, ids: Sequence[str], where: str, first_row
         pa.scalar(b""),
     )
     return EncodedBatch(entries.buffers()[2].to_pybytes(), _value_offsets(entries).tolist(), list(ids))
+
+
+def row_position(batch: pa.RecordBatch, row: int, first_row: int = 0) -> str:
+    """How errors name a row: ``record at partition 'p' offset 7`` from the position properties the
+    converter sets, or ``row 12`` (its number in the write) for rows without them."""
+    names = batch.schema.names
+    if "properties" in names:
+        entries = batch.column(names.index("properties"))[row].as_py() or []
+        props = dict(entries.items() if isinstance(entries, dict) else entries)
+        partition, offset = (props.get(name) for name in _POSITION_PROPERTIES)
+        if partition is not None and offset is not None:
+            return f"record at partition {partition!r} offset {offset}"
+    return f"row {first_row + row}"
 
 
 def _value_offsets(values: pa.Array) -> np.ndarray:
@@ -126,7 +147,7 @@ def _entries(names: pa.Scalar | pa.Array, values: pa.Array) -> pa.Array:
     )
 
 
-def _user_properties(maps: pa.MapArray, where: str, first_row: int) -> pa.Array:
+def _user_properties(maps: pa.MapArray, where: str, locate: Callable[[int], str]) -> pa.Array:
     """The properties text of each row's map (empty for a null or empty map), after the checks."""
     import numpy as np
     import pyarrow as pa
@@ -144,15 +165,15 @@ def _user_properties(maps: pa.MapArray, where: str, first_row: int) -> pa.Array:
         i = _first(reserved)
         name = keys[i].as_py()
         hint = " (use the keys/tags fields)" if name in (PROP_KEYS, PROP_TAGS) else ""
-        raise ValueError(
-            f"{where}: row {first_row + rows[i]}: property {name!r} is reserved by RocketMQ{hint}"
+        raise ConnectorDataError(
+            f"{where}: {locate(int(rows[i]))}: property {name!r} is reserved by RocketMQ{hint}"
         )
 
     def label(i: int) -> tuple[int, str]:
         return int(rows[i]), str(keys[i].as_py())
 
-    _check_texts(keys, None, label, where, first_row)
-    _check_texts(items, "has a null value", label, where, first_row)
+    _check_texts(keys, None, label, where, locate)
+    _check_texts(items, "has a null value", label, where, locate)
     row_offsets = np.concatenate(([0], np.cumsum(np.bincount(rows, minlength=len(maps)))))
     per_row = pa.ListArray.from_arrays(pa.array(row_offsets, pa.int32()), _entries(keys, items))
     return pc.binary_join(per_row, pa.scalar(""))
@@ -163,7 +184,7 @@ def _check_texts(
     null_problem: str | None,
     label: Callable[[int], tuple[int, str]],
     where: str,
-    first_row: int,
+    locate: Callable[[int], str],
 ) -> None:
     """Fail on the first value that is empty or holds a separator (or is null, if ``null_problem``).
 
@@ -190,7 +211,7 @@ def _check_texts(
         problem = "has an empty name or value, which RocketMQ does not store"
     else:
         problem = f"contains a reserved separator ({NAME_VALUE_SEPARATOR!r} or {PROPERTY_SEPARATOR!r})"
-    raise ValueError(f"{where}: row {first_row + row}: property {name!r} {problem}")
+    raise ConnectorDataError(f"{where}: {locate(row)}: property {name!r} {problem}")
 
 
 def _first(mask: pa.Array | np.ndarray) -> int:

@@ -7,6 +7,10 @@ Options:
   maxMessageSize): a send_batch request is flushed when either is reached (the client splits a
   request further if its stored size would exceed the limit).
 - ``maxInFlight`` (default 2): batch requests in flight per Spark task (never two for one queue).
+- ``maxMessageBytes`` (default 4 MiB, the broker's default maxMessageSize): every message's stored
+  size is checked before anything of its batch is sent, and one over the limit fails the write with
+  MessageTooLargeError naming its source position (converters flag such records earlier, so with
+  ``errors.tolerance=all`` they never get here).
 - ``resultPath`` (optional): a driver-local file where ``commit`` writes the JSON summary of what
   was written (see ``WriteSummary``). Why a file: ``commit`` runs in a Python worker the driver JVM
   starts, not in the caller's interpreter, so an in-memory result would not reach the caller.
@@ -38,9 +42,10 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
 from connectors.planning import natural_key
-from connectors.rocketmq.arrow_encode import encode_rows
+from connectors.rocketmq.arrow_encode import encode_rows, row_position
 from connectors.rocketmq.codec import EncodedBatch, stored_size
-from connectors.rocketmq.errors import TopicNotFoundError
+from connectors.rocketmq.errors import MessageTooLargeError, TopicNotFoundError
+from connectors.rocketmq.limits import MAX_MESSAGE_BYTES
 from connectors.rocketmq.spark_options import (
     client_options,
     executor_client,
@@ -122,6 +127,7 @@ class RocketMQWriter(DataSourceArrowWriter):
         self.max_messages = int_option(options, "maxBatchMessages", DEFAULT_MAX_BATCH_MESSAGES)
         self.max_bytes = int_option(options, "maxBatchBytes", DEFAULT_MAX_BATCH_BYTES)
         self.max_in_flight = int_option(options, "maxInFlight", DEFAULT_MAX_IN_FLIGHT)
+        self.max_message_bytes = int_option(options, "maxMessageBytes", MAX_MESSAGE_BYTES)
         self.result_path = get_option(options, "resultPath") or None
         self.client_options = client_options(options)
         self.key_column = _check_schema(schema, self.topic)
@@ -143,13 +149,19 @@ class RocketMQWriter(DataSourceArrowWriter):
             client, queues, self.max_messages, self.max_bytes, task_partition, self.max_in_flight
         )
         row = 0
+        where = f"rocketmq sink (topic {self.topic!r})"
         try:
             for batch in iterator:
                 ids = client.message_ids(batch.num_rows)
-                sender.add(
-                    encode_rows(batch, ids, f"rocketmq sink (topic {self.topic!r})", row),
-                    _slots(batch, self.key_column, len(queues)),
-                )
+                encoded = encode_rows(batch, ids, where, row)
+                sizes = [stored_size(size, self.topic) for size in encoded.entry_sizes()]
+                if sizes and max(sizes) > self.max_message_bytes:
+                    i = next(i for i, size in enumerate(sizes) if size > self.max_message_bytes)
+                    raise MessageTooLargeError(
+                        f"{where}: {row_position(batch, i, row)} takes {sizes[i]} bytes stored, over "
+                        f"the broker's limit of {self.max_message_bytes} (maxMessageSize)"
+                    )
+                sender.add(encoded, _slots(batch, self.key_column, len(queues)), sizes)
                 row += batch.num_rows
         finally:
             written = sender.finish()
@@ -249,10 +261,11 @@ class _Sender:
         self.pool = ThreadPoolExecutor(max_workers=max_in_flight, thread_name_prefix="sluice-rocketmq-send")
         self.in_flight: deque[tuple[int, Future[SendResult]]] = deque()
 
-    def add(self, batch: EncodedBatch, slots: list[int]) -> None:
+    def add(self, batch: EncodedBatch, slots: list[int], sizes: list[int] | None = None) -> None:
         """Queue the batch's entries: each run of rows with one slot (-1: round-robin) is cut into
-        request-sized pieces without copying."""
-        sizes = [stored_size(size, self.topic) for size in batch.entry_sizes()]
+        request-sized pieces without copying. ``sizes``: the entries' stored sizes, if known."""
+        if sizes is None:
+            sizes = [stored_size(size, self.topic) for size in batch.entry_sizes()]
         start = 0
         for stop in range(1, len(slots) + 1):
             if stop < len(slots) and slots[stop] == slots[start]:

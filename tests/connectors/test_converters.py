@@ -284,11 +284,11 @@ def test_json_round_trip_all_types(spark: SparkSession) -> None:
 def test_json_schemaless_keeps_text_or_parses_declared_schema(spark: SparkSession) -> None:
     bodies = [b'{"a": 1, "b": "x"}', b'{"a": "not-a-number"}', b"{broken", None]
     plain = JsonConverter().to_records(raw_messages(spark, bodies))
-    assert [r["value"] for r in plain.orderBy("offset").collect()] == [
-        '{"a": 1, "b": "x"}',
-        '{"a": "not-a-number"}',
-        "{broken",
-        None,
+    assert [(r["value"], r[ERROR_COLUMN]) for r in plain.orderBy("offset").collect()] == [
+        ('{"a": 1, "b": "x"}', None),
+        ('{"a": "not-a-number"}', None),
+        ("{broken", "json converter: body is not valid JSON"),  # never passed on silently
+        (None, None),
     ]
     typed = JsonConverter(value_schema="a int, b string").to_records(raw_messages(spark, bodies))
     rows = typed.orderBy("offset").collect()
@@ -395,3 +395,75 @@ def test_converter_for_json_options_and_unknown() -> None:
     assert (converter.schemas_enable, converter.value_schema) == (True, "a int")
     with pytest.raises(ValueError, match="config field 'value.converter': unknown converter 'avro'"):
         converter_for({"value.converter": "avro"})
+
+
+def test_json_schemaless_read_flags_bodies_that_are_not_json(spark: SparkSession) -> None:
+    bodies = [b'{"a":1}', b'"s"', b"12", b"null", b"[1, 2]", b"plain text", b"", b"1, 2", b"\xff{}", None]
+    rows = JsonConverter().to_records(raw_messages(spark, bodies)).orderBy("offset").collect()
+    not_json = "json converter: body is not valid JSON"
+    assert [r[ERROR_COLUMN] for r in rows] == [
+        *[None] * 5,
+        not_json,
+        not_json,
+        not_json,
+        "json converter: body is not UTF-8",
+        None,
+    ]
+
+
+def test_json_schemaless_write_flags_string_values_that_are_not_json(spark: SparkSession) -> None:
+    records = make_records(
+        spark,
+        [Record("f", 0, '{"id": 1}', topic="t"), Record("f", 4, "id=1", topic="t"), Record("f", 9, None)],
+    )
+    rows = JsonConverter().to_messages(records).orderBy("offset").collect()
+    assert [(r["body"], r[ERROR_COLUMN]) for r in rows] == [
+        (b'{"id": 1}', None),
+        (b"id=1", "json converter: value is not valid JSON"),
+        (None, None),
+    ]
+    with pytest.raises(Exception) as info:
+        fail_on_bad_records(JsonConverter().to_messages(records), "connector 'src'").collect()
+    assert "bad record at topic 't' partition 'f' offset 4: json converter: value is not valid JSON" in str(
+        info.value
+    )
+
+
+def test_messages_over_the_broker_limit_are_flagged_per_record(spark: SparkSession) -> None:
+    from connectors.rocketmq.limits import MAX_MESSAGE_BYTES
+
+    big = "x" * MAX_MESSAGE_BYTES
+    records = make_records(
+        spark, [Record("f", 0, "small", topic="t"), Record("f", 6, big, topic="t"), Record("f", 99, "ok")]
+    )
+    rows = StringConverter().to_messages(records).orderBy("offset").collect()
+    assert [r[ERROR_COLUMN] is None for r in rows] == [True, False, True]
+    assert rows[1][ERROR_COLUMN].startswith("message of ")
+    expected = f"(body {MAX_MESSAGE_BYTES} bytes) is over RocketMQ's maximum message size"
+    assert expected in rows[1][ERROR_COLUMN]
+
+
+def test_the_size_check_agrees_with_the_encoder(spark: SparkSession) -> None:
+    """The Spark-side stored size (limits.py) equals what the writer encodes and the broker stores."""
+    from pyspark.sql import functions as F
+
+    from connectors.rocketmq.arrow_encode import encode_rows
+    from connectors.rocketmq.codec import stored_size
+    from connectors.rocketmq.limits import properties_size
+    from connectors.rocketmq.limits import stored_size as stored_size_column
+
+    records = make_records(
+        spark,
+        [
+            Record("f", 0, "héllo", topic="orders", key="k1", headers={"trace": "ü9", "rocketmq.tags": "A"}),
+            Record("g.txt", 123456, "x" * 1000, topic="orders"),
+        ],
+    )
+    messages = StringConverter().to_messages(records, {"sluice.batch": "c/0/7"}).orderBy("offset")
+    props = properties_size(F.col("keys"), F.col("tags"), F.col("properties"))
+    expected = [
+        r[0] for r in messages.select(stored_size_column(F.col("body"), props, F.col("topic"))).collect()
+    ]
+    batch = messages.select("body", "keys", "tags", "properties").toArrow().to_batches()[0]
+    encoded = encode_rows(batch, ["0" * 32] * batch.num_rows, "test")
+    assert [stored_size(size, "orders") for size in encoded.entry_sizes()] == expected

@@ -1,11 +1,14 @@
-"""Records the converter cannot handle: they fail the sink task naming their position, or, with
-``errors.tolerance=all``, go to a dead-letter topic while the good ones reach the sink."""
+"""Records a converter or a source cannot handle: they fail the task naming their position (a
+queue offset for a sink, a file byte offset for a file source), or, with ``errors.tolerance=all``,
+go to a dead-letter topic (or are logged and skipped) while the good ones flow."""
 
 from __future__ import annotations
 
 import json
 import uuid
 from pathlib import Path
+
+import pytest
 
 from tests.runtime.helpers import wait_for
 from workflows.types import TaskState
@@ -88,3 +91,124 @@ async def test_errors_tolerance_all_sends_the_bad_record_to_the_dead_letter_topi
     assert (await sluice.status(sink)).tasks[0].state == TaskState.RUNNING
     await sluice.delete(source)
     await sluice.delete(sink)
+
+
+# --- source side: lines a file source cannot decode, or the broker cannot take -------------------
+
+BIG_LINE = b"B" * (6 * 1024 * 1024)  # over RocketMQ's 4 MiB maximum message size
+NOT_UTF8 = b"caf\xe9 au lait"  # latin-1 text: not valid UTF-8
+
+
+def _source_file(path: Path, bad: dict[int, bytes], count: int = 12) -> tuple[list[str], dict[int, bytes]]:
+    """``count`` good lines with ``bad[i]`` inserted before good line ``i``; returns the good lines
+    and the bad lines by the byte offset where each starts."""
+    good = [f"line-{i:03d}" for i in range(count)]
+    data, at = bytearray(), {}
+    for i, line in enumerate(good):
+        if i in bad:
+            at[len(data)] = bad[i]
+            data += bad[i] + b"\n"
+        data += line.encode() + b"\n"
+    path.write_bytes(bytes(data))
+    return good, at
+
+
+async def _task_state(sluice, name: str) -> tuple[TaskState | None, str]:
+    status = await sluice.status(name)
+    return (status.tasks[0].state, status.tasks[0].error) if status.tasks else (None, "")
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [(BIG_LINE, "over RocketMQ's maximum message size"), (NOT_UTF8, "line is not utf-8")],
+    ids=["6MB-line", "not-utf8"],
+)
+async def test_a_bad_source_line_fails_the_task_naming_its_byte_offset(
+    tmp_path: Path, start_worker, sluice, topic_name, bad: bytes, reason: str
+) -> None:
+    src = tmp_path / "in.txt"
+    _, at = _source_file(src, {5: bad})
+    (offset,) = at
+    start_worker()
+    name = f"src-{uuid.uuid4().hex[:8]}"
+    await sluice.create(
+        name,
+        {"connector.class": "file-source", "file": str(src), "topic": topic_name, "poll.interval.ms": "200"},
+    )
+
+    async def failed() -> bool:
+        return (await _task_state(sluice, name))[0] == TaskState.FAILED
+
+    await wait_for(failed, 180, "the source task to fail on the bad line")
+    error = (await _task_state(sluice, name))[1]
+    assert f"connector {name}" in error, error
+    assert f"partition '{src}' offset {offset}:" in error and reason in error, error
+    assert len(error) < 4000
+    await sluice.delete(name)
+
+
+async def _tolerant_pipeline(tmp_path: Path, start_worker, sluice, topic: str, dlq: str):
+    """file (good lines around a 6 MB line and a non-UTF-8 line) -> topic -> file sink, the source
+    with errors.tolerance=all; returns (source name, good lines, bad lines by offset, sink file,
+    source file)."""
+    src, dst = tmp_path / "in.txt", tmp_path / "out.txt"
+    good, at = _source_file(src, {3: BIG_LINE, 8: NOT_UTF8})
+    start_worker()
+    name = uuid.uuid4().hex[:8]
+    source, sink = f"src-{name}", f"dst-{name}"
+    await sluice.create(
+        source,
+        {
+            "connector.class": "file-source", "file": str(src), "topic": topic, "poll.interval.ms": "200",
+            "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq,
+        },
+    )  # fmt: skip
+    await sluice.create(
+        sink, {"connector.class": "file-sink", "file": str(dst), "topics": topic, "poll.interval.ms": "200"}
+    )
+
+    def sink_lines() -> list[str]:
+        return dst.read_text().splitlines() if dst.exists() else []
+
+    await wait_for(lambda: sink_lines() == good, 240, "every good line in the sink, in order")
+    assert (await _task_state(sluice, source))[0] == TaskState.RUNNING
+    await sluice.delete(sink)
+    return source, at, src
+
+
+async def test_with_tolerance_bad_source_lines_go_to_the_dead_letter_topic(
+    tmp_path: Path, start_worker, sluice, topic_name, stack_config
+) -> None:
+    from activities.dead_letters import MAX_DEAD_LETTER_BODY
+    from connectors.rocketmq.sync_client import SyncRocketMQClient
+
+    dlq = f"DLQ_{uuid.uuid4().hex[:8]}"
+    source, at, src = await _tolerant_pipeline(tmp_path, start_worker, sluice, topic_name, dlq)
+    with SyncRocketMQClient(stack_config.namesrv_address) as client:
+        letters = [m for mq in client.queues(dlq) for m in client.pull_range(mq, 0, client.max_offset(mq))]
+    by_offset = {int(m.properties["sluice.origin.offset"]): m for m in letters}
+    assert sorted(by_offset) == sorted(at) and len(letters) == 2, "exactly the bad lines"
+    for offset, line in at.items():
+        props = by_offset[offset].properties
+        assert props["sluice.connector"] == source and props["sluice.origin.partition"] == str(src)
+        assert props["sluice.original.size"] == str(len(line))
+        assert "sluice.origin.topic" not in props  # a source record's topic is where it was going
+        if line == BIG_LINE:
+            assert props["sluice.truncated"] == "true"
+            assert by_offset[offset].body == line[:MAX_DEAD_LETTER_BODY]
+            assert "maximum message size of 4194304" in props["sluice.error"]
+        else:
+            assert props["sluice.truncated"] == "false" and by_offset[offset].body == line
+            assert props["sluice.error"].startswith("line is not utf-8")
+    await sluice.delete(source)
+
+
+async def test_with_tolerance_and_no_dead_letter_topic_bad_source_lines_are_logged_and_skipped(
+    tmp_path: Path, start_worker, sluice, topic_name
+) -> None:
+    source, at, _ = await _tolerant_pipeline(tmp_path, start_worker, sluice, topic_name, dlq="")
+    logs = "".join(p.read_text(errors="replace") for p in tmp_path.glob("worker-*.log"))
+    for offset in at:
+        assert f"offset {offset}:" in logs, f"bad line at {offset} not logged"
+    assert "bad record(s) tolerated, skipped" in logs
+    await sluice.delete(source)

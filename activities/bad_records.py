@@ -1,0 +1,51 @@
+"""The one place a batch's flagged records are dealt with: fail the task, or tolerate them.
+
+Kept apart from activities.runner (the runners' shared types) and activities.dead_letters (where
+tolerated records go) so neither imports the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from activities.runner import TaskSetup
+
+
+@contextmanager
+def checked_records(
+    records: DataFrame, setup: TaskSetup, originals: DataFrame | None = None
+) -> Iterator[DataFrame]:
+    """The good records of a batch; bad ones (flagged by a source, converter or transform) fail the
+    batch naming their position, or with ``errors.tolerance=all`` go to the dead-letter topic (or,
+    without one, are logged and skipped).
+
+    Failing costs nothing extra: the check runs inside the job the ``with`` body starts (the
+    write), which then raises RecordError naming the first bad record it met. Routing to the
+    dead-letter topic needs a job of its own, so the records are cached for it and the write that
+    follows reuses them. ``originals`` are the batch's messages as read (sinks), so a dead letter
+    keeps the exact bytes; a source's undecodable records carry theirs (``_sluice_raw``).
+    """
+    from activities.dead_letters import route_bad_records
+    from connectors.records import ERROR_COLUMN, bad_record_error, fail_on_bad_records
+
+    if ERROR_COLUMN not in records.columns:
+        yield records
+    elif setup.config.get("errors.tolerance") == "all":
+        records = records.cache()
+        try:
+            yield route_bad_records(records, setup, originals)
+        finally:
+            records.unpersist()
+    else:
+        try:
+            yield fail_on_bad_records(records, f"connector {setup.connector}")
+        except Exception as exc:
+            error = bad_record_error(exc)
+            if error is None:
+                raise
+            raise error from None

@@ -1,0 +1,158 @@
+"""Kafka Connect's JSON schema and Spark types, both ways, and values as JSON text.
+
+Used by the json converter (connectors.converters): ``connect_schema``/``spark_type`` map a Connect
+schema (the ``schema`` half of the ``{"schema", "payload"}`` envelope, key order as Kafka writes
+it) to a Spark type and back; ``wire_type``/``convert_wire`` rewrite a column between its Spark type
+and how JSON carries it (timestamps as epoch millis, dates as epoch days, bytes as base64).
+No module-level pyspark import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+    from pyspark.sql.types import DataType
+
+_PRIMITIVES: Final = {
+    "int8": "ByteType",
+    "int16": "ShortType",
+    "int32": "IntegerType",
+    "int64": "LongType",
+    "float32": "FloatType",
+    "float64": "DoubleType",
+    "boolean": "BooleanType",
+    "string": "StringType",
+    "bytes": "BinaryType",
+}
+_TIMESTAMP: Final = "org.apache.kafka.connect.data.Timestamp"
+_DATE: Final = "org.apache.kafka.connect.data.Date"
+
+
+def connect_schema(data_type: DataType, optional: bool = True) -> dict[str, Any]:
+    """The Connect JSON schema of a Spark type, keys in the order Kafka's JsonConverter writes them."""
+    from pyspark.sql import types as T
+
+    for name, spark_name in _PRIMITIVES.items():
+        if type(data_type).__name__ == spark_name:
+            return {"type": name, "optional": optional}
+    if isinstance(data_type, T.TimestampType | T.TimestampNTZType):
+        return {"type": "int64", "optional": optional, "name": _TIMESTAMP, "version": 1}
+    if isinstance(data_type, T.DateType):
+        return {"type": "int32", "optional": optional, "name": _DATE, "version": 1}
+    if isinstance(data_type, T.ArrayType):
+        return {
+            "type": "array",
+            "items": connect_schema(data_type.elementType, data_type.containsNull),
+            "optional": optional,
+        }
+    if isinstance(data_type, T.MapType):
+        if not isinstance(data_type.keyType, T.StringType):
+            raise ValueError(f"json converter: map keys must be strings, got {data_type.simpleString()}")
+        return {
+            "type": "map",
+            "keys": connect_schema(data_type.keyType, False),
+            "values": connect_schema(data_type.valueType, data_type.valueContainsNull),
+            "optional": optional,
+        }
+    if isinstance(data_type, T.StructType):
+        fields = [{**connect_schema(f.dataType, f.nullable), "field": f.name} for f in data_type.fields]
+        return {"type": "struct", "fields": fields, "optional": optional}
+    raise ValueError(f"json converter: no Connect schema type for Spark type {data_type.simpleString()}")
+
+
+def spark_type(schema: Mapping[str, Any], where: str = "schema") -> DataType:
+    """The Spark type of a Connect JSON schema (``where`` names the position in errors)."""
+    from pyspark.sql import types as T
+
+    kind = schema.get("type")
+    name = schema.get("name")
+    if name == _TIMESTAMP:
+        return T.TimestampType()
+    if name == _DATE:
+        return T.DateType()
+    if isinstance(kind, str) and kind in _PRIMITIVES:
+        return getattr(T, _PRIMITIVES[kind])()
+    if kind == "array":
+        items = schema.get("items") or {}
+        return T.ArrayType(spark_type(items, f"{where}.items"), bool(items.get("optional", True)))
+    if kind == "map":
+        keys, values = schema.get("keys") or {}, schema.get("values") or {}
+        if keys.get("type") != "string":
+            raise ValueError(f"json converter: {where}: only string map keys are supported")
+        return T.MapType(
+            T.StringType(), spark_type(values, f"{where}.values"), bool(values.get("optional", True))
+        )
+    if kind == "struct":
+        return T.StructType(
+            [
+                T.StructField(
+                    f["field"], spark_type(f, f"{where}.{f['field']}"), bool(f.get("optional", True))
+                )
+                for f in schema.get("fields", [])
+            ]
+        )
+    raise ValueError(f"json converter: {where}: unsupported Connect schema type {kind!r} (name {name!r})")
+
+
+def wire_type(data_type: DataType) -> DataType:
+    """How a type appears in JSON: timestamps as epoch millis, dates as epoch days, bytes as base64."""
+    from pyspark.sql import types as T
+
+    if isinstance(data_type, T.TimestampType | T.TimestampNTZType):
+        return T.LongType()
+    if isinstance(data_type, T.DateType):
+        return T.IntegerType()
+    if isinstance(data_type, T.BinaryType):
+        return T.StringType()
+    if isinstance(data_type, T.ArrayType):
+        return T.ArrayType(wire_type(data_type.elementType), data_type.containsNull)
+    if isinstance(data_type, T.MapType):
+        return T.MapType(data_type.keyType, wire_type(data_type.valueType), data_type.valueContainsNull)
+    if isinstance(data_type, T.StructType):
+        return T.StructType(
+            [T.StructField(f.name, wire_type(f.dataType), f.nullable) for f in data_type.fields]
+        )
+    return data_type
+
+
+def convert_wire(column: Column, data_type: DataType, to_wire: bool) -> Column:
+    """Rewrite a column between its Spark type and its JSON wire type (see ``wire_type``)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if wire_type(data_type) == data_type and not isinstance(data_type, T.BinaryType):
+        return column
+    if isinstance(data_type, T.TimestampType | T.TimestampNTZType):
+        return (
+            F.unix_millis(column.cast("timestamp")) if to_wire else F.timestamp_millis(column).cast(data_type)
+        )
+    if isinstance(data_type, T.DateType):
+        return F.unix_date(column) if to_wire else F.date_from_unix_date(column)
+    if isinstance(data_type, T.BinaryType):
+        return F.base64(column) if to_wire else F.unbase64(column)
+    if isinstance(data_type, T.ArrayType):
+        return F.transform(column, lambda x: convert_wire(x, data_type.elementType, to_wire))
+    if isinstance(data_type, T.MapType):
+        return F.transform_values(column, lambda _, v: convert_wire(v, data_type.valueType, to_wire))
+    assert isinstance(data_type, T.StructType)
+    rebuilt = F.struct(
+        *[convert_wire(column[f.name], f.dataType, to_wire).alias(f.name) for f in data_type.fields]
+    )
+    return F.when(column.isNull(), F.lit(None)).otherwise(rebuilt)
+
+
+def json_text(column: Column, data_type: DataType) -> Column:
+    """JSON text of any column (``null`` for null), nulls inside structs written as Kafka does."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    options = {"ignoreNullFields": "false"}
+    wire = convert_wire(column, data_type, to_wire=True)
+    if isinstance(data_type, T.StructType | T.ArrayType | T.MapType):
+        text = F.to_json(wire, options)
+    else:  # a scalar: serialise inside a one-field struct and cut the value out
+        text = F.regexp_extract(F.to_json(F.struct(wire.alias("v")), options), r'^\{"v":(.*)\}$', 1)
+    return F.coalesce(text, F.lit("null"))

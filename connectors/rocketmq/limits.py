@@ -1,0 +1,69 @@
+"""The broker's message size limit, checked per record before anything is sent.
+
+Why before: a broker (or the client, which enforces the same limit) refusing a batch fails all of
+it, names "message 5 of the batch" rather than a source position, and cannot be tolerated record
+by record. Here the stored size of each message is computed the way the writer will frame it
+(arrow_encode: body, ``KEYS``/``TAGS``/user properties, ``UNIQ_KEY``, ``WAIT``) and the broker will
+store it (codec.stored_size), so a record over the limit is flagged as a bad record, with its
+position, while the others go on.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from connectors.rocketmq.codec import MAX_PROPERTIES_BYTES, STORED_OVERHEAD
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+
+#: The broker's default maxMessageSize, also the client's limit (transport.max_message_bytes).
+MAX_MESSAGE_BYTES: Final = 4 * 1024 * 1024
+#: Longest topic name RocketMQ accepts (TopicValidator): the size of a message to an unknown topic.
+MAX_TOPIC_CHARS: Final = 127
+_UNIQ_KEY_ENTRY: Final = len("UNIQ_KEY") + 2 + 32  # name, two separators, 32 hex characters
+_WAIT_ENTRY: Final = len("WAIT") + 2 + len("true")
+
+
+def properties_size(keys: Column, tags: Column, properties: Column) -> Column:
+    """Bytes of a message's properties text as the writer encodes it."""
+    from pyspark.sql import functions as F
+
+    def entry(name: str, value: Column) -> Column:
+        return F.when(value.isNull(), F.lit(0)).otherwise(len(name) + 2 + F.octet_length(value))
+
+    # name + value + two separators per entry; joined arrays, not a lambda per entry (that one is
+    # interpreted, these are code-generated: this runs for every message a source sends)
+    props = F.coalesce(properties, F.create_map().cast("map<string,string>"))
+    user = (
+        F.octet_length(F.concat_ws("", F.map_keys(props)))
+        + F.octet_length(F.concat_ws("", F.map_values(props)))
+        + 2 * F.size(props)
+    )
+    return entry("KEYS", keys) + entry("TAGS", tags) + user + _UNIQ_KEY_ENTRY + _WAIT_ENTRY
+
+
+def stored_size(body: Column, props_size: Column, topic: Column) -> Column:
+    """Bytes the broker stores for the message (what maxMessageSize applies to)."""
+    from pyspark.sql import functions as F
+
+    topic_size = F.coalesce(F.octet_length(topic), F.lit(MAX_TOPIC_CHARS))
+    return F.coalesce(F.octet_length(body), F.lit(0)) + 2 + props_size + STORED_OVERHEAD + topic_size
+
+
+def size_problem(body: Column, keys: Column, tags: Column, properties: Column, topic: Column) -> Column:
+    """Why a message cannot be sent (null when it fits): over the size or properties limit."""
+    from pyspark.sql import functions as F
+
+    props = properties_size(keys, tags, properties)
+    stored = stored_size(body, props, topic)
+    too_large = F.concat(
+        F.lit("message of "), stored.cast("string"),
+        F.lit(" bytes (body "), F.octet_length(body).cast("string"),
+        F.lit(f" bytes) is over RocketMQ's maximum message size of {MAX_MESSAGE_BYTES} bytes"),
+    )  # fmt: skip
+    too_many_props = F.concat(
+        F.lit("message properties take "), props.cast("string"),
+        F.lit(f" bytes, over RocketMQ's limit of {MAX_PROPERTIES_BYTES}"),
+    )  # fmt: skip
+    return F.when(stored > MAX_MESSAGE_BYTES, too_large).when(props > MAX_PROPERTIES_BYTES, too_many_props)
