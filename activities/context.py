@@ -6,7 +6,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from worker.spark import get_spark
+from activities.spark import get_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -40,7 +40,7 @@ def stack_config() -> StackConfig:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    from worker.spark import get_spark
+    from activities.spark import get_spark
 
     env = settings()
     session = get_spark(env.spark_master, driver_memory=env.spark_driver_memory, app_name="sluice-tests")
