@@ -15,6 +15,7 @@ FAULT_FIELDS = (
         "fail.once.marker", str, "", doc="fail once, creating this marker file; succeed while it exists"
     ),
     ConfigField("slow.ms", int, 0, doc="sleep this long per batch"),
+    ConfigField("fail.on.close", bool, False, doc="raise from close() (the runtime must log it and go on)"),
 )
 
 

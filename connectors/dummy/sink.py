@@ -3,7 +3,7 @@
 ``fail.at.offset``: lines before that record offset are written and flushed, then it raises naming
 the record position. ``fail.once.marker``: the first attempt writes half of the batch then raises.
 Both leave exactly the partial write a crashed worker would, so tests can check that re-running the
-plan repairs it.
+plan repairs it. ``fail.on.close``: ``close()`` raises (the runtime logs it and goes on).
 """
 
 from __future__ import annotations
@@ -38,6 +38,11 @@ class DummySinkTask(FileSinkTask):
                     f"partition {partition!r} offset {offset}"
                 )
             fh.write(line.encode("utf-8") + b"\n")
+
+    def close(self) -> None:
+        super().close()
+        if self.config.get("fail.on.close"):
+            raise InjectedFault(f"connector {self.name!r}: injected failure in close()")
 
 
 class DummySinkConnector(FileSinkConnector):
