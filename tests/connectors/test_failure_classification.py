@@ -91,7 +91,7 @@ CASES: list[tuple[str, BaseException, int, FailureKind]] = [
     ("rocketmq ACL, first attempt", AuthError("rocketmq: permission denied"), 2, RETRIABLE),
     ("rocketmq ACL, persisting", AuthError("rocketmq: permission denied"), PERMISSION_ATTEMPTS + 3, CONFIG),
     # the store's own verdicts
-    ("data loss", DataLossError("t", "broker-a:0", 0, 5, "were deleted"), 1, FailureKind.DATA_LOSS),
+    ("data loss", DataLossError("queue broker-a:0", "[0, 5)", "was deleted"), 1, FailureKind.DATA_LOSS),
     ("plan conflict", PlanConflictError("batch 3: ranges differ"), 1, FailureKind.PLAN_CONFLICT),
     # services down, timeouts, locks, resets: retried
     ("broker down", BrokerUnavailableError("rocketmq: connection refused"), 1, RETRIABLE),

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from activities.sink_runner import QueueView
 from connectors.model import DataLossPolicy, PartitionRange
-from connectors.planning import plan_batch
+from connectors.planner import PlanRequest, plan_next
 from connectors.rocketmq.offsets import check_data_loss, earliest_offsets, latest_offsets
 from connectors.rocketmq.spark_source import plan_from_json, plan_to_json, register
 from connectors.rocketmq.spark_writer import read_write_summary
@@ -61,8 +62,9 @@ def read(spark: SparkSession, cfg: StackConfig, ranges: Any, **options: str) -> 
 
 
 def full_plan(client: SyncRocketMQClient, topic: str) -> tuple[PartitionRange, ...]:
-    committed = earliest_offsets(client, topic)
-    return plan_batch("test", 0, 0, committed, latest_offsets(client, topic), None, topic=topic).ranges
+    """Every queue from its earliest to its latest offset, planned by the runtime's planner."""
+    plan = plan_next(PlanRequest("test", 0, 0, {}), QueueView(client, [topic], 0, 1)).plan
+    return plan.ranges if plan is not None else ()
 
 
 def body_of(i: int) -> bytes:
