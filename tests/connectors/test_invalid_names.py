@@ -56,7 +56,7 @@ def test_source_topic_names_are_checked_at_create(config: dict[str, str], field:
     result = validate_config("src", config)
     assert len(result.errors) == 1, result.errors
     assert field in result.errors[0] and shown in result.errors[0] and "RocketMQ" in result.errors[0]
-    assert result.errors[0].startswith("connector src:")
+    assert result.errors[0].startswith("connector 'src':")
 
 
 def test_every_sink_topic_is_checked(tmp_path: Path) -> None:
