@@ -66,20 +66,23 @@ Handles = dict[int, workflow.ActivityHandle[object]]
 
 @workflow.defn(name="ConnectorWorkflow")
 class ConnectorWorkflow:
-    def __init__(self) -> None:
-        self.s = WorkflowState(name="", config={})
+    @workflow.init
+    def __init__(self, state: WorkflowState | ConnectorStatus) -> None:
+        """State from the input before any handler runs: an update that arrives with the start (a
+        ``stop`` right after ``create``) sees the connector's real name and state."""
+        self.s = state if isinstance(state, WorkflowState) else WorkflowState(**vars(state))
+        self.s.name = self.s.name or workflow.info().workflow_id
         self._published: tuple[str, str, str, str] | None = None
 
     # ---- run ---------------------------------------------------------------------------------
     @workflow.run
     async def run(self, state: WorkflowState | ConnectorStatus) -> ConnectorStatus:
-        """Start from a client's ConnectorStatus(name, config) or the state a previous run carried.
+        """Start from a client's ConnectorStatus(name, config) or the state a previous run carried
+        (``__init__`` has taken it; updates accepted since then are already in ``self.s``).
 
         Temporal decodes the input as the first type of the union that fits: always WorkflowState,
         whose extra fields all have defaults; the union lets clients pass a plain ConnectorStatus.
         """
-        self.s = state if isinstance(state, WorkflowState) else WorkflowState(**vars(state))
-        self.s.name = self.s.name or workflow.info().workflow_id
         if not self.s.connector_class:
             result = await self._validate(self.s.config)
             if result.errors:
@@ -88,7 +91,12 @@ class ConnectorWorkflow:
                 self._publish()
                 return self.s.view()
             self._apply_validation(result)
-            self.s.state = ConnectorState.RUNNING
+            if self.s.state == ConnectorState.UNASSIGNED:
+                self.s.state = ConnectorState.RUNNING
+            else:  # paused or stopped while it was being validated: its tasks wait for a resume
+                held = TaskState.PAUSED if self.s.state == ConnectorState.PAUSED else TaskState.STOPPED
+                for task in self.s.tasks:
+                    task.state = held
         elif self.s.options is None and workflow.patched(PATCH_TYPED_OPTIONS):
             result = await self._validate(self.s.config)
             self.s.options = result.options
@@ -341,7 +349,7 @@ class ConnectorWorkflow:
 
     @pause.validator
     def _validate_pause(self) -> None:
-        self._require(ConnectorState.RUNNING, ConnectorState.PAUSED)
+        self._require(ConnectorState.UNASSIGNED, ConnectorState.RUNNING, ConnectorState.PAUSED)
 
     @workflow.update
     async def resume(self) -> ConnectorStatus:
@@ -366,7 +374,11 @@ class ConnectorWorkflow:
     @stop.validator
     def _validate_stop(self) -> None:
         self._require(
-            ConnectorState.RUNNING, ConnectorState.PAUSED, ConnectorState.STOPPED, ConnectorState.FAILED
+            ConnectorState.UNASSIGNED,
+            ConnectorState.RUNNING,
+            ConnectorState.PAUSED,
+            ConnectorState.STOPPED,
+            ConnectorState.FAILED,
         )
 
     @workflow.update

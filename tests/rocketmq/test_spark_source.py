@@ -135,9 +135,10 @@ def test_same_plan_reads_the_same_rows_and_stops_at_end(
 
     # A range that ends before the queue does: exactly [start, end), nothing more.
     queue = plan[0]
-    middle = PartitionRange(queue.partition, queue.start + 3, queue.start + 7, topic_name)
+    start = queue.start.offset
+    middle = PartitionRange(queue.partition, start + 3, start + 7, topic_name)
     got = read(rspark, stack_config, [middle]).orderBy("queue_offset").collect()
-    assert [r["queue_offset"] for r in got] == [queue.start + 3 + i for i in range(4)]
+    assert [r["queue_offset"] for r in got] == [start + 3 + i for i in range(4)]
     expected = [r for r in first if r["partition"] == queue.partition][3:7]
     assert got == expected
 
@@ -208,7 +209,7 @@ def test_range_beyond_the_queue_is_data_loss(
         topic_name,
     )
     (queue,) = full_plan(client, topic_name)
-    beyond = [PartitionRange(queue.partition, queue.start, queue.end + 10, topic_name)]
+    beyond = [PartitionRange(queue.partition, queue.start, queue.end.offset + 10, topic_name)]
     with pytest.raises(Exception, match=rf"data loss in topic '{topic_name}' queue {queue.partition}"):
         read(rspark, stack_config, beyond).collect()
     got = read(rspark, stack_config, beyond, failOnDataLoss="false").orderBy("queue_offset").collect()

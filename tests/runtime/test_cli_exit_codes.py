@@ -258,11 +258,15 @@ async def test_unreachable_temporal_names_the_address(cli: CliEnv) -> None:
     assert_one_line_error(run, 6, "127.0.0.1:1")
 
 
-async def test_unexpected_error_is_one_line_with_a_debug_hint(cli: CliEnv) -> None:
-    env = {**cli.env, "SLUICE_PAYLOAD_KEY": "not-a-fernet-key"}
-    run = await sluice(cli, "connector", "list", env=env)
+async def test_unexpected_error_is_one_line_with_a_debug_hint(cli: CliEnv, tmp_path: Path) -> None:
+    # A state directory that is a regular file: nothing Sluice names as a known error.
+    not_a_dir = tmp_path / "state"
+    not_a_dir.write_text("")
+    env = {**cli.env, "SLUICE_STATE_DIR": str(not_a_dir)}
+    run = await sluice(cli, "stack", "status", env=env)
     assert_one_line_error(run, 1, "--debug")
-    debug = await sluice(cli, "--debug", "connector", "list", env=env)
+    assert "NotADirectoryError" in run.stderr
+    debug = await sluice(cli, "--debug", "stack", "status", env=env)
     assert debug.code == 1 and "Traceback" in debug.stderr, str(debug)
 
 

@@ -184,3 +184,21 @@ async def test_encrypting_codec_keeps_configs_out_of_history_in_plaintext(
         raw = b"".join(event.SerializeToString() for event in history.events)  # payload bytes as stored
         assert b"binary/sluice-fernet" in raw and password.encode() not in raw
         await sluice.delete(name)
+
+
+async def test_pause_and_stop_right_after_create_are_kept(env: tuple[Client, SluiceClient]) -> None:
+    """An update in the same breath as the start (Kafka Connect lets you create a connector paused)
+    is accepted while the config is still being validated, and the tasks wait for a resume."""
+    _, sluice = env
+    paused, stopped = (f"early-{what}-{uuid.uuid4().hex[:6]}" for what in ("pause", "stop"))
+    await _start(sluice, paused, {"tasks.max": "2"})
+    assert (await sluice.pause(paused)).state == ConnectorState.PAUSED
+    await _start(sluice, stopped, {"tasks.max": "1"})
+    assert (await sluice.stop(stopped)).state == ConnectorState.STOPPED
+    await wait_for(lambda: _tasks_are(sluice, paused, TaskState.PAUSED, TaskState.PAUSED), 30, "paused")
+    await wait_for(lambda: _tasks_are(sluice, stopped, TaskState.STOPPED), 30, "stopped")
+    assert starts_of(paused) == [] and starts_of(stopped) == []
+    await sluice.resume(paused)
+    await wait_for(lambda: _tasks_are(sluice, paused, TaskState.RUNNING, TaskState.RUNNING), 30, "resumed")
+    for name in (paused, stopped):
+        await sluice.delete(name)
