@@ -127,7 +127,8 @@ def plan_next(request: PlanRequest, view: PositionView) -> PlanDecision:
             now,
             request.data_loss,
             connector=request.connector,
-            replaced=_replaced(start, now) if now is not None else "",
+            # Only a committed position can name another object; a new partition starts as it is now.
+            replaced=_replaced(start, now) if now is not None and k in committed else "",
             planning=True,
         )
         if now is not None:
