@@ -168,12 +168,26 @@ def _connector(args: argparse.Namespace) -> int:
     owned = OwnedRuntime()
     code = _guarded(args, lambda: asyncio.run(_connector_async(args, owned.runtime)))
     if not owned.release():
-        # Last resort, never seen in tests: something still holds the client, so the runtime's
-        # threads would outlive the interpreter. Skip finalization rather than crash in it.
+        # Never seen in tests: something still holds the client, so the runtime's threads would
+        # outlive the interpreter. ``entry`` (the console script) then skips finalization.
+        _UNRELEASED_RUNTIMES.append(owned)
+    return code
+
+
+# Runtimes a command could not release; only the process's entry point may act on it (a caller of
+# ``main`` in-process, such as a test, must never be exited from under it).
+_UNRELEASED_RUNTIMES: list[object] = []
+
+
+def entry() -> None:
+    """The ``sluice`` console script: ``main``, then exit — without interpreter finalization if a
+    Temporal runtime could not be released (its threads would crash the process while it finalizes)."""
+    code = main()
+    if _UNRELEASED_RUNTIMES:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
-    return code
+    sys.exit(code)
 
 
 def _guarded(args: argparse.Namespace, run: Callable[[], object]) -> int:
@@ -271,4 +285,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

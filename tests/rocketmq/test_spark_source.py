@@ -215,7 +215,7 @@ def test_range_beyond_the_queue_is_data_loss(
     got = read(rspark, stack_config, beyond, failOnDataLoss="false").orderBy("queue_offset").collect()
     assert [bytes(r["body"]) for r in got] == [b"only-%d" % i for i in range(5)]
     vanished = [PartitionRange("broker-a:9", 0, 3, topic_name)]
-    with pytest.raises(Exception, match=r"queue broker-a:9: offsets \[0, 3\) are gone"):
+    with pytest.raises(Exception, match=r"queue broker-a:9: \[0, 3\) is gone: the partition vanished"):
         read(rspark, stack_config, vanished).collect()
     assert read(rspark, stack_config, vanished, failOnDataLoss="false").collect() == []
     # The driver-side check agrees with what the executors decided.
