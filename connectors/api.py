@@ -47,7 +47,7 @@ from connectors.config import (
     FieldError,
 )
 from connectors.model import BatchPlan, PartitionRange
-from connectors.positions import Position
+from connectors.positions import Position, offset_backlog, offset_batch_end
 from connectors.transforms import chain_errors
 
 if TYPE_CHECKING:
@@ -136,13 +136,11 @@ class SourceTask(ABC):
 
     def backlog(self, partition: str, start: Position, latest: Position) -> int | None:
         """Units between ``start`` and ``latest``; None when unknown without reading."""
-        return latest.offset - start.offset if start.is_offset and latest.is_offset else None
+        return offset_backlog(start, latest)
 
     def batch_end(self, partition: str, start: Position, latest: Position, budget: int | None) -> Position:
         """Where a batch of at most ``budget`` units from ``start`` ends (on a record boundary)."""
-        if budget is None or not (start.is_offset and latest.is_offset):
-            return latest
-        return latest.moved_to(min(latest.offset, start.offset + budget))
+        return offset_batch_end(start, latest, budget)
 
     @abstractmethod
     def read(self, spark: SparkSession, ranges: Sequence[PartitionRange]) -> DataFrame:

@@ -28,7 +28,7 @@ from typing import Protocol, runtime_checkable
 from connectors.data_loss import check_range
 from connectors.model import BatchPlan, DataLossPolicy, PartitionRange
 from connectors.planning import Earliest, StartPolicy, natural_key, resolve_start, share_budget
-from connectors.positions import PartitionKey, Position
+from connectors.positions import PartitionKey, Position, offset_backlog, offset_batch_end
 
 IDENTITY_META = "id"
 
@@ -212,11 +212,9 @@ class OffsetView:
     """``backlog`` and ``batch_end`` for views whose positions are single integer offsets."""
 
     def backlog(self, key: PartitionKey, start: Position, latest: Position) -> int | None:
-        return latest.offset - start.offset
+        return offset_backlog(start, latest)
 
     def batch_end(
         self, key: PartitionKey, start: Position, latest: Position, budget: int | None
     ) -> Position:
-        if budget is None:
-            return latest
-        return latest.moved_to(min(latest.offset, start.offset + budget))
+        return offset_batch_end(start, latest, budget)

@@ -140,6 +140,19 @@ def as_position(value: Position | int) -> Position:
     raise TypeError(f"not a position: {value!r}")
 
 
+def offset_backlog(start: Position, latest: Position) -> int | None:
+    """Units between two offset positions; None for composite ones (unknown without reading)."""
+    return latest.offset - start.offset if start.is_offset and latest.is_offset else None
+
+
+def offset_batch_end(start: Position, latest: Position, budget: int | None) -> Position:
+    """Where at most ``budget`` units from ``start`` end, for offset positions (``latest`` when there
+    is no budget, or for composite positions whose source must decide itself)."""
+    if budget is None or not (start.is_offset and latest.is_offset):
+        return latest
+    return latest.moved_to(min(latest.offset, start.offset + budget))
+
+
 @dataclass(frozen=True, order=True)
 class PartitionKey:
     """What a position belongs to: a source partition (``topic`` empty: a file, a table) or a

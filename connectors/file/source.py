@@ -25,7 +25,7 @@ from connectors.api import SourceConnector, SourceTask, split_round_robin
 from connectors.config import ConfigDef, ConfigField, FieldError
 from connectors.file.lines import Lines, split_lines
 from connectors.model import PartitionRange
-from connectors.positions import Position
+from connectors.positions import Position, offset_batch_end
 from connectors.records import empty_records, records_from_columns
 
 if TYPE_CHECKING:
@@ -180,7 +180,7 @@ class FileSourceTask(SourceTask):
 
     # ---- batch limits -------------------------------------------------------------------------
     def batch_end(self, partition: str, start: Position, latest: Position, budget: int | None) -> Position:
-        end = latest.offset if budget is None else min(latest.offset, start.offset + budget)
+        end = offset_batch_end(start, latest, budget).offset
         return latest.moved_to(self.snap_end(partition, start.offset, end))
 
     def snap_end(self, partition: str, start: int, end: int) -> int:
