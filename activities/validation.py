@@ -39,7 +39,7 @@ def validate_config(name: str, config: Mapping[str, Any]) -> ValidationResult:
             "",
             [f"connector {name!r}: field {k!r}: expected a string value, got {config[k]!r}" for k in bad],
         )
-    class_name = config.get("connector.class", "")
+    class_name = config.get("connector.class") or config.get("connector-class") or ""
     if not class_name.strip():
         return ValidationResult("", "", [f"connector {name!r}: field 'connector.class' is required"])
     try:
@@ -52,6 +52,8 @@ def validate_config(name: str, config: Mapping[str, Any]) -> ValidationResult:
             "",
             [f"connector {name!r}: field 'connector.class': {class_name} failed to load: {exc}"],
         )
+    # One set of key names from here on (aliases from Kafka/RocketMQ Connect files renamed).
+    config = connector_cls.full_config_def(name).canonical({**config, "connector.class": class_name})
     raw = {**config, "name": config.get("name") or name}
     kind = "sink" if issubclass(connector_cls, SinkConnector) else "source"
     try:

@@ -66,6 +66,10 @@ class ConfigField:
     secret: bool = False
     validator: Callable[[Any], str | None] | None = None
     choices: tuple[Any, ...] | None = None
+    #: other names users' existing files give this key (Kafka Connect's, RocketMQ Connect's)
+    aliases: tuple[str, ...] = ()
+    #: maps a converted value to its canonical spelling (a Java class name to a short name)
+    normalize: Callable[[Any], Any] | None = None
 
     @property
     def required(self) -> bool:
@@ -155,9 +159,38 @@ class ConfigDef:
     def _prefix(self, name: str) -> str:
         return f"{self.owner}: field {name!r}" if self.owner else f"field {name!r}"
 
+    def canonical(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """``raw`` with every alias key renamed to the field's own name (the own name wins).
+
+        Applied once where a config enters the runtime, so everything after it — task configs,
+        status, Temporal history — speaks one set of names whichever peer's file it came from.
+        """
+        out = dict(raw)
+        for f in self.fields:
+            for alias in f.aliases:
+                if alias in out:
+                    value = out.pop(alias)
+                    out.setdefault(f.name, value)
+        return out
+
+    def _alias_conflicts(self, raw: Mapping[str, Any]) -> list[FieldError]:
+        errors = []
+        for f in self.fields:
+            given = [k for k in (f.name, *f.aliases) if k in raw]
+            if len({str(raw[k]) for k in given}) > 1:
+                errors.append(
+                    FieldError(
+                        f.name,
+                        f"{self._prefix(f.name)} is given twice with different values, as "
+                        + " and ".join(repr(k) for k in given),
+                    )
+                )
+        return errors
+
     def _check(self, raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[FieldError]]:
         values: dict[str, Any] = {}
-        errors: list[FieldError] = []
+        errors: list[FieldError] = self._alias_conflicts(raw)
+        raw = self.canonical(raw)
         for f in self.fields:
             present = f.name in raw and raw[f.name] is not None
             if not present or (
@@ -179,6 +212,8 @@ class ConfigDef:
             except ValueError as exc:
                 errors.append(FieldError(f.name, f"{self._prefix(f.name)}: {exc}, got {shown}"))
                 continue
+            if f.normalize is not None:
+                value = f.normalize(value)
             if f.choices is not None:
                 candidates = value if isinstance(value, list) else [value]
                 bad = [v for v in candidates if v not in f.choices]
@@ -205,7 +240,7 @@ class ConfigDef:
         values, errors = self._check(raw)
         if errors:
             raise ConfigError(errors)
-        extra = {k: v for k, v in raw.items() if k not in self._by_name}
+        extra = {k: v for k, v in self.canonical(raw).items() if k not in self._by_name}
         return {**extra, **values}
 
     def redact(self, raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -288,13 +323,42 @@ def valid_optional_topic(value: Any) -> str | None:
 
 
 CONVERTER_CHOICES: Final = ("string", "json", "bytes")
+#: Converter class names in Kafka Connect's and RocketMQ Connect's configs, and Sluice's converter
+#: each one means (README, "Aliases").
+CONVERTER_ALIASES: Final = {
+    "org.apache.kafka.connect.json.JsonConverter": "json",
+    "org.apache.kafka.connect.storage.StringConverter": "string",
+    "org.apache.kafka.connect.converters.ByteArrayConverter": "bytes",
+    "org.apache.rocketmq.connect.runtime.converter.record.json.JsonConverter": "json",
+    "org.apache.rocketmq.connect.runtime.converter.JsonConverter": "json",
+    "org.apache.rocketmq.connect.runtime.converter.record.StringConverter": "string",
+    "org.apache.rocketmq.connect.runtime.converter.record.ByteArrayConverter": "bytes",
+}
+
+
+def converter_name(value: Any) -> Any:
+    """Sluice's converter for a converter name or a known Kafka/RocketMQ Connect class name."""
+    return CONVERTER_ALIASES.get(str(value).strip(), value)
+
 
 _COMMON: Final = (
-    ConfigField("connector.class", str, doc="plugin short name or 'module:Class'", validator=non_empty),
+    ConfigField(
+        "connector.class",
+        str,
+        doc="plugin short name, a Kafka/RocketMQ Connect class name, or 'module:Class'",
+        validator=non_empty,
+        aliases=("connector-class",),
+    ),
     ConfigField("name", str, "", doc="connector name"),
-    ConfigField("tasks.max", int, 1, doc="upper bound on tasks", validator=at_least(1)),
-    ConfigField("key.converter", str, "string", choices=CONVERTER_CHOICES),
-    ConfigField("value.converter", str, "string", choices=CONVERTER_CHOICES),
+    ConfigField(
+        "tasks.max", int, 1, doc="upper bound on tasks", validator=at_least(1), aliases=("max.tasks",)
+    ),
+    ConfigField(
+        "key.converter", str, "string", choices=CONVERTER_CHOICES, normalize=converter_name
+    ),
+    ConfigField(
+        "value.converter", str, "string", choices=CONVERTER_CHOICES, normalize=converter_name
+    ),
     ConfigField("value.converter.schemas.enable", bool, False, doc="Connect JSON envelope {schema, payload}"),
     ConfigField("value.converter.schema", str, "", doc="Spark DDL of the value for the json converter"),
     ConfigField("transforms", list[str], [], doc="comma list of transform aliases, applied in order"),
@@ -345,13 +409,25 @@ _COMMON: Final = (
 
 COMMON_SOURCE_FIELDS: Final[tuple[ConfigField, ...]] = (
     *_COMMON,
-    ConfigField("topic", str, doc="RocketMQ topic the records go to", validator=valid_topic),
+    ConfigField(
+        "topic",
+        str,
+        doc="RocketMQ topic the records go to",
+        validator=valid_topic,
+        aliases=("connect.topicname",),
+    ),
     ConfigField("topic.auto.create", bool, True, doc="create the topic if it does not exist"),
     ConfigField("topic.queues", int, 4, doc="queues of an auto-created topic", validator=at_least(1)),
 )
 
 COMMON_SINK_FIELDS: Final[tuple[ConfigField, ...]] = (
     *_COMMON,
-    ConfigField("topics", list[str], doc="comma list of RocketMQ topics to read", validator=valid_topics),
+    ConfigField(
+        "topics",
+        list[str],
+        doc="comma list of RocketMQ topics to read",
+        validator=valid_topics,
+        aliases=("connect.topicnames",),
+    ),
 )
 

@@ -323,14 +323,14 @@ class JsonConverter(Converter):
 
 def converter_for(config: Mapping[str, Any], prefix: str = "value.converter") -> Converter:
     """The converter a (parsed or raw) connector config asks for: ``string`` | ``json`` | ``bytes``."""
-    from connectors.config import ConfigField
+    from connectors.config import ConfigField, converter_name
 
-    name = str(config.get(prefix) or "string").strip().lower()
-    if name in ("string", "org.apache.kafka.connect.storage.stringconverter"):
+    name = str(converter_name(config.get(prefix) or "string")).strip().lower()
+    if name == "string":
         return StringConverter()
-    if name in ("bytes", "org.apache.kafka.connect.converters.bytearrayconverter"):
+    if name == "bytes":
         return BytesConverter()
-    if name in ("json", "org.apache.kafka.connect.json.jsonconverter"):
+    if name == "json":
         schemas = ConfigField(f"{prefix}.schemas.enable", bool, False).convert(
             config.get(f"{prefix}.schemas.enable", False)
         )

@@ -33,10 +33,13 @@ from connectors.transforms import load_transform_class
 
 __all__ = [
     "BUILTIN_CONNECTORS",
+    "CONNECTOR_ALIASES",
     "CONNECTOR_GROUP",
     "TRANSFORM_GROUP",
     "PluginNotFoundError",
     "connector_entry_points",
+    "builtin_name",
+    "connector_aliases",
     "known_connectors",
     "load_connector_class",
     "load_transform_class",
@@ -51,14 +54,35 @@ BUILTIN_CONNECTORS: Final = {
     "postgres-sink": "connectors.postgres.sink:PostgresSinkConnector",
 }
 
+#: Connector class names from Kafka Connect's and RocketMQ Connect's configs, and the built-in
+#: connector each one runs (README, "Aliases"): a user's existing file runs unchanged.
+CONNECTOR_ALIASES: Final = {
+    "org.apache.kafka.connect.file.FileStreamSourceConnector": "file-source",
+    "FileStreamSource": "file-source",
+    "org.apache.kafka.connect.file.FileStreamSinkConnector": "file-sink",
+    "FileStreamSink": "file-sink",
+    "org.apache.rocketmq.connect.file.FileSourceConnector": "file-source",
+    "org.apache.rocketmq.connect.file.FileSinkConnector": "file-sink",
+}
+
+
+def builtin_name(name: str) -> str:
+    """The built-in short name a connector class alias stands for (the name itself otherwise)."""
+    return CONNECTOR_ALIASES.get(name.strip(), name.strip())
+
 
 def known_connectors(extra: Iterable[EntryPoint] | None = None) -> list[str]:
     return sorted({*BUILTIN_CONNECTORS, *connector_entry_points(extra)})
 
 
+def connector_aliases() -> dict[str, str]:
+    """Every accepted class-name alias and the built-in connector it runs."""
+    return dict(CONNECTOR_ALIASES)
+
+
 def load_connector_class(name: str, extra: Iterable[EntryPoint] | None = None) -> type[Connector]:
     """The connector class for a short name, entry point name or dotted path; unknown -> clear error."""
-    key = name.strip()
+    key = builtin_name(name)
     eps = connector_entry_points(extra)
     try:
         if key in BUILTIN_CONNECTORS:

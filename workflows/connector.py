@@ -425,7 +425,7 @@ class ConnectorWorkflow:
         self._require(
             ConnectorState.RUNNING, ConnectorState.PAUSED, ConnectorState.STOPPED, ConnectorState.FAILED
         )
-        if not request.config.get("connector.class"):
+        if not (request.config.get("connector.class") or request.config.get("connector-class")):
             raise ValueError("reconfigure: connector.class is required")
 
     @workflow.update

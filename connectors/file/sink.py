@@ -115,5 +115,13 @@ class FileSinkConnector(SinkConnector):
     plugin_name = "file-sink"
     task_class = FileSinkTask
     config_def = ConfigDef(
-        (ConfigField("file", str, doc="path of the file to append to", validator=_writable_path),)
+        (
+            ConfigField(
+                "file",
+                str,
+                doc="path of the file to append to",
+                validator=_writable_path,
+                aliases=("filename",),
+            ),
+        )
     )

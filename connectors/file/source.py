@@ -245,7 +245,7 @@ class FileSourceConnector(SourceConnector):
     task_class = FileSourceTask
     config_def = ConfigDef(
         (
-            ConfigField("file", str, "", doc="path of the file to read"),
+            ConfigField("file", str, "", doc="path of the file to read", aliases=("filename",)),
             ConfigField("files", list[str], [], doc="comma list of paths; one partition per file"),
             ConfigField("encoding", str, "utf-8", validator=_known_encoding),
             ConfigField(
@@ -260,6 +260,7 @@ class FileSourceConnector(SourceConnector):
 
     def validate(self, raw_config: Mapping[str, Any]) -> list[FieldError]:
         errors = super().validate(raw_config)
+        raw_config = self.config_def.canonical(raw_config)
         has_file = bool(str(raw_config.get("file") or "").strip())
         has_files = bool(raw_config.get("files"))
         if has_file == has_files:
