@@ -48,7 +48,9 @@ def problems(raw: object, name: str) -> list[str]:
     if not isinstance(raw, dict):
         return [f"{where}: the workflow input must be a JSON object like {EXAMPLE}, got {_json_type(raw)}"]
     errors = []
-    if "name" in raw and not isinstance(raw["name"], str):
+    if "name" not in raw:
+        errors.append(f"{where}: field 'name': required, the NAME of the workflow id sluice-connector-NAME")
+    elif not isinstance(raw["name"], str):
         errors.append(f"{where}: field 'name': expected a string, got {_json_type(raw['name'])}")
     if "config" not in raw:
         errors.append(f"{where}: field 'config': required, an object of connector settings like {EXAMPLE}")
