@@ -43,7 +43,7 @@ from worker.errors import (
     ConnectorStateError,
     TemporalUnavailableError,
 )
-from workflows import search_attributes
+from workflows import search_attributes, status_text
 from workflows.connector import ConnectorWorkflow
 from workflows.types import (
     ConnectorState,
@@ -155,7 +155,7 @@ class SluiceClient:
                         SearchAttributePair(search_attributes.CONNECTOR_KIND, result.kind),
                     ]
                 ),
-                static_summary=f"{result.kind} connector {name} ({result.connector_class})",
+                static_summary=status_text.summary(name, result.kind, result.connector_class),
             )
         try:
             return await self.status(name)

@@ -353,7 +353,10 @@ class ConnectorWorkflow:
             return
         task = self.s.tasks[report.task_id]
         if task.state == TaskState.RUNNING:
-            task.detail = clip(report.detail, 1_000)
+            if report.metrics is not None:
+                task.metrics = report.metrics
+            else:
+                task.detail = clip(report.detail, 1_000)
             workflow.set_current_details(details(self.s))
 
     # ---- updates -----------------------------------------------------------------------------

@@ -98,6 +98,19 @@ class TaskOutcome:
     records: int
 
 
+@dataclass(frozen=True)
+class TaskMetrics:
+    """A running task's throughput and backlog, reported after batches (status, Temporal UI)."""
+
+    last_batch: int = -1  # id of the last committed batch
+    last_batch_records: int = 0
+    last_batch_time: str = ""  # ISO-8601 UTC, when it committed
+    records: int = 0  # records moved by the current task activity
+    records_per_s: float = 0.0  # since the previous report
+    lag: int = -1  # units between the committed and the latest positions; -1: unknown
+    lag_unit: str = "records"  # or "bytes" (file sources count bytes)
+
+
 @dataclass
 class TaskStatus:
     """One task as the workflow sees it; times are ISO-8601 UTC from ``workflow.now()``."""
@@ -114,6 +127,7 @@ class TaskStatus:
     next_retry_time: str = ""  # when the waiting retry starts; empty when none waits
     running_since: str = ""  # when the current task activity was started
     detail: str = ""  # what the task reports it is doing (``report_task``), e.g. a file it waits for
+    metrics: TaskMetrics | None = None  # the latest metrics report; None before the first batch
 
 
 @dataclass
@@ -170,8 +184,10 @@ class WorkflowState(ConnectorStatus):
 
 @dataclass(frozen=True)
 class TaskReport:
-    """Signal ``report_task``: a task says what it is doing; an empty detail clears it."""
+    """Signal ``report_task``: a task says what it is doing (an empty detail clears it), or, with
+    ``metrics``, how it is doing (the detail is then left as it is)."""
 
     task_id: int
     generation: int
     detail: str = ""
+    metrics: TaskMetrics | None = None
