@@ -14,9 +14,9 @@ import pytest
 
 from deploy.local.config import StackConfig
 from deploy.local.temporal import temporal_binary
-from tests.runtime.conftest import runtime_env, start_worker  # noqa: F401 - fixtures used here
+from tests.runtime.conftest import runtime_env, sluice, start_worker  # noqa: F401 - fixtures used here
 
-__all__ = ["TemporalCli", "runtime_env", "start_worker"]
+__all__ = ["TemporalCli", "runtime_env", "sluice", "start_worker"]
 
 
 @dataclass(frozen=True)

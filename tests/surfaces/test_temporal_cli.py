@@ -41,7 +41,7 @@ async def test_file_pipeline_started_controlled_and_deleted_with_the_temporal_cl
         temporal_cli, runtime_env.task_queue, f"dst-{name}",
         {"connector.class": "file-sink", "file": str(dst), "topics": topic_name, **common},
     )  # fmt: skip
-    await wait_for(lambda: _read(dst) == _read(src), 180, "the sink file to equal the source file")
+    await wait_for(lambda: _read(dst) == _read(src), 600, "the sink file to equal the source file")
 
     # Found by its search attribute; the status query reads it.
     await wait_for(
