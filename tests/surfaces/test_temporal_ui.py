@@ -68,10 +68,11 @@ async def _open_connector(page: Page, workflow_id: str) -> None:
     await page.get_by_text("User Metadata", exact=True).first.wait_for(timeout=30_000)
 
 
-async def _current_details(page: Page) -> str:
-    """The Markdown the workflow set (``set_current_details``), as the UI renders it (an iframe)."""
+async def _user_metadata(page: Page, which: str) -> str:
+    """The UI's User Metadata tab renders each Markdown text in its own iframe: ``summary`` (the
+    static summary a client gave at start) or ``current-details`` (``set_current_details``)."""
     await page.get_by_text("User Metadata", exact=True).first.click()
-    body = page.frame_locator("iframe[src*='/render']").locator("body")
+    body = page.frame_locator(f"#user-metadata-{which}").locator("body")
     await body.wait_for(timeout=30_000)
     return await body.inner_text()
 
@@ -124,9 +125,9 @@ async def test_ui_finds_the_connector_by_search_attribute_and_shows_state_and_de
     )
     assert "Running" in row or "RUNNING" in row, row
     await _open_connector(page, workflow_id)
-    details = await _current_details(page)
-    metadata = await _main_text(page)
-    assert f"source connector {name} (file-source)" in metadata, metadata  # the static summary
+    details = await _user_metadata(page, "current-details")
+    summary = await _user_metadata(page, "summary")
+    assert f"source connector {name} (file-source)" in summary, summary
     assert f"{name} (source: file-source) — RUNNING" in details, details
     assert "task 0: RUNNING" in details, details
     assert "last batch" in details and "records/s" in details and "lag 0 bytes" in details, details
@@ -141,7 +142,7 @@ async def test_ui_finds_the_connector_by_search_attribute_and_shows_state_and_de
     assert paused.state == ConnectorState.PAUSED
     await _find_by_attributes(page, ui, f"ConnectorName='{name}' AND ConnectorState='PAUSED'", workflow_id)
     await _open_connector(page, workflow_id)
-    details = await _current_details(page)
+    details = await _user_metadata(page, "current-details")
     assert f"{name} (source: file-source) — PAUSED" in details, details
     assert "task 0: PAUSED" in details, details
     await page.close()
