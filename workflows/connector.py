@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import search_attributes as sa
     from workflows import tasks as task_rules
     from workflows.failures import NON_RETRYABLE_ERRORS, Failure, FailureKind, classify, clip
+    from workflows.offsets import OffsetUpdates
     from workflows.status_text import details
     from workflows.types import (
         DELETE_OFFSETS_ACTIVITY,
@@ -65,7 +66,7 @@ Handles = dict[int, workflow.ActivityHandle[object]]
 
 
 @workflow.defn(name="ConnectorWorkflow")
-class ConnectorWorkflow:
+class ConnectorWorkflow(OffsetUpdates):
     @workflow.init
     def __init__(self, state: WorkflowState | ConnectorStatus) -> None:
         """State from the input before any handler runs: an update that arrives with the start (a
@@ -73,6 +74,7 @@ class ConnectorWorkflow:
         self.s = state if isinstance(state, WorkflowState) else WorkflowState(**vars(state))
         self.s.name = self.s.name or workflow.info().workflow_id
         self._published: tuple[str, str, str, str] | None = None
+        self._offsets_busy = 0  # offset changes in flight (workflows/offsets.py)
 
     # ---- run ---------------------------------------------------------------------------------
     @workflow.run
@@ -364,6 +366,7 @@ class ConnectorWorkflow:
     @resume.validator
     def _validate_resume(self) -> None:
         self._require(ConnectorState.PAUSED, ConnectorState.STOPPED, ConnectorState.RUNNING)
+        self._require_offsets_idle("resume")
 
     @workflow.update
     async def stop(self) -> ConnectorStatus:
@@ -401,6 +404,7 @@ class ConnectorWorkflow:
         self._require(
             ConnectorState.RUNNING, ConnectorState.FAILED, ConnectorState.PAUSED, ConnectorState.STOPPED
         )
+        self._require_offsets_idle("restart")
 
     @workflow.update
     async def reconfigure(self, request: Reconfigure) -> ConnectorStatus:
