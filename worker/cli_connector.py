@@ -21,9 +21,13 @@ if TYPE_CHECKING:
     from worker.client import SluiceClient
     from workflows.types import ConnectorStatus
 
-EXIT_CODES_HELP = """Exit codes: 0 ok, 1 unexpected error, 2 usage error or invalid config,
-3 connector not found, 4 connector already exists, 5 not allowed in the connector's current state,
-6 Temporal unreachable, 7 the connector did not answer (no worker?), 130 interrupted."""
+EXIT_CODES_HELP = """\b
+Exit codes:
+  0  ok                     4  connector already exists
+  1  unexpected error       5  not allowed in the connector's current state
+  2  usage / invalid config 6  Temporal unreachable
+  3  connector not found    7  the connector did not answer (no worker?)
+                            130 interrupted"""
 
 app = typer.Typer(
     help="Create and manage connectors.",

@@ -9,13 +9,16 @@ as in Kafka: a running task would overwrite them with its next commit.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from worker import cli_render as render
 from worker.cli_common import DebugOpt, Output, OutputOpt, begin, call
 from worker.errors import UsageError
+
+if TYPE_CHECKING:
+    from worker.client import SluiceClient
 
 app = typer.Typer(
     help="A connector's committed offsets: get, alter or reset (alter/reset need a STOPPED connector).",
@@ -101,7 +104,7 @@ def alter(
     begin(ctx, debug)
     entries = read_offsets(file, partition, offset)
 
-    async def run(client: Any) -> list[dict[str, Any]]:
+    async def run(client: SluiceClient) -> list[dict[str, Any]]:
         await client.alter_offsets(name, entries)
         return list(await client.offsets(name))
 
@@ -115,7 +118,7 @@ def reset(
     """Forget every committed offset (the connector must be STOPPED): it starts over when resumed."""
     begin(ctx, debug)
 
-    async def run(client: Any) -> list[dict[str, Any]]:
+    async def run(client: SluiceClient) -> list[dict[str, Any]]:
         await client.reset_offsets(name)
         return list(await client.offsets(name))
 
