@@ -20,7 +20,8 @@ topic=connect-test
 # (file name, content, expected name, expected config, expected initial state)
 FILES = [
     ("kafka.properties", KAFKA_STANDALONE, "local-file-source",
-     {"connector.class": "FileStreamSource", "tasks.max": "1", "file": "test.txt", "topic": "connect-test"}, ""),
+     {"connector.class": "FileStreamSource", "tasks.max": "1", "file": "test.txt",
+      "topic": "connect-test"}, ""),
     ("post.json",
      '{"name": "src", "config": {"connector.class": "file-source", "tasks.max": 2, "x.enabled": true}}',
      "src", {"connector.class": "file-source", "tasks.max": "2", "x.enabled": "true"}, ""),

@@ -217,8 +217,19 @@ def offsets_table(name: str, offsets: Sequence[Mapping[str, Any]]) -> Renderable
         return Text(f"connector {name} has no committed offsets")
     table = Table("partition", "offset", title=f"offsets of {name}", title_justify="left")
     for entry in offsets:
-        table.add_row(_compact(entry.get("partition")), _compact(entry.get("offset")))
+        table.add_row(_compact(entry.get("partition")), _position(entry.get("offset")))
     return table
+
+
+def _position(offset: Any) -> str:
+    """``{"position": {"v": 1, "key": [40], "meta": {"file": "…"}}}`` as ``40 (file=…)``."""
+    position = offset.get("position") if isinstance(offset, Mapping) else None
+    if not isinstance(position, Mapping) or "key" not in position:
+        return _compact(position if position is not None else offset)
+    key = position["key"]
+    text = ", ".join(str(k) for k in key) if isinstance(key, list) else str(key)
+    meta = position.get("meta")
+    return f"{text} ({_compact(meta)})" if isinstance(meta, Mapping) and meta else text
 
 
 def _compact(value: Any) -> str:
