@@ -131,3 +131,35 @@ def test_connector_commands_do_not_import_spark(stack_config: StackConfig) -> No
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == "2 []", result
     assert "connector light has an invalid configuration" in result.stderr
+
+
+def test_watch_frame_shows_records_rate_last_batch_and_lag() -> None:
+    """The watch view's arithmetic: records/s between two heartbeats of one run, reset on a new run."""
+    from rich.console import Console
+
+    from worker.cli_watch import Beat, Rates, frame
+    from workflows.types import ConnectorState, ConnectorStatus, TaskState, TaskStatus
+
+    status = ConnectorStatus(
+        name="w1",
+        config={},
+        state=ConnectorState.RUNNING,
+        connector_class="dummy-source",
+        kind="source",
+        tasks=[TaskStatus(0, TaskState.RUNNING, attempt=1), TaskStatus(1, TaskState.FAILED, error="boom")],
+    )
+    rates = Rates()
+    details = {"records": 100, "batches": 2, "last_committed_batch": 1, "phase": "idle"}
+    frame(status, {0: Beat("task-0-g0-a1", details, at=10.0)}, rates, 1.0)
+    later = {**details, "records": 400, "last_committed_batch": 7, "lag": {"q0": 12}}
+    view = frame(status, {0: Beat("task-0-g0-a1", later, at=12.0)}, rates, 1.0)
+    console = Console(width=200, record=True, force_terminal=True)
+    console.print(view)
+    text = console.export_text()
+    row = next(line for line in text.splitlines() if line.startswith("│ 0"))
+    cells = [c.strip() for c in row.split("│")[1:-1]]
+    assert cells[:6] == ["0", "RUNNING", "1", "400", "150.0", "7"], cells
+    assert "boom" in text and "lag per partition" in text and "q0" in text and "12" in text
+    # A new run of the task (another activity id) counts from zero: no rate until its second beat.
+    assert rates.update(0, Beat("task-0-g1-a2", {"records": 5}, at=13.0)) is None
+    assert rates.update(0, Beat("task-0-g1-a2", {"records": 25}, at=14.0)) == 20.0
