@@ -90,3 +90,20 @@ def validate_config(name: str, config: Mapping[str, Any]) -> ValidationResult:
         task_count=len(task_configs),
     )
     return ValidationResult(class_name, kind, [], task_configs, options)
+
+
+def secret_fields(config: Mapping[str, Any]) -> frozenset[str]:
+    """The fields ``config``'s connector declares secret (none when its class cannot be loaded:
+    the caller then relies on secret-looking key names, connectors.sealing)."""
+    from connectors.plugins import PluginNotFoundError, load_connector_class
+
+    class_name = str(config.get("connector.class") or config.get("connector-class") or "")
+    try:
+        connector_cls = load_connector_class(class_name)
+        fields = connector_cls.full_config_def()
+    except (PluginNotFoundError, ImportError, TypeError, ValueError):
+        return frozenset()
+    names = set(fields.secret_names)
+    for name in fields.secret_names:
+        names.update(fields[name].aliases)
+    return frozenset(names)
