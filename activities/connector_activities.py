@@ -42,7 +42,7 @@ class ConnectorActivities:
 
     @activity.defn(name=VALIDATE_ACTIVITY)
     def validate(self, spec: ConnectorSpec) -> ValidationResult:
-        return validate_config(spec.name, spec.config)
+        return validate_config(spec.name, spec.config, self.ctx.secret_providers())
 
     @activity.defn(name=DELETE_OFFSETS_ACTIVITY)
     def delete_offsets(self, connector: str) -> None:
