@@ -34,18 +34,23 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.connector_activities import validate_config
+from activities.offsets import OFFSETS_ERROR, OffsetsFormatError, parse_offsets
+from activities.validation import secret_fields
+from connectors.sealing import Sealer, seal_config
 from worker.errors import (
     ConnectorConfigError,
     ConnectorError,
     ConnectorExistsError,
     ConnectorNotAnsweringError,
     ConnectorNotFoundError,
+    ConnectorOffsetsError,
     ConnectorStateError,
     TemporalUnavailableError,
 )
 from workflows import search_attributes, status_text
 from workflows.connector import ConnectorWorkflow
 from workflows.types import (
+    AlterOffsets,
     ConnectorState,
     ConnectorStatus,
     DeleteRequest,
@@ -63,6 +68,7 @@ __all__ = [
     "ConnectorExistsError",
     "ConnectorNotAnsweringError",
     "ConnectorNotFoundError",
+    "ConnectorOffsetsError",
     "ConnectorStateError",
     "SluiceClient",
     "TemporalUnavailableError",
@@ -79,6 +85,8 @@ class SluiceClient:
     task_queue: str = "sluice"
     # Seconds a worker has to answer a query or accept an update (ConnectorNotAnsweringError after).
     answer_timeout: float = 30.0
+    #: seals literal secrets before a config enters Temporal (connectors.sealing); None: left as given
+    sealer: Sealer | None = None
 
     @classmethod
     async def connect(
@@ -89,9 +97,17 @@ class SluiceClient:
         runtime: Runtime | None = None,
     ) -> SluiceClient:
         """Connect; short-lived processes pass a ``worker.temporal_client.OwnedRuntime``'s runtime."""
+        from worker.settings import settings
         from worker.temporal_client import connect
 
-        return cls(await connect(address, namespace, runtime), task_queue)
+        sealer = Sealer(settings().sealing_key())
+        return cls(await connect(address, namespace, runtime), task_queue, sealer=sealer)
+
+    def _sealed(self, config: dict[str, str]) -> dict[str, str]:
+        """``config`` with literal secrets sealed: they never reach workflow history in plaintext."""
+        if self.sealer is None:
+            return dict(config)
+        return seal_config(config, self.sealer, secret_fields(config))
 
     def handle(self, name: str) -> WorkflowHandle[Any, Any]:
         return self.client.get_workflow_handle(workflow_id_for(name), result_type=ConnectorStatus)
@@ -109,6 +125,8 @@ class SluiceClient:
                 raise ConnectorConfigError(
                     name, [cause.message.removeprefix("invalid configuration: ")]
                 ) from exc
+            if isinstance(cause, ApplicationError) and cause.type == OFFSETS_ERROR:
+                raise ConnectorOffsetsError(name, cause.message) from exc
             raise ConnectorStateError(name, operation, cause) from cause
         except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError) as exc:
             if operation == "query":
@@ -144,7 +162,7 @@ class SluiceClient:
         with self._errors(name, "create"):
             await self.client.start_workflow(
                 ConnectorWorkflow.run,
-                ConnectorStatus(name=name, config=dict(config)),
+                ConnectorStatus(name=name, config=self._sealed(config)),
                 id=workflow_id_for(name),
                 task_queue=self.task_queue,
                 search_attributes=TypedSearchAttributes(
@@ -222,7 +240,7 @@ class SluiceClient:
         result = validate_config(name, config)
         if result.errors:
             raise ConnectorConfigError(name, result.errors)
-        return await self._update(name, "reconfigure", Reconfigure(dict(config)))
+        return await self._update(name, "reconfigure", Reconfigure(self._sealed(config)))
 
     async def delete(self, name: str, *, delete_offsets: bool = True) -> None:
         with self._errors(name, "delete"):
@@ -234,6 +252,35 @@ class SluiceClient:
                 )
             await update.result()
             await self.handle(name).result()
+
+    async def offsets(self, name: str) -> list[dict[str, Any]]:
+        """Committed offsets, Kafka Connect's shape (activities/offsets.py): one
+        ``{"partition": {"partition", "topic"?}, "offset": {"position"}}`` per partition read."""
+        result = await self._update_raw(name, "offsets", None, list)
+        return list(result)
+
+    async def alter_offsets(self, name: str, offsets: list[dict[str, Any]]) -> None:
+        """Set (or, with ``"offset": null``, forget) positions; only while STOPPED, else
+        ConnectorStateError. Entries are checked here first: ConnectorOffsetsError names the bad one."""
+        try:
+            parse_offsets(name, offsets)
+        except OffsetsFormatError as exc:
+            raise ConnectorOffsetsError(name, str(exc)) from None
+        await self._update_raw(name, "alter_offsets", AlterOffsets(list(offsets)), None)
+
+    async def reset_offsets(self, name: str) -> None:
+        """Forget every position (read from the start on resume); only while STOPPED."""
+        await self._update_raw(name, "reset_offsets", None, None)
+
+    async def _update_raw(self, name: str, update: str, arg: object, result_type: type | None) -> Any:
+        """Like ``_update`` for updates that do not answer with a ConnectorStatus."""
+        args = [] if arg is None else [arg]
+        with self._errors(name, update):
+            async with asyncio.timeout(self.answer_timeout):
+                handle = await self.handle(name).start_update(
+                    update, args=args, wait_for_stage=WorkflowUpdateStage.ACCEPTED, result_type=result_type
+                )
+            return await handle.result()
 
     async def list(self) -> list[str]:
         names = []

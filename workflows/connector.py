@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import start_input
     from workflows import tasks as task_rules
     from workflows.failures import NON_RETRYABLE_ERRORS, Failure, FailureKind, classify, clip
+    from workflows.offsets import OffsetUpdates
     from workflows.status_text import details
     from workflows.types import (
         DELETE_OFFSETS_ACTIVITY,
@@ -67,7 +68,7 @@ Handles = dict[int, workflow.ActivityHandle[object]]
 
 
 @workflow.defn(name="ConnectorWorkflow")
-class ConnectorWorkflow:
+class ConnectorWorkflow(OffsetUpdates):
     @workflow.init
     def __init__(self, state: WorkflowState | ConnectorStatus | Any = None) -> None:
         """State from the input before any handler runs: an update that arrives with the start (a
@@ -86,6 +87,7 @@ class ConnectorWorkflow:
             self.s = start_input.failed_state(state, workflow.info().workflow_id)
         self.s.name = self.s.name or start_input.name_from(None, workflow.info().workflow_id)
         self._published: tuple[str, str, str, str] | None = None
+        self._offsets_busy = 0  # offset changes in flight (workflows/offsets.py)
 
     # ---- run ---------------------------------------------------------------------------------
     @workflow.run
@@ -383,6 +385,7 @@ class ConnectorWorkflow:
     @resume.validator
     def _validate_resume(self) -> None:
         self._require(ConnectorState.PAUSED, ConnectorState.STOPPED, ConnectorState.RUNNING)
+        self._require_offsets_idle("resume")
 
     @workflow.update
     async def stop(self) -> ConnectorStatus:
@@ -422,6 +425,7 @@ class ConnectorWorkflow:
         self._require(
             ConnectorState.RUNNING, ConnectorState.FAILED, ConnectorState.PAUSED, ConnectorState.STOPPED
         )
+        self._require_offsets_idle("restart")
 
     @workflow.update
     async def reconfigure(self, request: Reconfigure) -> ConnectorStatus:

@@ -33,6 +33,9 @@ class TaskState(StrEnum):
 VALIDATE_ACTIVITY = "validate_connector"
 RUN_TASK_ACTIVITY = "run_connector_task"
 DELETE_OFFSETS_ACTIVITY = "delete_connector_offsets"
+READ_OFFSETS_ACTIVITY = "read_connector_offsets"
+ALTER_OFFSETS_ACTIVITY = "alter_connector_offsets"
+RESET_OFFSETS_ACTIVITY = "reset_connector_offsets"
 
 
 def workflow_id_for(connector: str) -> str:
@@ -160,6 +163,23 @@ class DeleteRequest:
 @dataclass(frozen=True)
 class Reconfigure:
     config: dict[str, str]
+
+
+@dataclass(frozen=True)
+class AlterOffsets:
+    """Update ``alter_offsets``: Kafka Connect's ``{"partition": …, "offset": …}`` entries, exactly as
+    the ``offsets`` update returns them (``offset`` None forgets that partition). Parsed by the
+    activity, never by workflow code."""
+
+    offsets: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class OffsetsChange:
+    """Input of the alter-offsets activity: which connector, and the entries as the user gave them."""
+
+    connector: str
+    offsets: list[dict[str, Any]]
 
 
 @dataclass
