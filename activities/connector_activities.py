@@ -17,7 +17,7 @@ from activities.context import RuntimeContext
 from activities.errors import config_error
 from activities.heartbeat import Heartbeater
 from activities.runner import BatchRunner, TaskSetup
-from activities.task_metrics import BatchMeter
+from activities.task_metrics import BatchMeter, partition_lag
 from activities.validation import validate_config
 from workflows.types import (
     DELETE_OFFSETS_ACTIVITY,
@@ -95,6 +95,7 @@ class ConnectorActivities:
                 hb.progress.last_committed_batch = plan.batch_id
                 hb.progress.batches += 1
                 hb.progress.records += records
+                hb.progress.lag = partition_lag(runner.setup.backlog, plan) or {}
                 hb.beat()
                 self._report_metrics(inp, meter.committed(plan, records, runner.setup.backlog))
             outcome = TaskOutcome(inp.task_id, hb.progress.batches, hb.progress.records)

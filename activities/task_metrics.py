@@ -18,17 +18,24 @@ from workflows.types import TaskMetrics
 REPORT_EVERY_S = 5.0
 
 
-def lag_after(backlog: Mapping[str, int | None], plan: BatchPlan | None) -> int:
-    """Units still behind once ``plan`` commits, from the backlog seen when it was planned; -1
-    when unknown (a re-run has no fresh backlog; composite positions cannot be counted)."""
+def partition_lag(backlog: Mapping[str, int | None], plan: BatchPlan | None) -> dict[str, int] | None:
+    """Units each partition is still behind once ``plan`` commits, from the backlog seen when it
+    was planned; None when unknown (a re-run has no fresh backlog; composite positions cannot be
+    counted). Also the heartbeat's ``lag`` mapping that ``sluice connector watch`` shows."""
     if not backlog or any(units is None for units in backlog.values()):
-        return -1
+        return None
     taken: dict[str, int] = {}
     for r in plan.ranges if plan is not None else ():
         if not (r.start.is_offset and r.end.is_offset):
-            return -1
+            return None
         taken[str(r.key)] = r.end.offset - r.start.offset
-    return sum(max(0, (units or 0) - taken.get(key, 0)) for key, units in backlog.items())
+    return {key: max(0, (units or 0) - taken.get(key, 0)) for key, units in backlog.items()}
+
+
+def lag_after(backlog: Mapping[str, int | None], plan: BatchPlan | None) -> int:
+    """The total of :func:`partition_lag`; -1 when unknown."""
+    lag = partition_lag(backlog, plan)
+    return -1 if lag is None else sum(lag.values())
 
 
 class BatchMeter:
