@@ -20,7 +20,8 @@ def _start(cli: TemporalCli, queue: str, name: str, config: dict[str, str]) -> s
     workflow_id = f"sluice-connector-{name}"
     cli.run(
         "workflow", "start", "--type", "ConnectorWorkflow", "--task-queue", queue,
-        "--workflow-id", workflow_id, "--input", json.dumps({"name": name, "config": config}),
+        "--workflow-id", workflow_id, "--static-summary", f"connector {name}",
+        "--input", json.dumps({"name": name, "config": config}),
     )  # fmt: skip
     return workflow_id
 
@@ -52,6 +53,16 @@ async def test_file_pipeline_started_controlled_and_deleted_with_the_temporal_cl
     status = temporal_cli.status(source)
     assert (status["name"], status["state"], status["kind"]) == (f"src-{name}", "RUNNING", "source")
     assert [t["state"] for t in status["tasks"]] == ["RUNNING"]
+    described = temporal_cli.json("workflow", "describe", "--workflow-id", source)
+    assert described["executionConfig"]["userMetadata"]["summary"] == f"connector src-{name}"
+    run_id = described["workflowExecutionInfo"]["execution"]["runId"]
+    # The same start again returns the running connector and starts nothing.
+    again = temporal_cli.json(
+        "workflow", "start", "--type", "ConnectorWorkflow", "--task-queue", runtime_env.task_queue,
+        "--workflow-id", source, "--input", json.dumps({"name": f"src-{name}", "config": {}}),
+    )  # fmt: skip
+    assert again["runId"] == run_id
+    assert temporal_cli.status(source)["config"]["file"] == str(src)
 
     # Paused: appended lines stay in the source file until resume.
     assert temporal_cli.update(source, "pause")["state"] == "PAUSED"
@@ -75,6 +86,15 @@ async def test_file_pipeline_started_controlled_and_deleted_with_the_temporal_cl
     assert temporal_cli.update(sink, "restart")["generation"] == generation + 1
     restarted = temporal_cli.update(sink, "restart", "--input", '{"only_failed": true}')
     assert restarted["generation"] == generation + 2 and restarted["state"] == "RUNNING"
+
+    # Reconfigure from plain JSON: the sink now writes a second file.
+    dst2 = tmp_path / "out2.txt"
+    sink_config = {"connector.class": "file-sink", "file": str(dst2), "topics": topic_name, **common}
+    changed = temporal_cli.update(sink, "reconfigure", "--input", json.dumps({"config": sink_config}))
+    assert changed["config"]["file"] == str(dst2)
+    with src.open("a") as f:
+        f.write("after reconfigure\n")
+    await wait_for(lambda: _read(dst2).endswith("after reconfigure\n"), 300, "the reconfigured sink's file")
 
     # An update the state does not allow is refused with the connector's name; nothing changes.
     assert temporal_cli.update(sink, "stop")["state"] == "STOPPED"
