@@ -1,4 +1,4 @@
-"""`make demo`: a real pipeline on the local stack — file -> RocketMQ -> file — with live progress.
+"""`make demo-file`: a real pipeline on the local stack — file -> RocketMQ -> file — with live progress.
 
 1. starts a `sluice worker` process (Temporal worker + SparkSession);
 2. writes 20,000 lines to a source file and creates a file-source and a file-sink connector;
