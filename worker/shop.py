@@ -18,16 +18,18 @@ The load generator never deletes: timestamp and incrementing modes cannot see de
 from __future__ import annotations
 
 import random
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any, Final
 
 from sqlalchemy import create_engine, event
-from sqlalchemy.engine import URL, Engine
+from sqlalchemy.engine import URL, Engine, make_url
 
 #: Table name -> MariaDB DDL. Every table has ``id`` as its primary key and ``updated_at``.
 SHOP_DDL: Final = {
@@ -93,8 +95,10 @@ _ADVANCE_ORDER: Final = (
 
 def connect_url(url: URL | str) -> Engine:
     """An engine whose connections read and write times in UTC (MariaDB or PostgreSQL)."""
-    engine = create_engine(url, pool_pre_ping=True)
-    backend = engine.url.get_backend_name()
+    backend = (url if isinstance(url, URL) else make_url(url)).get_backend_name()
+    # LOAD DATA LOCAL INFILE (create_shop) must be allowed by the client as well as the server.
+    connect_args = {"local_infile": True} if backend in ("mysql", "mariadb") else {}
+    engine = create_engine(url, pool_pre_ping=True, connect_args=connect_args)
 
     @event.listens_for(engine, "connect")
     def _utc(dbapi_conn: Any, _record: Any) -> None:
@@ -157,29 +161,36 @@ class ShopSize:
     orders: int = 300_000
 
 
+def _tsv_value(value: Any) -> str:
+    if value is None:
+        return "\\N"
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ", timespec="microseconds")
+    if isinstance(value, str):
+        return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+    return str(value)
+
+
 def create_shop(engine: Engine, size: ShopSize = ShopSize(), seed: int = 7) -> dict[str, int]:
     """Create the three tables in ``engine``'s (empty) database and load them; rows per table.
 
-    Rows go in as multi-row INSERTs of 5,000 rows (PyMySQL's ``executemany``), one transaction
-    per table.
+    Rows are written to a tab-separated file and loaded with ``LOAD DATA LOCAL INFILE`` (about 3x
+    faster than PyMySQL's multi-row INSERTs here, where Python's escaping is the bottleneck).
     """
     rng = random.Random(seed)
     products = [_product(rng, i) for i in range(1, size.products + 1)]
     prices = [p[3] for p in products]
     plan: dict[str, tuple[str, Iterator[tuple[Any, ...]]]] = {
         "customers": (
-            "INSERT INTO customers (id, name, email, country, vip, created_at, updated_at) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            "id, name, email, country, vip, created_at, updated_at",
             (_customer(rng, i) for i in range(1, size.customers + 1)),
         ),
-        "products": (
-            "INSERT INTO products (id, sku, title, price, weight_kg, stock, updated_at) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s)",
-            iter(products),
-        ),
+        "products": ("id, sku, title, price, weight_kg, stock, updated_at", iter(products)),
         "orders": (
-            "INSERT INTO orders (id, customer_id, product_id, quantity, unit_price, total, status, note, "
-            "ordered_at, shipped_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            "id, customer_id, product_id, quantity, unit_price, total, status, note, ordered_at, shipped_at, "
+            "updated_at",
             (_order(rng, i, size.customers, size.products, prices) for i in range(1, size.orders + 1)),
         ),
     }
@@ -187,14 +198,21 @@ def create_shop(engine: Engine, size: ShopSize = ShopSize(), seed: int = 7) -> d
     raw = engine.raw_connection()
     try:
         cur = raw.cursor()
-        for table, (insert, rows) in plan.items():
-            cur.execute(f"DROP TABLE IF EXISTS {table}")
-            cur.execute(SHOP_DDL[table])
-            counts[table] = 0
-            for chunk in _chunks(rows, 5_000):
-                cur.executemany(insert, chunk)
-                counts[table] += len(chunk)
-            raw.commit()
+        with tempfile.TemporaryDirectory(prefix="sluice-shop-") as tmp:
+            for table, (columns, rows) in plan.items():
+                path = Path(tmp) / f"{table}.tsv"
+                with path.open("w", encoding="utf-8") as out:
+                    counts[table] = 0
+                    for row in rows:
+                        out.write("\t".join(_tsv_value(v) for v in row) + "\n")
+                        counts[table] += 1
+                cur.execute(f"DROP TABLE IF EXISTS {table}")
+                cur.execute(SHOP_DDL[table])
+                cur.execute(
+                    f"LOAD DATA LOCAL INFILE %s INTO TABLE {table} CHARACTER SET utf8mb4 ({columns})",
+                    (str(path),),
+                )
+                raw.commit()
         cur.close()
     finally:
         raw.close()
