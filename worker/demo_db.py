@@ -61,7 +61,7 @@ class DemoDatabases:
 
 def demo_databases(cfg: StackConfig) -> DemoDatabases:
     """The local stack's MariaDB (user with all privileges) and PostgreSQL servers."""
-    mariadb = make_url(cfg.mariadb_url)
+    mariadb = make_url(cfg.mariadb_url())
     return DemoDatabases(mariadb.set(database=None), make_url(cfg.database_url), mariadb.password or "")
 
 

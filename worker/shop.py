@@ -319,7 +319,7 @@ class LoadGenerator:
         try:
             cur = raw.cursor()
             cur.execute("SELECT (SELECT MAX(id) FROM orders), (SELECT MAX(id) FROM customers)")
-            max_orders, max_customers = cur.fetchone()
+            max_orders, max_customers = cur.fetchone() or (0, 0)
             ids = {"orders": int(max_orders or 0), "customers": int(max_customers or 0)}
             next_tick = time.monotonic()
             while not self._stop.is_set():

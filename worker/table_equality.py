@@ -172,7 +172,8 @@ def _rows(
         ]
     else:
         exprs = [f"{quote(c)}::text" for c in columns]
-    sql = f"SELECT {', '.join(exprs)} FROM {quote(table)} ORDER BY {quote(key)}"
+    # Qualified: an output column named like the key (``id::text`` is named ``id``) would sort as text.
+    sql = f"SELECT {', '.join(exprs)} FROM {quote(table)} ORDER BY {quote(table)}.{quote(key)}"
     with engine.connect().execution_options(stream_results=True, max_row_buffer=_FETCH) as conn:
         for part in conn.exec_driver_sql(sql).partitions(_FETCH):
             for row in part:
@@ -212,7 +213,7 @@ def _mariadb_client_rows(
         "mariadb", f"--host={url.host or '127.0.0.1'}", f"--port={url.port or 3306}",
         f"--user={url.username}", "--batch", "--skip-column-names", "--quick",
         "--default-character-set=utf8mb4", "--init-command=SET time_zone = '+00:00'", str(url.database),
-        "-e", f"SELECT {', '.join(exprs)} FROM `{table}` ORDER BY `{key}`",
+        "-e", f"SELECT {', '.join(exprs)} FROM `{table}` ORDER BY `{table}`.`{key}`",
     ]  # fmt: skip
     env = {**os.environ, "MYSQL_PWD": url.password or ""}
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as proc:
