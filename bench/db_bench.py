@@ -44,6 +44,8 @@ from worker.temporal_client import connect
 ROWS = int(sys.argv[1]) if len(sys.argv) > 1 else int(os.environ.get("BENCH_ROWS") or 1_000_000)
 WARM_UP_ROWS = min(ROWS, 200_000)
 WARM_UP_TABLE = "bench_warm_up"
+# Records keep their table's schema through RocketMQ in Connect's JSON envelope, as in the demo.
+CONVERTER = {"value.converter": "json", "value.converter.schemas.enable": "true"}
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,7 @@ def source_config(dbs: Databases, source: URL, table: str, name: str, poll_ms: i
         "topic.prefix": f"bench-{name}-",
         "batch.max.rows": "100000",
         "poll.interval.ms": str(poll_ms),
+        **CONVERTER,
     }
 
 
@@ -124,6 +127,7 @@ def sink_config(
         "table.name.format": target_table,
         "batch.max.records": "100000",
         "poll.interval.ms": str(poll_ms),
+        **CONVERTER,
     }
 
 
