@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import time
 from collections.abc import Sequence
@@ -197,6 +198,8 @@ async def run_demo(cfg: StackConfig, size: ShopSize, load_seconds: float, catch_
     async with started_worker(cfg, f"demo-db-worker-{run_id}", env):
         client = await SluiceClient.connect(cfg.temporal_address, cfg.temporal_namespace, queue)
         source_config, sink_config = connector_configs(run_id, dbs)
+        print("source config:", json.dumps(source_config, indent=2), sep="\n")
+        print("sink config:", json.dumps(sink_config, indent=2), sep="\n", flush=True)
         names = (f"shop-sink-{run_id}", f"shop-source-{run_id}")
         await client.create(names[0], sink_config)
         await client.create(names[1], source_config)
