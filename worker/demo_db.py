@@ -179,8 +179,25 @@ async def _watch(
                 raise SystemExit("demo: a connector failed:\n  " + "\n  ".join(failed))
         await asyncio.sleep(1)
     if stop_when_caught_up:
-        raise SystemExit(f"demo: the target did not catch up in time (last sample: {samples})")
+        behind = ", ".join(f"{s.table} {s.lag_rows:,} rows behind" for s in samples)
+        raise SystemExit(
+            f"demo: the target did not catch up in time ({behind})\n" + await _describe(client, names)
+        )
     return samples
+
+
+async def _describe(client: SluiceClient, names: Sequence[str]) -> str:
+    """Each connector's tasks as status shows them (state, what they wait for, their last error)."""
+    lines = []
+    for name in names:
+        status = await client.status(name)
+        lines.append(f"  {name}: {status.state}")
+        for t in status.tasks:
+            extra = "; ".join(x for x in (t.detail, t.last_error and f"last error: {t.last_error}") if x)
+            lines.append(
+                f"    task {t.task_id}: {t.state} (attempt {t.attempt}){' — ' + extra if extra else ''}"
+            )
+    return "\n".join(lines)
 
 
 async def run_demo(cfg: StackConfig, size: ShopSize, load_seconds: float, catch_up_s: float) -> bool:
