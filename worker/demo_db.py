@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -248,6 +249,10 @@ async def run_demo(cfg: StackConfig, size: ShopSize, load_seconds: float, catch_
     return equal
 
 
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m worker.demo_db", description=__doc__.splitlines()[0])
     parser.add_argument("--orders", type=int, default=300_000, help="orders in the initial load")
@@ -262,6 +267,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("demo: the local stack is not healthy; run `make up`", file=sys.stderr)
         return 1
     size = ShopSize(orders=args.orders)
+    # SIGTERM (timeout, CI) unwinds like Ctrl-C, so the demo's worker process is stopped too.
+    signal.signal(signal.SIGTERM, _interrupt)
     equal = asyncio.run(run_demo(cfg, size, args.load_seconds, args.catch_up_seconds))
     return 0 if equal else 1
 
