@@ -78,6 +78,12 @@ def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rest(args: argparse.Namespace) -> int:
+    from worker.rest.server import serve
+
+    return serve(args.host, args.port)
+
+
 def _parse_config(args: argparse.Namespace) -> dict[str, str]:
     """The config from ``--config-file`` and ``--set``; a malformed one is a UsageError naming it."""
     from worker.errors import UsageError
@@ -237,6 +243,11 @@ def build_parser() -> argparse.ArgumentParser:
         "worker", help="run a Temporal worker (connector workflows and task activities)"
     )
     worker_p.set_defaults(func=_worker)
+
+    rest_p = sub.add_parser("rest", help="serve RocketMQ Connect's and Kafka Connect's REST APIs")
+    rest_p.add_argument("--host", help="default SLUICE_REST_HOST (127.0.0.1)")
+    rest_p.add_argument("--port", type=int, help="default SLUICE_REST_PORT (8082)")
+    rest_p.set_defaults(func=_rest)
 
     conn = sub.add_parser(
         "connector",
