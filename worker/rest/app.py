@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hmac
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -116,19 +116,26 @@ def string_config(raw: Any, what: str) -> dict[str, str]:
     return out
 
 
-def create_app(settings: RestSettings | None = None, client: SluiceClient | None = None) -> FastAPI:
-    """The app; without ``client`` it connects to Temporal (worker.settings) when it starts."""
+async def _connect_from_settings() -> SluiceClient:
+    from worker.settings import settings as env
+
+    s = env()
+    return await SluiceClient.connect(s.temporal_address, s.temporal_namespace, s.task_queue)
+
+
+def create_app(
+    settings: RestSettings | None = None,
+    client: SluiceClient | None = None,
+    connect: Callable[[], Awaitable[SluiceClient]] | None = None,
+) -> FastAPI:
+    """The app. Without ``client`` it connects when it starts, on the server's own event loop
+    (``connect``, by default to worker.settings' Temporal address and task queue)."""
     from worker.rest import kafka, rocketmq
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if client is None:
-            from worker.settings import settings as env
-
-            s = env()
-            app.state.client = await SluiceClient.connect(
-                s.temporal_address, s.temporal_namespace, s.task_queue
-            )
+            app.state.client = await (connect or _connect_from_settings)()
         yield
 
     app = FastAPI(

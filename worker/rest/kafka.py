@@ -38,7 +38,6 @@ from worker.rest.common import (
     worker_label,
 )
 from worker.rest.errors import Flavour, RestError, error_response, status_of
-from workflows.types import ConnectorState
 
 READ = [Depends(reader)]
 WRITE = [Depends(writer)]
@@ -105,6 +104,10 @@ async def _create(
 ) -> dict[str, Any]:
     client = client_of(request)
     status = await client.create(check_new_name(name), config)
+    if not status.kind:  # not validated by the workflow yet: the kind the client's check found
+        from activities.validation import validate_config
+
+        status.kind = validate_config(name, config).kind
     if initial == "PAUSED":
         status = await client.pause(name)
     elif initial == "STOPPED":
@@ -161,7 +164,18 @@ def make_router(*, shared_with_rocketmq: bool) -> APIRouter:
         config.pop("name", None)
         return await _create(request, name, config, initial)
 
-    @router.get("/connectors/{name}", dependencies=READ, response_model=None)
+    either = {
+        "anyOf": [{"$ref": "#/components/schemas/KafkaError"}, {"$ref": "#/components/schemas/RocketMQError"}]
+    }
+    both_errors: dict[int | str, dict[str, Any]] = {
+        code: {
+            "description": "error: Kafka's body, or RocketMQ's with ?config=",
+            "content": {"application/json": {"schema": either}},
+        }
+        for code in (400, 401, 404, 409, 413, 500, 503)
+    }
+
+    @router.get("/connectors/{name}", dependencies=READ, response_model=None, responses=both_errors)
     async def connector_info(
         request: Request,
         name: str,
@@ -290,11 +304,7 @@ def make_router(*, shared_with_rocketmq: bool) -> APIRouter:
         except OffsetsFormatError as exc:
             raise RestError(400, str(exc)) from None
         client = client_of(request)
-        status = await client.status(check_name(name))
-        if status.state != ConnectorState.STOPPED:
-            raise RestError(
-                400, f"connector {name} is {status.state}; stop it (PUT /connectors/{name}/stop) first"
-            )
+        check_name(name)
         try:
             await client.alter_offsets(name, body["offsets"])
         except ConnectorStateError as exc:

@@ -208,9 +208,13 @@ async def plugin_config(plugin: Annotated[str, Query(description="connector clas
     return ok(plugins.config_definitions(plugin))
 
 
-@router.api_route(
-    "/plugin/config/validate", methods=["PUT", "POST"], dependencies=READ, openapi_extra=CONFIG_BODY
-)
+@router.post("/plugin/config/validate", dependencies=READ, openapi_extra=CONFIG_BODY)
+async def plugin_config_validate_post(request: Request) -> Envelope:
+    """Per-field errors of a config (POST form of the PUT below)."""
+    return await plugin_config_validate(request)
+
+
+@router.put("/plugin/config/validate", dependencies=READ, openapi_extra=CONFIG_BODY)
 async def plugin_config_validate(request: Request) -> Envelope:
     """Per-field errors of a config (Kafka Connect's ConfigInfos shape inside the envelope)."""
     config = string_config(await json_body(request), "config")
