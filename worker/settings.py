@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Final
@@ -45,6 +46,7 @@ def _local_stack(data: dict[str, Any]) -> StackConfig:
         namesrv_port=data["namesrv_port"],
         broker_port=data["broker_port"],
         proxy_port=data["proxy_port"],
+        mariadb_port=data["mariadb_port"],
         spark_master=data["spark_master"],
         temporal_namespace=data["temporal_namespace"],
     )
@@ -72,6 +74,7 @@ class Settings(BaseSettings):
     namesrv_port: Port = 19876
     broker_port: Port = 10911
     proxy_port: Port = 18081
+    mariadb_port: Port = 13306
     spark_master: str = Field(default="local[2]", min_length=1)
     spark_driver_memory: str = Field(default="2g", pattern=r"(?i)^\d+([kmgtp]b?)?$")
     # Where the worker and clients find the services; the local stack unless set.
@@ -83,6 +86,9 @@ class Settings(BaseSettings):
     namesrv: str = Field(default_factory=_local(lambda s: s.namesrv_address), min_length=1)
     max_tasks: int = Field(default=8, ge=1)
     payload_key: SecretStr | None = None
+    #: Fernet key sealing literal secrets of connector configs (connectors.sealing); unset: the
+    #: local key file ``<state_dir>/secrets.key``, created on first use.
+    secrets_key: SecretStr | None = None
     # `sluice rest` (worker/rest): RocketMQ Connect's port, loopback only unless asked.
     rest_host: str = Field(default="127.0.0.1", min_length=1)
     rest_port: Port = 8082
@@ -95,7 +101,7 @@ class Settings(BaseSettings):
     def _absolute(cls, value: Path) -> Path:
         return value.resolve()
 
-    @field_validator("payload_key")
+    @field_validator("payload_key", "secrets_key")
     @classmethod
     def _fernet_key(cls, value: SecretStr | None) -> SecretStr | None:
         """Refuse a malformed key at start, not at the first encrypted payload."""
@@ -123,7 +129,33 @@ class Settings(BaseSettings):
             spark_master=self.spark_master,
             spark_driver_memory=self.spark_driver_memory,
             store_schema=self.store_schema,
+            sealing_key=self.sealing_key(),
         )
+
+    def sealing_key(self) -> bytes:
+        """The key sealing connector secrets: ``SLUICE_SECRETS_KEY``, else the local key file.
+
+        Clients and workers must share it; on one machine (the local stack) the key file in the
+        state folder does that by itself, elsewhere set ``SLUICE_SECRETS_KEY`` everywhere.
+        """
+        if self.secrets_key is not None:
+            return self.secrets_key.get_secret_value().encode()
+        path = self.state_dir / "secrets.key"
+        if not path.exists():
+            from cryptography.fernet import Fernet
+
+            # Written aside, then linked into place: two processes starting at once agree on one key.
+            path.parent.mkdir(parents=True, exist_ok=True)
+            draft = path.with_name(f".secrets.key.{os.getpid()}")
+            draft.write_bytes(Fernet.generate_key())
+            draft.chmod(0o600)
+            try:
+                os.link(draft, path)
+            except FileExistsError:
+                pass
+            finally:
+                draft.unlink()
+        return path.read_bytes().strip()
 
     @property
     def max_concurrent_tasks(self) -> int:
@@ -149,7 +181,7 @@ _EXPECTED: Final[dict[str, Callable[[str], str]]] = {
     "string_too_short": lambda field: "expected a non-empty value",
     "string_pattern_mismatch": lambda field: "expected a size such as 512m or 2g",
 }
-_SECRET_FIELDS: Final = frozenset({"payload_key", "rest_token"})
+_SECRET_FIELDS: Final = frozenset({"payload_key", "secrets_key", "rest_token"})
 
 
 def _problem(error: Any) -> str:
