@@ -19,7 +19,8 @@ import pytest
 
 from deploy.local.config import StackConfig
 from worker.client import SluiceClient
-from worker.rest.app import RestSettings, create_app
+from worker.rest.app import create_app
+from worker.rest.deps import RestSettings
 
 TOKEN = "t0ken-for-tests"
 

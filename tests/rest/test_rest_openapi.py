@@ -26,7 +26,8 @@ from schemathesis.specs.openapi.checks import (
 from deploy.local.config import StackConfig
 from tests.rest.conftest import RestWorker
 from worker.client import SluiceClient
-from worker.rest.app import RestSettings, create_app
+from worker.rest.app import create_app
+from worker.rest.deps import RestSettings
 
 
 def _free_port() -> int:

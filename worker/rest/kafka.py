@@ -20,15 +20,6 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from activities.offsets import OffsetsFormatError, parse_offsets
 from worker.errors import ConnectorNotFoundError, ConnectorStateError, SluiceError
 from worker.rest import plugins, views
-from worker.rest.app import (
-    KAFKA_TAG,
-    client_of,
-    json_body,
-    parse_json,
-    reader,
-    string_config,
-    writer,
-)
 from worker.rest.common import (
     KafkaError,
     all_statuses,
@@ -36,6 +27,15 @@ from worker.rest.common import (
     check_new_name,
     error_responses,
     worker_label,
+)
+from worker.rest.deps import (
+    KAFKA_TAG,
+    client_of,
+    json_body,
+    parse_json,
+    reader,
+    string_config,
+    writer,
 )
 from worker.rest.errors import Flavour, RestError, error_response, status_of
 

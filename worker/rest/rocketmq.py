@@ -21,7 +21,6 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from worker.errors import ConnectorNotFoundError
 from worker.rest import plugins, views
-from worker.rest.app import ROCKETMQ_TAG, client_of, json_body, reader, string_config, writer
 from worker.rest.common import (
     Envelope,
     RocketMQError,
@@ -32,6 +31,7 @@ from worker.rest.common import (
     worker_ids,
     worker_label,
 )
+from worker.rest.deps import ROCKETMQ_TAG, client_of, json_body, reader, string_config, writer
 from worker.rest.errors import RestError
 
 router = APIRouter(

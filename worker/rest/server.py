@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from worker.rest.app import RestSettings, create_app
+from worker.rest.app import create_app
+from worker.rest.deps import RestSettings
 
 
 def rest_settings() -> RestSettings:
