@@ -96,6 +96,20 @@ def worker_command(ctx: typer.Context, debug: DebugOpt = False) -> None:
     worker_main()
 
 
+@app.command("rest")
+def rest_command(
+    ctx: typer.Context,
+    host: Annotated[str | None, typer.Option(help="default SLUICE_REST_HOST (127.0.0.1)")] = None,
+    port: Annotated[int | None, typer.Option(help="default SLUICE_REST_PORT (8082)")] = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Serve RocketMQ Connect's and Kafka Connect's REST APIs (worker/rest)."""
+    from worker.rest.server import serve
+
+    begin(ctx, debug)
+    serve(host, port)
+
+
 @app.command()
 def keygen(ctx: typer.Context) -> None:
     """Print a key for SLUICE_PAYLOAD_KEY (encrypted Temporal payloads)."""

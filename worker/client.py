@@ -285,7 +285,9 @@ class SluiceClient:
     async def list(self) -> list[str]:
         names = []
         try:
-            async for wf in self.client.list_workflows("WorkflowType='ConnectorWorkflow'"):
+            # Only this client's task queue: other deployments (and tests) share the namespace.
+            query = f"WorkflowType='ConnectorWorkflow' AND TaskQueue='{self.task_queue}'"
+            async for wf in self.client.list_workflows(query):
                 if wf.status == WorkflowExecutionStatus.RUNNING:
                     names.append(wf.id.removeprefix(workflow_id_for("")))
         except RPCError as exc:
