@@ -40,31 +40,72 @@ def _url(value: Any) -> str | None:
 
 
 FIELDS: Final = (
-    ConfigField("connection.url", str, doc="jdbc:mysql://, jdbc:mariadb://, jdbc:postgresql:// or SQLAlchemy URL",
-                validator=_url),  # fmt: skip
+    ConfigField(
+        "connection.url",
+        str,
+        doc="jdbc:mysql://, jdbc:mariadb://, jdbc:postgresql:// or SQLAlchemy URL",
+        validator=_url,
+    ),
     ConfigField("connection.user", str, "", doc="database user (wins over the URL's)"),
     ConfigField("connection.password", str, "", doc="database password", secret=True),
-    ConfigField("mode", str, doc="bulk | incrementing | timestamp | timestamp+incrementing",
-                choices=tuple(m.value for m in Mode)),  # fmt: skip
+    ConfigField(
+        "mode",
+        str,
+        doc="bulk | incrementing | timestamp | timestamp+incrementing",
+        choices=tuple(m.value for m in Mode),
+    ),
     ConfigField("incrementing.column.name", str, "", doc="strictly increasing integer column"),
     ConfigField("timestamp.column.name", list[str], [], doc="timestamp column(s); several: COALESCE"),
-    ConfigField("table.whitelist", list[str], [], doc="tables to read (db.table or schema.table)",
-                aliases=("table.include.list",)),  # fmt: skip
-    ConfigField("table.blacklist", list[str], [], doc="tables not to read when no whitelist is given",
-                aliases=("table.exclude.list",)),  # fmt: skip
+    ConfigField(
+        "table.whitelist",
+        list[str],
+        [],
+        doc="tables to read (db.table or schema.table)",
+        aliases=("table.include.list",),
+    ),
+    ConfigField(
+        "table.blacklist",
+        list[str],
+        [],
+        doc="tables not to read when no whitelist is given",
+        aliases=("table.exclude.list",),
+    ),
     ConfigField("query", str, "", doc="a custom SELECT read instead of tables (its rows: partition 'query')"),
     ConfigField("topic.prefix", str, "", doc="topic = prefix + table (characters RocketMQ refuses -> '_')"),
-    ConfigField("topic", str, "", doc="one topic for every table instead of topic.prefix + table",
-                validator=valid_optional_topic, aliases=("connect.topicname",)),  # fmt: skip
-    ConfigField("batch.max.records", int, 10_000, doc="rows per table per micro-batch",
-                validator=at_least(1), aliases=("batch.max.rows",)),  # fmt: skip
-    ConfigField("timestamp.delay.interval.ms", int, 0, doc="rows newer than now - this wait for a later batch",
-                validator=at_least(0)),  # fmt: skip
+    ConfigField(
+        "topic",
+        str,
+        "",
+        doc="one topic for every table instead of topic.prefix + table",
+        validator=valid_optional_topic,
+        aliases=("connect.topicname",),
+    ),
+    ConfigField(
+        "batch.max.records",
+        int,
+        10_000,
+        doc="rows per table per micro-batch",
+        validator=at_least(1),
+        aliases=("batch.max.rows",),
+    ),
+    ConfigField(
+        "timestamp.delay.interval.ms",
+        int,
+        0,
+        doc="rows newer than now - this wait for a later batch",
+        validator=at_least(0),
+    ),
     ConfigField("validate.non.null", bool, True, doc="refuse nullable incrementing/timestamp columns"),
-    ConfigField("db.timezone", str, "UTC", doc="zone of DATETIME / timestamp-without-zone columns",
-                validator=_zone),  # fmt: skip
-    ConfigField("read.split.rows", int, 100_000, doc="rows per Spark task when a batch is read in parallel",
-                validator=at_least(1)),  # fmt: skip
+    ConfigField(
+        "db.timezone", str, "UTC", doc="zone of DATETIME / timestamp-without-zone columns", validator=_zone
+    ),
+    ConfigField(
+        "read.split.rows",
+        int,
+        100_000,
+        doc="rows per Spark task when a batch is read in parallel",
+        validator=at_least(1),
+    ),
 )
 
 

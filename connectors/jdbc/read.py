@@ -94,16 +94,28 @@ def connect(params: ConnectParams, where: str) -> Any:
             import pymysql
 
             return pymysql.connect(
-                host=params.host, port=params.port, user=params.user, password=params.password,
-                database=params.database or None, charset="utf8mb4", autocommit=True,
-                init_command="SET time_zone = '+00:00'", connect_timeout=10,
-            )  # fmt: skip
+                host=params.host,
+                port=params.port,
+                user=params.user,
+                password=params.password,
+                database=params.database or None,
+                charset="utf8mb4",
+                autocommit=True,
+                init_command="SET time_zone = '+00:00'",
+                connect_timeout=10,
+            )
         import psycopg
 
         return psycopg.connect(
-            host=params.host, port=params.port, user=params.user, password=params.password or None,
-            dbname=params.database, autocommit=True, connect_timeout=10, options="-c TimeZone=UTC",
-        )  # fmt: skip
+            host=params.host,
+            port=params.port,
+            user=params.user,
+            password=params.password or None,
+            dbname=params.database,
+            autocommit=True,
+            connect_timeout=10,
+            options="-c TimeZone=UTC",
+        )
     except Exception as exc:
         place = f"{params.host}:{params.port}/{params.database} as {params.user!r}"
         detail = str(exc).replace(params.password, "********") if params.password else str(exc)
@@ -118,7 +130,9 @@ def fetch_all(conn: Any, sql: Sql) -> list[tuple[Any, ...]]:
         return [tuple(r) for r in cur.fetchall()]
 
 
-def table_columns(conn: Any, dialect: Dialect, table: str, where: str) -> tuple[list[MappedColumn], list[str]]:
+def table_columns(
+    conn: Any, dialect: Dialect, table: str, where: str
+) -> tuple[list[MappedColumn], list[str]]:
     """The table's columns mapped to Spark types, and its primary-key columns."""
     rows = fetch_all(conn, columns_query(dialect, table))
     if not rows:
@@ -128,10 +142,13 @@ def table_columns(conn: Any, dialect: Dialect, table: str, where: str) -> tuple[
     mapped, keys = [], []
     for name, kind, full, precision, scale, nullable, key in rows:
         info = ColumnInfo(
-            str(name), str(kind), str(full or ""),
-            None if precision is None else int(precision), None if scale is None else int(scale),
+            str(name),
+            str(kind),
+            str(full or ""),
+            None if precision is None else int(precision),
+            None if scale is None else int(scale),
             str(nullable).upper() == "YES",
-        )  # fmt: skip
+        )
         try:
             mapped.append(map_column(dialect, info, f"{where} table {table!r}"))
         except UnsupportedColumnType as exc:
@@ -147,18 +164,13 @@ def query_columns(conn: Any, dialect: Dialect, query: str, where: str) -> list[M
         cur.execute(f"SELECT * FROM ({query.replace('%', '%%')}) sluice_q WHERE 1 = 0", ())
         description = cur.description or []
         if dialect is Dialect.MYSQL:
-            fields = getattr(cur, "_result").fields
+            fields = cur._result.fields
             infos = [
-                mysql_info_from_field(
-                    f.name, f.type_code, f.length, f.scale, f.flags, f.charsetnr
-                )
+                mysql_info_from_field(f.name, f.type_code, f.length, f.scale, f.flags, f.charsetnr)
                 for f in fields
             ]
         else:
-            infos = [
-                postgres_info_from_oid(d.name, d.type_code, d.precision, d.scale)
-                for d in description
-            ]
+            infos = [postgres_info_from_oid(d.name, d.type_code, d.precision, d.scale) for d in description]
     out = []
     for info in infos:
         try:
@@ -190,11 +202,19 @@ def arrow_type(ddl: str) -> pa.DataType:
     import pyarrow as pa
 
     simple = {
-        "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(), "BIGINT": pa.int64(),
-        "FLOAT": pa.float32(), "DOUBLE": pa.float64(), "BOOLEAN": pa.bool_(), "DATE": pa.date32(),
-        "TIMESTAMP": pa.timestamp("us", tz="UTC"), "TIMESTAMP_NTZ": pa.timestamp("us"),
-        "BINARY": pa.binary(), "STRING": pa.string(),
-    }  # fmt: skip
+        "TINYINT": pa.int8(),
+        "SMALLINT": pa.int16(),
+        "INT": pa.int32(),
+        "BIGINT": pa.int64(),
+        "FLOAT": pa.float32(),
+        "DOUBLE": pa.float64(),
+        "BOOLEAN": pa.bool_(),
+        "DATE": pa.date32(),
+        "TIMESTAMP": pa.timestamp("us", tz="UTC"),
+        "TIMESTAMP_NTZ": pa.timestamp("us"),
+        "BINARY": pa.binary(),
+        "STRING": pa.string(),
+    }
     if ddl in simple:
         return simple[ddl]
     m = _DECIMAL.fullmatch(ddl)
@@ -206,14 +226,18 @@ def arrow_type(ddl: str) -> pa.DataType:
 def _fix(values: Sequence[Any], ddl: str) -> Sequence[Any]:
     """Driver values Arrow would not take as they are (MySQL BIT as bytes, memoryviews)."""
     if ddl == "BOOLEAN" and any(isinstance(v, bytes) for v in values):
-        return [None if v is None else (int.from_bytes(v, "big") != 0 if isinstance(v, bytes) else bool(v))
-                for v in values]  # fmt: skip
+        return [
+            None if v is None else (int.from_bytes(v, "big") != 0 if isinstance(v, bytes) else bool(v))
+            for v in values
+        ]
     if ddl == "BINARY" and any(isinstance(v, memoryview | bytearray) for v in values):
         return [None if v is None else bytes(v) for v in values]
     return values
 
 
-def rows_to_batch(rows: Sequence[Sequence[Any]], columns: Sequence[MappedColumn], where: str) -> pa.RecordBatch:
+def rows_to_batch(
+    rows: Sequence[Sequence[Any]], columns: Sequence[MappedColumn], where: str
+) -> pa.RecordBatch:
     """One Arrow batch of driver rows; a value that does not fit its column names the column."""
     import pyarrow as pa
 

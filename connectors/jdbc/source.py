@@ -74,8 +74,11 @@ class JdbcSourceTask(SourceTask):
     def __init__(self, config: Mapping[str, Any], task_id: int) -> None:
         super().__init__(config, task_id)
         self._where = f"connector {self.name!r}"
-        url = engine_url(str(config["connection.url"]), config.get("connection.user") or None,
-                         config.get("connection.password") or None)  # fmt: skip
+        url = engine_url(
+            str(config["connection.url"]),
+            config.get("connection.user") or None,
+            config.get("connection.password") or None,
+        )
         self.params = db.ConnectParams.of(url)
         self.dialect = dialect_of(url)
         self.mode = Mode(config["mode"])
@@ -115,30 +118,43 @@ class JdbcSourceTask(SourceTask):
             by_name = {c.name: c for c in columns}
             where = f"{self._where} table {partition!r}"
             needed = ([self.inc] if self.mode.uses_incrementing else []) + (
-                list(self.ts_cols) if self.mode.uses_timestamp else [])  # fmt: skip
+                list(self.ts_cols) if self.mode.uses_timestamp else []
+            )
             for name in needed:
                 col = by_name.get(name)
                 if col is None:
                     raise db.JdbcSourceConfigError(
                         "incrementing.column.name" if name == self.inc else "timestamp.column.name",
-                        f"{where}: no column {name!r} (columns: {', '.join(by_name)})")  # fmt: skip
+                        f"{where}: no column {name!r} (columns: {', '.join(by_name)})",
+                    )
                 if name == self.inc and col.spark_ddl not in _INTEGRAL:
                     raise db.JdbcSourceConfigError(
-                        "incrementing.column.name", f"{where} column {name!r}: the incrementing column "
-                        f"must be an integer, it is {col.db_type}")  # fmt: skip
+                        "incrementing.column.name",
+                        f"{where} column {name!r}: the incrementing column "
+                        f"must be an integer, it is {col.db_type}",
+                    )
                 if name in self.ts_cols and not col.spark_ddl.startswith("TIMESTAMP"):
                     raise db.JdbcSourceConfigError(
                         "timestamp.column.name",
-                        f"{where} column {name!r}: not a timestamp column ({col.db_type})")  # fmt: skip
+                        f"{where} column {name!r}: not a timestamp column ({col.db_type})",
+                    )
                 checked = name == self.inc or len(self.ts_cols) == 1  # COALESCE exists for NULLs
                 if self.config.get("validate.non.null", True) and col.nullable and checked:
                     raise db.JdbcSourceConfigError(
-                        "validate.non.null", f"{where} column {name!r} is nullable: rows with NULL there "
-                        "would never be read (make it NOT NULL or set validate.non.null=false)")  # fmt: skip
-            zoned = bool(self.ts_cols) and by_name[self.ts_cols[0]].spark_ddl == "TIMESTAMP" \
-                if self.mode.uses_timestamp else False  # fmt: skip
-            source = Source(self.dialect, self.mode, table="" if self.query else partition, query=self.query,
-                            incrementing=self.inc, timestamps=self.ts_cols, order_keys=tuple(keys))  # fmt: skip
+                        "validate.non.null",
+                        f"{where} column {name!r} is nullable: rows with NULL there "
+                        "would never be read (make it NOT NULL or set validate.non.null=false)",
+                    )
+            zoned = self.mode.uses_timestamp and by_name[self.ts_cols[0]].spark_ddl == "TIMESTAMP"
+            source = Source(
+                self.dialect,
+                self.mode,
+                table="" if self.query else partition,
+                query=self.query,
+                incrementing=self.inc,
+                timestamps=self.ts_cols,
+                order_keys=tuple(keys),
+            )
             self._sources[partition] = (source, zoned)
         return self._sources[partition]
 
@@ -203,8 +219,9 @@ class JdbcSourceTask(SourceTask):
         if budget is None or self.mode is Mode.BULK or latest <= start:
             return latest
         source, _ = self._source(partition)
-        sql = nth_position_query(source, self._params(partition, start.key),
-                                 self._params(partition, latest.key), budget)  # fmt: skip
+        sql = nth_position_query(
+            source, self._params(partition, start.key), self._params(partition, latest.key), budget
+        )
         rows = self._fetch(sql)
         return Position(self._to_key(rows[0])) if rows else latest
 
@@ -216,8 +233,12 @@ class JdbcSourceTask(SourceTask):
             return [range_query(source, columns, None, None)]
         bounds = [r.start]
         while True:
-            sql = nth_position_query(source, self._params(partition, bounds[-1].key),
-                                     self._params(partition, r.end.key), self.split_rows)  # fmt: skip
+            sql = nth_position_query(
+                source,
+                self._params(partition, bounds[-1].key),
+                self._params(partition, r.end.key),
+                self.split_rows,
+            )
             rows = self._fetch(sql)
             if not rows or Position(self._to_key(rows[0])) >= r.end:
                 break
@@ -238,9 +259,20 @@ class JdbcSourceTask(SourceTask):
         splits = self.splits(r.partition, r, select)
         where = f"{self._where} table {r.partition!r} range [{r.start}, {r.end})"
         spec = db.ReadSpec(self.params, tuple(columns), tuple(splits), where)
-        schema = StructType.fromJson({"type": "struct", "fields": [
-            {"name": c.name, "type": _parse_datatype_string(c.spark_ddl).jsonValue(), "nullable": True,
-             "metadata": {}} for c in columns]})  # fmt: skip
+        schema = StructType.fromJson(
+            {
+                "type": "struct",
+                "fields": [
+                    {
+                        "name": c.name,
+                        "type": _parse_datatype_string(c.spark_ddl).jsonValue(),
+                        "nullable": True,
+                        "metadata": {},
+                    }
+                    for c in columns
+                ],
+            }
+        )
         rows = spark.range(0, len(splits), 1, len(splits)).mapInArrow(partial(db.read_splits, spec), schema)
         key = F.to_json(F.struct(*[F.col(k) for k in keys])) if keys else F.lit(None).cast("string")
         inc_type = next((c.spark_ddl for c in columns if c.name == self.inc), "")
@@ -251,9 +283,10 @@ class JdbcSourceTask(SourceTask):
             parts += [F.col(self.inc)] if self.mode.uses_incrementing else []
             parts += [key] if keys else [F.to_json(F.struct(*[F.col(c.name) for c in columns]))]
             offset = F.xxhash64(*parts).bitwiseAND(F.lit(_HASH_MASK))
-        stamp = F.coalesce(*[F.col(c) for c in self.ts_cols]).cast("timestamp") if self.mode.uses_timestamp \
-            else F.lit(None).cast("timestamp")  # fmt: skip
-        topic = topic_for(r.partition, str(self.config.get("topic.prefix") or ""), str(self.config.get("topic") or ""))
+        stamp = F.lit(None).cast("timestamp")
+        if self.mode.uses_timestamp:
+            stamp = F.coalesce(*[F.col(c) for c in self.ts_cols]).cast("timestamp")
+        topic = self.topic_of(r.partition)
         return rows.select(
             F.lit(topic).alias("topic"),
             F.lit(r.partition).alias("partition"),
@@ -314,15 +347,19 @@ class JdbcSourceConnector(SourceConnector):
         tables = list(parsed.get("table.whitelist") or []) or self._list_tables(parsed)
         if not tables:
             raise ValueError(f"connector {parsed.get('name')!r}: no tables to read")
-        return [{**config, "table.whitelist": ",".join(group)} for group in split_round_robin(tables, max_tasks)]
+        groups = split_round_robin(tables, max_tasks)
+        return [{**config, "table.whitelist": ",".join(group)} for group in groups]
 
     @staticmethod
     def _list_tables(parsed: Mapping[str, Any]) -> list[str]:
         from connectors.secrets import resolve_secrets
 
         resolved = resolve_secrets({k: v for k, v in parsed.items() if k.startswith("connection.")})
-        url = engine_url(str(resolved["connection.url"]), resolved.get("connection.user") or None,
-                         resolved.get("connection.password") or None)  # fmt: skip
+        url = engine_url(
+            str(resolved["connection.url"]),
+            resolved.get("connection.user") or None,
+            resolved.get("connection.password") or None,
+        )
         conn = db.connect(db.ConnectParams.of(url), f"connector {parsed.get('name')!r}")
         try:
             tables = [str(r[0]) for r in db.fetch_all(conn, Sql(tables_query(dialect_of(url))))]
@@ -330,4 +367,3 @@ class JdbcSourceConnector(SourceConnector):
             conn.close()
         skip = set(parsed.get("table.blacklist") or [])
         return [t for t in tables if t not in skip]
-

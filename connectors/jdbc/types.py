@@ -52,8 +52,16 @@ class MappedColumn:
 
 
 _MYSQL_TEXT: Final = {
-    "char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "json",
-}  # fmt: skip
+    "char",
+    "varchar",
+    "tinytext",
+    "text",
+    "mediumtext",
+    "longtext",
+    "enum",
+    "set",
+    "json",
+}
 _MYSQL_BINARY: Final = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
 _MYSQL_INTS: Final = {
     # signed type, unsigned type (the next one that holds every value)
@@ -83,9 +91,21 @@ _PG_SIMPLE: Final = {
 }
 #: PostgreSQL types carried as their text spelling (``col::text``).
 _PG_AS_TEXT: Final = {
-    "json", "jsonb", "uuid", "xml", "inet", "cidr", "macaddr", "interval", "money",
-    "time without time zone", "time with time zone", "bit", "bit varying", "tsvector",
-}  # fmt: skip
+    "json",
+    "jsonb",
+    "uuid",
+    "xml",
+    "inet",
+    "cidr",
+    "macaddr",
+    "interval",
+    "money",
+    "time without time zone",
+    "time with time zone",
+    "bit",
+    "bit varying",
+    "tsvector",
+}
 
 
 def _decimal(info: ColumnInfo, where: str) -> str:
@@ -165,11 +185,25 @@ def map_column(dialect: Dialect, info: ColumnInfo, where: str) -> MappedColumn:
 
 
 _PG_CURSOR_TYPES: Final = {
-    16: "boolean", 17: "bytea", 20: "bigint", 21: "smallint", 23: "integer", 25: "text",
-    700: "real", 701: "double precision", 1042: "character", 1043: "character varying",
-    1082: "date", 1114: "timestamp without time zone", 1184: "timestamp with time zone",
-    1700: "numeric", 114: "json", 3802: "jsonb", 2950: "uuid", 1083: "time without time zone",
-}  # fmt: skip
+    16: "boolean",
+    17: "bytea",
+    20: "bigint",
+    21: "smallint",
+    23: "integer",
+    25: "text",
+    700: "real",
+    701: "double precision",
+    1042: "character",
+    1043: "character varying",
+    1082: "date",
+    1114: "timestamp without time zone",
+    1184: "timestamp with time zone",
+    1700: "numeric",
+    114: "json",
+    3802: "jsonb",
+    2950: "uuid",
+    1083: "time without time zone",
+}
 
 
 def postgres_info_from_oid(name: str, oid: int, precision: int | None, scale: int | None) -> ColumnInfo:
@@ -181,16 +215,38 @@ def postgres_info_from_oid(name: str, oid: int, precision: int | None, scale: in
 
 
 _MYSQL_FIELD_TYPES: Final = {
-    0: "decimal", 246: "decimal", 1: "tinyint", 2: "smallint", 3: "int", 4: "float", 5: "double",
-    7: "timestamp", 8: "bigint", 9: "mediumint", 10: "date", 11: "time", 12: "datetime", 13: "year",
-    16: "bit", 245: "json", 247: "enum", 248: "set", 15: "varchar", 253: "varchar", 254: "char",
-    249: "blob", 250: "blob", 251: "blob", 252: "blob",
-}  # fmt: skip
+    0: "decimal",
+    246: "decimal",
+    1: "tinyint",
+    2: "smallint",
+    3: "int",
+    4: "float",
+    5: "double",
+    7: "timestamp",
+    8: "bigint",
+    9: "mediumint",
+    10: "date",
+    11: "time",
+    12: "datetime",
+    13: "year",
+    16: "bit",
+    245: "json",
+    247: "enum",
+    248: "set",
+    15: "varchar",
+    253: "varchar",
+    254: "char",
+    249: "blob",
+    250: "blob",
+    251: "blob",
+    252: "blob",
+}
 _BINARY_CHARSET: Final = 63
 
 
-def mysql_info_from_field(name: str, type_code: int, length: int, decimals: int, flags: int,
-                          charset: int) -> ColumnInfo:  # fmt: skip
+def mysql_info_from_field(
+    name: str, type_code: int, length: int, decimals: int, flags: int, charset: int
+) -> ColumnInfo:
     """A ColumnInfo for a custom query's result column (PyMySQL's field description)."""
     kind = _MYSQL_FIELD_TYPES.get(type_code, f"type {type_code}")
     unsigned = bool(flags & 32)
@@ -204,4 +260,3 @@ def mysql_info_from_field(name: str, type_code: int, length: int, decimals: int,
         precision = length - (1 if decimals else 0) - (0 if unsigned else 1)
     column_type = f"{kind} unsigned" if unsigned else kind
     return ColumnInfo(name, kind, column_type, precision, scale)
-
