@@ -141,7 +141,7 @@ def config_problems(raw: Mapping[str, Any], owner: str) -> list[FieldError]:
     if not query and not (prefix or topic) and not whitelist:
         bad("topic.prefix", "set topic.prefix (topic = prefix + table) or topic")
     tables = [t.strip() for t in whitelist.split(",") if t.strip()] or ([QUERY_PARTITION] if query else [])
-    if not has_reference(prefix):
+    if (prefix or topic) and not has_reference(prefix):
         for table in tables:
             name = topic_for(table, prefix, topic)
             problem = topic_name_problem(name) if name else "empty topic name"
