@@ -171,7 +171,7 @@ def test_topic_names_have_no_dots(table, prefix, topic, expected) -> None:
          ["incrementing.column.name", "timestamp.column.name"]),
         ({"mode": "bulk", "query": "SELECT 1", "table.whitelist": "t", "topic.prefix": "p"}, ["query"]),
         ({"mode": "bulk", "query": "SELECT 1"}, ["topic.prefix"]),
-        ({"mode": "bulk", "table.whitelist": "a b", "topic.prefix": "p-"}, ["topic.prefix"]),
+        ({"mode": "bulk", "table.whitelist": "x" * 130, "topic.prefix": "p-"}, ["topic.prefix"]),
         ({"mode": "bulk", "table.whitelist": "shop.orders", "topic.prefix": "p-"}, []),
     ],
 )  # fmt: skip
