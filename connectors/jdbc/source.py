@@ -116,7 +116,7 @@ class JdbcSourceTask(SourceTask):
         if partition not in self._sources:
             columns, keys = self.columns(partition)
             by_name = {c.name: c for c in columns}
-            where = f"{self._where} table {partition!r}"
+            where = f"{self._where} query" if self.query else f"{self._where} table {partition!r}"
             needed = ([self.inc] if self.mode.uses_incrementing else []) + (
                 list(self.ts_cols) if self.mode.uses_timestamp else []
             )
@@ -138,7 +138,8 @@ class JdbcSourceTask(SourceTask):
                         "timestamp.column.name",
                         f"{where} column {name!r}: not a timestamp column ({col.db_type})",
                     )
-                checked = name == self.inc or len(self.ts_cols) == 1  # COALESCE exists for NULLs
+                # COALESCE exists for NULLs; a query's result says nothing about NOT NULL
+                checked = not self.query and (name == self.inc or len(self.ts_cols) == 1)
                 if self.config.get("validate.non.null", True) and col.nullable and checked:
                     raise db.JdbcSourceConfigError(
                         "validate.non.null",
