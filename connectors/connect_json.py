@@ -9,6 +9,7 @@ No module-level pyspark import.
 
 from __future__ import annotations
 
+import decimal
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -187,46 +188,46 @@ def json_text(column: Column, data_type: DataType) -> Column:
     return F.coalesce(text, F.lit("null"))
 
 
+#: Python's default decimal context keeps 28 digits; Spark decimals have up to 38 (plus the scale).
+_EXACT: Final = decimal.Context(prec=100)
+
+
 def _unscaled_bytes(value: Any, scale: int) -> bytes:
     """Kafka's Decimal encoding: ``BigInteger.toByteArray()`` of the unscaled value (minimal length)."""
-    unscaled = int(value.scaleb(scale))
+    unscaled = int(value.scaleb(scale, context=_EXACT))
     return unscaled.to_bytes(max(1, (unscaled + (unscaled < 0)).bit_length() // 8 + 1), "big", signed=True)
 
 
 def decimal_to_base64(column: Column, data_type: Any) -> Column:
     """A decimal column as Kafka's Decimal payload (base64 text), computed on executors.
 
-    A Python function (vectorised over Arrow batches): Spark SQL has no 128-bit integer to bytes.
+    A Python function (Arrow-batched): Spark SQL has no 128-bit integer to bytes.
     """
     import base64
 
-    import pandas as pd
     from pyspark.sql import functions as F
 
     scale = int(data_type.scale)
 
-    @F.pandas_udf("string")  # type: ignore[call-overload]
-    def encode(values: pd.Series) -> pd.Series:
-        return values.map(
-            lambda v: None if v is None or v != v else base64.b64encode(_unscaled_bytes(v, scale)).decode()
-        )
+    def one(value: Any) -> str | None:
+        return None if value is None else base64.b64encode(_unscaled_bytes(value, scale)).decode()
 
-    return encode(column)
+    return F.udf(one, "string", useArrow=True)(column)
 
 
 def decimal_from_base64(column: Column, data_type: Any) -> Column:
     """Kafka's Decimal payload (base64 of the unscaled value) as a Spark decimal of ``data_type``.
 
-    Text that is not base64 gives null (the converter flags the record: the payload does not parse).
+    Text that is not base64, or a value that does not fit ``data_type``, gives null (the converter
+    flags the record: the payload does not parse).
     """
     import base64
     import binascii
     from decimal import Decimal
 
-    import pandas as pd
     from pyspark.sql import functions as F
 
-    scale = int(data_type.scale)
+    scale, precision = int(data_type.scale), int(data_type.precision)
 
     def one(text: Any) -> Decimal | None:
         if text is None:
@@ -235,10 +236,11 @@ def decimal_from_base64(column: Column, data_type: Any) -> Column:
             raw = base64.b64decode(str(text), validate=True)
         except (binascii.Error, ValueError):
             return None
-        return Decimal(int.from_bytes(raw, "big", signed=True)).scaleb(-scale) if raw else None
+        if not raw:
+            return None
+        unscaled = int.from_bytes(raw, "big", signed=True)
+        if len(str(abs(unscaled))) > precision:
+            return None
+        return Decimal(unscaled).scaleb(-scale, context=_EXACT)
 
-    @F.pandas_udf(data_type)  # type: ignore[call-overload]
-    def decode(values: pd.Series) -> pd.Series:
-        return values.map(one)
-
-    return decode(column)
+    return F.udf(one, data_type, useArrow=True)(column)

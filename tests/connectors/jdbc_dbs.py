@@ -1,35 +1,58 @@
-"""Per-test databases on the running MariaDB and PostgreSQL (the shape of main's ``mariadb_db`` /
-``postgres_db`` fixtures: ``.url`` SQLAlchemy URL, ``.jdbc_url``, ``.name``), plus a tiny SQL helper."""
+"""A small SQL helper over the per-test databases of tests/conftest.py (``mariadb_db`` /
+``postgres_db``): raw DB-API statements with ``%s`` parameters on either database."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
-import pymysql
-import pytest
+from sqlalchemy.engine import make_url
 
-MARIADB = {"host": "127.0.0.1", "port": 13306, "user": "sluice", "password": "sluice"}
-POSTGRES = {"host": "127.0.0.1", "port": 15432, "user": "sluice"}
+from tests.databases import TestDatabase
 
 
 @dataclass(frozen=True)
 class Db:
-    dialect: str
+    dialect: str  # "mysql" | "postgresql"
     name: str
     url: str
     jdbc_url: str
+    user: str
+    password: str
+
+    @classmethod
+    def of(cls, db: TestDatabase) -> Db:
+        dialect = "mysql" if db.url.startswith("mysql") else "postgresql"
+        return cls(dialect, db.name, db.url, db.jdbc_url, db.user, db.password)
 
     def connect(self) -> Any:
+        url = make_url(self.url)
         if self.dialect == "mysql":
-            return pymysql.connect(**MARIADB, database=self.name, autocommit=True, charset="utf8mb4",
-                                   init_command="SET time_zone = '+00:00'")  # fmt: skip
-        return psycopg.connect(**POSTGRES, dbname=self.name, autocommit=True, options="-c TimeZone=UTC")
+            import pymysql
+
+            return pymysql.connect(
+                host=url.host,
+                port=url.port,
+                user=url.username,
+                password=url.password or "",
+                database=self.name,
+                autocommit=True,
+                charset="utf8mb4",
+                init_command="SET time_zone = '+00:00'",
+            )
+        import psycopg
+
+        return psycopg.connect(
+            host=url.host,
+            port=url.port,
+            user=url.username,
+            dbname=self.name,
+            autocommit=True,
+            options="-c TimeZone=UTC",
+        )
 
     def run(self, *statements: str, params: Any = None) -> list[tuple[Any, ...]]:
+        """Run statements in order; the rows of the last one that returns rows."""
         conn = self.connect()
         try:
             out: list[tuple[Any, ...]] = []
@@ -41,27 +64,3 @@ class Db:
             return out
         finally:
             conn.close()
-
-
-@pytest.fixture
-def mariadb_db() -> Iterator[Db]:
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = pymysql.connect(**MARIADB, autocommit=True)
-    with admin.cursor() as cur:
-        cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
-    yield Db("mysql", name, f"mysql+pymysql://sluice:sluice@127.0.0.1:13306/{name}",
-             f"jdbc:mariadb://127.0.0.1:13306/{name}")  # fmt: skip
-    with admin.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
-    admin.close()
-
-
-@pytest.fixture
-def postgres_db() -> Iterator[Db]:
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = psycopg.connect(**POSTGRES, dbname="postgres", autocommit=True)
-    admin.execute(f'CREATE DATABASE "{name}"')
-    yield Db("postgresql", name, f"postgresql+psycopg://sluice@127.0.0.1:15432/{name}",
-             f"jdbc:postgresql://127.0.0.1:15432/{name}?user=sluice")  # fmt: skip
-    admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    admin.close()

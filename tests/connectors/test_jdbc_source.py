@@ -12,22 +12,28 @@ from connectors.jdbc.read import JdbcAuthError, JdbcSourceConfigError
 from connectors.jdbc.source import JdbcSourceConnector, JdbcSourceTask
 from connectors.model import PartitionRange
 from connectors.positions import Position
-from tests.connectors.jdbc_dbs import Db, mariadb_db, postgres_db  # noqa: F401 - fixtures
+from tests.connectors.jdbc_dbs import Db
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(params=["mysql", "postgresql"])
 def db(request: pytest.FixtureRequest) -> Db:
-    return request.getfixturevalue("mariadb_db" if request.param == "mysql" else "postgres_db")
+    return Db.of(request.getfixturevalue("mariadb_db" if request.param == "mysql" else "postgres_db"))
 
 
 def config(db: Db, **extra: str) -> dict[str, str]:
-    cfg = {"connector.class": "jdbc-source", "name": "jdbc-test", "connection.url": db.jdbc_url,
-           "topic.prefix": "jt-", "mode": "incrementing", "incrementing.column.name": "id",
-           "table.whitelist": "items"}  # fmt: skip
+    cfg = {
+        "connector.class": "jdbc-source",
+        "name": "jdbc-test",
+        "connection.url": db.jdbc_url,
+        "topic.prefix": "jt-",
+        "mode": "incrementing",
+        "incrementing.column.name": "id",
+        "table.whitelist": "items",
+    }
     if db.dialect == "mysql":
-        cfg.update({"connection.user": "sluice", "connection.password": "sluice"})
+        cfg.update({"connection.user": db.user, "connection.password": db.password})
     return {**cfg, **extra}
 
 
@@ -79,12 +85,20 @@ def test_incrementing_ranges_are_exact_across_a_million_id_gap(spark, db: Db) ->
 
 def test_timestamp_incrementing_positions_are_composite_and_delay_holds_back_new_rows(spark, db: Db) -> None:
     db.run(f"CREATE TABLE items (id INT PRIMARY KEY, ts {ts_type(db)} NOT NULL, v VARCHAR(10))")
-    rows = [(1, "2024-01-01 00:00:01"), (2, "2024-01-01 00:00:01"), (3, "2024-01-01 00:00:01"),
-            (4, "2024-01-01 00:00:02"), (5, "2999-01-01 00:00:00")]  # fmt: skip
+    rows = [
+        (1, "2024-01-01 00:00:01"),
+        (2, "2024-01-01 00:00:01"),
+        (3, "2024-01-01 00:00:01"),
+        (4, "2024-01-01 00:00:02"),
+        (5, "2999-01-01 00:00:00"),
+    ]
     for i, ts in rows:
         db.run("INSERT INTO items VALUES (%s, %s, %s)", params=(i, ts, f"r{i}"))
-    t = task(db, mode="timestamp+incrementing", **{"timestamp.column.name": "ts",
-                                                   "timestamp.delay.interval.ms": "1000"})  # fmt: skip
+    t = task(
+        db,
+        mode="timestamp+incrementing",
+        **{"timestamp.column.name": "ts", "timestamp.delay.interval.ms": "1000"},
+    )
     try:
         start = t.earliest_positions()["items"]
         latest = t.latest_positions({})["items"]
@@ -147,8 +161,10 @@ def test_bulk_reads_a_snapshot_per_poll_interval(spark, db: Db) -> None:
 
 
 def test_custom_query_is_one_partition_with_its_own_topic(spark, db: Db) -> None:
-    db.run("CREATE TABLE items (id INT PRIMARY KEY, s VARCHAR(5))",
-           "INSERT INTO items VALUES (1, 'ab'), (2, 'b'), (3, 'ac')")  # fmt: skip
+    db.run(
+        "CREATE TABLE items (id INT PRIMARY KEY, s VARCHAR(5))",
+        "INSERT INTO items VALUES (1, 'ab'), (2, 'b'), (3, 'ac')",
+    )
     q = "SELECT id, s FROM items WHERE s LIKE 'a%'"
     t = task(db, query=q, **{"table.whitelist": "", "topic.prefix": "q-rows"})
     try:
@@ -192,13 +208,17 @@ def test_unsupported_column_type_names_connector_table_and_column(spark, db: Db)
     kind = "POINT" if db.dialect == "mysql" else "point"
     db.run(f"CREATE TABLE items (id INT PRIMARY KEY, spot {kind})")
     t = task(db)
-    with pytest.raises(JdbcSourceConfigError, match="connector 'jdbc-test' table 'items' column 'spot'.*point"):
+    with pytest.raises(
+        JdbcSourceConfigError, match="connector 'jdbc-test' table 'items' column 'spot'.*point"
+    ):
         t.latest_positions({})
 
 
 def test_incrementing_column_must_be_an_integer_and_not_null(db: Db) -> None:
     db.run("CREATE TABLE items (id VARCHAR(5) PRIMARY KEY, n INT)")
-    with pytest.raises(JdbcSourceConfigError, match="column 'id': the incrementing column must be an integer"):
+    with pytest.raises(
+        JdbcSourceConfigError, match="column 'id': the incrementing column must be an integer"
+    ):
         task(db).latest_positions({})
     with pytest.raises(JdbcSourceConfigError, match="column 'n' is nullable"):
         task(db, **{"incrementing.column.name": "n"}).latest_positions({})

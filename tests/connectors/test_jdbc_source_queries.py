@@ -31,23 +31,48 @@ COLS = [SelectColumn("id"), SelectColumn("d")]
 @pytest.mark.parametrize(
     ("src", "start", "end", "sql", "params"),
     [
-        (INC, (5,), (9,),
-         "SELECT `id`, `d` FROM `shop`.`orders` WHERE `id` > %s AND `id` <= %s ORDER BY `id`", (5, 9)),
-        (TS, ("a",), ("b",),
-         'SELECT "id", "d" FROM "orders" WHERE "updated" > %s AND "updated" <= %s ORDER BY "updated", "id"',
-         ("a", "b")),
-        (TS2, ("a",), ("b",),
-         "SELECT `id`, `d` FROM `t` WHERE COALESCE(`updated`, `created`) > %s AND COALESCE(`updated`, "
-         "`created`) <= %s ORDER BY COALESCE(`updated`, `created`)", ("a", "b")),
-        (TSI, ("a", 1), ("b", 2),
-         'SELECT "id", "d" FROM "t" WHERE ("ts" > %s OR ("ts" = %s AND "id" > %s)) AND ("ts" < %s OR '
-         '("ts" = %s AND "id" <= %s)) ORDER BY "ts", "id"', ("a", "a", 1, "b", "b", 2)),
-        (Q, (0,), (3,),
-         "SELECT sluice_q.`id`, sluice_q.`d` FROM (SELECT * FROM t WHERE s LIKE 'a%%') sluice_q "
-         "WHERE `id` > %s AND `id` <= %s ORDER BY `id`", (0, 3)),
+        (
+            INC,
+            (5,),
+            (9,),
+            "SELECT `id`, `d` FROM `shop`.`orders` WHERE `id` > %s AND `id` <= %s ORDER BY `id`",
+            (5, 9),
+        ),
+        (
+            TS,
+            ("a",),
+            ("b",),
+            'SELECT "id", "d" FROM "orders" WHERE "updated" > %s AND "updated" <= %s '
+            'ORDER BY "updated", "id"',
+            ("a", "b"),
+        ),
+        (
+            TS2,
+            ("a",),
+            ("b",),
+            "SELECT `id`, `d` FROM `t` WHERE COALESCE(`updated`, `created`) > %s AND COALESCE(`updated`, "
+            "`created`) <= %s ORDER BY COALESCE(`updated`, `created`)",
+            ("a", "b"),
+        ),
+        (
+            TSI,
+            ("a", 1),
+            ("b", 2),
+            'SELECT "id", "d" FROM "t" WHERE ("ts" > %s OR ("ts" = %s AND "id" > %s)) AND ("ts" < %s OR '
+            '("ts" = %s AND "id" <= %s)) ORDER BY "ts", "id"',
+            ("a", "a", 1, "b", "b", 2),
+        ),
+        (
+            Q,
+            (0,),
+            (3,),
+            "SELECT sluice_q.`id`, sluice_q.`d` FROM (SELECT * FROM t WHERE s LIKE 'a%%') sluice_q "
+            "WHERE `id` > %s AND `id` <= %s ORDER BY `id`",
+            (0, 3),
+        ),
         (BULK, None, None, 'SELECT "id", "d" FROM "t" ORDER BY "k1", "k2"', ()),
     ],
-)  # fmt: skip
+)
 def test_range_query_reads_start_exclusive_end_inclusive(src, start, end, sql, params) -> None:
     got = range_query(src, COLS, start, end)
     assert (got.text, got.params) == (sql, params)
@@ -58,9 +83,14 @@ def test_range_query_reads_start_exclusive_end_inclusive(src, start, end, sql, p
     [
         (INC, None, "SELECT MAX(`id`) FROM `shop`.`orders`", ()),
         (TS, "c", 'SELECT MAX("updated") FROM "orders" WHERE "updated" <= %s', ("c",)),
-        (TSI, "c", 'SELECT "ts", "id" FROM "t" WHERE "ts" <= %s ORDER BY "ts" DESC, "id" DESC LIMIT 1', ("c",)),
+        (
+            TSI,
+            "c",
+            'SELECT "ts", "id" FROM "t" WHERE "ts" <= %s ORDER BY "ts" DESC, "id" DESC LIMIT 1',
+            ("c",),
+        ),
     ],
-)  # fmt: skip
+)
 def test_latest_query_caps_timestamps(src, cap, sql, params) -> None:
     got = latest_query(src, cap)
     assert (got.text, got.params) == (sql, params)
@@ -166,14 +196,19 @@ def test_topic_names_have_no_dots(table, prefix, topic, expected) -> None:
 @pytest.mark.parametrize(
     ("raw", "fields"),
     [
-        ({"mode": "incrementing", "table.whitelist": "t", "topic.prefix": "p-"}, ["incrementing.column.name"]),
-        ({"mode": "timestamp+incrementing", "table.whitelist": "t", "topic.prefix": "p-"},
-         ["incrementing.column.name", "timestamp.column.name"]),
+        (
+            {"mode": "incrementing", "table.whitelist": "t", "topic.prefix": "p-"},
+            ["incrementing.column.name"],
+        ),
+        (
+            {"mode": "timestamp+incrementing", "table.whitelist": "t", "topic.prefix": "p-"},
+            ["incrementing.column.name", "timestamp.column.name"],
+        ),
         ({"mode": "bulk", "query": "SELECT 1", "table.whitelist": "t", "topic.prefix": "p"}, ["query"]),
         ({"mode": "bulk", "query": "SELECT 1"}, ["topic.prefix"]),
         ({"mode": "bulk", "table.whitelist": "x" * 130, "topic.prefix": "p-"}, ["topic.prefix"]),
         ({"mode": "bulk", "table.whitelist": "shop.orders", "topic.prefix": "p-"}, []),
     ],
-)  # fmt: skip
+)
 def test_config_rules(raw, fields) -> None:
     assert [e.field for e in config_problems(raw, "connector 'c'")] == fields
