@@ -56,8 +56,7 @@ class SourceRunner:
                 continue
             if not self.config.get("topic.auto.create", True):
                 raise LookupError(
-                    f"connector {self.connector}: topic {topic} does not exist "
-                    "and topic.auto.create is false"
+                    f"connector {self.connector}: topic {topic} does not exist and topic.auto.create is false"
                 )
             client.create_topic(topic, queue_count=int(self.config.get("topic.queues", 4)))
 
