@@ -7,10 +7,11 @@ from __future__ import annotations
 import uuid
 from decimal import Decimal
 
+import pytest
 from sqlalchemy import create_engine, text
 
 from tests.connectors.jdbc_dbs import Db
-from tests.databases import table_rows
+from tests.databases import normalized, table_rows
 from tests.runtime.helpers import wait_for
 
 
@@ -26,6 +27,8 @@ def _insert(db: Db, ids: range) -> None:
     )
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)
 async def test_mariadb_table_reaches_postgres_equal_by_content(
     start_worker, sluice, runtime_env, stack_config, mariadb_db, fresh_schema
 ) -> None:
@@ -85,7 +88,7 @@ async def test_mariadb_table_reaches_postgres_equal_by_content(
             rows = conn.execute(
                 text(f'SELECT id, customer, amount, note, created FROM "{fresh_schema}".orders ORDER BY id')
             ).all()
-        return [tuple(r) for r in rows]
+        return [tuple(normalized(v) for v in r) for r in rows]  # timestamptz -> UTC wall clock
 
     def equal() -> bool:
         return target() == table_rows(src.url, "orders")
