@@ -212,3 +212,45 @@ def test_topic_names_have_no_dots(table, prefix, topic, expected) -> None:
 )
 def test_config_rules(raw, fields) -> None:
     assert [e.field for e in config_problems(raw, "connector 'c'")] == fields
+
+
+@pytest.mark.parametrize(
+    ("value", "scale", "hex_bytes"),
+    [  # java.math.BigInteger.toByteArray() of the unscaled value
+        ("0", 0, "00"),
+        ("-1", 0, "ff"),
+        ("127", 0, "7f"),
+        ("128", 0, "0080"),
+        ("-128", 0, "80"),
+        ("-129", 0, "ff7f"),
+        ("-0.01", 2, "ff"),
+        ("12345678.91", 2, "499602d3"),
+        ("99999999999999999999999999999999999999", 0, "4b3b4ca85a86c47a098a223fffffffff"),
+    ],
+)
+def test_connect_decimal_bytes_are_kafkas(value: str, scale: int, hex_bytes: str) -> None:
+    from decimal import Decimal
+
+    from connectors.connect_json import _unscaled_bytes
+
+    assert _unscaled_bytes(Decimal(value), scale).hex() == hex_bytes
+
+
+def test_connect_decimal_schema_both_ways() -> None:
+    from pyspark.sql.types import DecimalType
+
+    from connectors.connect_json import connect_schema, spark_type
+
+    schema = connect_schema(DecimalType(20, 0), optional=False)
+    assert schema == {
+        "type": "bytes",
+        "optional": False,
+        "name": "org.apache.kafka.connect.data.Decimal",
+        "version": 1,
+        "parameters": {"scale": "0", "connect.decimal.precision": "20"},
+    }
+    assert spark_type(schema) == DecimalType(20, 0)
+    kafka = {"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "parameters": {"scale": "3"}}
+    assert spark_type(kafka) == DecimalType(38, 3)  # Kafka often omits the precision
+    with pytest.raises(ValueError, match="does not fit"):
+        spark_type({**kafka, "parameters": {"scale": "2", "connect.decimal.precision": "65"}})
