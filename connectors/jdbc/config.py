@@ -19,6 +19,8 @@ from connectors.secrets import has_reference
 
 _NOT_TOPIC_CHARS: Final = re.compile(r"[^%|a-zA-Z0-9_-]")
 QUERY_PARTITION: Final = "query"
+#: Half the default batch: a full batch (the initial load) is read by two Spark tasks at once.
+DEFAULT_SPLIT_ROWS: Final = 25_000
 
 
 def _zone(value: Any) -> str | None:
@@ -83,8 +85,8 @@ FIELDS: Final = (
     ConfigField(
         "batch.max.records",
         int,
-        10_000,
-        doc="rows per table per micro-batch",
+        50_000,
+        doc="rows per micro-batch (shared by the task's tables); a table's first load comes in such batches",
         validator=at_least(1),
         aliases=("batch.max.rows",),
     ),
@@ -102,7 +104,7 @@ FIELDS: Final = (
     ConfigField(
         "read.split.rows",
         int,
-        100_000,
+        DEFAULT_SPLIT_ROWS,
         doc="rows per Spark task when a batch is read in parallel",
         validator=at_least(1),
     ),

@@ -40,7 +40,7 @@ from zoneinfo import ZoneInfo
 from connectors.api import SourceConnector, SourceTask, split_round_robin
 from connectors.config import ConfigDef, FieldError
 from connectors.jdbc import read as db
-from connectors.jdbc.config import FIELDS, QUERY_PARTITION, config_problems, topic_for
+from connectors.jdbc.config import DEFAULT_SPLIT_ROWS, FIELDS, QUERY_PARTITION, config_problems, topic_for
 from connectors.jdbc.queries import (
     INCREMENTING_FLOOR,
     TIMESTAMP_FLOOR,
@@ -88,7 +88,7 @@ class JdbcSourceTask(SourceTask):
         self.ts_cols = tuple(config.get("timestamp.column.name") or ())
         self.delay_us = int(config.get("timestamp.delay.interval.ms") or 0) * 1000
         self.poll_ms = int(config.get("poll.interval.ms") or 0)
-        self.split_rows = int(config.get("read.split.rows") or 100_000)
+        self.split_rows = int(config.get("read.split.rows") or DEFAULT_SPLIT_ROWS)
         self.zone = ZoneInfo(str(config.get("db.timezone") or "UTC"))
         self._conn: Any = None
         self._sources: dict[str, tuple[Source, bool]] = {}  # partition -> (source, timestamps zoned)
