@@ -52,6 +52,7 @@ BUILTIN_CONNECTORS: Final = {
     "dummy-source": "connectors.dummy:DummySourceConnector",
     "dummy-sink": "connectors.dummy:DummySinkConnector",
     "postgres-sink": "connectors.postgres.sink:PostgresSinkConnector",
+    "jdbc-sink": "connectors.jdbc.sink:JdbcSinkConnector",
 }
 
 #: Connector class names from Kafka Connect's and RocketMQ Connect's configs, and the built-in
@@ -63,6 +64,8 @@ CONNECTOR_ALIASES: Final = {
     "FileStreamSink": "file-sink",
     "org.apache.rocketmq.connect.file.FileSourceConnector": "file-source",
     "org.apache.rocketmq.connect.file.FileSinkConnector": "file-sink",
+    "io.confluent.connect.jdbc.JdbcSinkConnector": "jdbc-sink",
+    "org.apache.rocketmq.connect.jdbc.connector.JdbcSinkConnector": "jdbc-sink",
 }
 
 
