@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
     from temporalio.testing import WorkflowEnvironment
 
+    from tests.databases import TestDatabase
+
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "fault: injects a real fault (kills or restarts a process)")
@@ -102,3 +104,21 @@ async def wf_env() -> AsyncIterator[WorkflowEnvironment]:
         yield env
     finally:
         await env.shutdown()
+
+
+@pytest.fixture
+def mariadb_db(stack_config: StackConfig) -> Iterator[TestDatabase]:
+    """A fresh, empty MariaDB database for one test (dropped after)."""
+    from tests.databases import mariadb_database
+
+    with mariadb_database(stack_config) as db:
+        yield db
+
+
+@pytest.fixture
+def postgres_db(stack_config: StackConfig) -> Iterator[TestDatabase]:
+    """A fresh, empty PostgreSQL database for one test (dropped after)."""
+    from tests.databases import postgres_database
+
+    with postgres_database(stack_config) as db:
+        yield db

@@ -100,6 +100,7 @@ def test_status_json_reports_every_service_healthy(stack_config: StackConfig) ->
     assert report["healthy"] is True
     assert {s["name"] for s in report["services"]} >= {
         "postgres",
+        "mariadb",
         "temporal",
         "rocketmq-namesrv",
         "rocketmq-broker",
@@ -134,6 +135,7 @@ def private_stack(stack_config: StackConfig) -> Iterator[StackConfig]:
         namesrv_port=_free_port(),
         broker_port=_free_port(),
         proxy_port=_free_port(),
+        mariadb_port=_free_port(),
     )
     shutil.copytree(lib_dir(stack_config), lib_dir(cfg))
     yield cfg
@@ -151,6 +153,11 @@ def test_stack_from_nothing_then_down_and_up_keeps_state(private_stack: StackCon
         conn.execute(text("CREATE TABLE survivor (v text)"))
         conn.execute(text("INSERT INTO survivor VALUES ('still here')"))
     engine.dispose()
+    maria = create_engine(cfg.mariadb_url())
+    with maria.begin() as conn:
+        conn.execute(text("CREATE TABLE survivor (v varchar(20))"))
+        conn.execute(text("INSERT INTO survivor VALUES ('still here 😀')"))
+    maria.dispose()
     create_topic(cfg, "SurvivorTopic", queues=2)
 
     stack.down(cfg)
@@ -161,6 +168,10 @@ def test_stack_from_nothing_then_down_and_up_keeps_state(private_stack: StackCon
     with engine.connect() as conn:
         assert conn.execute(text("SELECT v FROM survivor")).scalar_one() == "still here"
     engine.dispose()
+    maria = create_engine(cfg.mariadb_url())
+    with maria.connect() as conn:
+        assert conn.execute(text("SELECT v FROM survivor")).scalar_one() == "still here 😀"
+    maria.dispose()
     listed = mqadmin(cfg, "topicList")
     assert "SurvivorTopic" in listed.stdout
 
@@ -170,14 +181,15 @@ def test_port_taken_fails_clearly_and_leaves_nothing_half_started(stack_config: 
         stack_config,
         state_dir=stack_config.state_dir / "test-stacks" / uuid.uuid4().hex[:8],
         pg_port=_free_port(),
+        mariadb_port=_free_port(),
         temporal_port=stack_config.temporal_port,  # taken by the running stack
     )
     with pytest.raises(
         StackError, match=r"temporal: port 127\.0\.0\.1:\d+ is already taken.*SLUICE_TEMPORAL_PORT"
     ):
         stack.up(cfg)
-    # postgres started first and was stopped again when temporal failed.
-    assert not any(s.healthy for s in stack.status(cfg) if s.name in ("postgres", "temporal"))
+    # postgres and mariadb started first and were stopped again when temporal failed.
+    assert not any(s.healthy for s in stack.status(cfg) if s.name in ("postgres", "mariadb", "temporal"))
     import shutil
 
     shutil.rmtree(cfg.state_dir, ignore_errors=True)

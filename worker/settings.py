@@ -45,6 +45,7 @@ def _local_stack(data: dict[str, Any]) -> StackConfig:
         namesrv_port=data["namesrv_port"],
         broker_port=data["broker_port"],
         proxy_port=data["proxy_port"],
+        mariadb_port=data["mariadb_port"],
         spark_master=data["spark_master"],
         temporal_namespace=data["temporal_namespace"],
     )
@@ -72,6 +73,7 @@ class Settings(BaseSettings):
     namesrv_port: Port = 19876
     broker_port: Port = 10911
     proxy_port: Port = 18081
+    mariadb_port: Port = 13306
     spark_master: str = Field(default="local[2]", min_length=1)
     spark_driver_memory: str = Field(default="2g", pattern=r"(?i)^\d+([kmgtp]b?)?$")
     # Where the worker and clients find the services; the local stack unless set.

@@ -26,15 +26,29 @@ class StackConfig:
     broker_port: int
     proxy_port: int
     spark_master: str
+    mariadb_port: int = 13306
     host: str = "127.0.0.1"
     pg_user: str = "sluice"
     pg_database: str = "sluice"
     temporal_namespace: str = "default"
+    #: The local MariaDB's all-privileges user (replication included). A fixed, documented local
+    #: development credential: MariaDB listens on 127.0.0.1 only.
+    mariadb_user: str = "sluice"
+    mariadb_password: str = "sluice"
+    mariadb_database: str = "sluice"
 
     @property
     def database_url(self) -> str:
         """SQLAlchemy URL of the offset store (psycopg 3 driver)."""
         return f"postgresql+psycopg://{self.pg_user}@{self.host}:{self.pg_port}/{self.pg_database}"
+
+    def mariadb_url(self, database: str | None = None, *, hide_password: bool = False) -> str:
+        """SQLAlchemy URL of the local MariaDB (PyMySQL driver), for ``database`` or the default one."""
+        password = "***" if hide_password else self.mariadb_password
+        return (
+            f"mysql+pymysql://{self.mariadb_user}:{password}@{self.host}:{self.mariadb_port}/"
+            f"{database or self.mariadb_database}"
+        )
 
     @property
     def temporal_address(self) -> str:

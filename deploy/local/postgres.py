@@ -140,6 +140,13 @@ class Postgres:
                 "fsync=on",
                 "-c",
                 "shared_buffers=256MB",
+                # Logical decoding (change data capture from PostgreSQL).
+                "-c",
+                "wal_level=logical",
+                "-c",
+                "max_replication_slots=20",
+                "-c",
+                "max_wal_senders=20",
             ],
         )
         wait_until(self._accepts_queries, service=SERVICE, proc=self.proc, timeout_s=60)

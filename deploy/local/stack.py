@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Protocol
 
 from deploy.local.config import StackConfig
+from deploy.local.mariadb import MariaDB
 from deploy.local.postgres import Postgres
 from deploy.local.process import StackError
 from deploy.local.rocketmq import Broker, NameServer, ensure_jars
@@ -22,12 +23,13 @@ class Service(Protocol):
     def healthy(self) -> bool: ...
 
 
-SERVICE_NAMES = ("postgres", "temporal", "rocketmq-namesrv", "rocketmq-broker")
+SERVICE_NAMES = ("postgres", "mariadb", "temporal", "rocketmq-namesrv", "rocketmq-broker")
 
 
 def services(cfg: StackConfig) -> dict[str, Service]:
     return {
         "postgres": Postgres(cfg),
+        "mariadb": MariaDB(cfg),
         "temporal": Temporal(cfg),
         "rocketmq-namesrv": NameServer(cfg),
         "rocketmq-broker": Broker(cfg),
@@ -45,6 +47,7 @@ class ServiceStatus:
 def _address(cfg: StackConfig, name: str) -> str:
     return {
         "postgres": cfg.database_url,
+        "mariadb": cfg.mariadb_url(hide_password=True),
         "temporal": f"{cfg.temporal_address} (UI {cfg.temporal_ui_url})",
         "rocketmq-namesrv": cfg.namesrv_address,
         "rocketmq-broker": f"{cfg.broker_address} (gRPC proxy {cfg.proxy_address})",
