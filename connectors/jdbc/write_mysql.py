@@ -69,8 +69,8 @@ def tsv_bytes(rows: pa.Table) -> bytes:
             a = pc.replace_substring(a, raw, escaped)
         cols.append(pc.fill_null(a, "\\N"))
     empty = pa.scalar("", pa.large_string())
-    lines = pc.binary_join_element_wise(*cols, "\t")
-    lines = pc.binary_join_element_wise(lines, empty, "\n")  # each line + "\n"
+    lines = pc.binary_join_element_wise(*cols, pa.scalar("\t", pa.large_string()))
+    lines = pc.binary_join_element_wise(lines, empty, pa.scalar("\n", pa.large_string()))  # line + "\n"
     arr = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
     offsets = arr.buffers()[1]
     data = arr.buffers()[2]
