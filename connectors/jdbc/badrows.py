@@ -37,6 +37,12 @@ class BadRow:
     reason: str
 
 
+def is_database_error(exc: BaseException) -> bool:
+    """An error the database or its driver raised: SQLAlchemy's wrapper, or the DB-API error of
+    psycopg / PyMySQL raised on the driver cursor the writers use directly."""
+    return isinstance(exc, DBAPIError) or type(exc).__module__.split(".")[0] in ("psycopg", "pymysql")
+
+
 def driver_error(exc: BaseException) -> BaseException:
     """The DB-API exception under SQLAlchemy's wrapper (or the exception itself)."""
     return exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
@@ -98,7 +104,9 @@ def find_bad_rows(
                 savepoint = conn.begin_nested()
                 try:
                     apply(conn, rows.slice(lo, hi - lo))
-                except DBAPIError as exc:
+                except Exception as exc:
+                    if not is_database_error(exc):
+                        raise
                     savepoint.rollback()
                     if not is_row_error(exc):
                         raise

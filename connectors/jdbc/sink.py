@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sqlalchemy import Connection, Engine, create_engine
-from sqlalchemy.exc import DBAPIError
 
 from connectors.api import (
     Delivery,
@@ -207,7 +206,9 @@ class JdbcSinkTask(SinkTask):
                     committer.commit(plan, conn)
             if self._own_ledger:
                 committer.commit(plan, None)
-        except DBAPIError as exc:
+        except Exception as exc:
+            if not badrows.is_database_error(exc):
+                raise
             raise self._failure(exc, plan, parts, types) from None
 
     def _apply(self, conn: Connection, p: Part, types: dict[str, str]) -> None:
@@ -217,7 +218,7 @@ class JdbcSinkTask(SinkTask):
             my.apply(conn, p.write, p.rows, types)
 
     def _failure(
-        self, exc: DBAPIError, plan: BatchPlan, parts: list[Part], types: dict[str, dict[str, str]]
+        self, exc: Exception, plan: BatchPlan, parts: list[Part], types: dict[str, dict[str, str]]
     ) -> Exception:
         orig = badrows.driver_error(exc)
         if badrows.is_auth_error(exc):
