@@ -42,7 +42,7 @@ class ConnectorActivities:
 
     @activity.defn(name=VALIDATE_ACTIVITY)
     def validate(self, spec: ConnectorSpec) -> ValidationResult:
-        return validate_config(spec.name, spec.config)
+        return validate_config(spec.name, spec.config, self.ctx.secret_providers())
 
     @activity.defn(name=DELETE_OFFSETS_ACTIVITY)
     def delete_offsets(self, connector: str) -> None:
@@ -140,7 +140,7 @@ class ConnectorActivities:
         from connectors.transforms import build_chain
 
         try:
-            raw = resolve_secrets(inp.config)
+            raw = resolve_secrets(inp.config, self.ctx.secret_providers())
             connector_cls = load_connector_class(inp.config["connector.class"])
             parsed = connector_cls().parse(raw)
             setup = TaskSetup(self.ctx, inp.connector, parsed, converter_for(parsed), build_chain(parsed))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,8 @@ class RuntimeSettings:
     spark_master: str
     store_schema: str
     spark_driver_memory: str
+    #: Fernet key of ``${sealed:…}`` config values (connectors.sealing); None: none can be resolved
+    sealing_key: bytes | None = None
 
 
 class RuntimeContext:
@@ -38,6 +41,14 @@ class RuntimeContext:
         self._rocketmq: SyncRocketMQClient | None = None
         #: set by the worker (its Temporal client and loop); None in tests that run tasks directly
         self.reporter: TaskReporter | None = None
+
+    def secret_providers(self) -> dict[str, Callable[[str, str], str]]:
+        """Config providers that need the runtime: ``sealed`` when a sealing key is configured."""
+        if self.settings.sealing_key is None:
+            return {}
+        from connectors.sealing import PROVIDER, Sealer
+
+        return {PROVIDER: Sealer(self.settings.sealing_key).unseal}
 
     @property
     def store(self) -> OffsetStore:

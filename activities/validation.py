@@ -8,7 +8,7 @@ never an exception: plugin code that raises is reported as an error of that conn
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from workflows.types import TaskOptions, ValidationResult
@@ -27,8 +27,17 @@ def _message(name: str, error: Any) -> str:
     return text if text.startswith("connector ") else f"connector {name!r}: {text}"
 
 
-def validate_config(name: str, config: Mapping[str, Any]) -> ValidationResult:
-    """Validate ``config`` of connector ``name``; see the module docstring."""
+def validate_config(
+    name: str,
+    config: Mapping[str, Any],
+    secret_providers: Mapping[str, Callable[[str, str], str]] | None = None,
+) -> ValidationResult:
+    """Validate ``config`` of connector ``name``; see the module docstring.
+
+    ``Connector.start`` sees the config with its secrets resolved where they can be (a source that
+    lists a database's tables must log in); ``task_configs`` and the result keep the references, so
+    no secret enters the workflow's history.
+    """
     from connectors.api import SinkConnector
     from connectors.plugins import PluginNotFoundError, load_connector_class
 
@@ -71,7 +80,7 @@ def validate_config(name: str, config: Mapping[str, Any]) -> ValidationResult:
         if literal:
             return ValidationResult(class_name, kind, literal)
         max_tasks = typed.get("tasks.max", 1)
-        connector.start(typed)  # the contract's lifecycle: start, split, stop (always)
+        connector.start(_resolved(connector, raw, typed, secret_providers))  # start, split, stop
         try:
             task_configs = [dict(c) for c in connector.task_configs(config, max_tasks)]
         finally:
@@ -90,3 +99,39 @@ def validate_config(name: str, config: Mapping[str, Any]) -> ValidationResult:
         task_count=len(task_configs),
     )
     return ValidationResult(class_name, kind, [], task_configs, options)
+
+
+def _resolved(
+    connector: Any,
+    raw: Mapping[str, Any],
+    typed: dict[str, Any],
+    providers: Mapping[str, Callable[[str, str], str]] | None,
+) -> dict[str, Any]:
+    """``typed`` with secret references resolved, when they resolve here (else as it is: a client
+    process may lack the worker's environment; the task reports it when it starts)."""
+    from connectors.config import ConfigError
+    from connectors.secrets import SecretResolutionError, has_reference, resolve_secrets
+
+    if not any(has_reference(v) for v in raw.values()):
+        return typed
+    try:
+        return dict(connector.parse(resolve_secrets(raw, providers)))
+    except (SecretResolutionError, ConfigError):
+        return typed
+
+
+def secret_fields(config: Mapping[str, Any]) -> frozenset[str]:
+    """The fields ``config``'s connector declares secret (none when its class cannot be loaded:
+    the caller then relies on secret-looking key names, connectors.sealing)."""
+    from connectors.plugins import PluginNotFoundError, load_connector_class
+
+    class_name = str(config.get("connector.class") or config.get("connector-class") or "")
+    try:
+        connector_cls = load_connector_class(class_name)
+        fields = connector_cls.full_config_def()
+    except (PluginNotFoundError, ImportError, TypeError, ValueError):
+        return frozenset()
+    names = set(fields.secret_names)
+    for name in fields.secret_names:
+        names.update(fields[name].aliases)
+    return frozenset(names)

@@ -85,12 +85,16 @@ def has_reference(value: object) -> bool:
     return isinstance(value, str) and _REFERENCE.search(value) is not None
 
 
-def resolve_secrets(config: Mapping[str, Any]) -> dict[str, Any]:
+def resolve_secrets(
+    config: Mapping[str, Any], extra_providers: Mapping[str, Callable[[str, str], str]] | None = None
+) -> dict[str, Any]:
     """A copy of ``config`` with every ``${provider:...}`` reference replaced by its value.
 
-    Call this only inside an activity. Unknown providers and missing variables/files/keys raise
+    Call this only inside an activity. ``extra_providers`` adds providers that need the runtime
+    (``sealed``: connectors.sealing). Unknown providers and missing variables/files/keys raise
     :class:`SecretResolutionError` naming the field and provider.
     """
+    providers = {**PROVIDERS, **(extra_providers or {})}
     resolved: dict[str, Any] = {}
     for key, value in config.items():
         if not has_reference(value):
@@ -99,12 +103,12 @@ def resolve_secrets(config: Mapping[str, Any]) -> dict[str, Any]:
 
         def substitute(match: re.Match[str], field: str = key) -> str:
             provider, argument = match.group(1), match.group(2)
-            if provider not in PROVIDERS:
-                known = ", ".join(sorted(PROVIDERS))
+            if provider not in providers:
+                known = ", ".join(sorted(providers))
                 raise SecretResolutionError(
                     f"config field {field!r}: unknown config provider {provider!r} (known: {known})"
                 )
-            return PROVIDERS[provider](field, argument)
+            return providers[provider](field, argument)
 
         resolved[key] = _REFERENCE.sub(substitute, value)
     return resolved

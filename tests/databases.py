@@ -69,3 +69,28 @@ def postgres_database(cfg: StackConfig) -> Iterator[TestDatabase]:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     finally:
         admin.dispose()
+
+
+def normalized(value: object) -> object:
+    """A column value compared by content across MariaDB and PostgreSQL: aware datetimes in UTC
+    without tzinfo (MariaDB's DATETIME has none; the local server runs in UTC), bytes as bytes,
+    decimals exact."""
+    import datetime as dt
+
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(dt.UTC).replace(tzinfo=None)
+    if isinstance(value, memoryview | bytearray):
+        return bytes(value)
+    return value
+
+
+def table_rows(url: str, table: str, order_by: str = "id") -> list[tuple[object, ...]]:
+    """Every row of ``table`` (all columns, in the table's column order), ordered, normalised."""
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            quoted = f"`{table}`" if url.startswith("mysql") else f'"{table}"'
+            rows = conn.execute(text(f"SELECT * FROM {quoted} ORDER BY {order_by}")).all()
+    finally:
+        engine.dispose()
+    return [tuple(normalized(v) for v in row) for row in rows]

@@ -34,6 +34,8 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.connector_activities import validate_config
+from activities.validation import secret_fields
+from connectors.sealing import Sealer, seal_config
 from worker.errors import (
     ConnectorConfigError,
     ConnectorError,
@@ -79,6 +81,8 @@ class SluiceClient:
     task_queue: str = "sluice"
     # Seconds a worker has to answer a query or accept an update (ConnectorNotAnsweringError after).
     answer_timeout: float = 30.0
+    #: seals literal secrets before a config enters Temporal (connectors.sealing); None: left as given
+    sealer: Sealer | None = None
 
     @classmethod
     async def connect(
@@ -89,9 +93,17 @@ class SluiceClient:
         runtime: Runtime | None = None,
     ) -> SluiceClient:
         """Connect; short-lived processes pass a ``worker.temporal_client.OwnedRuntime``'s runtime."""
+        from worker.settings import settings
         from worker.temporal_client import connect
 
-        return cls(await connect(address, namespace, runtime), task_queue)
+        sealer = Sealer(settings().sealing_key())
+        return cls(await connect(address, namespace, runtime), task_queue, sealer=sealer)
+
+    def _sealed(self, config: dict[str, str]) -> dict[str, str]:
+        """``config`` with literal secrets sealed: they never reach workflow history in plaintext."""
+        if self.sealer is None:
+            return dict(config)
+        return seal_config(config, self.sealer, secret_fields(config))
 
     def handle(self, name: str) -> WorkflowHandle[Any, Any]:
         return self.client.get_workflow_handle(workflow_id_for(name), result_type=ConnectorStatus)
@@ -144,7 +156,7 @@ class SluiceClient:
         with self._errors(name, "create"):
             await self.client.start_workflow(
                 ConnectorWorkflow.run,
-                ConnectorStatus(name=name, config=dict(config)),
+                ConnectorStatus(name=name, config=self._sealed(config)),
                 id=workflow_id_for(name),
                 task_queue=self.task_queue,
                 search_attributes=TypedSearchAttributes(
@@ -222,7 +234,7 @@ class SluiceClient:
         result = validate_config(name, config)
         if result.errors:
             raise ConnectorConfigError(name, result.errors)
-        return await self._update(name, "reconfigure", Reconfigure(dict(config)))
+        return await self._update(name, "reconfigure", Reconfigure(self._sealed(config)))
 
     async def delete(self, name: str, *, delete_offsets: bool = True) -> None:
         with self._errors(name, "delete"):

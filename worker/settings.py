@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Final
@@ -85,13 +86,16 @@ class Settings(BaseSettings):
     namesrv: str = Field(default_factory=_local(lambda s: s.namesrv_address), min_length=1)
     max_tasks: int = Field(default=8, ge=1)
     payload_key: SecretStr | None = None
+    #: Fernet key sealing literal secrets of connector configs (connectors.sealing); unset: the
+    #: local key file ``<state_dir>/secrets.key``, created on first use.
+    secrets_key: SecretStr | None = None
 
     @field_validator("state_dir")
     @classmethod
     def _absolute(cls, value: Path) -> Path:
         return value.resolve()
 
-    @field_validator("payload_key")
+    @field_validator("payload_key", "secrets_key")
     @classmethod
     def _fernet_key(cls, value: SecretStr | None) -> SecretStr | None:
         """Refuse a malformed key at start, not at the first encrypted payload."""
@@ -119,7 +123,33 @@ class Settings(BaseSettings):
             spark_master=self.spark_master,
             spark_driver_memory=self.spark_driver_memory,
             store_schema=self.store_schema,
+            sealing_key=self.sealing_key(),
         )
+
+    def sealing_key(self) -> bytes:
+        """The key sealing connector secrets: ``SLUICE_SECRETS_KEY``, else the local key file.
+
+        Clients and workers must share it; on one machine (the local stack) the key file in the
+        state folder does that by itself, elsewhere set ``SLUICE_SECRETS_KEY`` everywhere.
+        """
+        if self.secrets_key is not None:
+            return self.secrets_key.get_secret_value().encode()
+        path = self.state_dir / "secrets.key"
+        if not path.exists():
+            from cryptography.fernet import Fernet
+
+            # Written aside, then linked into place: two processes starting at once agree on one key.
+            path.parent.mkdir(parents=True, exist_ok=True)
+            draft = path.with_name(f".secrets.key.{os.getpid()}")
+            draft.write_bytes(Fernet.generate_key())
+            draft.chmod(0o600)
+            try:
+                os.link(draft, path)
+            except FileExistsError:
+                pass
+            finally:
+                draft.unlink()
+        return path.read_bytes().strip()
 
     @property
     def max_concurrent_tasks(self) -> int:
@@ -145,7 +175,7 @@ _EXPECTED: Final[dict[str, Callable[[str], str]]] = {
     "string_too_short": lambda field: "expected a non-empty value",
     "string_pattern_mismatch": lambda field: "expected a size such as 512m or 2g",
 }
-_SECRET_FIELDS: Final = frozenset({"payload_key"})
+_SECRET_FIELDS: Final = frozenset({"payload_key", "secrets_key"})
 
 
 def _problem(error: Any) -> str:

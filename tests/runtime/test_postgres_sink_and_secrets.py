@@ -1,7 +1,9 @@
 """file -> RocketMQ -> PostgreSQL exactly once, with the connection password kept out of sight.
 
-The password travels as ``${env:…}`` and is resolved only inside the task activity: it must not
-appear in the workflow's history, in `sluice connector status`, or in the worker's log.
+The password travels as ``${env:…}``, or literally in the URL as Kafka Connect users write it (the
+client seals it into ``${sealed:…}``, connectors.sealing), and is resolved only inside the task
+activity: it must not appear in the workflows' histories, in `sluice connector status`, or in the
+worker's log.
 """
 
 from __future__ import annotations
@@ -53,24 +55,43 @@ async def test_postgres_sink_gets_every_line_once_and_the_password_never_leaks(
             "poll.interval.ms": "200",
         },
     )
+    literal_sink = f"pg-literal-{name}"
+    await sluice.create(
+        literal_sink,
+        {
+            "connector.class": "postgres-sink",
+            "topics": topic_name,
+            "connection.url": url,  # the password as users' files have it
+            "schema": fresh_schema,
+            "table": "literal_lines",
+            "auto.create": "true",
+            "batch.max.records": "700",
+            "poll.interval.ms": "200",
+        },
+    )
     engine = create_engine(stack_config.database_url)
 
-    def rows() -> list[str]:
+    def rows(table: str) -> list[str]:
         with engine.connect() as conn:
-            exists = conn.execute(text("SELECT to_regclass(:t)"), {"t": f'"{fresh_schema}".lines'}).scalar()
+            exists = conn.execute(text("SELECT to_regclass(:t)"), {"t": f'"{fresh_schema}".{table}'}).scalar()
             if exists is None:
                 return []
             return list(
-                conn.execute(text(f'SELECT value FROM "{fresh_schema}".lines ORDER BY "offset"')).scalars()
+                conn.execute(text(f'SELECT value FROM "{fresh_schema}".{table} ORDER BY "offset"')).scalars()
             )
 
     expected = _lines(0, 2000).splitlines()
-    await wait_for(lambda: rows() == expected, 240, "every line in PostgreSQL, once, in order")
+    await wait_for(lambda: rows("lines") == expected, 240, "every line in PostgreSQL, once, in order")
+    await wait_for(lambda: rows("literal_lines") == expected, 120, "every line via the literal URL too")
 
     history = await sluice.handle(sink).fetch_history()
     raw = b"".join(event.SerializeToString() for event in history.events)  # payload bytes as stored
     assert b"${env:SINK_DB_URL}" in raw, "the reference, not the value, is what the workflow carries"
     assert SECRET.encode() not in raw
+    literal_history = await sluice.handle(literal_sink).fetch_history()
+    literal_raw = b"".join(event.SerializeToString() for event in literal_history.events)
+    assert b"${sealed:" in literal_raw, "the client sealed the literal URL before starting the workflow"
+    assert SECRET.encode() not in literal_raw
     status = subprocess.run(
         [sys.executable, "-m", "worker.cli", "connector", "status", sink],
         capture_output=True,
@@ -83,6 +104,7 @@ async def test_postgres_sink_gets_every_line_once_and_the_password_never_leaks(
     assert SECRET not in status.stdout + status.stderr
     await sluice.delete(f"src-{name}")
     await sluice.delete(sink)
+    await sluice.delete(literal_sink)
     worker.terminate()
     assert SECRET not in worker.log.read_text(errors="replace")
     engine.dispose()
