@@ -96,14 +96,10 @@ class Converter(ABC):
             lambda k, v: ~k.startswith("sluice.") & (k != TAGS_HEADER) & v.isNotNull(),
         )
         fixed = [F.lit(part) for item in (extra_properties or {}).items() for part in item]
-        position = F.create_map(
-            F.lit(PARTITION_PROPERTY), F.col("partition"), F.lit(OFFSET_PROPERTY), F.col("offset").cast("string"),
-            *fixed,
-        )  # fmt: skip
-        tombstone = F.create_map(
-            F.lit(PARTITION_PROPERTY), F.col("partition"), F.lit(OFFSET_PROPERTY), F.col("offset").cast("string"),
-            F.lit(TOMBSTONE_PROPERTY), F.lit("true"), *fixed,
-        )  # fmt: skip
+        offset = F.col("offset").cast("string")
+        where = [F.lit(PARTITION_PROPERTY), F.col("partition"), F.lit(OFFSET_PROPERTY), offset]
+        position = F.create_map(*where, *fixed)
+        tombstone = F.create_map(*where, F.lit(TOMBSTONE_PROPERTY), F.lit("true"), *fixed)
         position = F.when(F.col("value").isNull(), tombstone).otherwise(position)
         # Most records carry no headers: skip the concatenation (a map copy per row) for those.
         properties = F.when(F.size(headers) == 0, position).otherwise(F.map_concat(headers, position))

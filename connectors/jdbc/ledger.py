@@ -77,7 +77,8 @@ def record(conn: Connection, plan: BatchPlan, nonce: str) -> None:
     key = {"c": plan.connector, "t": plan.task_id, "b": plan.batch_id}
     conn.execute(
         text(
-            f"INSERT INTO {TABLE} (connector, task_id, batch_id, nonce, positions) VALUES (:c, :t, :b, :n, :p)"
+            f"INSERT INTO {TABLE} (connector, task_id, batch_id, nonce, positions) "
+            "VALUES (:c, :t, :b, :n, :p)"
         ),
         {**key, "n": nonce, "p": json.dumps(positions, sort_keys=True)},
     )

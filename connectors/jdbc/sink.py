@@ -25,7 +25,7 @@ Lifecycle (as the runtime drives it):
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -217,6 +217,14 @@ class JdbcSinkTask(SinkTask):
         else:
             my.apply(conn, p.write, p.rows, types)
 
+    def _slice_applier(self, p: Part, types: dict[str, str]) -> Callable[[Connection, pa.Table], None]:
+        """Applies a slice of ``p``'s rows (bisection of refused rows)."""
+
+        def apply(conn: Connection, rows: pa.Table) -> None:
+            self._apply(conn, Part(p.write, p.fields, rows, p.positions), types)
+
+        return apply
+
     def _failure(
         self, exc: Exception, plan: BatchPlan, parts: list[Part], types: dict[str, dict[str, str]]
     ) -> Exception:
@@ -233,8 +241,7 @@ class JdbcSinkTask(SinkTask):
         lines: list[str] = []
         for p in parts:
             t = types.get(p.write.target, {})
-            bad = badrows.find_bad_rows(self._get_engine(), lambda c, rows, p=p, t=t: self._apply(
-                c, Part(p.write, p.fields, rows, p.positions), t), p.rows)  # fmt: skip
+            bad = badrows.find_bad_rows(self._get_engine(), self._slice_applier(p, t), p.rows)
             for b in bad:
                 topic, partition, offset = (p.positions.column(i)[b.index].as_py() for i in range(3))
                 column = f" column {b.column!r}" if b.column else ""
@@ -258,8 +265,8 @@ class JdbcSinkTask(SinkTask):
         try:
             if existing is None:
                 if not self._auto_create:
-                    raise ConfigError([FieldError("auto.create", f"{self._where(plan, w.target)}: the table "
-                                                  "does not exist (set auto.create=true to create it)")])  # fmt: skip
+                    why = "the table does not exist (set auto.create=true to create it)"
+                    raise ConfigError([FieldError("auto.create", f"{self._where(plan, w.target)}: {why}")])
                 if self.dialect is Dialect.POSTGRESQL:
                     pg.lock_table_name(conn, w.schema, w.table)
                 typed = [f for f in p.fields.fields if f.name in w.columns]
@@ -273,8 +280,8 @@ class JdbcSinkTask(SinkTask):
                 return existing
             if not self._auto_evolve:
                 names = [f.name for f in missing]
-                raise ConfigError([FieldError("auto.evolve", f"{self._where(plan, w.target)}: the table has no "
-                                              f"column(s) {names} (set auto.evolve=true to add them)")])  # fmt: skip
+                why = f"the table has no column(s) {names} (set auto.evolve=true to add them)"
+                raise ConfigError([FieldError("auto.evolve", f"{self._where(plan, w.target)}: {why}")])
             if self.dialect is Dialect.POSTGRESQL:
                 pg.lock_table_name(conn, w.schema, w.table)
                 existing = mod.table_columns(conn, w.schema, w.table) or {}

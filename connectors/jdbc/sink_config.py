@@ -43,7 +43,8 @@ def fields(
                 "pk.mode",
                 str,
                 pk_mode_default,
-                doc="where the key comes from: none, kafka (topic/partition/offset), record_key, record_value",
+                doc="where the key comes from: none, kafka (topic/partition/offset), record_key, "
+                "record_value",
                 choices=("none", "kafka", "record_key", "record_value"),
             ),
             ConfigField("pk.fields", list[str], [], doc="key column names (see pk.mode)"),

@@ -119,7 +119,8 @@ def test_upsert_and_tombstones_last_write_per_key_wins(
     assert got == [(1, "a2", Decimal("1.75"), b"\x01"), (2, "back", Decimal("9.99"), None)]
     assert offsets(store.committed_positions("jdbc-out")) == {"orders/broker-a:0": 7}
 
-    update = task_for(db, store, tasks, **{"insert.mode": "update", "pk.mode": "record_value", "pk.fields": "id"})
+    by_value = {"insert.mode": "update", "pk.mode": "record_value", "pk.fields": "id"}
+    update = task_for(db, store, tasks, **by_value)
     plan = BatchPlan("jdbc-out", 0, 2, (PartitionRange("broker-a:0", 7, 9, "orders"),))
     plan = store.record_plan(BatchPlan("jdbc-out", 0, 2, plan.ranges, update.prepare(plan)))
     recs = [rec(7, 1, (1, "upd", Decimal("0.01"), None)), rec(8, 9, (9, "absent", None, None))]
@@ -159,9 +160,10 @@ def test_exactly_once_when_the_store_commit_is_lost_and_auto_evolve(
 def test_refused_rows_are_named_and_nothing_is_committed(
     spark: SparkSession, store: OffsetStore, db: Any, tasks: list[JdbcSinkTask]
 ) -> None:
+    raw_type = "BYTEA" if "postgres" in db.url else "BLOB"
     with create_engine(db.url).begin() as conn:
-        conn.execute(text("CREATE TABLE orders (id BIGINT PRIMARY KEY, name VARCHAR(5), amount DECIMAL(10,2), raw "
-                          + ("BYTEA" if "postgres" in db.url else "BLOB") + ")"))  # fmt: skip
+        conn.execute(text("CREATE TABLE orders (id BIGINT PRIMARY KEY, name VARCHAR(5), "
+                          f"amount DECIMAL(10,2), raw {raw_type})"))  # fmt: skip
     task = task_for(db, store, tasks, **{"auto.create": "false"})
     recs = [
         rec(0, 1, (1, "ok", None, None)),
