@@ -215,7 +215,7 @@ class JdbcSinkTask(SinkTask):
         if self.dialect is Dialect.POSTGRESQL:
             pg.apply(conn, p.write, p.rows, chunk_rows=self._chunk)
         else:
-            my.apply(conn, p.write, p.rows, types)
+            my.apply(conn, p.write, p.rows, types, chunk_rows=self._chunk)
 
     def _slice_applier(self, p: Part, types: dict[str, str]) -> Callable[[Connection, pa.Table], None]:
         """Applies a slice of ``p``'s rows (bisection of refused rows)."""

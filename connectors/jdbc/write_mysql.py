@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Connection
 
 STAGE_TABLE = "__sluice_stage"
+CHUNK_ROWS: Final = 50_000
 #: Session settings of every sink connection: UTC, strict (a value that does not fit is an error).
 SESSION_INIT: Final = (
     "SET time_zone = '+00:00', sql_mode = 'STRICT_ALL_TABLES,ERROR_FOR_DIVISION_BY_ZERO,"
@@ -80,24 +81,26 @@ def tsv_bytes(rows: pa.Table) -> bytes:
     return data.to_pybytes()[int(off[0]) : int(off[-1])]
 
 
-def load_tsv(conn: Connection, target: str, columns: Sequence[str], rows: pa.Table) -> int:
-    """``LOAD DATA LOCAL INFILE`` of ``rows`` into ``target`` (already quoted)."""
-    payload = tsv_bytes(rows)
-    if not payload:
-        return 0
-    fd, path = tempfile.mkstemp(prefix="sluice-load-", suffix=".tsv")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-        cols = ", ".join(quote(c) for c in columns)
-        quoted_path = path.replace("\\", "\\\\").replace("'", "\\'")
-        run(
-            conn,
-            f"LOAD DATA LOCAL INFILE '{quoted_path}' INTO TABLE {target} CHARACTER SET utf8mb4 "
-            f"FIELDS TERMINATED BY '\\t' ESCAPED BY '\\\\' LINES TERMINATED BY '\\n' ({cols})",
-        )
-    finally:
-        os.unlink(path)
+def load_tsv(
+    conn: Connection, target: str, columns: Sequence[str], rows: pa.Table, chunk_rows: int = CHUNK_ROWS
+) -> int:
+    """``LOAD DATA LOCAL INFILE`` of ``rows`` into ``target`` (already quoted), one statement per
+    ``chunk_rows`` rows (``batch.size``: bounds the file and the client's memory per statement)."""
+    cols = ", ".join(quote(c) for c in columns)
+    for start in range(0, rows.num_rows, max(1, chunk_rows)):
+        payload = tsv_bytes(rows.slice(start, chunk_rows))
+        fd, path = tempfile.mkstemp(prefix="sluice-load-", suffix=".tsv")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(payload)
+            quoted_path = path.replace("\\", "\\\\").replace("'", "\\'")
+            run(
+                conn,
+                f"LOAD DATA LOCAL INFILE '{quoted_path}' INTO TABLE {target} CHARACTER SET utf8mb4 "
+                f"FIELDS TERMINATED BY '\\t' ESCAPED BY '\\\\' LINES TERMINATED BY '\\n' ({cols})",
+            )
+        finally:
+            os.unlink(path)
     return int(rows.num_rows)
 
 
@@ -106,7 +109,9 @@ def _expr(col: str, kind: str, alias: str) -> str:
     return f"UNHEX({ref})" if kind in _BINARY_TYPES else ref
 
 
-def apply(conn: Connection, w: TableWrite, rows: pa.Table, types: dict[str, str]) -> None:
+def apply(
+    conn: Connection, w: TableWrite, rows: pa.Table, types: dict[str, str], chunk_rows: int = CHUNK_ROWS
+) -> None:
     """Apply ``rows`` (``w.columns`` then ``ORD_COLUMN``, ``OP_COLUMN``; all text) to the target.
 
     ``types`` are the target's column data types (``table_columns``), for the UNHEX of binaries.
@@ -120,7 +125,7 @@ def apply(conn: Connection, w: TableWrite, rows: pa.Table, types: dict[str, str]
         f"CREATE TEMPORARY TABLE {stage} ({stage_cols}, {quote(ORD_COLUMN)} BIGINT NOT NULL, "
         f"{quote(OP_COLUMN)} CHAR(1) NOT NULL) CHARACTER SET utf8mb4",
     )
-    load_tsv(conn, stage, [*w.columns, ORD_COLUMN, OP_COLUMN], rows)
+    load_tsv(conn, stage, [*w.columns, ORD_COLUMN, OP_COLUMN], rows, chunk_rows)
     cols = ", ".join(quote(c) for c in w.columns)
     values = ", ".join(_expr(c, types.get(c, ""), "l") for c in w.columns)
     op, ord_ = quote(OP_COLUMN), quote(ORD_COLUMN)

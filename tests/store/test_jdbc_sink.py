@@ -15,7 +15,8 @@ from sqlalchemy import create_engine, text
 
 from activities.store import OffsetStore
 from connectors.api import RejectedRecordsError
-from connectors.jdbc.sink import JdbcSinkConnector, JdbcSinkTask
+from connectors.jdbc.shape import KAFKA_FIELDS
+from connectors.jdbc.sink import JdbcAuthError, JdbcSinkConnector, JdbcSinkTask
 from connectors.model import BatchPlan, PartitionRange
 from connectors.records import Record, make_records
 from tests.store.helpers import offsets
@@ -179,4 +180,49 @@ def test_refused_rows_are_named_and_nothing_is_committed(
     assert "connector 'jdbc-out'" in message and "table 'orders'" in message or "orders'" in message
     assert "offset 1" in message and "offset 3" in message
     assert rows(db, "SELECT count(*) FROM orders") == [(0,)]
+    assert store.committed_positions("jdbc-out") == {}
+
+
+def test_pk_mode_kafka_keys_rows_by_record_position(
+    spark: SparkSession, store: OffsetStore, db: Any, tasks: list[JdbcSinkTask]
+) -> None:
+    """pk.mode=kafka: the key is (topic, partition, offset), so a re-written record updates its own
+    row and two records with the same value are two rows."""
+    task = task_for(db, store, tasks, **{"insert.mode": "upsert", "pk.mode": "kafka"})
+    same = (1, "same", Decimal("1.00"), None)
+    run_batch(spark, store, task, 0, [rec(0, 1, same), rec(1, 1, same), rec(2, 2, (2, "b", None, None))])
+    got = rows(
+        db,
+        "SELECT __connect_topic, __connect_partition, __connect_offset, id, name FROM orders "
+        "ORDER BY __connect_offset",
+    )
+    assert got == [
+        ("orders", "broker-a:0", 0, 1, "same"),
+        ("orders", "broker-a:0", 1, 1, "same"),
+        ("orders", "broker-a:0", 2, 2, "b"),
+    ]
+    # the same position again outside the ledger (another connector replaying the topic): no duplicate
+    plan = BatchPlan("jdbc-replay", 0, 0, (PartitionRange("broker-a:0", 2, 3, "orders"),))
+    plan = store.record_plan(BatchPlan("jdbc-replay", 0, 0, plan.ranges, task.prepare(plan)))
+    task.write(spark, make_records(spark, [rec(2, 2, (2, "b2", None, None))], VALUE), plan)
+    assert rows(db, "SELECT __connect_offset, name FROM orders ORDER BY __connect_offset") == [
+        (0, "same"), (1, "same"), (2, "b2"),
+    ]  # fmt: skip
+    key = "SELECT column_name FROM information_schema.key_column_usage WHERE table_name = 'orders' "
+    key += "AND table_schema = " + ("'public'" if "postgres" in db.url else "DATABASE()")
+    assert sorted(r[0] for r in rows(db, key)) == sorted(KAFKA_FIELDS)
+
+
+def test_wrong_credentials_fail_clearly_without_the_password(
+    spark: SparkSession, store: OffsetStore, mariadb_db: Any, tasks: list[JdbcSinkTask]
+) -> None:
+    secret = "not-the-password-" + "x7q"
+    task = task_for(mariadb_db, store, tasks, **{"connection.user": "sluice", "connection.password": secret})
+    with pytest.raises(JdbcAuthError) as err:
+        run_batch(spark, store, task, 0, [rec(0, 1, (1, "a", None, None))])
+    message = str(err.value)
+    assert "connector 'jdbc-out'" in message and "refused the credentials of user 'sluice'" in message
+    assert mariadb_db.name in message
+    assert secret not in message and secret not in repr(err.value.__cause__ or "")
+    assert err.value.__cause__ is None  # the driver's error (which may quote the URL) is not chained
     assert store.committed_positions("jdbc-out") == {}
