@@ -75,7 +75,11 @@ def fields(
                 aliases=("fields.include.list",),
             ),
             ConfigField(
-                "batch.size", int, 50_000, doc="rows per COPY / LOAD DATA statement", validator=at_least(1)
+                "batch.size",
+                int,
+                50_000,
+                doc="rows per LOAD DATA statement (MariaDB) or per CSV chunk of the COPY stream (PostgreSQL)",
+                validator=at_least(1),
             ),
         )
     )
