@@ -36,9 +36,9 @@ def _orders() -> tuple[list[str], dict[int, tuple[int, str, Decimal]], int]:
         oid = i if i < 400 else i % 50  # the last 200 lines update ids 0..49
         if i == 300:
             bad_at = len(lines)
-            lines.append(json.dumps({"id": BAD_ID, "name": "much-too-long-name", "amount": "1.00"}))
+            lines.append(json.dumps({"id": BAD_ID, "name": "much-too-long-name", "amount": 1.0}))
         name, amount = f"o{i}", Decimal(i) / 4
-        lines.append(json.dumps({"id": oid, "name": name, "amount": str(amount)}))
+        lines.append(json.dumps({"id": oid, "name": name, "amount": float(amount)}))  # exact: quarters
         expected[oid] = (oid, name, amount.quantize(Decimal("0.01")))
     return lines, expected, bad_at
 
