@@ -235,9 +235,9 @@ class JdbcSinkTask(SinkTask):
     ) -> Exception:
         orig = badrows.driver_error(exc)
         if badrows.is_auth_error(exc):
-            user = self._url.username or ""
+            user = f"user {self._url.username!r}" if self._url.username else "no user (set connection.user)"
             return JdbcAuthError(
-                f"connector {self.name!r}: the database refused the credentials of user {user!r} "
+                f"connector {self.name!r}: the database refused the credentials of {user} "
                 f"({self._url.host}:{self._url.port or ''}/{self._url.database}): {type(orig).__name__}"
             )
         if not badrows.is_row_error(exc) or not parts:

@@ -54,6 +54,7 @@ def _jdbc_config(env: SinkEnv) -> dict[str, str]:
         "connector.class": "io.confluent.connect.jdbc.JdbcSinkConnector",
         "topics": "t",
         "connection.url": env.target.jdbc_url,
+        "connection.user": env.target.user,
         "connection.password": env.target.password,
         "table.name.format": "out",
         "auto.create": "true",
