@@ -85,9 +85,11 @@ class JdbcSinkTask(SinkTask):
     """Writes a batch per table with the dialect's bulk path; commits positions with the data."""
 
     delivery: ClassVar[Delivery] = Delivery.EXACTLY_ONCE
+    #: Values of keys a task config may lack (one built by hand rather than by validation).
+    defaults: ClassVar[Mapping[str, Any]] = {"pk.mode": "none"}
 
     def __init__(self, config: Mapping[str, Any], task_id: int) -> None:
-        super().__init__(config, task_id)
+        super().__init__({**self.defaults, **{k: v for k, v in config.items() if v is not None}}, task_id)
         errors = cross_field_errors(self.config, f"connector {self.name!r}")
         if errors:
             raise ConfigError(errors)

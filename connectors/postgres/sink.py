@@ -7,6 +7,7 @@ only PostgreSQL URLs. Everything else is ``connectors.jdbc.sink``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from connectors.api import SinkTask
@@ -26,7 +27,10 @@ def _postgres_url_problem(value: Any) -> str | None:
 
 
 class PostgresSinkTask(JdbcSinkTask):
-    """The JDBC sink task; refuses a non-PostgreSQL URL."""
+    """The JDBC sink task with postgres-sink's defaults (keys by ``pk.fields`` of the value, schema
+    ``public``)."""
+
+    defaults: ClassVar[Mapping[str, Any]] = {"pk.mode": "record_value", "schema": "public"}
 
 
 class PostgresSinkConnector(JdbcSinkConnector):
