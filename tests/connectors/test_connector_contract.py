@@ -76,7 +76,8 @@ def _target_rows(env: SinkEnv) -> list[tuple[object, ...]]:
             ).scalar()
             if not exists:
                 return []
-            sql = f"SELECT topic, {q('partition')}, {q('offset')}, value FROM out ORDER BY {q('offset')}"
+            offset = q("offset")
+            sql = f"SELECT topic, {q('partition')}, {offset}, value FROM {q('out')} ORDER BY {offset}"
             return [tuple(r) for r in conn.execute(text(sql))]
     finally:
         engine.dispose()
