@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv up down status demo test lint bench-rocketmq bench-pipeline clean-state
+.PHONY: venv up down status demo demo-file test lint bench-rocketmq bench-pipeline bench-db clean-state
 
 $(STAMP): pyproject.toml
 	@command -v java >/dev/null || (apt-get update -q && apt-get install -y -q openjdk-17-jdk-headless)
@@ -27,7 +27,10 @@ status: venv
 	$(BIN)/sluice stack status
 
 demo: up
-	$(BIN)/python -m worker.demo
+	$(BIN)/python -m worker.demo_db $(DEMO_ARGS)
+
+demo-file: up
+	$(BIN)/python -m worker.demo_file
 
 lint: venv
 	$(BIN)/ruff check .
@@ -41,6 +44,9 @@ bench-rocketmq: up
 
 bench-pipeline: up
 	$(BIN)/python -m bench.pipeline_bench $(BENCH_RECORDS)
+
+bench-db: up
+	$(BIN)/python -m bench.db_bench $(BENCH_ROWS)
 
 clean-state: down
 	rm -rf .sluice

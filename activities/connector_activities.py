@@ -17,6 +17,7 @@ from activities.context import RuntimeContext
 from activities.errors import config_error
 from activities.heartbeat import Heartbeater
 from activities.runner import BatchRunner, TaskSetup
+from activities.task_metrics import BatchMeter, partition_lag
 from activities.validation import validate_config
 from workflows.types import (
     DELETE_OFFSETS_ACTIVITY,
@@ -24,6 +25,7 @@ from workflows.types import (
     VALIDATE_ACTIVITY,
     ConnectorSpec,
     TaskInput,
+    TaskMetrics,
     TaskOutcome,
     TaskReport,
     ValidationResult,
@@ -70,6 +72,8 @@ class ConnectorActivities:
             runner.ensure_topic()
             idle_s = runner.setup.poll_interval_s
             reported: str | None = None
+            # Sinks count queue offsets (records); a source says what its positions count.
+            meter = BatchMeter(getattr(getattr(runner, "task", None), "position_unit", "records"))
             while not hb.should_stop():
                 plan, rerun = runner.next_plan()
                 waiting = runner.waiting_for()
@@ -77,6 +81,7 @@ class ConnectorActivities:
                     self._report(inp, waiting)
                     reported = waiting
                 if plan is None:
+                    self._report_metrics(inp, meter.idle(runner.setup.backlog))
                     hb.progress.phase = "idle"
                     hb.sleep(idle_s)
                     continue
@@ -90,7 +95,9 @@ class ConnectorActivities:
                 hb.progress.last_committed_batch = plan.batch_id
                 hb.progress.batches += 1
                 hb.progress.records += records
+                hb.progress.lag = partition_lag(runner.setup.backlog, plan) or {}
                 hb.beat()
+                self._report_metrics(inp, meter.committed(plan, records, runner.setup.backlog))
             outcome = TaskOutcome(inp.task_id, hb.progress.batches, hb.progress.records)
         if activity.is_cancelled():
             raise CancelledError("task stopped between batches")
@@ -110,6 +117,13 @@ class ConnectorActivities:
         if reporter is not None:
             info = activity.info()
             reporter.send(info.workflow_id or "", TaskReport(inp.task_id, inp.generation, detail))
+
+    def _report_metrics(self, inp: TaskInput, metrics: TaskMetrics | None) -> None:
+        """Last batch, records/s and lag for status and the Temporal UI (when a report is due)."""
+        reporter = self.ctx.reporter
+        if reporter is not None and metrics is not None:
+            info = activity.info()
+            reporter.send(info.workflow_id or "", TaskReport(inp.task_id, inp.generation, metrics=metrics))
 
     @staticmethod
     def _close(inp: TaskInput, runner: BatchRunner) -> None:

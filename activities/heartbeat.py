@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from temporalio import activity
 
@@ -24,6 +24,8 @@ class Progress:
     batches: int = 0
     records: int = 0
     phase: str = "starting"
+    # Partition -> units behind after the last batch (activities.task_metrics.partition_lag).
+    lag: dict[str, int] = field(default_factory=dict)
 
 
 class Heartbeater:

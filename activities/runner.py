@@ -24,6 +24,8 @@ class TaskSetup:
     config: Mapping[str, Any]
     converter: Converter
     chain: list[Transform] = field(default_factory=list)
+    # The last planning's backlog per partition (PlanDecision.backlog), for the lag in status.
+    backlog: dict[str, int | None] = field(default_factory=dict)
 
     @property
     def data_loss(self) -> DataLossPolicy:
@@ -54,6 +56,8 @@ def next_plan(
         max_units=max_units,
     )
     decision = plan_next(request, view)
+    setup.backlog.clear()
+    setup.backlog.update(decision.backlog)
     if not decision.rerun and decision.moved:
         store.move_positions(setup.connector, task_id, decision.moved)
     return decision.plan, decision.rerun

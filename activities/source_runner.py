@@ -12,14 +12,15 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from activities.bad_records import checked_records
 from activities.runner import TaskSetup, next_plan
-from connectors.api import ReportsWaiting
+from connectors.api import ReportsWaiting, RoutesTopics
 from connectors.converters import OFFSET_PROPERTY, PARTITION_PROPERTY
-from connectors.model import BatchPlan
+from connectors.model import BatchPlan, PartitionRange
 from connectors.planner import view_of
 
 if TYPE_CHECKING:
@@ -43,18 +44,26 @@ class SourceRunner:
         self.connector = setup.connector
         self.config = setup.config
         self.task = task
-        self.topic: str = setup.config["topic"]
+        # A RoutesTopics task (the JDBC source: one topic per table) names its topics itself.
+        self.routing = task if isinstance(task, RoutesTopics) else None
+        self.topic: str = setup.config.get("topic") or ""
+        self.topics: list[str] = self.routing.topics() if self.routing else [self.topic]
 
     def ensure_topic(self) -> None:
         client = self.ctx.rocketmq
-        if client.topic_exists(self.topic):
-            return
-        if not self.config.get("topic.auto.create", True):
-            raise LookupError(
-                f"connector {self.connector}: topic {self.topic} does not exist "
-                "and topic.auto.create is false"
-            )
-        client.create_topic(self.topic, queue_count=int(self.config.get("topic.queues", 4)))
+        for topic in self.topics:
+            if client.topic_exists(topic):
+                continue
+            if not self.config.get("topic.auto.create", True):
+                raise LookupError(
+                    f"connector {self.connector}: topic {topic} does not exist and topic.auto.create is false"
+                )
+            client.create_topic(topic, queue_count=int(self.config.get("topic.queues", 4)))
+
+    def _queue_key(self, topic: str, key: str) -> str:
+        """How the plan's ``queue_ends`` name a queue: ``broker:queue``, prefixed by the topic when
+        the task writes several topics."""
+        return f"{topic}/{key}" if self.routing else key
 
     def next_plan(self) -> tuple[BatchPlan | None, bool]:
         """The batch to run now and whether it is a re-run of a recorded, uncommitted plan."""
@@ -63,7 +72,12 @@ class SourceRunner:
         plan, rerun = next_plan(self.setup, self.task.task_id, view_of(self.task), max_units)
         if plan is None or rerun:
             return plan, rerun
-        queue_ends = {mq.key: self.ctx.rocketmq.max_offset(mq) for mq in self.ctx.rocketmq.queues(self.topic)}
+        client = self.ctx.rocketmq
+        queue_ends = {
+            self._queue_key(topic, mq.key): client.max_offset(mq)
+            for topic in self.topics
+            for mq in client.queues(topic)
+        }
         plan = replace(plan, sink_state={"queue_ends": json.dumps(queue_ends)})
         return self.ctx.store.record_plan(plan), False
 
@@ -75,14 +89,27 @@ class SourceRunner:
 
     def run(self, plan: BatchPlan, rerun: bool) -> int:
         """Send the plan's records; return how many were sent. Commits the plan."""
-        from pyspark.sql import functions as F
-
         from connectors.rocketmq.spark_source import register
-        from connectors.transforms import apply_chain
 
         spark = self.ctx.spark
         register(spark)
-        records = apply_chain(self.setup.chain, self.task.read(spark, plan.ranges))
+        if self.routing is None:
+            sent = self._run_ranges(plan, rerun, plan.ranges, self.topic)
+        else:  # one partition at a time: its own topic, and its own record shape
+            sent = sum(
+                self._run_ranges(plan, rerun, [r], self.routing.topic_of(r.partition))
+                for r in plan.ranges
+                if not r.is_empty
+            )
+        self.ctx.store.commit(plan)
+        return sent
+
+    def _run_ranges(self, plan: BatchPlan, rerun: bool, ranges: Sequence[PartitionRange], topic: str) -> int:
+        from pyspark.sql import functions as F
+
+        from connectors.transforms import apply_chain
+
+        records = apply_chain(self.setup.chain, self.task.read(self.ctx.spark, ranges))
         with (
             checked_records(records, self.setup) as good,
             # The converter can flag records too (a value it cannot encode).
@@ -92,12 +119,10 @@ class SourceRunner:
         ):
             messages = messages.withColumn("sharding_key", F.col("partition"))  # = sluice.partition
             if rerun:
-                messages = self._without_already_sent(messages, plan)
-            sent = self._send(messages)
-        self.ctx.store.commit(plan)
-        return sent
+                messages = self._without_already_sent(messages, plan, topic)
+            return self._send(messages, topic)
 
-    def _send(self, messages: DataFrame) -> int:
+    def _send(self, messages: DataFrame, topic: str) -> int:
         """Send to the topic in source order; return how many messages the writer stored.
 
         All messages of one source partition go to one queue (sharding key), and the queue must
@@ -115,18 +140,18 @@ class SourceRunner:
                 .sortWithinPartitions("partition", "offset")
                 .write.format("rocketmq")
                 .option("namesrv", self.ctx.settings.namesrv)
-                .option("topic", self.topic)
+                .option("topic", topic)
                 .option("resultPath", summary)
                 .mode("append")
                 .save()
             )
             return read_write_summary(summary).count
 
-    def _without_already_sent(self, messages: DataFrame, plan: BatchPlan) -> DataFrame:
+    def _without_already_sent(self, messages: DataFrame, plan: BatchPlan, topic: str) -> DataFrame:
         """Drop records an earlier attempt of this plan already sent (found by batch property)."""
         from pyspark.sql import functions as F
 
-        sent = sorted(self._sent_positions(plan))
+        sent = sorted(self._sent_positions(plan, topic))
         if not sent:
             return messages
         spark = self.ctx.spark
@@ -138,13 +163,14 @@ class SourceRunner:
             "_p", "_o"
         )
 
-    def _sent_positions(self, plan: BatchPlan) -> set[tuple[str, str]]:
+    def _sent_positions(self, plan: BatchPlan, topic: str) -> set[tuple[str, str]]:
         ref = batch_ref(plan)
         client = self.ctx.rocketmq
         starts: dict[str, int] = json.loads(plan.sink_state.get("queue_ends", "{}"))
         found: set[tuple[str, str]] = set()
-        for mq in client.queues(self.topic):
-            for m in client.pull_range(mq, starts.get(mq.key, 0), client.max_offset(mq), max_per_request=512):
+        for mq in client.queues(topic):
+            start = starts.get(self._queue_key(topic, mq.key), 0)
+            for m in client.pull_range(mq, start, client.max_offset(mq), max_per_request=512):
                 if m.properties.get(BATCH_PROPERTY) == ref:
                     found.add(
                         (m.properties.get(PARTITION_PROPERTY, ""), m.properties.get(OFFSET_PROPERTY, ""))

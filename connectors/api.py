@@ -267,6 +267,18 @@ class ReportsWaiting(Protocol):
         ...
 
 
+@runtime_checkable
+class RoutesTopics(Protocol):
+    """Optional ability of a source task: each partition's records go to a topic of their own (a
+    JDBC source's table to ``topic.prefix`` + table). The runtime reads, converts and sends one
+    partition at a time to its topic (records of different partitions may differ in shape), and
+    creates each topic when ``topic.auto.create`` is on."""
+
+    def topic_of(self, partition: str) -> str: ...
+
+    def topics(self) -> list[str]: ...
+
+
 def delivery_of(task: SinkTask) -> Delivery:
     """The guarantee a sink task gives, checked against what it can do: a task declaring exactly
     once must either be transactional or undo a partial write from its ``prepare`` state."""

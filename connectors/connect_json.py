@@ -9,6 +9,7 @@ No module-level pyspark import.
 
 from __future__ import annotations
 
+import decimal
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -29,6 +30,10 @@ _PRIMITIVES: Final = {
 }
 _TIMESTAMP: Final = "org.apache.kafka.connect.data.Timestamp"
 _DATE: Final = "org.apache.kafka.connect.data.Date"
+_DECIMAL: Final = "org.apache.kafka.connect.data.Decimal"
+_PRECISION: Final = "connect.decimal.precision"
+#: Precision assumed for a Connect Decimal whose schema does not say (Kafka's schemas often do not).
+DEFAULT_DECIMAL_PRECISION: Final = 38
 
 
 def connect_schema(data_type: DataType, optional: bool = True) -> dict[str, Any]:
@@ -42,6 +47,14 @@ def connect_schema(data_type: DataType, optional: bool = True) -> dict[str, Any]
         return {"type": "int64", "optional": optional, "name": _TIMESTAMP, "version": 1}
     if isinstance(data_type, T.DateType):
         return {"type": "int32", "optional": optional, "name": _DATE, "version": 1}
+    if isinstance(data_type, T.DecimalType):
+        return {
+            "type": "bytes",
+            "optional": optional,
+            "name": _DECIMAL,
+            "version": 1,
+            "parameters": {"scale": str(data_type.scale), _PRECISION: str(data_type.precision)},
+        }
     if isinstance(data_type, T.ArrayType):
         return {
             "type": "array",
@@ -73,6 +86,21 @@ def spark_type(schema: Mapping[str, Any], where: str = "schema") -> DataType:
         return T.TimestampType()
     if name == _DATE:
         return T.DateType()
+    if name == _DECIMAL:
+        params = schema.get("parameters") or {}
+        try:
+            scale = int(params.get("scale", 0))
+            precision = int(params.get(_PRECISION, DEFAULT_DECIMAL_PRECISION))
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"json converter: {where}: Decimal parameters {params!r} are not integers"
+            ) from None
+        if not 0 <= scale <= precision <= DEFAULT_DECIMAL_PRECISION:
+            raise ValueError(
+                f"json converter: {where}: Decimal(precision {precision}, scale {scale}) does not fit "
+                f"Spark's decimals (precision <= {DEFAULT_DECIMAL_PRECISION}, 0 <= scale <= precision)"
+            )
+        return T.DecimalType(precision, scale)
     if isinstance(kind, str) and kind in _PRIMITIVES:
         return getattr(T, _PRIMITIVES[kind])()
     if kind == "array":
@@ -105,7 +133,7 @@ def wire_type(data_type: DataType) -> DataType:
         return T.LongType()
     if isinstance(data_type, T.DateType):
         return T.IntegerType()
-    if isinstance(data_type, T.BinaryType):
+    if isinstance(data_type, T.BinaryType | T.DecimalType):
         return T.StringType()
     if isinstance(data_type, T.ArrayType):
         return T.ArrayType(wire_type(data_type.elementType), data_type.containsNull)
@@ -133,6 +161,8 @@ def convert_wire(column: Column, data_type: DataType, to_wire: bool) -> Column:
         return F.unix_date(column) if to_wire else F.date_from_unix_date(column)
     if isinstance(data_type, T.BinaryType):
         return F.base64(column) if to_wire else F.unbase64(column)
+    if isinstance(data_type, T.DecimalType):
+        return decimal_to_base64(column, data_type) if to_wire else decimal_from_base64(column, data_type)
     if isinstance(data_type, T.ArrayType):
         return F.transform(column, lambda x: convert_wire(x, data_type.elementType, to_wire))
     if isinstance(data_type, T.MapType):
@@ -156,3 +186,61 @@ def json_text(column: Column, data_type: DataType) -> Column:
     else:  # a scalar: serialise inside a one-field struct and cut the value out
         text = F.regexp_extract(F.to_json(F.struct(wire.alias("v")), options), r'^\{"v":(.*)\}$', 1)
     return F.coalesce(text, F.lit("null"))
+
+
+#: Python's default decimal context keeps 28 digits; Spark decimals have up to 38 (plus the scale).
+_EXACT: Final = decimal.Context(prec=100)
+
+
+def _unscaled_bytes(value: Any, scale: int) -> bytes:
+    """Kafka's Decimal encoding: ``BigInteger.toByteArray()`` of the unscaled value (minimal length)."""
+    unscaled = int(value.scaleb(scale, context=_EXACT))
+    return unscaled.to_bytes(max(1, (unscaled + (unscaled < 0)).bit_length() // 8 + 1), "big", signed=True)
+
+
+def decimal_to_base64(column: Column, data_type: Any) -> Column:
+    """A decimal column as Kafka's Decimal payload (base64 text), computed on executors.
+
+    A Python function (Arrow-batched): Spark SQL has no 128-bit integer to bytes.
+    """
+    import base64
+
+    from pyspark.sql import functions as F
+
+    scale = int(data_type.scale)
+
+    def one(value: Any) -> str | None:
+        return None if value is None else base64.b64encode(_unscaled_bytes(value, scale)).decode()
+
+    return F.udf(one, "string", useArrow=True)(column)
+
+
+def decimal_from_base64(column: Column, data_type: Any) -> Column:
+    """Kafka's Decimal payload (base64 of the unscaled value) as a Spark decimal of ``data_type``.
+
+    Text that is not base64, or a value that does not fit ``data_type``, gives null (the converter
+    flags the record: the payload does not parse).
+    """
+    import base64
+    import binascii
+    from decimal import Decimal
+
+    from pyspark.sql import functions as F
+
+    scale, precision = int(data_type.scale), int(data_type.precision)
+
+    def one(text: Any) -> Decimal | None:
+        if text is None:
+            return None
+        try:
+            raw = base64.b64decode(str(text), validate=True)
+        except (binascii.Error, ValueError):
+            return None
+        if not raw:
+            return None
+        unscaled = int.from_bytes(raw, "big", signed=True)
+        if len(str(abs(unscaled))) > precision:
+            return None
+        return Decimal(unscaled).scaleb(-scale, context=_EXACT)
+
+    return F.udf(one, data_type, useArrow=True)(column)

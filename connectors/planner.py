@@ -88,6 +88,9 @@ class PlanDecision:
     plan: BatchPlan | None
     rerun: bool = False
     moved: Mapping[PartitionKey, Position] = field(default_factory=dict)
+    # Units per partition (str(key)) between its start and the latest position when planned
+    # (None: the source cannot tell cheaply); empty for a re-run. Feeds the lag in status.
+    backlog: Mapping[str, int | None] = field(default_factory=dict)
 
 
 def _replaced(committed: Position, latest: Position) -> str:
@@ -148,7 +151,7 @@ def plan_next(request: PlanRequest, view: PositionView) -> PlanDecision:
     plan = None
     if ranges:
         plan = BatchPlan(request.connector, request.task_id, request.next_batch_id, tuple(ranges))
-    return PlanDecision(plan, rerun=False, moved=moved)
+    return PlanDecision(plan, rerun=False, moved=moved, backlog=backlog)
 
 
 @runtime_checkable

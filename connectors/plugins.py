@@ -52,6 +52,7 @@ BUILTIN_CONNECTORS: Final = {
     "dummy-source": "connectors.dummy:DummySourceConnector",
     "dummy-sink": "connectors.dummy:DummySinkConnector",
     "postgres-sink": "connectors.postgres.sink:PostgresSinkConnector",
+    "jdbc-source": "connectors.jdbc.source:JdbcSourceConnector",
     "jdbc-sink": "connectors.jdbc.sink:JdbcSinkConnector",
 }
 
@@ -64,6 +65,8 @@ CONNECTOR_ALIASES: Final = {
     "FileStreamSink": "file-sink",
     "org.apache.rocketmq.connect.file.FileSourceConnector": "file-source",
     "org.apache.rocketmq.connect.file.FileSinkConnector": "file-sink",
+    "io.confluent.connect.jdbc.JdbcSourceConnector": "jdbc-source",
+    "org.apache.rocketmq.connect.jdbc.connector.JdbcSourceConnector": "jdbc-source",
     "io.confluent.connect.jdbc.JdbcSinkConnector": "jdbc-sink",
     "org.apache.rocketmq.connect.jdbc.connector.JdbcSinkConnector": "jdbc-sink",
 }

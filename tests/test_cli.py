@@ -5,18 +5,15 @@ End-to-end exit codes of real `sluice connector` processes are in tests/runtime/
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from deploy.local.config import StackConfig
-from worker.cli import _parse_config, build_parser, main
+from worker.cli import main
 from worker.errors import (
     ConnectorConfigError,
     ConnectorExistsError,
@@ -30,37 +27,43 @@ from worker.errors import (
 from worker.temporal_client import OwnedRuntime, connect
 
 
-def _args(*argv: str) -> argparse.Namespace:
-    return build_parser().parse_args(["connector", "create", "c1", *argv])
-
-
-def test_parse_config_merges_file_and_set(tmp_path: Path) -> None:
-    path = tmp_path / "c.json"
-    path.write_text(json.dumps({"config": {"connector.class": "file-source", "tasks.max": 2}}))
-    config = _parse_config(_args("--config-file", str(path), "--set", "tasks.max=3", "--set", "a=b=c"))
-    assert config == {"connector.class": "file-source", "tasks.max": "3", "a": "b=c"}
-
-
 @pytest.mark.parametrize(
-    ("content", "argv", "message"),
+    ("argv", "fragment"),
     [
-        (None, ("--set", "no-equals"), "KEY=VALUE"),
-        (None, ("--set", "=value"), "KEY=VALUE"),
-        ("{oops", (), "not valid JSON"),
-        ("[1, 2]", (), "JSON object"),
-        ('{"config": "x"}', (), "JSON object"),
+        (["connector", "status"], "sluice connector status: Missing argument 'NAME'"),
+        (["connector", "nope"], "sluice connector: No such command 'nope'"),
+        (["connector", "list", "--output", "xml"], "sluice connector list: Invalid value for '--output'"),
+        (["stack", "sideways"], "sluice stack: Invalid value for ACTION"),
+        (["connector", "create", "c1", "--set", "oops"], "sluice connector create: --set takes KEY=VALUE"),
+        (["connector", "create"], "sluice connector create: give the connector's NAME"),
+        (["connector", "offsets", "alter", "c1"], "sluice connector offsets alter: give the offsets"),
+        (["connector", "watch", "c1", "--interval", "0"], "--interval must be > 0"),
     ],
 )
-def test_parse_config_errors_are_usage_errors(
-    tmp_path: Path, content: str | None, argv: tuple[str, ...], message: str
+def test_usage_errors_are_one_line_and_exit_2(
+    argv: list[str], fragment: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "c.json"
-    if content is not None:
-        path.write_text(content)
-        argv = ("--config-file", str(path), *argv)
-    with pytest.raises(UsageError, match=message) as err:
-        _parse_config(_args(*argv))
-    assert err.value.exit_code == 2 and "\n" not in str(err.value)
+    """Before any connection: Click's usage errors and Sluice's own are one stderr line, exit 2."""
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0], captured.err
+
+
+def test_help_lists_every_command_and_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["connector", "--help"]) == 0
+    out = capsys.readouterr().out
+    for command in (
+        "create", "validate", "list", "status", "config", "tasks", "pause", "resume", "stop",
+        "restart", "reconfigure", "delete", "watch", "offsets",
+    ):  # fmt: skip
+        assert f"  {command} " in out, command
+    assert "3  connector not found" in out and "7  the connector did not answer" in out
+    assert main(["connector", "restart", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--include-tasks" in out and "--only-failed" in out
+    assert main([]) == 2 and "Usage: sluice" in capsys.readouterr().err
 
 
 def test_exit_codes_are_distinct_and_messages_name_the_connector() -> None:
@@ -128,3 +131,35 @@ def test_connector_commands_do_not_import_spark(stack_config: StackConfig) -> No
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == "2 []", result
     assert "connector light has an invalid configuration" in result.stderr
+
+
+def test_watch_frame_shows_records_rate_last_batch_and_lag() -> None:
+    """The watch view's arithmetic: records/s between two heartbeats of one run, reset on a new run."""
+    from rich.console import Console
+
+    from worker.cli_watch import Beat, Rates, frame
+    from workflows.types import ConnectorState, ConnectorStatus, TaskState, TaskStatus
+
+    status = ConnectorStatus(
+        name="w1",
+        config={},
+        state=ConnectorState.RUNNING,
+        connector_class="dummy-source",
+        kind="source",
+        tasks=[TaskStatus(0, TaskState.RUNNING, attempt=1), TaskStatus(1, TaskState.FAILED, error="boom")],
+    )
+    rates = Rates()
+    details = {"records": 100, "batches": 2, "last_committed_batch": 1, "phase": "idle"}
+    frame(status, {0: Beat("task-0-g0-a1", details, at=10.0)}, rates, 1.0)
+    later = {**details, "records": 400, "last_committed_batch": 7, "lag": {"q0": 12}}
+    view = frame(status, {0: Beat("task-0-g0-a1", later, at=12.0)}, rates, 1.0)
+    console = Console(width=200, record=True, force_terminal=True)
+    console.print(view)
+    text = console.export_text()
+    row = next(line for line in text.splitlines() if line.startswith("│ 0"))
+    cells = [c.strip() for c in row.split("│")[1:-1]]
+    assert cells[:6] == ["0", "RUNNING", "1", "400", "150.0", "7"], cells
+    assert "boom" in text and "lag per partition" in text and "q0" in text and "12" in text
+    # A new run of the task (another activity id) counts from zero: no rate until its second beat.
+    assert rates.update(0, Beat("task-0-g1-a2", {"records": 5}, at=13.0)) is None
+    assert rates.update(0, Beat("task-0-g1-a2", {"records": 25}, at=14.0)) == 20.0

@@ -34,6 +34,7 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.connector_activities import validate_config
+from activities.offsets import OFFSETS_ERROR, OffsetsFormatError, parse_offsets
 from activities.validation import secret_fields
 from connectors.sealing import Sealer, seal_config
 from worker.errors import (
@@ -42,12 +43,14 @@ from worker.errors import (
     ConnectorExistsError,
     ConnectorNotAnsweringError,
     ConnectorNotFoundError,
+    ConnectorOffsetsError,
     ConnectorStateError,
     TemporalUnavailableError,
 )
-from workflows import search_attributes
+from workflows import search_attributes, status_text
 from workflows.connector import ConnectorWorkflow
 from workflows.types import (
+    AlterOffsets,
     ConnectorState,
     ConnectorStatus,
     DeleteRequest,
@@ -65,6 +68,7 @@ __all__ = [
     "ConnectorExistsError",
     "ConnectorNotAnsweringError",
     "ConnectorNotFoundError",
+    "ConnectorOffsetsError",
     "ConnectorStateError",
     "SluiceClient",
     "TemporalUnavailableError",
@@ -121,6 +125,8 @@ class SluiceClient:
                 raise ConnectorConfigError(
                     name, [cause.message.removeprefix("invalid configuration: ")]
                 ) from exc
+            if isinstance(cause, ApplicationError) and cause.type == OFFSETS_ERROR:
+                raise ConnectorOffsetsError(name, cause.message) from exc
             raise ConnectorStateError(name, operation, cause) from cause
         except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError) as exc:
             if operation == "query":
@@ -167,7 +173,7 @@ class SluiceClient:
                         SearchAttributePair(search_attributes.CONNECTOR_KIND, result.kind),
                     ]
                 ),
-                static_summary=f"{result.kind} connector {name} ({result.connector_class})",
+                static_summary=status_text.summary(name, result.kind, result.connector_class),
             )
         try:
             return await self.status(name)
@@ -247,10 +253,41 @@ class SluiceClient:
             await update.result()
             await self.handle(name).result()
 
+    async def offsets(self, name: str) -> list[dict[str, Any]]:
+        """Committed offsets, Kafka Connect's shape (activities/offsets.py): one
+        ``{"partition": {"partition", "topic"?}, "offset": {"position"}}`` per partition read."""
+        result = await self._update_raw(name, "offsets", None, list)
+        return list(result)
+
+    async def alter_offsets(self, name: str, offsets: list[dict[str, Any]]) -> None:
+        """Set (or, with ``"offset": null``, forget) positions; only while STOPPED, else
+        ConnectorStateError. Entries are checked here first: ConnectorOffsetsError names the bad one."""
+        try:
+            parse_offsets(name, offsets)
+        except OffsetsFormatError as exc:
+            raise ConnectorOffsetsError(name, str(exc)) from None
+        await self._update_raw(name, "alter_offsets", AlterOffsets(list(offsets)), None)
+
+    async def reset_offsets(self, name: str) -> None:
+        """Forget every position (read from the start on resume); only while STOPPED."""
+        await self._update_raw(name, "reset_offsets", None, None)
+
+    async def _update_raw(self, name: str, update: str, arg: object, result_type: type | None) -> Any:
+        """Like ``_update`` for updates that do not answer with a ConnectorStatus."""
+        args = [] if arg is None else [arg]
+        with self._errors(name, update):
+            async with asyncio.timeout(self.answer_timeout):
+                handle = await self.handle(name).start_update(
+                    update, args=args, wait_for_stage=WorkflowUpdateStage.ACCEPTED, result_type=result_type
+                )
+            return await handle.result()
+
     async def list(self) -> list[str]:
         names = []
         try:
-            async for wf in self.client.list_workflows("WorkflowType='ConnectorWorkflow'"):
+            # Only this client's task queue: other deployments (and tests) share the namespace.
+            query = f"WorkflowType='ConnectorWorkflow' AND TaskQueue='{self.task_queue}'"
+            async for wf in self.client.list_workflows(query):
                 if wf.status == WorkflowExecutionStatus.RUNNING:
                     names.append(wf.id.removeprefix(workflow_id_for("")))
         except RPCError as exc:

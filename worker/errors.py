@@ -74,6 +74,12 @@ class ConnectorConfigError(ConnectorError, ValueError):
         self.errors = errors
 
 
+class ConnectorOffsetsError(ConnectorError, ValueError):
+    """An offsets alter request that is malformed (names the entry); nothing was changed."""
+
+    exit_code = EXIT_USAGE
+
+
 class ConnectorNotFoundError(ConnectorError, LookupError):
     """No connector of that name is running: never created, deleted, or its workflow has ended."""
 

@@ -20,6 +20,7 @@ from temporalio.worker import Worker
 
 from activities.connector_activities import ConnectorActivities
 from activities.context import RuntimeContext
+from activities.offsets import OffsetActivities
 from activities.reports import TaskReporter
 from worker.settings import Settings, settings
 from worker.temporal_client import connect
@@ -54,7 +55,7 @@ def build_worker(
         client,  # type: ignore[arg-type]
         task_queue=settings.task_queue,
         workflows=[ConnectorWorkflow],
-        activities=[acts.validate, acts.run_task, acts.delete_offsets],
+        activities=[acts.validate, acts.run_task, acts.delete_offsets, *OffsetActivities(ctx).all()],
         activity_executor=executor,
         max_concurrent_activities=settings.max_concurrent_tasks + 4,
         # A SIGKILLed worker leaves its sticky queue behind; fall back to the shared queue fast.

@@ -89,6 +89,12 @@ class Settings(BaseSettings):
     #: Fernet key sealing literal secrets of connector configs (connectors.sealing); unset: the
     #: local key file ``<state_dir>/secrets.key``, created on first use.
     secrets_key: SecretStr | None = None
+    # `sluice rest` (worker/rest): RocketMQ Connect's port, loopback only unless asked.
+    rest_host: str = Field(default="127.0.0.1", min_length=1)
+    rest_port: Port = 8082
+    rest_token: SecretStr | None = None  # bearer token for mutating calls (and reads, see below)
+    rest_auth_reads: bool = False  # reads need the token too
+    rest_max_body_bytes: int = Field(default=1_048_576, ge=1)
 
     @field_validator("state_dir")
     @classmethod
@@ -175,7 +181,7 @@ _EXPECTED: Final[dict[str, Callable[[str], str]]] = {
     "string_too_short": lambda field: "expected a non-empty value",
     "string_pattern_mismatch": lambda field: "expected a size such as 512m or 2g",
 }
-_SECRET_FIELDS: Final = frozenset({"payload_key", "secrets_key"})
+_SECRET_FIELDS: Final = frozenset({"payload_key", "secrets_key", "rest_token"})
 
 
 def _problem(error: Any) -> str:

@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -30,8 +31,10 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 
 with workflow.unsafe.imports_passed_through():
     from workflows import search_attributes as sa
+    from workflows import start_input
     from workflows import tasks as task_rules
     from workflows.failures import NON_RETRYABLE_ERRORS, Failure, FailureKind, classify, clip
+    from workflows.offsets import OffsetUpdates
     from workflows.status_text import details
     from workflows.types import (
         DELETE_OFFSETS_ACTIVITY,
@@ -65,24 +68,39 @@ Handles = dict[int, workflow.ActivityHandle[object]]
 
 
 @workflow.defn(name="ConnectorWorkflow")
-class ConnectorWorkflow:
+class ConnectorWorkflow(OffsetUpdates):
     @workflow.init
-    def __init__(self, state: WorkflowState | ConnectorStatus) -> None:
+    def __init__(self, state: WorkflowState | ConnectorStatus | Any = None) -> None:
         """State from the input before any handler runs: an update that arrives with the start (a
-        ``stop`` right after ``create``) sees the connector's real name and state."""
-        self.s = state if isinstance(state, WorkflowState) else WorkflowState(**vars(state))
-        self.s.name = self.s.name or workflow.info().workflow_id
+        ``stop`` right after ``create``) sees the connector's real name and state.
+
+        ``Any`` last: plain JSON that fits neither dataclass (``temporal workflow start`` with a
+        missing ``config``, no input at all) arrives raw and the connector ends FAILED naming each
+        field (workflows/start_input.py) instead of its first workflow task failing in a loop.
+        """
+        self._bad_input = not isinstance(state, ConnectorStatus)
+        if isinstance(state, WorkflowState):
+            self.s = state
+        elif isinstance(state, ConnectorStatus):
+            self.s = WorkflowState(**vars(state))
+        else:
+            self.s = start_input.failed_state(state, workflow.info().workflow_id)
+        self.s.name = self.s.name or start_input.name_from(None, workflow.info().workflow_id)
         self._published: tuple[str, str, str, str] | None = None
+        self._offsets_busy = 0  # offset changes in flight (workflows/offsets.py)
 
     # ---- run ---------------------------------------------------------------------------------
     @workflow.run
-    async def run(self, state: WorkflowState | ConnectorStatus) -> ConnectorStatus:
+    async def run(self, state: WorkflowState | ConnectorStatus | Any = None) -> ConnectorStatus:
         """Start from a client's ConnectorStatus(name, config) or the state a previous run carried
         (``__init__`` has taken it; updates accepted since then are already in ``self.s``).
 
         Temporal decodes the input as the first type of the union that fits: always WorkflowState,
         whose extra fields all have defaults; the union lets clients pass a plain ConnectorStatus.
         """
+        if self._bad_input:
+            self._publish()
+            return self.s.view()
         if not self.s.connector_class:
             result = await self._validate(self.s.config)
             if result.errors:
@@ -337,7 +355,10 @@ class ConnectorWorkflow:
             return
         task = self.s.tasks[report.task_id]
         if task.state == TaskState.RUNNING:
-            task.detail = clip(report.detail, 1_000)
+            if report.metrics is not None:
+                task.metrics = report.metrics
+            else:
+                task.detail = clip(report.detail, 1_000)
             workflow.set_current_details(details(self.s))
 
     # ---- updates -----------------------------------------------------------------------------
@@ -364,6 +385,7 @@ class ConnectorWorkflow:
     @resume.validator
     def _validate_resume(self) -> None:
         self._require(ConnectorState.PAUSED, ConnectorState.STOPPED, ConnectorState.RUNNING)
+        self._require_offsets_idle("resume")
 
     @workflow.update
     async def stop(self) -> ConnectorStatus:
@@ -382,7 +404,9 @@ class ConnectorWorkflow:
         )
 
     @workflow.update
-    async def restart(self, request: RestartRequest) -> ConnectorStatus:
+    async def restart(self, request: RestartRequest | None = None) -> ConnectorStatus:
+        """All tasks; ``{"only_failed": true}`` only the FAILED ones (no input: all)."""
+        request = request or RestartRequest()
         self.s.generation += 1
         if not request.only_failed:
             # Running tasks are cancelled and started again; the others start.
@@ -397,10 +421,11 @@ class ConnectorWorkflow:
         return self.s.view()
 
     @restart.validator
-    def _validate_restart(self, request: RestartRequest) -> None:
+    def _validate_restart(self, request: RestartRequest | None = None) -> None:
         self._require(
             ConnectorState.RUNNING, ConnectorState.FAILED, ConnectorState.PAUSED, ConnectorState.STOPPED
         )
+        self._require_offsets_idle("restart")
 
     @workflow.update
     async def reconfigure(self, request: Reconfigure) -> ConnectorStatus:
@@ -429,8 +454,9 @@ class ConnectorWorkflow:
             raise ValueError("reconfigure: connector.class is required")
 
     @workflow.update
-    async def delete(self, request: DeleteRequest) -> None:
-        self.s.delete_request = request
+    async def delete(self, request: DeleteRequest | None = None) -> None:
+        """Stop every task and end the workflow; offsets are deleted unless ``delete_offsets`` is false."""
+        self.s.delete_request = request or DeleteRequest()
         self._poke()
 
     def _require(self, *allowed: ConnectorState) -> None:

@@ -33,6 +33,9 @@ class TaskState(StrEnum):
 VALIDATE_ACTIVITY = "validate_connector"
 RUN_TASK_ACTIVITY = "run_connector_task"
 DELETE_OFFSETS_ACTIVITY = "delete_connector_offsets"
+READ_OFFSETS_ACTIVITY = "read_connector_offsets"
+ALTER_OFFSETS_ACTIVITY = "alter_connector_offsets"
+RESET_OFFSETS_ACTIVITY = "reset_connector_offsets"
 
 
 def workflow_id_for(connector: str) -> str:
@@ -98,6 +101,19 @@ class TaskOutcome:
     records: int
 
 
+@dataclass(frozen=True)
+class TaskMetrics:
+    """A running task's throughput and backlog, reported after batches (status, Temporal UI)."""
+
+    last_batch: int = -1  # id of the last committed batch
+    last_batch_records: int = 0
+    last_batch_time: str = ""  # ISO-8601 UTC, when it committed
+    records: int = 0  # records moved by the current task activity
+    records_per_s: float = 0.0  # since the previous report
+    lag: int = -1  # units between the committed and the latest positions; -1: unknown
+    lag_unit: str = "records"  # or "bytes" (file sources count bytes)
+
+
 @dataclass
 class TaskStatus:
     """One task as the workflow sees it; times are ISO-8601 UTC from ``workflow.now()``."""
@@ -114,6 +130,7 @@ class TaskStatus:
     next_retry_time: str = ""  # when the waiting retry starts; empty when none waits
     running_since: str = ""  # when the current task activity was started
     detail: str = ""  # what the task reports it is doing (``report_task``), e.g. a file it waits for
+    metrics: TaskMetrics | None = None  # the latest metrics report; None before the first batch
 
 
 @dataclass
@@ -148,6 +165,23 @@ class Reconfigure:
     config: dict[str, str]
 
 
+@dataclass(frozen=True)
+class AlterOffsets:
+    """Update ``alter_offsets``: Kafka Connect's ``{"partition": …, "offset": …}`` entries, exactly as
+    the ``offsets`` update returns them (``offset`` None forgets that partition). Parsed by the
+    activity, never by workflow code."""
+
+    offsets: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class OffsetsChange:
+    """Input of the alter-offsets activity: which connector, and the entries as the user gave them."""
+
+    connector: str
+    offsets: list[dict[str, Any]]
+
+
 @dataclass
 class WorkflowState(ConnectorStatus):
     """The workflow's one state: the status plus pending control requests and internal settings.
@@ -170,8 +204,10 @@ class WorkflowState(ConnectorStatus):
 
 @dataclass(frozen=True)
 class TaskReport:
-    """Signal ``report_task``: a task says what it is doing; an empty detail clears it."""
+    """Signal ``report_task``: a task says what it is doing (an empty detail clears it), or, with
+    ``metrics``, how it is doing (the detail is then left as it is)."""
 
     task_id: int
     generation: int
     detail: str = ""
+    metrics: TaskMetrics | None = None

@@ -30,7 +30,7 @@ only the admin ``set_positions`` may rewind.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -124,16 +124,22 @@ class OffsetStore:
             return rows.read_positions(conn, self._t, connector, task_id=task_id)
 
     def set_positions(
-        self, connector: str, positions: Mapping[PartitionKey | str, Position | int]
+        self,
+        connector: str,
+        positions: Mapping[PartitionKey | str, Position | int],
+        *,
+        clear: Iterable[PartitionKey] = (),
     ) -> None:
         """Admin: overwrite positions (forwards or backwards), like Kafka Connect's alterOffsets.
 
         Run it with the connector stopped. Plans recorded but not committed are discarded in the
         same transaction: their ranges start from positions that no longer hold, and re-running
         them would undo the change. Keys are ``PartitionKey``s or their text form
-        (``topic/broker-a:0`` for a sink's queue, the partition name for a source).
+        (``topic/broker-a:0`` for a sink's queue, the partition name for a source). Keys in
+        ``clear`` lose their position (read from the start again), in the same transaction.
         """
-        if not positions:
+        cleared = list(clear)
+        if not positions and not cleared:
             return
         typed: dict[PartitionKey, Position] = {}
         for key, pos in positions.items():
@@ -150,9 +156,20 @@ class OffsetStore:
                     f"connector {connector!r} is a sink: position key {bad!r} must be "
                     "'<topic>/<broker>:<queue_id>'"
                 )
-            rows.register(conn, self._t, connector, kind)
+            if typed:
+                rows.register(conn, self._t, connector, kind)
+            if cleared:
+                rows.delete_positions(conn, self._t, connector, cleared)
             for pkey, pos in typed.items():
                 rows.upsert_position(conn, self._t, connector, pkey, pos, ADMIN_TASK, None, guarded=False)
+            lg = self._t.batch_ledger
+            conn.execute(delete(lg).where(lg.c.connector == connector, lg.c.status == PLANNED))
+
+    def reset_positions(self, connector: str) -> None:
+        """Admin: forget every position (and uncommitted plan), like Kafka Connect's offset reset;
+        the connector reads from the start when it runs again. The registry and ledger stay."""
+        with self._engine.begin() as conn:
+            rows.delete_positions(conn, self._t, connector, None)
             lg = self._t.batch_ledger
             conn.execute(delete(lg).where(lg.c.connector == connector, lg.c.status == PLANNED))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import Connection, and_, func, or_, select
+from sqlalchemy import Connection, and_, delete, func, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from activities.store.errors import batch_ref
@@ -105,3 +105,17 @@ def upsert_position(
         where=(pos.c.position["key"] <= stmt.excluded.position["key"]) if guarded else None,
     )
     return conn.execute(stmt.returning(pos.c.partition)).first() is not None
+
+
+def delete_positions(
+    conn: Connection, t: StoreTables, connector: str, keys: Iterable[PartitionKey] | None
+) -> None:
+    """Remove the connector's positions: all of them, or only ``keys``."""
+    pos = t.positions
+    q = delete(pos).where(pos.c.connector == connector)
+    if keys is not None:
+        wanted = list(keys)
+        if not wanted:
+            return
+        q = q.where(or_(*(and_(pos.c.topic == k.topic, pos.c.partition == k.name) for k in wanted)))
+    conn.execute(q)

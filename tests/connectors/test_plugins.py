@@ -79,6 +79,7 @@ def test_third_party_entry_point() -> None:
         "file-sink",
         "file-source",
         "jdbc-sink",
+        "jdbc-source",
         "postgres-sink",
     ]
     assert load_transform_class("AcmeTransform", extra=THIRD_PARTY) is ThirdPartyTransform
@@ -87,10 +88,10 @@ def test_third_party_entry_point() -> None:
 
 def test_unknown_connector_lists_known_names() -> None:
     with pytest.raises(PluginNotFoundError) as info:
-        load_connector_class("jdbc-source")
+        load_connector_class("mongodb-source")
     assert str(info.value) == (
-        "unknown connector 'jdbc-source'; known: dummy-sink, dummy-source, file-sink, file-source, "
-        "jdbc-sink, postgres-sink "
+        "unknown connector 'mongodb-source'; known: dummy-sink, dummy-source, file-sink, file-source, "
+        "jdbc-sink, jdbc-source, postgres-sink "
         "(or a 'package.module:Class' path)"
     )
 

@@ -13,12 +13,14 @@ exists, 5 refused in the current state, 6 Temporal unreachable, 7 no worker answ
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import sys
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -28,6 +30,9 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.worker import Worker
 
 from activities.connector_activities import validate_config
+from activities.context import RuntimeContext
+from activities.heartbeat import Progress
+from activities.offsets import OffsetActivities
 from deploy.local.config import StackConfig
 from tests.runtime.helpers import wait_for
 from worker.client import (
@@ -38,6 +43,7 @@ from worker.client import (
     ConnectorStateError,
     SluiceClient,
 )
+from worker.settings import settings
 from workflows.connector import ConnectorWorkflow
 from workflows.types import (
     DELETE_OFFSETS_ACTIVITY,
@@ -63,9 +69,14 @@ async def validate_real(spec: ConnectorSpec) -> ValidationResult:
 
 @activity.defn(name=RUN_TASK_ACTIVITY)
 async def run_task_stand_in(inp: TaskInput) -> TaskOutcome:
-    """Runs until cancelled, heartbeating like a real task (cancellation arrives on a heartbeat)."""
+    """Runs until cancelled, heartbeating like a real task (cancellation arrives on a heartbeat) with
+    the real task's details (activities.heartbeat.Progress): 10 records per 0.05 s "batch"."""
+    progress = Progress(phase="running")
     while True:
-        activity.heartbeat()
+        progress.batches += 1
+        progress.records += 10
+        progress.last_committed_batch = progress.batches - 1
+        activity.heartbeat(asdict(progress))
         await asyncio.sleep(0.05)
 
 
@@ -92,15 +103,22 @@ class Run:
 
 
 @pytest.fixture
-async def cli(stack_config: StackConfig) -> AsyncIterator[CliEnv]:
+async def cli(stack_config: StackConfig, fresh_schema: str) -> AsyncIterator[CliEnv]:
+    """A worker on a private task queue: the real workflow, validation and offset activities (on a
+    fresh store schema), stand-in task activities."""
     client = await Client.connect(stack_config.temporal_address)
     queue = f"cli-test-{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, "SLUICE_TASK_QUEUE": queue}
+    env = {**os.environ, "SLUICE_TASK_QUEUE": queue, "COLUMNS": "200"}
+    runtime = dataclasses.replace(
+        settings().runtime, database_url=stack_config.database_url, store_schema=fresh_schema
+    )
+    offsets = OffsetActivities(RuntimeContext(runtime))
     async with Worker(
         client,
         task_queue=queue,
         workflows=[ConnectorWorkflow],
-        activities=[validate_real, run_task_stand_in, delete_offsets_stand_in],
+        activities=[validate_real, run_task_stand_in, delete_offsets_stand_in, *offsets.all()],
+        activity_executor=ThreadPoolExecutor(4),
         # Deliver a delete's cancellation to the running task within ~0.1 s, not 8 s.
         max_heartbeat_throttle_interval=timedelta(milliseconds=100),
         default_heartbeat_throttle_interval=timedelta(milliseconds=100),
@@ -159,7 +177,7 @@ async def test_create_delete_loop_exits_zero_every_time(cli: CliEnv) -> None:
     async def lane(lane_id: int) -> None:
         for i in range(lane_id, LOOP_ROUNDS, LANES):
             name = f"loop-{uuid.uuid4().hex[:6]}-{i}"
-            created = await sluice(cli, "connector", "create", name, *DUMMY)
+            created = await sluice(cli, "connector", "create", name, *DUMMY, "--output", "json")
             assert_ok(created)
             assert json.loads(created.stdout)["name"] == name
             deleted = await sluice(cli, "connector", "delete", name)
@@ -246,7 +264,7 @@ async def test_operation_refused_in_current_state(cli: CliEnv) -> None:
     assert_ok(await sluice(cli, "connector", "create", name, *DUMMY))
     assert_ok(await sluice(cli, "connector", "stop", name))
     assert_one_line_error(await sluice(cli, "connector", "pause", name), 5, f"connector {name}", "STOPPED")
-    resumed = await sluice(cli, "connector", "resume", name)
+    resumed = await sluice(cli, "connector", "resume", name, "-o", "json")
     assert_ok(resumed)
     assert json.loads(resumed.stdout)["state"] == "RUNNING"
     assert_ok(await sluice(cli, "connector", "delete", name))

@@ -1,4 +1,4 @@
-"""`make demo`: a real pipeline on the local stack — file -> RocketMQ -> file — with live progress.
+"""`make demo-file`: a real pipeline on the local stack — file -> RocketMQ -> file — with live progress.
 
 1. starts a `sluice worker` process (Temporal worker + SparkSession);
 2. writes 20,000 lines to a source file and creates a file-source and a file-sink connector;
@@ -10,10 +10,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from urllib.parse import quote
 
@@ -48,6 +50,34 @@ async def _wait_copy(src: Path, dst: Path, timeout_s: float = 300) -> None:
     raise SystemExit(f"demo: the sink did not catch up within {timeout_s:.0f}s")
 
 
+@contextlib.asynccontextmanager
+async def started_worker(
+    cfg: StackConfig, log_name: str, env: Mapping[str, str]
+) -> AsyncIterator[subprocess.Popen[bytes]]:
+    """A `sluice worker` process with ``env`` added, ready (its log says so), stopped on exit."""
+    log = cfg.log_dir / f"{log_name}.log"
+    print(f"starting a sluice worker (log: {log})", flush=True)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "worker.cli", "worker"],
+        env={**os.environ, **env},
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        while b"sluice worker ready" not in log.read_bytes():
+            if worker.poll() is not None:
+                raise SystemExit(f"demo: the worker exited; see {log}")
+            await asyncio.sleep(0.5)
+        yield worker
+    finally:
+        worker.terminate()
+        try:
+            worker.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+
+
 async def run_demo(cfg: StackConfig) -> None:
     work = cfg.state_dir / "demo"
     work.mkdir(parents=True, exist_ok=True)
@@ -57,20 +87,7 @@ async def run_demo(cfg: StackConfig) -> None:
     queue = f"sluice-demo-{run_id}"
     src.write_text(_lines(0, 20000))
 
-    log = cfg.log_dir / f"demo-worker-{run_id}.log"
-    print(f"starting a sluice worker (log: {log})", flush=True)
-    env = {**os.environ, "SLUICE_TASK_QUEUE": queue}
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "worker.cli", "worker"],
-        env=env,
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        while b"sluice worker ready" not in log.read_bytes():
-            if worker.poll() is not None:
-                raise SystemExit(f"demo: the worker exited; see {log}")
-            await asyncio.sleep(0.5)
+    async with started_worker(cfg, f"demo-worker-{run_id}", {"SLUICE_TASK_QUEUE": queue}):
         client = await SluiceClient.connect(cfg.temporal_address, cfg.temporal_namespace, queue)
         source, sink = f"demo-source-{run_id}", f"demo-sink-{run_id}"
         await client.create(
@@ -112,9 +129,6 @@ async def run_demo(cfg: StackConfig) -> None:
         for name in (source, sink):
             await client.delete(name)
         print(f'Temporal UI: {cfg.temporal_ui_url} (search: ConnectorName STARTS_WITH "demo-")')
-    finally:
-        worker.terminate()
-        worker.wait(timeout=60)
 
 
 def main() -> int:

@@ -1,0 +1,270 @@
+"""`make bench-db`: database pipelines end to end, next to the limits they are measured against.
+
+Printed side by side in one run against the local stack (a benchmark: nothing is asserted):
+1. end to end, rows/s: ROWS rows of about 100 bytes (``bench_rows``) copied by ``jdbc-source``
+   (mode ``incrementing`` on ``id``) -> RocketMQ -> ``jdbc-sink`` (insert, ``auto.create``), timed
+   from connector creation until the target holds every row; once from MariaDB and once from
+   PostgreSQL, both into PostgreSQL. A first, smaller copy warms the Spark JVM and Python workers up
+   (a long-running worker is past that), as in ``make bench-pipeline``;
+2. the physical limit: the same rows through the databases' own bulk paths alone
+   (``bench.db_baselines``: COPY out into COPY in; SELECT into LOAD DATA; MariaDB SELECT into COPY);
+3. Sluice's raw RocketMQ round trip (batched send, then bulk pull) of pipeline-shaped messages
+   (``bench.pipeline_bench.raw_rates``);
+4. latency p50/p99, row committed in MariaDB -> row visible in PostgreSQL, at a steady 1,000
+   rows/s (``bench.db_latency``).
+
+ROWS: first argument or ``BENCH_ROWS`` (default 1,000,000; e.g. ``make bench-db BENCH_ROWS=200000``).
+The last line is the summary; every figure names its unit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import psycopg
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import URL, make_url
+
+from activities.context import RuntimeContext
+from bench import db_baselines, db_latency
+from bench.db_baselines import BENCH_TABLE, Timed
+from bench.pipeline_bench import RawRates, raw_rates
+from worker.client import SluiceClient
+from worker.main import build_worker
+from worker.settings import Settings, settings_or_exit
+from worker.temporal_client import connect
+
+ROWS = int(sys.argv[1]) if len(sys.argv) > 1 else int(os.environ.get("BENCH_ROWS") or 1_000_000)
+WARM_UP_ROWS = min(ROWS, 200_000)
+WARM_UP_TABLE = "bench_warm_up"
+# Records keep their table's schema through RocketMQ in Connect's JSON envelope, as in the demo.
+CONVERTER = {"value.converter": "json", "value.converter.schemas.enable": "true"}
+
+
+@dataclass(frozen=True)
+class Databases:
+    """One MariaDB database and two PostgreSQL databases (source, target), made for this run."""
+
+    mariadb: URL
+    pg_source: URL
+    pg_target: URL
+
+    def jdbc(self, url: URL) -> str:
+        scheme = "mariadb" if url.get_backend_name() in ("mysql", "mariadb") else "postgresql"
+        return f"jdbc:{scheme}://{url.host}:{url.port}/{url.database}"
+
+
+def make_databases(settings: Settings, run: str) -> Databases:
+    cfg = settings.stack
+    maria_admin = create_engine(cfg.mariadb_url(), isolation_level="AUTOCOMMIT")
+    with maria_admin.connect() as conn:
+        conn.execute(text(f"CREATE DATABASE bench_{run} CHARACTER SET utf8mb4"))
+    maria_admin.dispose()
+    pg_admin = create_engine(cfg.database_url, isolation_level="AUTOCOMMIT")
+    with pg_admin.connect() as conn:
+        for name in (f"bench_src_{run}", f"bench_dst_{run}"):
+            conn.execute(text(f"CREATE DATABASE {name}"))
+    pg_admin.dispose()
+    pg = make_url(cfg.database_url)
+    return Databases(
+        make_url(cfg.mariadb_url(f"bench_{run}")),
+        pg.set(database=f"bench_src_{run}"),
+        pg.set(database=f"bench_dst_{run}"),
+    )
+
+
+def drop_databases(settings: Settings, dbs: Databases) -> None:
+    maria_admin = create_engine(settings.stack.mariadb_url(), isolation_level="AUTOCOMMIT")
+    with maria_admin.connect() as conn:
+        conn.execute(text(f"DROP DATABASE IF EXISTS {dbs.mariadb.database}"))
+    maria_admin.dispose()
+    pg_admin = create_engine(settings.stack.database_url, isolation_level="AUTOCOMMIT")
+    with pg_admin.connect() as conn:
+        for url in (dbs.pg_source, dbs.pg_target):
+            conn.execute(text(f"DROP DATABASE IF EXISTS {url.database} WITH (FORCE)"))
+    pg_admin.dispose()
+
+
+def _dsn(url: URL) -> str:
+    return url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def source_config(dbs: Databases, source: URL, table: str, name: str, poll_ms: int = 100) -> dict[str, str]:
+    return {
+        "connector.class": "jdbc-source",
+        "connection.url": dbs.jdbc(source),
+        "connection.user": source.username or "",
+        "connection.password": source.password or "",
+        "mode": "incrementing",
+        "incrementing.column.name": "id",
+        "table.whitelist": table,
+        "topic.prefix": f"bench-{name}-",
+        "batch.max.rows": "100000",
+        "poll.interval.ms": str(poll_ms),
+        **CONVERTER,
+    }
+
+
+def sink_config(
+    dbs: Databases, table: str, target_table: str, name: str, poll_ms: int = 100
+) -> dict[str, str]:
+    return {
+        "connector.class": "jdbc-sink",
+        "connection.url": dbs.jdbc(dbs.pg_target),
+        "connection.user": dbs.pg_target.username or "",
+        "topics": f"bench-{name}-{table}",
+        "insert.mode": "insert",
+        "pk.mode": "record_value",
+        "pk.fields": "id",
+        "auto.create": "true",
+        "table.name.format": target_table,
+        "batch.max.records": "100000",
+        "poll.interval.ms": str(poll_ms),
+        **CONVERTER,
+    }
+
+
+def _count(dsn: str, table: str) -> int:
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            row = conn.execute(f'SELECT COUNT(*) FROM "{table}"').fetchone()
+            return int(row[0]) if row else 0
+    except psycopg.errors.UndefinedTable:
+        return 0
+
+
+async def copy_through(
+    sluice: SluiceClient, dbs: Databases, source: URL, rows: int, table: str = BENCH_TABLE
+) -> Timed:
+    """Create a source and a sink for ``table`` of ``source``; seconds until the target has all rows."""
+    name = uuid.uuid4().hex[:8]
+    target_table = f"copy_{name}"
+    t0 = time.perf_counter()
+    await sluice.create(f"bench-dst-{name}", sink_config(dbs, table, target_table, name))
+    await sluice.create(f"bench-src-{name}", source_config(dbs, source, table, name))
+    dsn = _dsn(dbs.pg_target)
+    while (done := await asyncio.to_thread(_count, dsn, target_table)) < rows:
+        await asyncio.sleep(0.25)
+    elapsed = time.perf_counter() - t0
+    for connector in (f"bench-src-{name}", f"bench-dst-{name}"):
+        await sluice.delete(connector)
+    return Timed(done, elapsed)
+
+
+async def latency_through(sluice: SluiceClient, dbs: Databases) -> db_latency.Latency:
+    name = uuid.uuid4().hex[:8]
+    target_table = f"latency_{name}"
+    db_latency.create_table(dbs.mariadb)
+    table = db_latency.LATENCY_TABLE
+    await sluice.create(f"bench-lat-dst-{name}", sink_config(dbs, table, target_table, name, poll_ms=50))
+    await sluice.create(f"bench-lat-src-{name}", source_config(dbs, dbs.mariadb, table, name, poll_ms=50))
+    result = await asyncio.to_thread(db_latency.measure, dbs.mariadb, _dsn(dbs.pg_target), target_table)
+    for connector in (f"bench-lat-src-{name}", f"bench-lat-dst-{name}"):
+        await sluice.delete(connector)
+    return result
+
+
+async def pipelines(
+    ctx: RuntimeContext, settings: Settings, dbs: Databases
+) -> tuple[Timed, Timed, db_latency.Latency]:
+    """Warm-up copy, then MariaDB -> PostgreSQL and PostgreSQL -> PostgreSQL, in one worker."""
+    client = await connect(settings.temporal_address, settings.temporal_namespace)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        async with build_worker(client, settings, ctx, pool):
+            sluice = SluiceClient(client, settings.task_queue)
+            warm = await copy_through(sluice, dbs, dbs.mariadb, WARM_UP_ROWS, WARM_UP_TABLE)
+            print(f"warm-up copy (MariaDB, {warm.rows:,} rows): {warm.seconds:.1f} s", flush=True)
+            maria = await copy_through(sluice, dbs, dbs.mariadb, ROWS)
+            print(f"e2e MariaDB -> RocketMQ -> PostgreSQL: {maria.rows_per_s:,.0f} rows/s", flush=True)
+            pg = await copy_through(sluice, dbs, dbs.pg_source, ROWS)
+            print(f"e2e PostgreSQL -> RocketMQ -> PostgreSQL: {pg.rows_per_s:,.0f} rows/s", flush=True)
+            latency = await latency_through(sluice, dbs)
+    return maria, pg, latency
+
+
+def _timed(label: str, fn: Callable[[], Timed]) -> Timed:
+    result = fn()
+    print(
+        f"{label}: {result.rows:,} rows in {result.seconds:.1f} s, {result.rows_per_s:,.0f} rows/s",
+        flush=True,
+    )
+    return result
+
+
+def main() -> None:
+    run = uuid.uuid4().hex[:8]
+    settings = settings_or_exit().model_copy(
+        update={"task_queue": f"bench-db-{run}", "store_schema": f"bench_{run}"}
+    )
+    dbs = make_databases(settings, run)
+    ctx = RuntimeContext(settings.runtime)
+    try:
+        print(
+            f"bench db: {ROWS:,} rows of ~100 bytes; databases bench_{run}, bench_src_{run}, bench_dst_{run}"
+        )
+        db_baselines.fill_mariadb(dbs.mariadb, ROWS)
+        db_baselines.fill_mariadb(dbs.mariadb, WARM_UP_ROWS, WARM_UP_TABLE)
+        db_baselines.fill_postgres(dbs.pg_source, ROWS)
+        pg_copy = _timed(
+            "db only, PostgreSQL COPY out -> COPY in",
+            lambda: db_baselines.postgres_copy(dbs.pg_source, dbs.pg_target),
+        )
+        maria_load = _timed(
+            "db only, MariaDB SELECT -> LOAD DATA",
+            lambda: db_baselines.mariadb_select_load(dbs.mariadb, dbs.mariadb),
+        )
+        maria_pg = _timed(
+            "db only, MariaDB SELECT -> PostgreSQL COPY in",
+            lambda: db_baselines.mariadb_to_postgres(dbs.mariadb, dbs.pg_target),
+        )
+        ctx.spark  # noqa: B018 - start Spark before timing anything
+        raw = raw_rates(ctx, settings.stack, min(ROWS, 500_000))
+        trip = RawRates.round_trip(raw.send, raw.bulk_pull)
+        print(
+            f"raw RocketMQ (Sluice's client): send {raw.send:,.0f} msgs/s, pull {raw.bulk_pull:,.0f} msgs/s, "
+            f"send+pull {trip:,.0f} msgs/s",
+            flush=True,
+        )
+        maria, pg, lat = asyncio.run(pipelines(ctx, settings, dbs))
+    finally:
+        ctx.close()
+        drop_databases(settings, dbs)
+    print(
+        f"latency at 1,000 rows/s (MariaDB commit -> visible in PostgreSQL): p50 {lat.p50_ms:.0f} ms, "
+        f"p99 {lat.p99_ms:.0f} ms, max {lat.max_ms:.0f} ms over {lat.rows:,} rows "
+        f"(observer polls every {lat.poll_ms:.0f} ms; {lat.unseen} never seen)"
+    )
+    db_only = pg_copy.rows_per_s
+    rows = [
+        (
+            "MariaDB -> RocketMQ -> PostgreSQL",
+            maria.rows_per_s,
+            maria_pg.rows_per_s,
+            "MariaDB SELECT -> COPY in",
+        ),
+        ("PostgreSQL -> RocketMQ -> PostgreSQL", pg.rows_per_s, db_only, "COPY out -> COPY in"),
+    ]
+    print(f"\n  {'path':<38} {'rows/s':>10}   vs the databases' own path")
+    for label, rate, limit, path in rows:
+        print(f"  {label:<38} {rate:>10,.0f}   {rate / limit:.2f} of {path} ({limit:,.0f} rows/s)")
+    print(f"  {'MariaDB SELECT -> LOAD DATA (db only)':<38} {maria_load.rows_per_s:>10,.0f}")
+    print(f"  {'RocketMQ send+pull (msgs/s)':<38} {trip:>10,.0f}")
+    print(
+        f"bench db: e2e_mariadb_rows_per_s={maria.rows_per_s:.0f} e2e_pg_rows_per_s={pg.rows_per_s:.0f} "
+        f"db_only_rows_per_s={db_only:.0f} db_only_mariadb_to_pg_rows_per_s={maria_pg.rows_per_s:.0f} "
+        f"db_only_mariadb_rows_per_s={maria_load.rows_per_s:.0f} rocketmq_msgs_per_s={trip:.0f} "
+        f"p50_ms={lat.p50_ms:.0f} p99_ms={lat.p99_ms:.0f} "
+        f"ratio_vs_db_only={pg.rows_per_s / db_only:.3f} "
+        f"ratio_mariadb_vs_db_only={maria.rows_per_s / maria_pg.rows_per_s:.3f} rows={ROWS}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""End-to-end latency of a database pipeline: row committed in the source -> row visible in the target.
+
+A writer thread inserts into the source table at a steady rate (``rate`` rows/s in small
+transactions every ``tick_s``) and notes each transaction's commit time (after ``COMMIT``
+returns) for its ids. An observer polls the target every ``poll_s`` for ids above the lowest one
+not yet seen and notes when each first appears. Latency = seen − committed; the observer's poll
+adds at most ``poll_s`` (reported). Rows committed during the first ``warm_up_s`` are left out.
+Both clocks are this process's ``time.monotonic()``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from dataclasses import dataclass
+
+import psycopg
+import pymysql
+from sqlalchemy.engine import URL
+
+LATENCY_TABLE = "bench_latency"
+MARIADB_DDL = (
+    f"CREATE TABLE {LATENCY_TABLE} (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, "
+    "payload VARCHAR(64) NOT NULL, created DATETIME(6) NOT NULL DEFAULT NOW(6))"
+)
+
+
+@dataclass(frozen=True)
+class Latency:
+    rows: int
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+    unseen: int  # committed rows never seen before the deadline
+    poll_ms: float
+
+
+def create_table(url: URL) -> None:
+    with _mariadb(url) as conn, conn.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {LATENCY_TABLE}")
+        cur.execute(MARIADB_DDL)
+
+
+def _mariadb(url: URL) -> pymysql.Connection:
+    return pymysql.connect(
+        host=url.host, port=url.port or 3306, user=url.username, password=url.password or "",
+        database=url.database, autocommit=False,
+    )  # fmt: skip
+
+
+def measure(
+    source: URL,
+    target_dsn: str,
+    target_table: str,
+    *,
+    rate: int = 1000,
+    seconds: float = 25,
+    warm_up_s: float = 5,
+    tick_s: float = 0.01,
+    poll_s: float = 0.02,
+    drain_s: float = 30,
+) -> Latency:
+    committed: dict[int, float] = {}
+    seen: dict[int, float] = {}
+    done = threading.Event()
+    per_tick = max(1, round(rate * tick_s))
+    start = time.monotonic()
+
+    def write() -> None:
+        conn = _mariadb(source)
+        try:
+            with conn.cursor() as cur:
+                next_tick = time.monotonic()
+                while time.monotonic() - start < seconds:
+                    cur.executemany(
+                        f"INSERT INTO {LATENCY_TABLE} (payload) VALUES (%s)", [("x" * 64,)] * per_tick
+                    )
+                    first = int(cur.lastrowid)
+                    conn.commit()
+                    at = time.monotonic()
+                    for i in range(first, first + per_tick):
+                        committed[i] = at
+                    next_tick += tick_s
+                    time.sleep(max(0.0, next_tick - time.monotonic()))
+        finally:
+            conn.close()
+            done.set()
+
+    writer = threading.Thread(target=write, name="latency-writer", daemon=True)
+    writer.start()
+    low = 0
+    with psycopg.connect(target_dsn, autocommit=True) as conn:
+        deadline = None
+        while True:
+            if done.is_set() and deadline is None:
+                deadline = time.monotonic() + drain_s
+            if deadline is not None and (time.monotonic() > deadline or len(seen) >= len(committed)):
+                break
+            try:
+                ids = conn.execute(f'SELECT id FROM "{target_table}" WHERE id > %s', (low,)).fetchall()
+            except psycopg.errors.UndefinedTable:
+                ids = []  # auto.create has not created it yet
+            now = time.monotonic()
+            for (i,) in ids:
+                seen.setdefault(int(i), now)
+            while low + 1 in seen:
+                low += 1
+            time.sleep(poll_s)
+    writer.join()
+    counted = [i for i, at in committed.items() if at - start >= warm_up_s]
+    latencies = sorted((seen[i] - committed[i]) * 1000 for i in counted if i in seen)
+    if not latencies:
+        return Latency(0, float("nan"), float("nan"), float("nan"), len(counted), poll_s * 1000)
+    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    return Latency(
+        len(latencies), statistics.median(latencies), p99, latencies[-1],
+        sum(1 for i in counted if i not in seen), poll_s * 1000,
+    )  # fmt: skip

@@ -1,0 +1,299 @@
+"""The read path of the JDBC source: DB-API connections, the catalogue, and ranges read as Arrow.
+
+Sluice reads with the Python drivers it already ships (PyMySQL, psycopg 3) *inside Spark tasks*
+(``mapInArrow``), one task per key range, each building Arrow record batches with the exact types
+of ``connectors.jdbc.types``. A large range (the initial load) is split into sub-ranges of
+``read.split.rows`` rows found with the planner's own ``ORDER BY key LIMIT 1 OFFSET n`` query, so
+splits hold equal row counts even across key gaps, and are read by parallel Spark tasks.
+
+Measured (bench/jdbc_read_bench.py, 100,000 rows of ~100 bytes, local[2] on this shared 2-core
+machine under load, so figures are noisy): rows/s MariaDB driver-only 37k, in Spark one split 22k,
+two splits 13k; PostgreSQL driver-only 179k, Spark 49k / 45k, ``COPY … TO STDOUT`` (bytes only,
+unparsed) 208k. So on one small machine the Spark hop costs 2-4x over a driver-side read and the
+split gains nothing (both cores are busy anyway); PyMySQL, pure Python, is MariaDB's limit. Why
+this path all the same: it is the one that scales out (each split runs on any executor of a
+``spark://``/``k8s://`` cluster, the driver never holds the rows), it keeps the type mapping in
+one place and needs nothing new. Spark's JDBC reader would need driver jars from Maven Central
+when a worker's one SparkSession starts (``spark.jars.packages``) and maps types by JDBC's rules
+(unsigned BIGINT, MySQL TIMESTAMP zones) rather than the table's; connectorx is not a dependency.
+Next steps the figures point at: PostgreSQL ``COPY`` into Arrow per split, and a C MySQL driver.
+
+Each connection sets the session zone to UTC (MySQL ``TIMESTAMP`` values arrive as UTC) and reads
+unbuffered (PyMySQL ``SSCursor``, a psycopg server-side cursor), so a task's memory is one Arrow
+batch. Errors never contain the URL's password: they name connector, table and column.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Final
+
+from connectors.config import ConfigError, FieldError
+from connectors.jdbc.queries import Sql, columns_query
+from connectors.jdbc.types import (
+    ColumnInfo,
+    MappedColumn,
+    UnsupportedColumnType,
+    map_column,
+    mysql_info_from_field,
+    postgres_info_from_oid,
+)
+from connectors.jdbc.urls import Dialect
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from sqlalchemy.engine import URL
+
+FETCH_ROWS: Final = 10_000
+EPOCH: Final = datetime(1970, 1, 1)
+_DECIMAL = re.compile(r"DECIMAL\((\d+),(\d+)\)")
+
+
+class JdbcAuthError(PermissionError):
+    """The database refused the credentials (retried a few times, then the task FAILS)."""
+
+
+class JdbcSourceConfigError(ConfigError):
+    """A missing table, an unknown column, a type Sluice cannot carry: configuration, not retried."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__([FieldError(field, message)])
+
+
+@dataclass(frozen=True)
+class ConnectParams:
+    """What a DB-API connect needs (picklable: it travels into Spark tasks, never into logs)."""
+
+    dialect: Dialect
+    host: str
+    port: int
+    user: str
+    password: str
+    database: str
+
+    def __repr__(self) -> str:  # a ConnectParams in a traceback must not show the password
+        return f"ConnectParams({self.dialect}, {self.host}:{self.port}/{self.database}, user={self.user})"
+
+    @classmethod
+    def of(cls, url: URL) -> ConnectParams:
+        dialect = Dialect.MYSQL if url.drivername.startswith("mysql") else Dialect.POSTGRESQL
+        port = url.port or (3306 if dialect is Dialect.MYSQL else 5432)
+        return cls(
+            dialect, url.host or "localhost", port, url.username or "", url.password or "", url.database or ""
+        )
+
+
+def _is_auth_failure(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+    return code in (1044, 1045, 1698) or "password authentication failed" in text or "access denied" in text
+
+
+def connect(params: ConnectParams, where: str) -> Any:
+    """An autocommit DB-API connection with the session zone set to UTC."""
+    try:
+        if params.dialect is Dialect.MYSQL:
+            import pymysql
+
+            return pymysql.connect(
+                host=params.host,
+                port=params.port,
+                user=params.user,
+                password=params.password,
+                database=params.database or None,
+                charset="utf8mb4",
+                autocommit=True,
+                init_command="SET time_zone = '+00:00'",
+                connect_timeout=10,
+            )
+        import psycopg
+
+        return psycopg.connect(
+            host=params.host,
+            port=params.port,
+            user=params.user,
+            password=params.password or None,
+            dbname=params.database,
+            autocommit=True,
+            connect_timeout=10,
+            options="-c TimeZone=UTC",
+        )
+    except Exception as exc:
+        place = f"{params.host}:{params.port}/{params.database} as {params.user!r}"
+        detail = str(exc).replace(params.password, "********") if params.password else str(exc)
+        if _is_auth_failure(exc):
+            raise JdbcAuthError(f"{where}: the database refused the credentials for {place}") from None
+        raise ConnectionError(f"{where}: cannot connect to {place}: {detail[:300]}") from None
+
+
+def fetch_all(conn: Any, sql: Sql) -> list[tuple[Any, ...]]:
+    with contextlib.closing(conn.cursor()) as cur:
+        cur.execute(sql.text, sql.params)
+        return [tuple(r) for r in cur.fetchall()]
+
+
+def table_columns(
+    conn: Any, dialect: Dialect, table: str, where: str
+) -> tuple[list[MappedColumn], list[str]]:
+    """The table's columns mapped to Spark types, and its primary-key columns."""
+    rows = fetch_all(conn, columns_query(dialect, table))
+    if not rows:
+        raise JdbcSourceConfigError(
+            "table.whitelist", f"{where}: table {table!r} does not exist (or the user cannot see it)"
+        )
+    mapped, keys = [], []
+    for name, kind, full, precision, scale, nullable, key in rows:
+        info = ColumnInfo(
+            str(name),
+            str(kind),
+            str(full or ""),
+            None if precision is None else int(precision),
+            None if scale is None else int(scale),
+            str(nullable).upper() == "YES",
+        )
+        try:
+            mapped.append(map_column(dialect, info, f"{where} table {table!r}"))
+        except UnsupportedColumnType as exc:
+            raise JdbcSourceConfigError("table.whitelist", str(exc)) from None
+        if key == "PRI":
+            keys.append(str(name))
+    return mapped, keys
+
+
+def query_columns(conn: Any, dialect: Dialect, query: str, where: str) -> list[MappedColumn]:
+    """A custom query's result columns, from the driver's description of a zero-row run."""
+    with contextlib.closing(conn.cursor()) as cur:
+        cur.execute(f"SELECT * FROM ({query.replace('%', '%%')}) sluice_q WHERE 1 = 0", ())
+        description = cur.description or []
+        if dialect is Dialect.MYSQL:
+            fields = cur._result.fields
+            infos = [
+                mysql_info_from_field(f.name, f.type_code, f.length, f.scale, f.flags, f.charsetnr)
+                for f in fields
+            ]
+        else:
+            infos = [postgres_info_from_oid(d.name, d.type_code, d.precision, d.scale) for d in description]
+    out = []
+    for info in infos:
+        try:
+            out.append(map_column(dialect, info, f"{where} query"))
+        except UnsupportedColumnType as exc:
+            raise JdbcSourceConfigError("query", str(exc)) from None
+    return out
+
+
+# ---- positions <-> column values -----------------------------------------------------------------
+def ts_micros(value: Any) -> int:
+    """A timestamp column value as microseconds since the epoch (aware: UTC; naive: its wall clock)."""
+    if not isinstance(value, datetime):
+        raise TypeError(f"expected a timestamp, got {type(value).__name__}")
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return (value - EPOCH) // timedelta(microseconds=1)
+
+
+def ts_param(micros: int, dialect: Dialect, zoned: bool) -> datetime:
+    """The query parameter for a timestamp position: PostgreSQL ``timestamptz`` gets an aware UTC
+    value; MySQL ``TIMESTAMP`` a naive UTC one (the session zone is UTC); local ones naive."""
+    value = EPOCH + timedelta(microseconds=micros)
+    return value.replace(tzinfo=UTC) if zoned and dialect is Dialect.POSTGRESQL else value
+
+
+# ---- values -> Arrow -----------------------------------------------------------------------------
+def arrow_type(ddl: str) -> pa.DataType:
+    import pyarrow as pa
+
+    simple = {
+        "TINYINT": pa.int8(),
+        "SMALLINT": pa.int16(),
+        "INT": pa.int32(),
+        "BIGINT": pa.int64(),
+        "FLOAT": pa.float32(),
+        "DOUBLE": pa.float64(),
+        "BOOLEAN": pa.bool_(),
+        "DATE": pa.date32(),
+        "TIMESTAMP": pa.timestamp("us", tz="UTC"),
+        "TIMESTAMP_NTZ": pa.timestamp("us"),
+        "BINARY": pa.binary(),
+        "STRING": pa.string(),
+    }
+    if ddl in simple:
+        return simple[ddl]
+    m = _DECIMAL.fullmatch(ddl)
+    if not m:
+        raise ValueError(f"no Arrow type for {ddl}")
+    return pa.decimal128(int(m.group(1)), int(m.group(2)))
+
+
+def _fix(values: Sequence[Any], ddl: str) -> Sequence[Any]:
+    """Driver values Arrow would not take as they are (MySQL BIT as bytes, memoryviews)."""
+    if ddl == "BOOLEAN" and any(isinstance(v, bytes) for v in values):
+        return [
+            None if v is None else (int.from_bytes(v, "big") != 0 if isinstance(v, bytes) else bool(v))
+            for v in values
+        ]
+    if ddl == "BINARY" and any(isinstance(v, memoryview | bytearray) for v in values):
+        return [None if v is None else bytes(v) for v in values]
+    return values
+
+
+def rows_to_batch(
+    rows: Sequence[Sequence[Any]], columns: Sequence[MappedColumn], where: str
+) -> pa.RecordBatch:
+    """One Arrow batch of driver rows; a value that does not fit its column names the column."""
+    import pyarrow as pa
+
+    arrays = []
+    by_column = list(zip(*rows, strict=True)) if rows else [() for _ in columns]
+    for col, values in zip(columns, by_column, strict=True):
+        try:
+            arrays.append(pa.array(_fix(values, col.spark_ddl), type=arrow_type(col.spark_ddl)))
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+            bad = next((v for v in values if v is not None), None)
+            raise JdbcSourceConfigError(
+                col.name,
+                f"{where} column {col.name!r} ({col.db_type} -> {col.spark_ddl}): value of type "
+                f"{type(bad).__name__} cannot be carried: {str(exc)[:200]}",
+            ) from None
+    return pa.RecordBatch.from_arrays(arrays, names=[c.name for c in columns])
+
+
+@dataclass(frozen=True)
+class ReadSpec:
+    """Everything a Spark task needs to read its split (pickled into the task by mapInArrow)."""
+
+    params: ConnectParams
+    columns: tuple[MappedColumn, ...]
+    splits: tuple[Sql, ...]
+    where: str
+
+
+def read_splits(spec: ReadSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: each input row is a split index; read that split, yield Arrow batches."""
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            yield from read_split(spec, spec.splits[int(index)])
+
+
+def read_split(spec: ReadSpec, sql: Sql) -> Iterator[pa.RecordBatch]:
+    conn = connect(spec.params, spec.where)
+    try:
+        if spec.params.dialect is Dialect.MYSQL:
+            import pymysql.cursors
+
+            cur = conn.cursor(pymysql.cursors.SSCursor)
+        else:
+            conn.autocommit = False  # a server-side cursor lives in a transaction
+            cur = conn.cursor(name="sluice_read")
+        try:
+            cur.execute(sql.text, sql.params)
+            while rows := cur.fetchmany(FETCH_ROWS):
+                yield rows_to_batch(rows, spec.columns, spec.where)
+        finally:
+            cur.close()
+    finally:
+        conn.close()

@@ -1,0 +1,370 @@
+"""JDBC source (Kafka Connect JDBC source semantics) for MySQL/MariaDB and PostgreSQL.
+
+One partition per table (or ``query``); positions are the column values reached
+(connectors.jdbc.queries). What each mode can and cannot see:
+
+- ``incrementing``: new rows with a larger id. Not updates, not deletes, not a row inserted late
+  with an id below one already read (a transaction committing after a later one).
+- ``timestamp``: new and updated rows, once their timestamp is at most now -
+  ``timestamp.delay.interval.ms``. Not deletes; and not a row written later with a timestamp at or
+  below the position reached (same-millisecond updates after a batch read that timestamp, clocks
+  going back): set the delay to cover the longest transaction. Rows with NULL timestamps never.
+- ``timestamp+incrementing``: as timestamp, but ties within one timestamp are broken by the id, so a
+  batch may end in the middle of a timestamp.
+- ``bulk``: every poll (at most one per ``poll.interval.ms``) is a full snapshot of the table as
+  one batch, position = the snapshot's number. It sees everything present, deletes only as absence;
+  a re-run after a crash reads the table as it is then (at least once, not repeatable).
+
+Change data capture (the binlog, logical decoding) is what sees deletes and every update.
+
+Batches: a range reads ``(start, end]``; ``batch_end`` finds where ``batch.max.rows`` rows end with
+``ORDER BY key LIMIT 1 OFFSET n``, so the limit holds across key gaps (in timestamp mode a batch
+ends on a timestamp boundary and may exceed the limit by the rows sharing the last timestamp). The
+schema is read from the catalogue per batch: a column added to the table appears in later records.
+Records: ``value`` a struct of the row's columns, ``key`` the primary key as a JSON object
+(null without one), ``offset`` the id (incrementing) or a 63-bit hash of the row's position and key
+(the runtime's re-run de-duplication needs only uniqueness within a batch), ``timestamp`` the
+row's timestamp column in timestamp modes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC
+from functools import partial
+from typing import TYPE_CHECKING, Any, ClassVar
+from zoneinfo import ZoneInfo
+
+from connectors.api import SourceConnector, SourceTask, split_round_robin
+from connectors.config import ConfigDef, FieldError
+from connectors.jdbc import read as db
+from connectors.jdbc.config import DEFAULT_SPLIT_ROWS, FIELDS, QUERY_PARTITION, config_problems, topic_for
+from connectors.jdbc.queries import (
+    INCREMENTING_FLOOR,
+    TIMESTAMP_FLOOR,
+    Mode,
+    SelectColumn,
+    Source,
+    Sql,
+    latest_query,
+    now_query,
+    nth_position_query,
+    range_query,
+    tables_query,
+)
+from connectors.jdbc.types import MappedColumn
+from connectors.jdbc.urls import dialect_of, engine_url
+from connectors.model import PartitionRange
+from connectors.positions import Position
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+_INTEGRAL = ("TINYINT", "SMALLINT", "INT", "BIGINT", "DECIMAL(20,0)")
+_HASH_MASK = (1 << 63) - 1
+
+
+class JdbcSourceTask(SourceTask):
+    """Reads its tables' ranges; see the module docstring. Holds one planning connection."""
+
+    position_unit: ClassVar[str] = "records"
+
+    def __init__(self, config: Mapping[str, Any], task_id: int) -> None:
+        super().__init__(config, task_id)
+        self._where = f"connector {self.name!r}"
+        url = engine_url(
+            str(config["connection.url"]),
+            config.get("connection.user") or None,
+            config.get("connection.password") or None,
+        )
+        self.params = db.ConnectParams.of(url)
+        self.dialect = dialect_of(url)
+        self.mode = Mode(config["mode"])
+        self.query = str(config.get("query") or "").strip()
+        self.tables = [] if self.query else list(config.get("table.whitelist") or [])
+        self.inc = str(config.get("incrementing.column.name") or "")
+        self.ts_cols = tuple(config.get("timestamp.column.name") or ())
+        self.delay_us = int(config.get("timestamp.delay.interval.ms") or 0) * 1000
+        self.poll_ms = int(config.get("poll.interval.ms") or 0)
+        self.split_rows = int(config.get("read.split.rows") or DEFAULT_SPLIT_ROWS)
+        self.zone = ZoneInfo(str(config.get("db.timezone") or "UTC"))
+        self._conn: Any = None
+        self._sources: dict[str, tuple[Source, bool]] = {}  # partition -> (source, timestamps zoned)
+
+    # ---- connection and catalogue ----------------------------------------------------------------
+    def _db(self) -> Any:
+        if self._conn is None:
+            self._conn = db.connect(self.params, self._where)
+        return self._conn
+
+    def _fetch(self, sql: Sql) -> list[tuple[Any, ...]]:
+        try:
+            return db.fetch_all(self._db(), sql)
+        except Exception:
+            self.close()  # a broken connection is rebuilt by the next call
+            raise
+
+    def columns(self, partition: str) -> tuple[list[MappedColumn], list[str]]:
+        """The partition's columns now (a column added since the last batch included) and its key."""
+        if partition == QUERY_PARTITION:
+            return db.query_columns(self._db(), self.dialect, self.query, self._where), []
+        return db.table_columns(self._db(), self.dialect, partition, self._where)
+
+    def _source(self, partition: str) -> tuple[Source, bool]:
+        if partition not in self._sources:
+            columns, keys = self.columns(partition)
+            by_name = {c.name: c for c in columns}
+            where = f"{self._where} query" if self.query else f"{self._where} table {partition!r}"
+            needed = ([self.inc] if self.mode.uses_incrementing else []) + (
+                list(self.ts_cols) if self.mode.uses_timestamp else []
+            )
+            for name in needed:
+                col = by_name.get(name)
+                if col is None:
+                    raise db.JdbcSourceConfigError(
+                        "incrementing.column.name" if name == self.inc else "timestamp.column.name",
+                        f"{where}: no column {name!r} (columns: {', '.join(by_name)})",
+                    )
+                if name == self.inc and col.spark_ddl not in _INTEGRAL:
+                    raise db.JdbcSourceConfigError(
+                        "incrementing.column.name",
+                        f"{where} column {name!r}: the incrementing column "
+                        f"must be an integer, it is {col.db_type}",
+                    )
+                if name in self.ts_cols and not col.spark_ddl.startswith("TIMESTAMP"):
+                    raise db.JdbcSourceConfigError(
+                        "timestamp.column.name",
+                        f"{where} column {name!r}: not a timestamp column ({col.db_type})",
+                    )
+                # COALESCE exists for NULLs; a query's result says nothing about NOT NULL
+                checked = not self.query and (name == self.inc or len(self.ts_cols) == 1)
+                if self.config.get("validate.non.null", True) and col.nullable and checked:
+                    raise db.JdbcSourceConfigError(
+                        "validate.non.null",
+                        f"{where} column {name!r} is nullable: rows with NULL there "
+                        "would never be read (make it NOT NULL or set validate.non.null=false)",
+                    )
+            zoned = self.mode.uses_timestamp and by_name[self.ts_cols[0]].spark_ddl == "TIMESTAMP"
+            source = Source(
+                self.dialect,
+                self.mode,
+                table="" if self.query else partition,
+                query=self.query,
+                incrementing=self.inc,
+                timestamps=self.ts_cols,
+                order_keys=tuple(keys),
+            )
+            self._sources[partition] = (source, zoned)
+        return self._sources[partition]
+
+    # ---- positions -------------------------------------------------------------------------------
+    def partitions(self) -> list[str]:
+        return [QUERY_PARTITION] if self.query else list(self.tables)
+
+    def earliest_positions(self) -> dict[str, Position]:
+        floor = {
+            Mode.BULK: (0,),
+            Mode.INCREMENTING: (INCREMENTING_FLOOR,),
+            Mode.TIMESTAMP: (TIMESTAMP_FLOOR,),
+            Mode.TIMESTAMP_INCREMENTING: (TIMESTAMP_FLOOR, INCREMENTING_FLOOR),
+        }[self.mode]
+        return {p: Position(floor) for p in self.partitions()}
+
+    def _to_key(self, row: Sequence[Any]) -> tuple[int, ...]:
+        if self.mode is Mode.INCREMENTING:
+            return (int(row[0]),)
+        if self.mode is Mode.TIMESTAMP:
+            return (db.ts_micros(row[0]),)
+        return (db.ts_micros(row[0]), int(row[1]))
+
+    def _params(self, partition: str, key: Sequence[int | str]) -> tuple[Any, ...]:
+        _, zoned = self._source(partition)
+        if self.mode is Mode.INCREMENTING:
+            return (key[0],)
+        ts = db.ts_param(int(key[0]), self.dialect, zoned)
+        return (ts,) if self.mode is Mode.TIMESTAMP else (ts, key[1])
+
+    def _cap(self, zoned: bool) -> Any:
+        """now - timestamp.delay.interval.ms by the database's clock, as a query parameter."""
+        now_utc = self._fetch(Sql(now_query(self.dialect)))[0][0]
+        if not zoned:
+            now_utc = now_utc.replace(tzinfo=UTC).astimezone(self.zone).replace(tzinfo=None)
+        return db.ts_param(db.ts_micros(now_utc) - self.delay_us, self.dialect, zoned)
+
+    def latest_positions(self, committed: Mapping[str, Position]) -> dict[str, Position]:
+        earliest = self.earliest_positions()
+        out: dict[str, Position] = {}
+        for p in self.partitions():
+            if self.mode is Mode.BULK:
+                out[p] = self._next_snapshot(committed.get(p))
+                continue
+            source, zoned = self._source(p)
+            rows = self._fetch(latest_query(source, self._cap(zoned) if self.mode.uses_timestamp else None))
+            row = rows[0] if rows else None
+            out[p] = earliest[p] if row is None or row[0] is None else Position(self._to_key(row))
+        return out
+
+    def _next_snapshot(self, committed: Position | None) -> Position:
+        now_ms = int(time.time() * 1000)
+        if committed is not None and now_ms - int(committed.get("at", "0") or 0) < self.poll_ms:
+            return committed
+        number = committed.key[0] if committed is not None else 0
+        return Position((int(number) + 1,), (("at", str(now_ms)),))
+
+    def backlog(self, partition: str, start: Position, latest: Position) -> int | None:
+        return None  # ids and timestamps have gaps: only a query can count (batch_end does)
+
+    def batch_end(self, partition: str, start: Position, latest: Position, budget: int | None) -> Position:
+        if budget is None or self.mode is Mode.BULK or latest <= start:
+            return latest
+        source, _ = self._source(partition)
+        sql = nth_position_query(
+            source, self._params(partition, start.key), self._params(partition, latest.key), budget
+        )
+        rows = self._fetch(sql)
+        return Position(self._to_key(rows[0])) if rows else latest
+
+    # ---- reading ---------------------------------------------------------------------------------
+    def splits(self, partition: str, r: PartitionRange, columns: Sequence[SelectColumn]) -> list[Sql]:
+        """The range as sub-ranges of ``read.split.rows`` rows each (one Spark task per sub-range)."""
+        source, _ = self._source(partition)
+        if self.mode is Mode.BULK:
+            return [range_query(source, columns, None, None)]
+        bounds = [r.start]
+        while True:
+            sql = nth_position_query(
+                source,
+                self._params(partition, bounds[-1].key),
+                self._params(partition, r.end.key),
+                self.split_rows,
+            )
+            rows = self._fetch(sql)
+            if not rows or Position(self._to_key(rows[0])) >= r.end:
+                break
+            bounds.append(Position(self._to_key(rows[0])))
+        bounds.append(r.end)
+        return [
+            range_query(source, columns, self._params(partition, a.key), self._params(partition, b.key))
+            for a, b in zip(bounds, bounds[1:], strict=False)
+        ]
+
+    def read_range(self, spark: SparkSession, r: PartitionRange) -> DataFrame:
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StructType, _parse_datatype_string
+
+        columns, keys = self.columns(r.partition)
+        self._sources.pop(r.partition, None)  # the key or a type may have changed: plan with fresh facts
+        select = [SelectColumn(c.name, c.as_text, c.spark_ddl if c.as_decimal else "") for c in columns]
+        splits = self.splits(r.partition, r, select)
+        where = f"{self._where} table {r.partition!r} range [{r.start}, {r.end})"
+        spec = db.ReadSpec(self.params, tuple(columns), tuple(splits), where)
+        schema = StructType.fromJson(
+            {
+                "type": "struct",
+                "fields": [
+                    {
+                        "name": c.name,
+                        "type": _parse_datatype_string(c.spark_ddl).jsonValue(),
+                        "nullable": True,
+                        "metadata": {},
+                    }
+                    for c in columns
+                ],
+            }
+        )
+        rows = spark.range(0, len(splits), 1, len(splits)).mapInArrow(partial(db.read_splits, spec), schema)
+        key = F.to_json(F.struct(*[F.col(k) for k in keys])) if keys else F.lit(None).cast("string")
+        inc_type = next((c.spark_ddl for c in columns if c.name == self.inc), "")
+        if self.mode is Mode.INCREMENTING and inc_type in _INTEGRAL[:4]:
+            offset = F.col(self.inc).cast("long")
+        else:
+            parts = [F.coalesce(*[F.col(c) for c in self.ts_cols])] if self.mode.uses_timestamp else []
+            parts += [F.col(self.inc)] if self.mode.uses_incrementing else []
+            parts += [key] if keys else [F.to_json(F.struct(*[F.col(c.name) for c in columns]))]
+            offset = F.xxhash64(*parts).bitwiseAND(F.lit(_HASH_MASK))
+        stamp = F.lit(None).cast("timestamp")
+        if self.mode.uses_timestamp:
+            stamp = F.coalesce(*[F.col(c) for c in self.ts_cols]).cast("timestamp")
+        topic = self.topic_of(r.partition)
+        return rows.select(
+            F.lit(topic).alias("topic"),
+            F.lit(r.partition).alias("partition"),
+            offset.alias("offset"),
+            key.alias("key"),
+            F.struct(*[F.col(c.name) for c in columns]).alias("value"),
+            F.create_map().cast("map<string,string>").alias("headers"),
+            stamp.alias("timestamp"),
+        )
+
+    def read(self, spark: SparkSession, ranges: Sequence[PartitionRange]) -> DataFrame:
+        """Records of ``ranges``; several tables only when their rows have one shape (the runtime
+        reads one table per call: ``topic_of``)."""
+        from connectors.records import empty_records
+
+        frames = [self.read_range(spark, r) for r in ranges if not r.is_empty]
+        if not frames:
+            return empty_records(spark)
+        out = frames[0]
+        for frame in frames[1:]:
+            out = out.unionByName(frame)
+        return out
+
+    def topic_of(self, partition: str) -> str:
+        """The topic a partition's records go to (RoutesTopics)."""
+        prefix, topic = str(self.config.get("topic.prefix") or ""), str(self.config.get("topic") or "")
+        return topic_for(partition, prefix, topic)
+
+    def topics(self) -> list[str]:
+        return sorted({self.topic_of(p) for p in self.partitions()})
+
+    def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
+
+
+class JdbcSourceConnector(SourceConnector):
+    """Kafka Connect's JDBC source keys (connectors.jdbc.config); one task per table, dealt
+    round-robin over ``tasks.max``. Without ``table.whitelist`` the tables are listed when the
+    connector is validated (minus ``table.blacklist``); tables created later need a new config."""
+
+    plugin_name = "jdbc-source"
+    task_class = JdbcSourceTask
+    config_def = ConfigDef(FIELDS)
+
+    def validate(self, raw_config: Mapping[str, Any]) -> list[FieldError]:
+        errors = super().validate(raw_config)
+        name = str(raw_config.get("name") or self.plugin_name)
+        canonical = self.full_config_def(name).canonical(raw_config)
+        return errors + config_problems(canonical, f"connector {name!r}")
+
+    def task_configs(self, config: Mapping[str, str], max_tasks: int) -> list[dict[str, str]]:
+        parsed = self.parse(config)
+        if parsed.get("query"):
+            return [dict(config)]
+        tables = list(parsed.get("table.whitelist") or []) or self._list_tables(parsed)
+        if not tables:
+            raise ValueError(f"connector {parsed.get('name')!r}: no tables to read")
+        groups = split_round_robin(tables, max_tasks)
+        return [{**config, "table.whitelist": ",".join(group)} for group in groups]
+
+    @staticmethod
+    def _list_tables(parsed: Mapping[str, Any]) -> list[str]:
+        from connectors.secrets import resolve_secrets
+
+        resolved = resolve_secrets({k: v for k, v in parsed.items() if k.startswith("connection.")})
+        url = engine_url(
+            str(resolved["connection.url"]),
+            resolved.get("connection.user") or None,
+            resolved.get("connection.password") or None,
+        )
+        conn = db.connect(db.ConnectParams.of(url), f"connector {parsed.get('name')!r}")
+        try:
+            tables = [str(r[0]) for r in db.fetch_all(conn, Sql(tables_query(dialect_of(url))))]
+        finally:
+            conn.close()
+        skip = set(parsed.get("table.blacklist") or [])
+        return [t for t in tables if t not in skip]

@@ -1,0 +1,96 @@
+"""Every mapped type read from MariaDB and PostgreSQL and carried through the json converter with
+``schemas.enable`` (Kafka Connect's envelope: Decimal as base64 unscaled bytes) comes back exactly:
+decimal precision, unsigned widening, zoned timestamps, NULLs, binary, unicode beyond the BMP."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import date, datetime
+from decimal import Context, Decimal
+
+import pytest
+
+from connectors.api import open_source_task
+from connectors.converters import JsonConverter
+from connectors.jdbc.source import JdbcSourceConnector
+from connectors.model import PartitionRange
+from tests.connectors.jdbc_dbs import Db
+from tests.connectors.test_converters import as_messages
+
+pytestmark = pytest.mark.slow
+
+MYSQL_TABLE = """CREATE TABLE items (
+  id BIGINT UNSIGNED PRIMARY KEY, big DECIMAL(38,10), small DECIMAL(5,2), u INT UNSIGNED,
+  ts TIMESTAMP(3) NULL, dt DATETIME(3), d DATE, b VARBINARY(8), s VARCHAR(20), j JSON, f DOUBLE,
+  flag BIT(1), tm TIME)"""
+PG_TABLE = """CREATE TABLE items (
+  id BIGINT PRIMARY KEY, big NUMERIC(38,10), small NUMERIC(5,2), u BIGINT,
+  ts TIMESTAMPTZ(3), dt TIMESTAMP(3), d DATE, b BYTEA, s VARCHAR(20), j JSONB, f DOUBLE PRECISION,
+  flag BOOLEAN, tm TIME)"""
+FULL = (
+    18446744073709551615,
+    Decimal("-1234567890123456789012345678.0123456789"),
+    Decimal("-0.01"),
+    4294967295,
+    "2024-02-29 23:59:59.123",
+    "1999-12-31 12:00:00.456",
+    "2024-02-29",
+    b"\x00\xff\x80",
+    "😀 ü",
+    '{"a": 1}',
+    1.5,
+    True,
+    "25:00:01",
+)
+NULLS = (2,) + (None,) * 12
+
+
+@pytest.fixture(params=["mysql", "postgresql"])
+def db(request: pytest.FixtureRequest) -> Db:
+    return Db.of(request.getfixturevalue("mariadb_db" if request.param == "mysql" else "postgres_db"))
+
+
+def test_types_round_trip_through_the_json_converter(spark, db: Db) -> None:
+    mysql = db.dialect == "mysql"
+    full = FULL if mysql else (9223372036854775807, *FULL[1:])
+    if not mysql:
+        full = (*full[:11], True, "01:00:01")
+    db.run(MYSQL_TABLE if mysql else PG_TABLE)
+    marks = ", ".join(["%s"] * 13)
+    for row in (full, NULLS):
+        db.run(f"INSERT INTO items VALUES ({marks})", params=row)
+    cfg = {"connector.class": "jdbc-source", "name": "types", "connection.url": db.jdbc_url,
+           "connection.user": db.user, "connection.password": db.password, "mode": "bulk",
+           "table.whitelist": "items", "topic.prefix": "types-"}  # fmt: skip
+    task = open_source_task(JdbcSourceConnector, cfg, 0)
+    try:
+        latest = task.latest_positions({})["items"]
+        records = task.read(spark, [PartitionRange("items", task.earliest_positions()["items"], latest)])
+        converter = JsonConverter(schemas_enable=True)
+        messages = converter.to_messages(records)
+        bodies = {json.loads(r["body"])["payload"]["s"]: json.loads(r["body"]) for r in messages.collect()}
+        envelope = bodies["😀 ü"]
+        fields = {f["field"]: f for f in envelope["schema"]["fields"]}
+        assert fields["big"]["name"] == "org.apache.kafka.connect.data.Decimal"
+        assert fields["big"]["parameters"]["scale"] == "10"
+        unscaled = int.from_bytes(base64.b64decode(envelope["payload"]["big"]), "big", signed=True)
+        assert Decimal(unscaled).scaleb(-10, Context(prec=60)) == full[1]  # exact
+        assert envelope["payload"]["small"] == "/w=="  # -1 as one byte, like BigInteger.toByteArray
+        back = converter.to_records(as_messages(spark, messages))
+        rows = {r["value"]["id"]: r["value"].asDict() for r in back.collect()}
+    finally:
+        task.close()
+    got = rows[Decimal(full[0])] if mysql else rows[full[0]]
+    assert got["big"] == full[1] and got["small"] == full[2]
+    assert got["u"] == full[3]
+    assert got["ts"] == datetime(2024, 2, 29, 23, 59, 59, 123000)  # an instant, UTC
+    assert got["dt"] == datetime(1999, 12, 31, 12, 0, 0, 456000)
+    assert got["d"] == date(2024, 2, 29)
+    assert got["b"] == bytearray(b"\x00\xff\x80")
+    assert got["s"] == "😀 ü"
+    assert json.loads(got["j"]) == {"a": 1}
+    assert got["f"] == 1.5 and got["flag"] is True
+    assert got["tm"] == ("25:00:01" if mysql else "01:00:01")
+    nulls = rows[Decimal(2)] if mysql else rows[2]
+    assert [k for k, v in nulls.items() if v is not None] == ["id"]

@@ -1,0 +1,238 @@
+"""How `sluice` shows things: Rich tables for people, JSON (``--output json``) for scripts.
+
+Every view masks secrets the same way: the connector's declared secret fields (a PostgreSQL
+``connection.url`` holds a password without looking like one) plus any key that looks secret.
+JSON shapes are the data, not the tables: a status is ``dataclasses.asdict(ConnectorStatus)``
+(the shape the CLI always printed), offsets are Kafka Connect's ``{"offsets": [...]}``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from workflows.types import ConnectorStatus, TaskStatus
+
+STATE_STYLES = {
+    "RUNNING": "green",
+    "PAUSED": "yellow",
+    "STOPPED": "yellow",
+    "UNASSIGNED": "cyan",
+    "FAILED": "bold red",
+    "DELETED": "dim",
+}
+_FIELD = re.compile(r"field '([^']+)'")
+
+
+def console() -> Console:
+    from worker.cli_common import wide_enough
+
+    return Console(width=wide_enough(), highlight=False, soft_wrap=False)
+
+
+def print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, default=str))
+
+
+def state_text(state: str) -> Text:
+    return Text(str(state), style=STATE_STYLES.get(str(state), ""))
+
+
+@functools.lru_cache(maxsize=32)
+def secret_fields(connector_class: str) -> frozenset[str]:
+    """The fields the connector declares secret; none if its class cannot be loaded here."""
+    if not connector_class:
+        return frozenset()
+    try:
+        from connectors.plugins import load_connector_class
+
+        return load_connector_class(connector_class).full_config_def().secret_names
+    except Exception:  # noqa: BLE001 - masking by key pattern still applies
+        return frozenset()
+
+
+def masked(config: Mapping[str, Any], connector_class: str = "") -> dict[str, Any]:
+    from connectors.secrets import redact
+
+    cls = connector_class or str(config.get("connector.class", ""))
+    return redact(config, secret_fields(cls))
+
+
+def status_json(status: ConnectorStatus) -> dict[str, Any]:
+    report = asdict(status)
+    report["config"] = masked(status.config, status.connector_class)
+    report["task_configs"] = [masked(c, status.connector_class) for c in status.task_configs]
+    return report
+
+
+# --- connector status --------------------------------------------------------------------------------
+
+
+def status_view(status: ConnectorStatus, *, with_config: bool = True) -> RenderableType:
+    """Header (name, class, state, error), one row per task, then the (masked) config."""
+    head = Text.assemble(
+        (status.name, "bold"),
+        f"  {status.kind or '?'} connector {status.connector_class or '?'}  ",
+        state_text(status.state),
+        f"  generation {status.generation}",
+    )
+    parts: list[RenderableType] = [head]
+    if status.error:
+        parts.append(Text(f"error: {status.error}", style="red"))
+    parts.append(tasks_table(status.tasks))
+    if with_config:
+        parts.append(config_table(masked(status.config, status.connector_class), title="config"))
+    return Group(*parts)
+
+
+def tasks_table(tasks: Sequence[TaskStatus]) -> Table:
+    table = Table(
+        "task", "state", "attempt", "running since", "detail / error", title="tasks", title_justify="left"
+    )
+    for t in tasks:
+        table.add_row(str(t.task_id), state_text(t.state), _attempt(t), t.running_since or "-", _detail(t))
+    if not tasks:
+        table.add_row("-", "-", "-", "-", "no tasks yet")
+    return table
+
+
+def _attempt(t: TaskStatus) -> str:
+    text = str(t.attempt or "-")
+    return f"{text} (retrying)" if t.retrying else text
+
+
+def _detail(t: TaskStatus) -> Text:
+    if t.error:
+        return Text(t.error, style="red")
+    lines = [t.detail] if t.detail else []
+    if t.retrying and t.next_retry_time:
+        lines.append(f"next retry at {t.next_retry_time} (failing since {t.failing_since})")
+    if t.last_error:
+        lines.append(f"last error at {t.last_error_time}: {t.last_error}")
+    return Text("\n".join(lines) or "-", style="yellow" if t.last_error else "")
+
+
+def config_table(config: Mapping[str, Any], title: str = "") -> Table:
+    table = Table("key", "value", title=title or None, title_justify="left")
+    for key in sorted(config):
+        table.add_row(key, str(config[key]))
+    return table
+
+
+def show_status(status: ConnectorStatus, json_out: bool) -> None:
+    if json_out:
+        print_json(status_json(status))
+    else:
+        console().print(status_view(status))
+
+
+# --- list, config, tasks -------------------------------------------------------------------------------
+
+
+def connectors_table(rows: Iterable[tuple[str, ConnectorStatus | None, str]]) -> Table:
+    """(name, status or None, why not) per connector."""
+    table = Table("name", "state", "class", "kind", "tasks")
+    for name, status, why in rows:
+        if status is None:
+            table.add_row(name, Text(f"? ({why})", style="yellow"), "", "", "")
+            continue
+        states = ", ".join(f"{t.task_id}:{t.state}" for t in status.tasks) or "-"
+        table.add_row(name, state_text(status.state), status.connector_class, status.kind, states)
+    return table
+
+
+def tasks_config_view(name: str, task_configs: Sequence[Mapping[str, str]], connector_class: str) -> Group:
+    tables = [
+        config_table(masked(c, connector_class), title=f"task {i} of {name}")
+        for i, c in enumerate(task_configs)
+    ]
+    return Group(*tables) if tables else Group(Text(f"connector {name} has no task configs yet"))
+
+
+# --- validate ------------------------------------------------------------------------------------------
+
+
+def field_of(message: str) -> str:
+    """The field a validation message is about (``... field 'topic': is required`` -> ``topic``)."""
+    found = _FIELD.search(message)
+    return found.group(1) if found else "-"
+
+
+def validation_json(name: str, result: Any) -> dict[str, Any]:
+    """Kafka's validate answer, reduced: ``error_count`` and the errors per field."""
+    return {
+        "name": name,
+        "connector_class": result.connector_class,
+        "kind": result.kind,
+        "error_count": len(result.errors),
+        "errors": [{"field": field_of(e), "message": e} for e in result.errors],
+        "tasks": len(result.task_configs),
+    }
+
+
+def validation_view(name: str, result: Any) -> RenderableType:
+    if not result.errors:
+        return Text(
+            f"connector {name}: configuration is valid ({result.kind} {result.connector_class}, "
+            f"{len(result.task_configs)} task(s))",
+            style="green",
+        )
+    table = Table(
+        "field", "error", title=f"connector {name}: {len(result.errors)} error(s)", title_justify="left"
+    )
+    for message in result.errors:
+        table.add_row(field_of(message), message)
+    return table
+
+
+# --- plugins and offsets ------------------------------------------------------------------------------
+
+
+def plugins_table(rows: Sequence[Mapping[str, Any]]) -> Table:
+    table = Table("name", "kind", "class", "aliases")
+    for row in rows:
+        table.add_row(row["name"], row["kind"], row["class"], "\n".join(row["aliases"]) or "-")
+    return table
+
+
+def plugin_fields_table(name: str, rows: Sequence[Mapping[str, Any]]) -> Table:
+    table = Table("field", "type", "default", "secret", "doc", title=f"{name} config", title_justify="left")
+    for row in rows:
+        default = "(required)" if row["required"] else json.dumps(row["default"], default=str)
+        aliases = f" (also {', '.join(row['aliases'])})" if row["aliases"] else ""
+        table.add_row(row["name"] + aliases, row["type"], default, "yes" if row["secret"] else "", row["doc"])
+    return table
+
+
+def offsets_table(name: str, offsets: Sequence[Mapping[str, Any]]) -> RenderableType:
+    if not offsets:
+        return Text(f"connector {name} has no committed offsets")
+    table = Table("partition", "offset", title=f"offsets of {name}", title_justify="left")
+    for entry in offsets:
+        table.add_row(_compact(entry.get("partition")), _position(entry.get("offset")))
+    return table
+
+
+def _position(offset: Any) -> str:
+    """``{"position": {"v": 1, "key": [40], "meta": {"file": "…"}}}`` as ``40 (file=…)``."""
+    position = offset.get("position") if isinstance(offset, Mapping) else None
+    if not isinstance(position, Mapping) or "key" not in position:
+        return _compact(position if position is not None else offset)
+    key = position["key"]
+    text = ", ".join(str(k) for k in key) if isinstance(key, list) else str(key)
+    meta = position.get("meta")
+    return f"{text} ({_compact(meta)})" if isinstance(meta, Mapping) and meta else text
+
+
+def _compact(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}={v}" for k, v in value.items())
+    return json.dumps(value)
