@@ -11,6 +11,7 @@ tools show the lag; the store stays the truth.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -25,9 +26,41 @@ from connectors.positions import PartitionKey, Position
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from connectors.api import SinkTask
+    from pyspark.sql import DataFrame
+
+    from connectors.api import RejectedRecordsError, SinkTask
     from connectors.rocketmq.client import MessageQueue
     from connectors.rocketmq.sync_client import SyncRocketMQClient
+
+
+#: Rounds of "write, dead-letter what the target refused, write the rest" before giving up.
+MAX_REJECTION_ROUNDS = 3
+
+
+def matching_topics(topics: list[str], pattern: str) -> list[str]:
+    """Topics whose whole name matches ``pattern`` (Kafka's ``topics.regex`` semantics)."""
+    compiled = re.compile(pattern)
+    return sorted(t for t in topics if compiled.fullmatch(t))
+
+
+def flag_rejected(records: DataFrame, exc: RejectedRecordsError) -> DataFrame:
+    """``records`` with the refused ones flagged in the error column (the reason as the error)."""
+    from pyspark.sql import functions as F
+
+    from connectors.records import flag_errors
+
+    spark = records.sparkSession
+    refused = spark.createDataFrame(
+        [(r.partition, r.offset, r.reason) for r in exc.rejected],
+        "_r_partition STRING, _r_offset BIGINT, _r_reason STRING",
+    )
+    joined = records.join(
+        F.broadcast(refused),
+        (records["partition"] == refused["_r_partition"]) & (records["offset"] == refused["_r_offset"]),
+        "left",
+    )
+    flagged = flag_errors(joined, F.col("_r_reason").isNotNull(), F.col("_r_reason"))
+    return flagged.drop("_r_partition", "_r_offset", "_r_reason")
 
 
 def assigned(queues: list[MessageQueue], task_id: int, task_count: int) -> list[MessageQueue]:
@@ -62,17 +95,27 @@ class SinkRunner:
         self.config = setup.config
         self.task = task
         self.task_count = task_count
-        self.topics: list[str] = list(setup.config["topics"])
+        self.topics: list[str] = list(setup.config.get("topics") or [])
+        self.pattern = str(setup.config.get("topics.regex") or "")
         self.group = f"sluice-{setup.connector}"
 
     def ensure_topic(self) -> None:
+        """Create the named topics; a ``topics.regex`` sink reads only topics that exist."""
         client = self.ctx.rocketmq
         for topic in self.topics:
             if not client.topic_exists(topic):
                 client.create_topic(topic, queue_count=int(self.config.get("topic.queues", 4)))
 
+    def current_topics(self) -> list[str]:
+        """The topics of this plan: ``topics``, or the broker's topics matching ``topics.regex``
+        now (re-resolved every plan, so a new matching topic is picked up by the next batch;
+        RocketMQ's retry/DLQ/system topics never match unless the pattern says so)."""
+        if not self.pattern:
+            return self.topics
+        return matching_topics(self.ctx.rocketmq.all_topics(), self.pattern)
+
     def next_plan(self) -> tuple[BatchPlan | None, bool]:
-        view = QueueView(self.ctx.rocketmq, self.topics, self.task.task_id, self.task_count)
+        view = QueueView(self.ctx.rocketmq, self.current_topics(), self.task.task_id, self.task_count)
         plan, rerun = next_plan(self.setup, self.task.task_id, view, int(self.config["batch.max.records"]))
         if plan is None or rerun:
             return plan, rerun
@@ -100,11 +143,32 @@ class SinkRunner:
         )
         records = apply_chain(self.setup.chain, self.setup.converter.to_records(messages))
         with checked_records(records, self.setup, originals=messages) as good:
-            self.task.write(spark, good, plan)
+            self._write(good, plan, messages)
         if not isinstance(self.task, TransactionalSink):
             self.ctx.store.commit(plan)
         self._mirror_consumer_offsets(plan)
         return plan.record_span
+
+    def _write(self, records: DataFrame, plan: BatchPlan, messages: DataFrame) -> None:
+        """``task.write``; records the target refuses fail the task (naming them) or, with
+        ``errors.tolerance=all``, go to the dead-letter topic while the rest is written again."""
+        from activities.dead_letters import route_bad_records
+        from connectors.api import RejectedRecordsError
+        from connectors.records import RecordError
+
+        tolerate = self.config.get("errors.tolerance") == "all"
+        for _ in range(MAX_REJECTION_ROUNDS):
+            try:
+                self.task.write(self.ctx.spark, records, plan)
+                return
+            except RejectedRecordsError as exc:
+                if not tolerate:
+                    raise RecordError(str(exc)) from None
+                records = route_bad_records(flag_rejected(records, exc), self.setup, messages)
+        raise RecordError(
+            f"connector {self.connector}: batch {plan.batch_id} still refused after "
+            f"{MAX_REJECTION_ROUNDS} rounds of dead-lettering"
+        )
 
     def _mirror_consumer_offsets(self, plan: BatchPlan) -> None:
         from connectors.model import parse_queue_partition

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
@@ -48,6 +49,7 @@ from connectors.config import (
 )
 from connectors.model import BatchPlan, PartitionRange
 from connectors.positions import Position, offset_backlog, offset_batch_end
+from connectors.records import RecordError
 from connectors.transforms import chain_errors
 
 if TYPE_CHECKING:
@@ -184,6 +186,24 @@ class SinkConnector(Connector):
     common_fields: ClassVar[ConfigDef] = ConfigDef(COMMON_SINK_FIELDS)
     task_class: ClassVar[type[SinkTask]]
 
+    def validate(self, raw_config: Mapping[str, Any]) -> list[FieldError]:
+        """Fields, then: exactly one of ``topics`` and ``topics.regex`` (Kafka Connect's rule)."""
+        errors = super().validate(raw_config)
+        if not any(e.field in ("topics", "topics.regex") for e in errors):
+            name = str(raw_config.get("name") or self.plugin_name)
+            errors.extend(topics_errors(self.full_config_def(name).canonical(raw_config), name))
+        return errors
+
+
+def topics_errors(raw: Mapping[str, Any], name: str) -> list[FieldError]:
+    given = [k for k in ("topics", "topics.regex") if str(raw.get(k) or "").strip()]
+    if len(given) == 1:
+        return []
+    what = "both are set" if given else "neither is set"
+    return [
+        FieldError("topics", f"connector {name!r}: set exactly one of 'topics' and 'topics.regex' ({what})")
+    ]
+
 
 class PositionCommitter(Protocol):
     """What the runtime hands a :class:`TransactionalSink`: Sluice's positions, committable on the
@@ -193,9 +213,36 @@ class PositionCommitter(Protocol):
         """Whether positions live in the database ``database_url`` names (exactly-once needs it)."""
         ...
 
-    def commit(self, plan: BatchPlan, connection: Any) -> None:
-        """Commit ``plan``'s positions inside the caller's open transaction on ``connection``."""
+    def commit(self, plan: BatchPlan, connection: Any | None) -> None:
+        """Commit ``plan``'s positions inside the caller's open transaction on ``connection``.
+
+        With ``connection=None`` the positions commit in the store's own transaction: for a sink
+        whose target is another database, called right after its data transaction committed. Such
+        a sink keeps its own ledger of applied batches in the target (written in the data
+        transaction) so that the re-run of a plan that crashed between the two commits writes no
+        row again and only commits the positions (connectors.jdbc.ledger).
+        """
         ...
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """One record the sink's target refused: its position and the target's reason."""
+
+    topic: str | None
+    partition: str
+    offset: int
+    reason: str
+
+
+class RejectedRecordsError(RecordError):
+    """A sink's target refused some records of a batch (a constraint, a value that does not fit);
+    nothing of the batch was committed. The runtime fails the task naming them or, with
+    ``errors.tolerance=all``, sends them to the dead-letter topic and writes the rest."""
+
+    def __init__(self, message: str, rejected: Sequence[Rejected]) -> None:
+        super().__init__(message)
+        self.rejected = tuple(rejected)
 
 
 @runtime_checkable

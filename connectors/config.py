@@ -420,14 +420,31 @@ COMMON_SOURCE_FIELDS: Final[tuple[ConfigField, ...]] = (
     ConfigField("topic.queues", int, 4, doc="queues of an auto-created topic", validator=at_least(1)),
 )
 
+def valid_regex(value: Any) -> str | None:
+    """Validator: a Python regular expression (``topics.regex``), matched against whole topic names."""
+    try:
+        re.compile(str(value))
+    except re.error as exc:
+        return f"not a regular expression: {exc}"
+    return None
+
+
 COMMON_SINK_FIELDS: Final[tuple[ConfigField, ...]] = (
     *_COMMON,
     ConfigField(
         "topics",
         list[str],
-        doc="comma list of RocketMQ topics to read",
+        [],
+        doc="comma list of RocketMQ topics to read (or topics.regex)",
         validator=valid_topics,
         aliases=("connect.topicnames",),
     ),
+    ConfigField(
+        "topics.regex",
+        str,
+        "",
+        doc="regular expression of the topics to read, matched against the broker's topic list before "
+        "each batch (new matching topics are picked up)",
+        validator=lambda v: valid_regex(v) if v else None,
+    ),
 )
-

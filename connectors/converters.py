@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 PARTITION_PROPERTY: Final = "sluice.partition"
 OFFSET_PROPERTY: Final = "sluice.offset"
 TAGS_HEADER: Final = "rocketmq.tags"
+#: Marks a message whose record value was null (a tombstone): its body is empty, and an empty body
+#: without it is an empty value (e.g. ""), never a null one.
+TOMBSTONE_PROPERTY: Final = "sluice.tombstone"
 # RocketMQ's own message properties (MessageConst): not user headers.
 SYSTEM_PROPERTIES: Final = frozenset(
     [
@@ -92,20 +95,21 @@ class Converter(ABC):
             F.coalesce(F.col("headers"), F.create_map().cast("map<string,string>")),
             lambda k, v: ~k.startswith("sluice.") & (k != TAGS_HEADER) & v.isNotNull(),
         )
-        position = F.create_map(
-            F.lit(PARTITION_PROPERTY),
-            F.col("partition"),
-            F.lit(OFFSET_PROPERTY),
-            F.col("offset").cast("string"),
-            *[F.lit(part) for item in (extra_properties or {}).items() for part in item],
-        )
+        fixed = [F.lit(part) for item in (extra_properties or {}).items() for part in item]
+        offset = F.col("offset").cast("string")
+        where = [F.lit(PARTITION_PROPERTY), F.col("partition"), F.lit(OFFSET_PROPERTY), offset]
+        position = F.create_map(*where, *fixed)
+        tombstone = F.create_map(*where, F.lit(TOMBSTONE_PROPERTY), F.lit("true"), *fixed)
+        position = F.when(F.col("value").isNull(), tombstone).otherwise(position)
         # Most records carry no headers: skip the concatenation (a map copy per row) for those.
         properties = F.when(F.size(headers) == 0, position).otherwise(F.map_concat(headers, position))
         encoded = self.encode(records)
         extra = [ERROR_COLUMN] if ERROR_COLUMN in encoded.columns else []
+        # A null value travels as an empty body marked as a tombstone (a message needs a body).
+        body = F.when(F.col("value").isNull(), F.lit(b"").cast("binary")).otherwise(F.col("body"))
         messages = encoded.select(
             "topic",
-            "body",
+            body.alias("body"),
             F.when(F.col("key").isNotNull(), keys).alias("keys"),
             F.col("headers")[TAGS_HEADER].alias("tags"),
             properties.alias("properties"),
@@ -122,7 +126,7 @@ class Converter(ABC):
         system = F.array(*[F.lit(p) for p in sorted(SYSTEM_PROPERTIES)])
         props = F.map_filter(
             F.coalesce(F.col("properties"), F.create_map().cast("map<string,string>")),
-            lambda k, v: ~F.array_contains(system, k),
+            lambda k, v: ~F.array_contains(system, k) & (k != TOMBSTONE_PROPERTY),
         )
         tags = F.when(
             F.col("tags").isNotNull() & (F.col("tags") != ""), F.create_map(F.lit(TAGS_HEADER), F.col("tags"))
@@ -131,6 +135,11 @@ class Converter(ABC):
         born = F.col("born_timestamp")
         if isinstance(messages.schema["born_timestamp"].dataType, NumericType):
             born = F.timestamp_millis(born)
+        is_tombstone = F.coalesce(F.col("properties")[TOMBSTONE_PROPERTY] == "true", F.lit(False))
+        # A tombstone's body is decoded as no body at all: its value is null, never "" nor bad JSON.
+        messages = messages.withColumn(
+            "body", F.when(is_tombstone, F.lit(None).cast("binary")).otherwise(F.col("body"))
+        )
         decoded = self.decode(messages)
         extra = [ERROR_COLUMN] if ERROR_COLUMN in decoded.columns else []
         return decoded.select(

@@ -53,6 +53,7 @@ BUILTIN_CONNECTORS: Final = {
     "dummy-sink": "connectors.dummy:DummySinkConnector",
     "postgres-sink": "connectors.postgres.sink:PostgresSinkConnector",
     "jdbc-source": "connectors.jdbc.source:JdbcSourceConnector",
+    "jdbc-sink": "connectors.jdbc.sink:JdbcSinkConnector",
 }
 
 #: Connector class names from Kafka Connect's and RocketMQ Connect's configs, and the built-in
@@ -66,6 +67,8 @@ CONNECTOR_ALIASES: Final = {
     "org.apache.rocketmq.connect.file.FileSinkConnector": "file-sink",
     "io.confluent.connect.jdbc.JdbcSourceConnector": "jdbc-source",
     "org.apache.rocketmq.connect.jdbc.connector.JdbcSourceConnector": "jdbc-source",
+    "io.confluent.connect.jdbc.JdbcSinkConnector": "jdbc-sink",
+    "org.apache.rocketmq.connect.jdbc.connector.JdbcSinkConnector": "jdbc-sink",
 }
 
 

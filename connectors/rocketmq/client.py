@@ -89,6 +89,19 @@ class RocketMQClient(Transport):
             return False
         return True
 
+    async def all_topics(self) -> list[str]:
+        """Every topic the name server knows (GET_ALL_TOPIC_LIST_FROM_NAMESERVER), sorted; a sink's
+        ``topics.regex`` is matched against it."""
+        import json
+
+        resp = await self._namesrv_call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {}, "topic list")
+        self._check(resp, "topic list", ";".join(self._namesrvs), NAME_SERVER)
+        try:
+            listed = json.loads(resp.body.decode("utf-8")).get("topicList") or []
+        except (UnicodeDecodeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"rocketmq: the name server's topic list is not JSON: {exc}") from None
+        return sorted(str(t) for t in listed)
+
     async def create_topic(self, topic: str, *, queue_count: int = 4, cluster: str | None = None) -> None:
         """Create (or update) the topic on every master of ``cluster`` (default: every known broker)."""
         if queue_count < 1:

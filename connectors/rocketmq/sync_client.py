@@ -115,6 +115,9 @@ class SyncRocketMQClient:
     def create_topic(self, topic: str, *, queue_count: int = 4, cluster: str | None = None) -> None:
         self._run("create_topic", topic, queue_count=queue_count, cluster=cluster)
 
+    def all_topics(self) -> list[str]:
+        return list(self._run("all_topics"))
+
     def topic_exists(self, topic: str) -> bool:
         return bool(self._run("topic_exists", topic))
 

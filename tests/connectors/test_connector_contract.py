@@ -7,6 +7,7 @@ from pathlib import Path
 from connectors.dummy import DummySinkConnector, DummySourceConnector
 from connectors.file.sink import FileSinkConnector
 from connectors.file.source import FileSourceConnector
+from connectors.jdbc.sink import JdbcSinkConnector
 from connectors.postgres import PostgresSinkConnector
 from tests.connectors.contract import SinkCase, SinkEnv, SourceCase, sink_test_class, source_test_class
 
@@ -41,6 +42,42 @@ def _table_rows(env: SinkEnv) -> list[tuple[object, ...]]:
             if exists is None:
                 return []
             sql = f'SELECT topic, partition, "offset", value FROM "{env.schema}".out ORDER BY "offset"'
+            return [tuple(r) for r in conn.execute(text(sql))]
+    finally:
+        engine.dispose()
+
+
+def _jdbc_config(env: SinkEnv) -> dict[str, str]:
+    """Keyless inserts of the records' coordinates into table ``out`` of the case's own database:
+    a duplicate row would show, so repeatability rests on the sink's ledger alone."""
+    return {
+        "connector.class": "io.confluent.connect.jdbc.JdbcSinkConnector",
+        "topics": "t",
+        "connection.url": env.target.jdbc_url,
+        "connection.user": env.target.user,
+        "connection.password": env.target.password,
+        "table.name.format": "out",
+        "auto.create": "true",
+    }
+
+
+def _target_rows(env: SinkEnv) -> list[tuple[object, ...]]:
+    from sqlalchemy import create_engine, text
+
+    mysql = env.target.url.startswith("mysql")
+    engine = create_engine(env.target.url)
+    q = (lambda n: f"`{n}`") if mysql else (lambda n: f'"{n}"')
+    here = "DATABASE()" if mysql else "'public'"
+    try:
+        with engine.connect() as conn:
+            exists = conn.execute(
+                text(f"SELECT count(*) FROM information_schema.tables WHERE table_schema = {here} "
+                     "AND table_name = 'out'")
+            ).scalar()
+            if not exists:
+                return []
+            offset = q("offset")
+            sql = f"SELECT topic, {q('partition')}, {offset}, value FROM {q('out')} ORDER BY {offset}"
             return [tuple(r) for r in conn.execute(text(sql))]
     finally:
         engine.dispose()
@@ -107,5 +144,27 @@ TestPostgresSinkContract = sink_test_class(
         },
         read_back=_table_rows,
         needs_database=True,
+    )
+)
+
+TestJdbcSinkMariaDBContract = sink_test_class(
+    SinkCase(
+        "jdbc-sink[mariadb]",
+        JdbcSinkConnector,
+        _jdbc_config,
+        read_back=_target_rows,
+        needs_database=True,
+        target_fixture="mariadb_db",
+    )
+)
+
+TestJdbcSinkPostgresContract = sink_test_class(
+    SinkCase(
+        "jdbc-sink[postgresql, another database]",
+        JdbcSinkConnector,
+        _jdbc_config,
+        read_back=_target_rows,
+        needs_database=True,
+        target_fixture="postgres_db",
     )
 )

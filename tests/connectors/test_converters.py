@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from connectors.converters import (
+    TOMBSTONE_PROPERTY,
     BytesConverter,
     JsonConverter,
     StringConverter,
@@ -424,10 +425,10 @@ def test_json_schemaless_write_flags_string_values_that_are_not_json(spark: Spar
         [Record("f", 0, '{"id": 1}', topic="t"), Record("f", 4, "id=1", topic="t"), Record("f", 9, None)],
     )
     rows = JsonConverter().to_messages(records).orderBy("offset").collect()
-    assert [(r["body"], r[ERROR_COLUMN]) for r in rows] == [
-        (b'{"id": 1}', None),
-        (b"id=1", "json converter: value is not valid JSON"),
-        (None, None),
+    assert [(r["body"], r[ERROR_COLUMN], r["properties"].get(TOMBSTONE_PROPERTY)) for r in rows] == [
+        (b'{"id": 1}', None, None),
+        (b"id=1", "json converter: value is not valid JSON", None),
+        (b"", None, "true"),  # a null value is a tombstone: an empty body, marked
     ]
     with pytest.raises(Exception) as info:
         fail_on_bad_records(JsonConverter().to_messages(records), "connector 'src'").collect()

@@ -11,6 +11,7 @@ from connectors.api import SinkConnector, SourceConnector
 from connectors.dummy import DummySinkConnector, DummySourceConnector
 from connectors.file.sink import FileSinkConnector
 from connectors.file.source import FileSourceConnector
+from connectors.jdbc.sink import JdbcSinkConnector
 from connectors.plugins import (
     CONNECTOR_GROUP,
     TRANSFORM_GROUP,
@@ -50,6 +51,9 @@ THIRD_PARTY = [
         ("connectors.file.source:FileSourceConnector", FileSourceConnector),
         ("connectors.file.sink.FileSinkConnector", FileSinkConnector),
         (" dummy-sink ", DummySinkConnector),
+        ("jdbc-sink", JdbcSinkConnector),
+        ("io.confluent.connect.jdbc.JdbcSinkConnector", JdbcSinkConnector),
+        ("org.apache.rocketmq.connect.jdbc.connector.JdbcSinkConnector", JdbcSinkConnector),
     ],
 )
 def test_builtin_connectors(name: str, cls: type) -> None:
@@ -60,7 +64,7 @@ def test_builtins_have_task_classes() -> None:
     for name in ("file-source", "dummy-source"):
         source = load_connector_class(name)
         assert issubclass(source, SourceConnector) and source.task_class.position_unit in ("records", "bytes")
-    for name in ("file-sink", "dummy-sink", "postgres-sink"):
+    for name in ("file-sink", "dummy-sink", "postgres-sink", "jdbc-sink"):
         sink = load_connector_class(name)
         assert issubclass(sink, SinkConnector)
 
@@ -74,6 +78,7 @@ def test_third_party_entry_point() -> None:
         "dummy-source",
         "file-sink",
         "file-source",
+        "jdbc-sink",
         "jdbc-source",
         "postgres-sink",
     ]
@@ -86,7 +91,7 @@ def test_unknown_connector_lists_known_names() -> None:
         load_connector_class("mongodb-source")
     assert str(info.value) == (
         "unknown connector 'mongodb-source'; known: dummy-sink, dummy-source, file-sink, file-source, "
-        "jdbc-source, postgres-sink "
+        "jdbc-sink, jdbc-source, postgres-sink "
         "(or a 'package.module:Class' path)"
     )
 

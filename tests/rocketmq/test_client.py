@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from activities.sink_runner import matching_topics
 from connectors.rocketmq import (
     MessageQueue,
     MessageTooLargeError,
@@ -190,6 +191,18 @@ async def test_create_topic_is_idempotent(client: RocketMQClient, stack_config: 
     assert topic in _run_admin(stack_config, "topicList")
     with pytest.raises(RocketMQError, match="cluster 'NoSuchCluster'"):
         await client.create_topic(topic, cluster="NoSuchCluster")
+
+
+async def test_all_topics_lists_a_new_topic_sorted(client: RocketMQClient) -> None:
+    """The name server's topic list (a sink's topics.regex is matched against it) has a topic as
+    soon as it is created; the whole-name match picks it and nothing else of that prefix."""
+    topic = f"SLUICE_AT_{uuid.uuid4().hex[:10]}"
+    assert topic not in await client.all_topics()
+    await client.create_topic(topic, queue_count=1)
+    listed = await client.all_topics()
+    assert topic in listed and listed == sorted(listed)
+    assert matching_topics(listed, topic[:-1] + ".") == [topic]
+    assert matching_topics(listed, topic[:-1]) == []  # a prefix alone does not match (fullmatch)
 
 
 async def test_message_over_the_broker_limit_raises_message_too_large(

@@ -1,0 +1,320 @@
+"""``jdbc-sink``: RocketMQ topics into MySQL/MariaDB or PostgreSQL tables, exactly once.
+
+Kafka Connect JDBC sink keys (``connectors.jdbc.sink_config``); the dialect comes from
+``connection.url``. Each micro-batch is written per target table (``table.name.format``, default
+``${topic}``) through the dialect's bulk path, chosen by measurement — COPY + merge
+(``write_postgres``: Arrow -> CSV -> COPY measured at 761k rows/s against 443k for Spark JDBC
+batches), LOAD DATA LOCAL + merge (``write_mysql``: 1.7-1.8x PyMySQL's multi-row INSERT in
+``bench/mysql_write_bench.py``) — and its positions commit with it. Which guarantee applies when:
+
+* **Target = the offset store's PostgreSQL database**: the rows and Sluice's positions commit in one
+  transaction (``PositionCommitter.commit(plan, connection)``).
+* **Any other database** (MariaDB, another PostgreSQL database): the rows and a row of the target's
+  ``sluice_sink_batches`` ledger commit in one transaction, the store's positions right after; a
+  re-run after a crash between the two sees the ledger row and writes nothing again
+  (``connectors.jdbc.ledger``).
+
+Both are exactly once, for every ``insert.mode`` and ``pk.mode`` (a keyless ``insert`` too: the
+ledger, not a key, stops the re-run). The choice is made by ``bind_positions`` from the URLs.
+
+Lifecycle (as the runtime drives it):
+
+1. Build the task (``open_sink_task``); the runtime calls ``bind_positions(committer)``.
+2. ``prepare(plan)`` returns ``{"jdbc.nonce": <random>}``, recorded with the plan (ledger identity).
+3. ``write(spark, records, plan)`` writes *and commits* positions; the runtime does not.
+   A batch the target refuses row-wise raises ``RejectedRecordsError`` naming every refused record
+   (found by bisection, ``connectors.jdbc.badrows``) after rolling everything back.
+4. ``close()`` disposes the connection pool.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from sqlalchemy import Connection, Engine, create_engine
+
+from connectors.api import (
+    Delivery,
+    Rejected,
+    RejectedRecordsError,
+    SinkConnector,
+    SinkTask,
+)
+from connectors.config import ConfigDef, ConfigError, FieldError
+from connectors.jdbc import badrows, ledger
+from connectors.jdbc import write_mysql as my
+from connectors.jdbc import write_postgres as pg
+from connectors.jdbc.ddl import UnsupportedTypeError, add_columns_sql, create_table_sql
+from connectors.jdbc.shape import KeySpec, KeySpecError, shape, wire
+from connectors.jdbc.sink_config import cross_field_errors, fields
+from connectors.jdbc.urls import Dialect, dialect_of, engine_url
+from connectors.jdbc.writes import OP_COLUMN, ORD_COLUMN, POSITION_COLUMNS, TableWrite
+from connectors.model import BatchPlan
+from connectors.records import position
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from connectors.api import PositionCommitter
+
+
+class JdbcSinkError(RuntimeError):
+    """Writing a batch failed; names connector, task, batch and table (never the URL's password)."""
+
+
+class JdbcAuthError(PermissionError):
+    """The database refused the credentials (retried a few times, then a configuration error)."""
+
+
+@dataclass
+class Part:
+    """One table's share of a batch, ready to apply."""
+
+    write: TableWrite
+    fields: StructType
+    rows: pa.Table  # write.columns, ORD_COLUMN, OP_COLUMN
+    positions: pa.Table  # POSITION_COLUMNS, same row order
+
+
+class JdbcSinkTask(SinkTask):
+    """Writes a batch per table with the dialect's bulk path; commits positions with the data."""
+
+    delivery: ClassVar[Delivery] = Delivery.EXACTLY_ONCE
+    #: Values of keys a task config may lack (one built by hand rather than by validation).
+    defaults: ClassVar[Mapping[str, Any]] = {"pk.mode": "none"}
+
+    def __init__(self, config: Mapping[str, Any], task_id: int) -> None:
+        super().__init__({**self.defaults, **{k: v for k, v in config.items() if v is not None}}, task_id)
+        errors = cross_field_errors(self.config, f"connector {self.name!r}")
+        if errors:
+            raise ConfigError(errors)
+        c = self.config
+        self._url = engine_url(str(c["connection.url"]), c.get("connection.user") or None,
+                               c.get("connection.password") or None)  # fmt: skip
+        self.dialect = dialect_of(self._url)
+        self._mode = str(c.get("insert.mode") or "insert")
+        self._spec = KeySpec(
+            str(c.get("pk.mode") or "none"),
+            tuple(str(k) for k in c.get("pk.fields") or []),
+            bool(c.get("delete.enabled", False)),
+        )
+        self._auto_create = bool(c.get("auto.create", False))
+        self._auto_evolve = bool(c.get("auto.evolve", False))
+        self._format = str(c.get("table.name.format") or "${topic}")
+        self._schema = str(c.get("schema") or "")
+        self._whitelist = [str(f) for f in c.get("fields.whitelist") or []]
+        self._chunk = int(c.get("batch.size") or 50_000)
+        self._committer: PositionCommitter | None = None
+        self._own_ledger = True
+        self._engine: Engine | None = None
+
+    # ---- wiring -----------------------------------------------------------------------------
+
+    def bind_positions(self, committer: PositionCommitter) -> None:
+        """Positions commit in the data transaction when the store lives in the target database;
+        otherwise through the target's own ledger (see the module docstring)."""
+        same = self.dialect is Dialect.POSTGRESQL and committer.same_database(
+            self._url.render_as_string(hide_password=False)
+        )
+        self._committer, self._own_ledger = committer, not same
+
+    def _positions(self) -> PositionCommitter:
+        if self._committer is None:
+            raise JdbcSinkError(
+                f"connector {self.name!r} task {self.task_id}: no position committer bound "
+                "(the runtime calls bind_positions before the first write)"
+            )
+        return self._committer
+
+    def _get_engine(self) -> Engine:
+        if self._engine is None:
+            args: dict[str, Any] = dict(my.CONNECT_ARGS) if self.dialect is Dialect.MYSQL else {}
+            self._engine = create_engine(
+                self._url, pool_pre_ping=True, pool_size=1, max_overflow=1, connect_args=args
+            )
+        return self._engine
+
+    def table_for(self, topic: str) -> tuple[str, str]:
+        """(schema, table) for a topic; a dot in the formatted name separates a schema."""
+        name = self._format.replace("${topic}", topic)
+        schema, _, table = name.rpartition(".")
+        schema = schema or self._schema or ("public" if self.dialect is Dialect.POSTGRESQL else "")
+        return schema, table
+
+    def _where(self, plan: BatchPlan, table: str = "") -> str:
+        where = f"connector {self.name!r} task {self.task_id} batch {plan.batch_id}"
+        return f"{where} table {table!r}" if table else where
+
+    def prepare(self, plan: BatchPlan) -> dict[str, str]:
+        return {ledger.NONCE_KEY: uuid.uuid4().hex}
+
+    # ---- rows --------------------------------------------------------------------------------
+
+    def _parts(self, records: DataFrame, plan: BatchPlan) -> list[Part]:
+        import pyarrow as pa
+        from pyspark.sql import functions as F
+
+        tables: dict[tuple[str, str], list[str]] = {}
+        for topic in sorted({r.topic for r in plan.ranges if r.topic}):
+            tables.setdefault(self.table_for(topic), []).append(topic)
+        parts: list[Part] = []
+        for (schema, table), topics in tables.items():
+            target = f"{schema}.{table}" if schema else table
+            try:
+                shaped = shape(records.where(F.col("topic").isin(topics)), self._spec)
+            except KeySpecError as exc:
+                raise ConfigError([FieldError("pk.fields", f"{self._where(plan, target)}: {exc}")]) from None
+            names = [f for f in shaped.fields.fieldNames()
+                     if not self._whitelist or f in self._whitelist or f in shaped.pk]  # fmt: skip
+            arrow = wire(self.dialect, shaped, names).toArrow()
+            if arrow.num_rows == 0:
+                continue
+            ordinal = pa.array(range(arrow.num_rows), type=pa.int64())
+            rows = arrow.select([*names, OP_COLUMN]).add_column(len(names), ORD_COLUMN, ordinal)
+            write = TableWrite(schema, table, tuple(names), shaped.pk, self._mode, self._spec.deletes)
+            parts.append(Part(write, shaped.fields, rows, arrow.select(list(POSITION_COLUMNS))))
+        return parts
+
+    # ---- the batch ---------------------------------------------------------------------------
+
+    def write(self, spark: SparkSession, records: DataFrame, plan: BatchPlan) -> None:
+        """Write the batch's rows and commit ``plan`` with them (see the module docstring)."""
+        committer = self._positions()
+        nonce = plan.sink_state.get(ledger.NONCE_KEY, "")
+        engine = self._get_engine()
+        parts: list[Part] = []
+        types: dict[str, dict[str, str]] = {}
+        try:
+            if self._own_ledger:
+                with engine.begin() as conn:
+                    ledger.ensure(conn, self.dialect)
+                    applied = ledger.already_applied(conn, plan, nonce)  # crashed before the store commit
+                if applied:
+                    committer.commit(plan, None)
+                    return
+            parts = self._parts(records, plan)
+            if self.dialect is Dialect.MYSQL:  # DDL commits implicitly in MySQL: before the data
+                with engine.begin() as conn:
+                    for p in parts:
+                        types[p.write.target] = self._ensure_table(conn, p, plan)
+            with engine.begin() as conn:
+                for p in parts:
+                    if self.dialect is Dialect.POSTGRESQL:
+                        types[p.write.target] = self._ensure_table(conn, p, plan)
+                    self._apply(conn, p, types[p.write.target])
+                if self._own_ledger:
+                    ledger.record(conn, plan, nonce)
+                else:
+                    committer.commit(plan, conn)
+            if self._own_ledger:
+                committer.commit(plan, None)
+        except Exception as exc:
+            if not badrows.is_database_error(exc):
+                raise
+            raise self._failure(exc, plan, parts, types) from None
+
+    def _apply(self, conn: Connection, p: Part, types: dict[str, str]) -> None:
+        if self.dialect is Dialect.POSTGRESQL:
+            pg.apply(conn, p.write, p.rows, chunk_rows=self._chunk)
+        else:
+            my.apply(conn, p.write, p.rows, types, chunk_rows=self._chunk)
+
+    def _slice_applier(self, p: Part, types: dict[str, str]) -> Callable[[Connection, pa.Table], None]:
+        """Applies a slice of ``p``'s rows (bisection of refused rows)."""
+
+        def apply(conn: Connection, rows: pa.Table) -> None:
+            self._apply(conn, Part(p.write, p.fields, rows, p.positions), types)
+
+        return apply
+
+    def _failure(
+        self, exc: Exception, plan: BatchPlan, parts: list[Part], types: dict[str, dict[str, str]]
+    ) -> Exception:
+        orig = badrows.driver_error(exc)
+        if badrows.is_auth_error(exc):
+            user = f"user {self._url.username!r}" if self._url.username else "no user (set connection.user)"
+            return JdbcAuthError(
+                f"connector {self.name!r}: the database refused the credentials of {user} "
+                f"({self._url.host}:{self._url.port or ''}/{self._url.database}): {type(orig).__name__}"
+            )
+        if not badrows.is_row_error(exc) or not parts:
+            return JdbcSinkError(f"{self._where(plan)}: {type(orig).__name__}: {str(orig).strip()}")
+        rejected: list[Rejected] = []
+        lines: list[str] = []
+        for p in parts:
+            t = types.get(p.write.target, {})
+            bad = badrows.find_bad_rows(self._get_engine(), self._slice_applier(p, t), p.rows)
+            for b in bad:
+                topic, partition, offset = (p.positions.column(i)[b.index].as_py() for i in range(3))
+                column = f" column {b.column!r}" if b.column else ""
+                text = f"table {p.write.target!r}{column}: {b.reason}"
+                rejected.append(Rejected(topic, partition, int(offset), text))
+                lines.append(f"{position(topic, partition, int(offset))}: {text}")
+        if not rejected:
+            return JdbcSinkError(f"{self._where(plan)}: {type(orig).__name__}: {str(orig).strip()}")
+        more = f" (and {len(lines) - 3} more)" if len(lines) > 3 else ""
+        return RejectedRecordsError(
+            f"connector {self.name!r}: the target refused {len(rejected)} record(s), nothing of batch "
+            f"{plan.batch_id} was committed: {'; '.join(lines[:3])}{more}",
+            rejected,
+        )
+
+    def _ensure_table(self, conn: Connection, p: Part, plan: BatchPlan) -> dict[str, str]:
+        """The table's column types, after creating it (auto.create) or adding columns (auto.evolve)."""
+        w, mod = p.write, (pg if self.dialect is Dialect.POSTGRESQL else my)
+        owner = f"connector {self.name!r}"
+        existing = mod.table_columns(conn, w.schema, w.table)
+        try:
+            if existing is None:
+                if not self._auto_create:
+                    why = "the table does not exist (set auto.create=true to create it)"
+                    raise ConfigError([FieldError("auto.create", f"{self._where(plan, w.target)}: {why}")])
+                if self.dialect is Dialect.POSTGRESQL:
+                    pg.lock_table_name(conn, w.schema, w.table)
+                typed = [f for f in p.fields.fields if f.name in w.columns]
+                from pyspark.sql.types import StructType
+
+                ddl = create_table_sql(self.dialect, w.schema, w.table, StructType(typed), w.pk, owner)
+                mod.run(conn, ddl)
+                return mod.table_columns(conn, w.schema, w.table) or {}
+            missing = [f for f in p.fields.fields if f.name in w.columns and f.name not in existing]
+            if not missing:
+                return existing
+            if not self._auto_evolve:
+                names = [f.name for f in missing]
+                why = f"the table has no column(s) {names} (set auto.evolve=true to add them)"
+                raise ConfigError([FieldError("auto.evolve", f"{self._where(plan, w.target)}: {why}")])
+            if self.dialect is Dialect.POSTGRESQL:
+                pg.lock_table_name(conn, w.schema, w.table)
+                existing = mod.table_columns(conn, w.schema, w.table) or {}
+                missing = [f for f in missing if f.name not in existing]
+            for sql in add_columns_sql(self.dialect, w.schema, w.table, missing, owner):
+                mod.run(conn, sql)
+            return mod.table_columns(conn, w.schema, w.table) or {}
+        except UnsupportedTypeError as exc:
+            raise ConfigError([FieldError("auto.create", f"{self._where(plan, w.target)}: {exc}")]) from None
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
+
+
+class JdbcSinkConnector(SinkConnector):
+    """Copies RocketMQ topics into MySQL/MariaDB or PostgreSQL tables, exactly once."""
+
+    plugin_name: ClassVar[str] = "jdbc-sink"
+    config_def: ClassVar[ConfigDef] = fields()
+    task_class: ClassVar[type[SinkTask]] = JdbcSinkTask
+
+    def validate(self, raw_config: Mapping[str, Any]) -> list[FieldError]:
+        errors = super().validate(raw_config)
+        if not errors:
+            name = str(raw_config.get("name") or self.plugin_name)
+            errors.extend(cross_field_errors(self.parse(raw_config), f"connector {name!r}"))
+        return errors
