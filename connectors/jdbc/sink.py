@@ -159,8 +159,10 @@ class JdbcSinkTask(SinkTask):
         import pyarrow as pa
         from pyspark.sql import functions as F
 
+        # The records' topics, not the plan's: a transform (RegexRouter) may have renamed them.
+        topics_now = sorted(row[0] for row in records.select("topic").distinct().collect() if row[0])
         tables: dict[tuple[str, str], list[str]] = {}
-        for topic in sorted({r.topic for r in plan.ranges if r.topic}):
+        for topic in topics_now:
             tables.setdefault(self.table_for(topic), []).append(topic)
         parts: list[Part] = []
         for (schema, table), topics in tables.items():

@@ -64,13 +64,18 @@ def _source(db: Db, prefix: str, mode: str) -> dict[str, str]:
 
 
 def _sink(target: TestDatabase, prefix: str, insert_mode: str) -> dict[str, str]:
+    """Tables are named by the topic after Kafka's RegexRouter took the prefix off (``orders``)."""
     return {
         "connector.class": "io.confluent.connect.jdbc.JdbcSinkConnector",
         "connection.url": target.jdbc_url,
         "connection.user": target.user,
         "connection.password": target.password,
         "topics.regex": f"{prefix}.*",
-        "table.name.format": "orders",
+        "table.name.format": "${topic}",
+        "transforms": "route",
+        "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
+        "transforms.route.regex": f"{prefix}(.*)",
+        "transforms.route.replacement": "$1",
         "insert.mode": insert_mode,
         "pk.mode": "record_value",
         "pk.fields": "id",
