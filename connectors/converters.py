@@ -27,10 +27,11 @@ if TYPE_CHECKING:
     from pyspark.sql.types import DataType
 
 PARTITION_PROPERTY: Final = "sluice.partition"
-#: Header the json converter sets when one batch's topics carry different fields: the comma-joined
-#: fields of the record's own topic schema (merge_schemas), so a sink writes each table only those.
-FIELDS_HEADER: Final = "sluice.value.fields"
-FIELDS_COLUMN: Final = "_sluice_fields"
+#: Header the json converter sets when one batch's topics carry different schemas: the record's own
+#: topic's value type (Spark's JSON form; merge_schemas), so a sink writes each table its own columns
+#: with their own types.
+VALUE_SCHEMA_HEADER: Final = "sluice.value.schema"
+VALUE_SCHEMA_COLUMN: Final = "_sluice_value_schema"
 OFFSET_PROPERTY: Final = "sluice.offset"
 TAGS_HEADER: Final = "rocketmq.tags"
 #: Marks a message whose record value was null (a tombstone): its body is empty, and an empty body
@@ -146,10 +147,10 @@ class Converter(ABC):
         )
         decoded = self.decode(messages)
         extra = [ERROR_COLUMN] if ERROR_COLUMN in decoded.columns else []
-        if FIELDS_COLUMN in decoded.columns:
-            own = F.col(FIELDS_COLUMN)
+        if VALUE_SCHEMA_COLUMN in decoded.columns:
+            own = F.col(VALUE_SCHEMA_COLUMN)
             headers = F.when(own.isNull(), headers).otherwise(
-                F.map_concat(headers, F.create_map(F.lit(FIELDS_HEADER), own))
+                F.map_concat(headers, F.create_map(F.lit(VALUE_SCHEMA_HEADER), own))
             )
         return decoded.select(
             F.col("topic"),
@@ -324,14 +325,14 @@ class JsonConverter(Converter):
         by_topic = self._schemas_by_topic(df, text)
         if not by_topic:  # no messages: nothing to parse
             return df.withColumn("value", text)
-        data_type, fields_of = merge_schemas(by_topic)
+        data_type, own_types = merge_schemas(by_topic)
         df = self._parse(df, text, data_type, envelope=True, what="body envelope")
-        if fields_of is None:
+        if own_types is None:
             return df
-        topic_fields = F.lit(None).cast("string")
-        for topic, fields in fields_of.items():
-            topic_fields = F.when(F.col("topic") == topic, F.lit(",".join(fields))).otherwise(topic_fields)
-        return df.withColumn(FIELDS_COLUMN, topic_fields)
+        own_schema = F.lit(None).cast("string")
+        for topic, own in own_types.items():
+            own_schema = F.when(F.col("topic") == topic, F.lit(own.json())).otherwise(own_schema)
+        return df.withColumn(VALUE_SCHEMA_COLUMN, own_schema)
 
     @staticmethod
     def _schemas_by_topic(df: DataFrame, text: Column) -> dict[str, list[DataType]]:
@@ -360,43 +361,71 @@ class JsonConverter(Converter):
         return found
 
 
-def merge_schemas(by_topic: Mapping[str, list[DataType]]) -> tuple[DataType, dict[str, list[str]] | None]:
-    """One Spark type for a batch's envelope schemas, and each topic's own fields when they differ.
+def widest_number(a: DataType, b: DataType) -> DataType | None:
+    """A numeric type holding every value of both (tables of one batch often differ only there:
+    an ``INT`` key in one, a ``BIGINT`` key in another); None when either is not a number."""
+    from pyspark.sql import types as T
 
-    Structs merge by field name (every merged field nullable: a topic without it leaves it null);
-    the same name with two types, or non-struct schemas that differ, is an error naming the topics.
-    The per-topic field lists (None when every topic has the same fields) let a sink write each
-    table only its own columns (``FIELDS_COLUMN``).
+    integral = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+    digits = {T.ByteType: 3, T.ShortType: 5, T.IntegerType: 10, T.LongType: 20}
+
+    def as_decimal(t: DataType) -> tuple[int, int] | None:
+        if isinstance(t, T.DecimalType):
+            return t.precision - t.scale, t.scale
+        return (digits[type(t)], 0) if isinstance(t, integral) else None
+
+    if isinstance(a, integral) and isinstance(b, integral):
+        return a if integral.index(type(a)) >= integral.index(type(b)) else b
+    if isinstance(a, T.FloatType | T.DoubleType) or isinstance(b, T.FloatType | T.DoubleType):
+        numeric = (*integral, T.DecimalType, T.FloatType, T.DoubleType)
+        return T.DoubleType() if isinstance(a, numeric) and isinstance(b, numeric) else None
+    da, db = as_decimal(a), as_decimal(b)
+    if da is None or db is None:
+        return None
+    whole, scale = max(da[0], db[0]), max(da[1], db[1])
+    return T.DecimalType(min(38, whole + scale), scale) if whole + scale <= 38 else None
+
+
+def merge_schemas(by_topic: Mapping[str, list[DataType]]) -> tuple[DataType, dict[str, DataType] | None]:
+    """One Spark type for a batch's envelope schemas, and each topic's own type when they differ.
+
+    Structs merge by field name (every merged field nullable: a topic without it leaves it null;
+    numbers of different widths widen, ``widest_number``); other differences are an error naming
+    the topics. A topic's own type is the merge of its own schemas (a column added within the
+    batch). The own types (None when every topic's equals the merged one) let a sink write each
+    table only its own columns, with their own types (``VALUE_SCHEMA_HEADER``).
     """
     from pyspark.sql.types import StructField, StructType
 
-    every = [(topic, t) for topic, types in by_topic.items() for t in types]
-    if all(t == every[0][1] for _, t in every):
-        return every[0][1], None
-    if not all(isinstance(t, StructType) for _, t in every):
-        raise ValueError(
-            "json converter: topics " + ", ".join(sorted(by_topic)) + " carry different non-struct schemas "
-            "in one batch; give each its own sink connector"
-        )
-    merged: dict[str, StructField] = {}
-    owners: dict[str, str] = {}
-    fields_of: dict[str, list[str]] = {}
-    for topic, struct in every:
-        assert isinstance(struct, StructType)
-        own = fields_of.setdefault(topic, [])
-        for f in struct.fields:
-            if f.name in merged and merged[f.name].dataType != f.dataType:
-                raise ValueError(
-                    f"json converter: field {f.name!r} is {merged[f.name].dataType.simpleString()} in topic "
-                    f"{owners[f.name]!r} but {f.dataType.simpleString()} in topic {topic!r}"
-                )
-            merged.setdefault(f.name, StructField(f.name, f.dataType, True))
-            owners.setdefault(f.name, topic)
-            if f.name not in own:
-                own.append(f.name)
-    if len({tuple(v) for v in fields_of.values()}) == 1:
-        fields_of = {}
-    return StructType(list(merged.values())), (fields_of or None)
+    def merge(types: list[tuple[str, DataType]]) -> DataType:
+        if all(t == types[0][1] for _, t in types):
+            return types[0][1]
+        if not all(isinstance(t, StructType) for _, t in types):
+            raise ValueError(
+                "json converter: topics " + ", ".join(sorted({topic for topic, _ in types}))
+                + " carry different non-struct schemas in one batch; give each its own sink connector"
+            )
+        merged: dict[str, StructField] = {}
+        owners: dict[str, str] = {}
+        for topic, struct in types:
+            assert isinstance(struct, StructType)
+            for f in struct.fields:
+                if f.name in merged and merged[f.name].dataType != f.dataType:
+                    wider = widest_number(merged[f.name].dataType, f.dataType)
+                    if wider is None:
+                        raise ValueError(
+                            f"json converter: field {f.name!r} is {merged[f.name].dataType.simpleString()} "
+                            f"in topic {owners[f.name]!r} but {f.dataType.simpleString()} in topic "
+                            f"{topic!r}; give those topics sink connectors of their own"
+                        )
+                    merged[f.name] = StructField(f.name, wider, True)
+                merged.setdefault(f.name, StructField(f.name, f.dataType, True))
+                owners.setdefault(f.name, topic)
+        return StructType(list(merged.values()))
+
+    own = {topic: merge([(topic, t) for t in types]) for topic, types in by_topic.items()}
+    data_type = merge(list(own.items()))
+    return data_type, (None if all(t == data_type for t in own.values()) else own)
 
 
 def converter_for(config: Mapping[str, Any], prefix: str = "value.converter") -> Converter:

@@ -44,7 +44,7 @@ from connectors.api import (
     SinkTask,
 )
 from connectors.config import ConfigDef, ConfigError, FieldError
-from connectors.converters import FIELDS_HEADER
+from connectors.converters import VALUE_SCHEMA_HEADER
 from connectors.jdbc import badrows, ledger
 from connectors.jdbc import write_mysql as my
 from connectors.jdbc import write_postgres as pg
@@ -161,27 +161,30 @@ class JdbcSinkTask(SinkTask):
         from pyspark.sql import functions as F
 
         # The records' topics, not the plan's: a transform (RegexRouter) may have renamed them. When
-        # the batch's topics carry different fields, each record names its own (FIELDS_HEADER).
-        seen = records.select("topic", F.col("headers")[FIELDS_HEADER].alias("own")).distinct().collect()
+        # the batch's topics carry different schemas, each record names its own (VALUE_SCHEMA_HEADER).
+        seen = records.select("topic", F.col("headers")[VALUE_SCHEMA_HEADER].alias("own")).distinct()
         tables: dict[tuple[str, str], list[str]] = {}
-        own_fields: dict[tuple[str, str], set[str]] = {}
-        for topic, own in sorted(((r["topic"], r["own"]) for r in seen if r["topic"]), key=str):
-            key = self.table_for(topic)
-            if topic not in tables.setdefault(key, []):
-                tables[key].append(topic)
-            if own is not None:
-                own_fields.setdefault(key, set()).update(own.split(","))
+        own_schema: dict[tuple[str, str], str] = {}
+        for row in sorted(seen.collect(), key=lambda r: (str(r["topic"]), str(r["own"]))):
+            if not row["topic"]:
+                continue
+            key = self.table_for(row["topic"])
+            if row["topic"] not in tables.setdefault(key, []):
+                tables[key].append(row["topic"])
+            if row["own"] is not None:
+                own_schema.setdefault(key, row["own"])
         parts: list[Part] = []
         for (schema, table), topics in tables.items():
             target = f"{schema}.{table}" if schema else table
+            subset = records.where(F.col("topic").isin(topics))
+            if (schema, table) in own_schema:
+                subset = own_value(subset, own_schema[(schema, table)])
             try:
-                shaped = shape(records.where(F.col("topic").isin(topics)), self._spec)
+                shaped = shape(subset, self._spec)
             except KeySpecError as exc:
                 raise ConfigError([FieldError("pk.fields", f"{self._where(plan, target)}: {exc}")]) from None
-            own = own_fields.get((schema, table))
             names = [f for f in shaped.fields.fieldNames()
-                     if (own is None or f in own or f in shaped.pk)
-                     and (not self._whitelist or f in self._whitelist or f in shaped.pk)]  # fmt: skip
+                     if not self._whitelist or f in self._whitelist or f in shaped.pk]  # fmt: skip
             arrow = wire(self.dialect, shaped, names).toArrow()
             if arrow.num_rows == 0:
                 continue
@@ -329,3 +332,16 @@ class JdbcSinkConnector(SinkConnector):
             name = str(raw_config.get("name") or self.plugin_name)
             errors.extend(cross_field_errors(self.parse(raw_config), f"connector {name!r}"))
         return errors
+
+
+def own_value(records: DataFrame, own_json: str) -> DataFrame:
+    """``value`` narrowed to its topic's own fields and types (the json converter merged the schemas
+    of several topics into one struct for the batch; connectors.converters.merge_schemas)."""
+    import json
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    own = StructType.fromJson(json.loads(own_json))
+    value = F.struct(*[F.col("value")[f.name].cast(f.dataType).alias(f.name) for f in own.fields])
+    return records.withColumn("value", F.when(F.col("value").isNull(), F.lit(None)).otherwise(value))

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from connectors.converters import FIELDS_HEADER, JsonConverter, merge_schemas
+from connectors.converters import VALUE_SCHEMA_HEADER, JsonConverter, merge_schemas
 from tests.connectors.test_converters import BORN, READ_SCHEMA
 
 if TYPE_CHECKING:
@@ -28,10 +28,22 @@ def test_merge_schemas_table(spark: SparkSession) -> None:  # DDL parsing needs 
         {"orders": [_struct(id="int", total="double")], "products": [_struct(id="int", sku="string")]}
     )
     assert merged.simpleString() == "struct<id:int,total:double,sku:string>"
-    assert own == {"orders": ["id", "total"], "products": ["id", "sku"]}
+    assert {t: o.simpleString() for t, o in own.items()} == {
+        "orders": "struct<id:int,total:double>",
+        "products": "struct<id:int,sku:string>",
+    }
     # A column added within one topic's batch: one topic, the union of its schemas.
-    grown, own = merge_schemas({"t": [_struct(id="int"), _struct(id="int", note="string")]})
-    assert grown.simpleString() == "struct<id:int,note:string>" and own is None
+    grown, only = merge_schemas({"t": [_struct(id="int"), _struct(id="int", note="string")]})
+    assert grown.simpleString() == "struct<id:int,note:string>" and only is None
+    # Different tables' keys: numbers widen to hold both.
+    wide, own = merge_schemas(
+        {"a": [_struct(id="int", v="decimal(10,2)")], "b": [_struct(id="bigint", v="decimal(5,4)")]}
+    )
+    assert wide.simpleString() == "struct<id:bigint,v:decimal(12,4)>"
+    assert {t: o.simpleString() for t, o in own.items()} == {
+        "a": "struct<id:int,v:decimal(10,2)>",
+        "b": "struct<id:bigint,v:decimal(5,4)>",
+    }
     with pytest.raises(ValueError, match="field 'id' is int in topic 'a' but string in topic 'b'"):
         merge_schemas({"a": [_struct(id="int")], "b": [_struct(id="string")]})
 
@@ -53,8 +65,10 @@ def test_one_batch_of_two_topics_decodes_each_with_its_own_fields(spark: SparkSe
          _envelope([("id", "int32"), ("sku", "string")], {"id": 7, "sku": "K-7"})),
     ]  # fmt: skip
     out = JsonConverter(schemas_enable=True).to_records(spark.createDataFrame(rows, READ_SCHEMA))
-    got = {r["topic"]: (r["value"].asDict(), r["headers"][FIELDS_HEADER]) for r in out.collect()}
-    assert got == {
-        "orders": ({"id": 1, "total": 9.5, "sku": None}, "id,total"),
-        "products": ({"id": 7, "total": None, "sku": "K-7"}, "id,sku"),
+    got = {r["topic"]: (r["value"].asDict(), r["headers"][VALUE_SCHEMA_HEADER]) for r in out.collect()}
+    assert {t: v for t, (v, _) in got.items()} == {
+        "orders": {"id": 1, "total": 9.5, "sku": None},
+        "products": {"id": 7, "total": None, "sku": "K-7"},
     }
+    own = {t: [f["name"] for f in json.loads(s)["fields"]] for t, (_, s) in got.items()}
+    assert own == {"orders": ["id", "total"], "products": ["id", "sku"]}
