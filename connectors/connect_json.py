@@ -3,7 +3,9 @@
 Used by the json converter (connectors.converters): ``connect_schema``/``spark_type`` map a Connect
 schema (the ``schema`` half of the ``{"schema", "payload"}`` envelope, key order as Kafka writes
 it) to a Spark type and back; ``wire_type``/``convert_wire`` rewrite a column between its Spark type
-and how JSON carries it (timestamps as epoch millis, dates as epoch days, bytes as base64).
+and how JSON carries it (instants as ISO-8601 text with microseconds, Debezium's ZonedTimestamp;
+zone-less date-times as epoch micros, Debezium's MicroTimestamp; Kafka's millisecond Timestamp is
+read too; dates as epoch days, bytes as base64).
 No module-level pyspark import.
 """
 
@@ -29,6 +31,11 @@ _PRIMITIVES: Final = {
     "bytes": "BinaryType",
 }
 _TIMESTAMP: Final = "org.apache.kafka.connect.data.Timestamp"
+# Debezium's names for what Kafka's millisecond Timestamp cannot carry exactly: an instant with
+# microseconds (ISO-8601 text, UTC) and a zone-less date-time in microseconds since the epoch.
+_ZONED_TIMESTAMP: Final = "io.debezium.time.ZonedTimestamp"
+_MICRO_TIMESTAMP: Final = "io.debezium.time.MicroTimestamp"
+_ISO_MICROS: Final = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
 _DATE: Final = "org.apache.kafka.connect.data.Date"
 _DECIMAL: Final = "org.apache.kafka.connect.data.Decimal"
 _PRECISION: Final = "connect.decimal.precision"
@@ -43,8 +50,10 @@ def connect_schema(data_type: DataType, optional: bool = True) -> dict[str, Any]
     for name, spark_name in _PRIMITIVES.items():
         if type(data_type).__name__ == spark_name:
             return {"type": name, "optional": optional}
-    if isinstance(data_type, T.TimestampType | T.TimestampNTZType):
-        return {"type": "int64", "optional": optional, "name": _TIMESTAMP, "version": 1}
+    if isinstance(data_type, T.TimestampType):
+        return {"type": "string", "optional": optional, "name": _ZONED_TIMESTAMP, "version": 1}
+    if isinstance(data_type, T.TimestampNTZType):
+        return {"type": "int64", "optional": optional, "name": _MICRO_TIMESTAMP, "version": 1}
     if isinstance(data_type, T.DateType):
         return {"type": "int32", "optional": optional, "name": _DATE, "version": 1}
     if isinstance(data_type, T.DecimalType):
@@ -82,8 +91,10 @@ def spark_type(schema: Mapping[str, Any], where: str = "schema") -> DataType:
 
     kind = schema.get("type")
     name = schema.get("name")
-    if name == _TIMESTAMP:
+    if name in (_TIMESTAMP, _ZONED_TIMESTAMP):
         return T.TimestampType()
+    if name == _MICRO_TIMESTAMP:
+        return T.TimestampNTZType()
     if name == _DATE:
         return T.DateType()
     if name == _DECIMAL:
@@ -126,10 +137,13 @@ def spark_type(schema: Mapping[str, Any], where: str = "schema") -> DataType:
 
 
 def wire_type(data_type: DataType) -> DataType:
-    """How a type appears in JSON: timestamps as epoch millis, dates as epoch days, bytes as base64."""
+    """How a type appears in JSON: instants as ISO-8601 text (Kafka's epoch millis read too), zone-less
+    date-times as epoch micros, dates as epoch days, bytes and decimals as base64."""
     from pyspark.sql import types as T
 
-    if isinstance(data_type, T.TimestampType | T.TimestampNTZType):
+    if isinstance(data_type, T.TimestampType):
+        return T.StringType()
+    if isinstance(data_type, T.TimestampNTZType):
         return T.LongType()
     if isinstance(data_type, T.DateType):
         return T.IntegerType()
@@ -153,10 +167,15 @@ def convert_wire(column: Column, data_type: DataType, to_wire: bool) -> Column:
 
     if wire_type(data_type) == data_type and not isinstance(data_type, T.BinaryType):
         return column
-    if isinstance(data_type, T.TimestampType | T.TimestampNTZType):
-        return (
-            F.unix_millis(column.cast("timestamp")) if to_wire else F.timestamp_millis(column).cast(data_type)
-        )
+    if isinstance(data_type, T.TimestampType):
+        if to_wire:
+            return F.date_format(column, _ISO_MICROS)  # the session's zone is UTC (activities.spark)
+        millis = F.timestamp_millis(column.cast("long"))  # Kafka's Timestamp: epoch millis
+        return F.when(column.rlike("^-?[0-9]+$"), millis).otherwise(column.cast("timestamp"))
+    if isinstance(data_type, T.TimestampNTZType):
+        if to_wire:
+            return F.unix_micros(column.cast("timestamp"))
+        return F.timestamp_micros(column).cast(data_type)
     if isinstance(data_type, T.DateType):
         return F.unix_date(column) if to_wire else F.date_from_unix_date(column)
     if isinstance(data_type, T.BinaryType):

@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     from pyspark.sql.types import DataType
 
 PARTITION_PROPERTY: Final = "sluice.partition"
+#: Header the json converter sets when one batch's topics carry different fields: the comma-joined
+#: fields of the record's own topic schema (merge_schemas), so a sink writes each table only those.
+FIELDS_HEADER: Final = "sluice.value.fields"
+FIELDS_COLUMN: Final = "_sluice_fields"
 OFFSET_PROPERTY: Final = "sluice.offset"
 TAGS_HEADER: Final = "rocketmq.tags"
 #: Marks a message whose record value was null (a tombstone): its body is empty, and an empty body
@@ -142,6 +146,11 @@ class Converter(ABC):
         )
         decoded = self.decode(messages)
         extra = [ERROR_COLUMN] if ERROR_COLUMN in decoded.columns else []
+        if FIELDS_COLUMN in decoded.columns:
+            own = F.col(FIELDS_COLUMN)
+            headers = F.when(own.isNull(), headers).otherwise(
+                F.map_concat(headers, F.create_map(F.lit(FIELDS_HEADER), own))
+            )
         return decoded.select(
             F.col("topic"),
             F.col("partition"),
@@ -310,24 +319,84 @@ class JsonConverter(Converter):
             if declared is None:
                 return _flag_not_json(df, text, "body").withColumn("value", text)
             return self._parse(df, text, declared, envelope=False, what="body")
-        data_type = declared or self._schema_of_first(df, text)
-        if data_type is None:  # no messages: nothing to parse
+        if declared is not None:
+            return self._parse(df, text, declared, envelope=True, what="body envelope")
+        by_topic = self._schemas_by_topic(df, text)
+        if not by_topic:  # no messages: nothing to parse
             return df.withColumn("value", text)
-        return self._parse(df, text, data_type, envelope=True, what="body envelope")
+        data_type, fields_of = merge_schemas(by_topic)
+        df = self._parse(df, text, data_type, envelope=True, what="body envelope")
+        if fields_of is None:
+            return df
+        topic_fields = F.lit(None).cast("string")
+        for topic, fields in fields_of.items():
+            topic_fields = F.when(F.col("topic") == topic, F.lit(",".join(fields))).otherwise(topic_fields)
+        return df.withColumn(FIELDS_COLUMN, topic_fields)
 
     @staticmethod
-    def _schema_of_first(df: DataFrame, text: Column) -> DataType | None:
+    def _schemas_by_topic(df: DataFrame, text: Column) -> dict[str, list[DataType]]:
+        """Every distinct envelope schema of the batch, per topic: one sink batch may read several
+        topics (one table each), and a topic's schema may change within a batch (a column added)."""
         from pyspark.sql import functions as F
 
-        row = df.select(F.get_json_object(text, "$.schema").alias("s")).where(F.col("s").isNotNull()).first()
-        if row is None:
-            return None
-        try:
-            return spark_type(json.loads(row["s"]))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(
-                f"json converter: the first message's schema is not a Connect schema: {exc}"
-            ) from exc
+        rows = (
+            df.select(F.col("topic"), F.get_json_object(text, "$.schema").alias("s"))
+            .where(F.col("s").isNotNull())
+            .distinct()
+            .collect()
+        )
+        found: dict[str, list[DataType]] = {}
+        for row in sorted(rows, key=lambda r: (str(r["topic"]), r["s"])):
+            try:
+                data_type = spark_type(json.loads(row["s"]))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ValueError(
+                    f"json converter: topic {row['topic']!r}: a message's schema is not a Connect schema: "
+                    f"{exc}"
+                ) from exc
+            kinds = found.setdefault(str(row["topic"]), [])
+            if data_type not in kinds:
+                kinds.append(data_type)
+        return found
+
+
+def merge_schemas(by_topic: Mapping[str, list[DataType]]) -> tuple[DataType, dict[str, list[str]] | None]:
+    """One Spark type for a batch's envelope schemas, and each topic's own fields when they differ.
+
+    Structs merge by field name (every merged field nullable: a topic without it leaves it null);
+    the same name with two types, or non-struct schemas that differ, is an error naming the topics.
+    The per-topic field lists (None when every topic has the same fields) let a sink write each
+    table only its own columns (``FIELDS_COLUMN``).
+    """
+    from pyspark.sql.types import StructField, StructType
+
+    every = [(topic, t) for topic, types in by_topic.items() for t in types]
+    if all(t == every[0][1] for _, t in every):
+        return every[0][1], None
+    if not all(isinstance(t, StructType) for _, t in every):
+        raise ValueError(
+            "json converter: topics " + ", ".join(sorted(by_topic)) + " carry different non-struct schemas "
+            "in one batch; give each its own sink connector"
+        )
+    merged: dict[str, StructField] = {}
+    owners: dict[str, str] = {}
+    fields_of: dict[str, list[str]] = {}
+    for topic, struct in every:
+        assert isinstance(struct, StructType)
+        own = fields_of.setdefault(topic, [])
+        for f in struct.fields:
+            if f.name in merged and merged[f.name].dataType != f.dataType:
+                raise ValueError(
+                    f"json converter: field {f.name!r} is {merged[f.name].dataType.simpleString()} in topic "
+                    f"{owners[f.name]!r} but {f.dataType.simpleString()} in topic {topic!r}"
+                )
+            merged.setdefault(f.name, StructField(f.name, f.dataType, True))
+            owners.setdefault(f.name, topic)
+            if f.name not in own:
+                own.append(f.name)
+    if len({tuple(v) for v in fields_of.values()}) == 1:
+        fields_of = {}
+    return StructType(list(merged.values())), (fields_of or None)
 
 
 def converter_for(config: Mapping[str, Any], prefix: str = "value.converter") -> Converter:

@@ -44,6 +44,7 @@ from connectors.api import (
     SinkTask,
 )
 from connectors.config import ConfigDef, ConfigError, FieldError
+from connectors.converters import FIELDS_HEADER
 from connectors.jdbc import badrows, ledger
 from connectors.jdbc import write_mysql as my
 from connectors.jdbc import write_postgres as pg
@@ -159,9 +160,17 @@ class JdbcSinkTask(SinkTask):
         import pyarrow as pa
         from pyspark.sql import functions as F
 
+        # The records' topics, not the plan's: a transform (RegexRouter) may have renamed them. When
+        # the batch's topics carry different fields, each record names its own (FIELDS_HEADER).
+        seen = records.select("topic", F.col("headers")[FIELDS_HEADER].alias("own")).distinct().collect()
         tables: dict[tuple[str, str], list[str]] = {}
-        for topic in sorted({r.topic for r in plan.ranges if r.topic}):
-            tables.setdefault(self.table_for(topic), []).append(topic)
+        own_fields: dict[tuple[str, str], set[str]] = {}
+        for topic, own in sorted(((r["topic"], r["own"]) for r in seen if r["topic"]), key=str):
+            key = self.table_for(topic)
+            if topic not in tables.setdefault(key, []):
+                tables[key].append(topic)
+            if own is not None:
+                own_fields.setdefault(key, set()).update(own.split(","))
         parts: list[Part] = []
         for (schema, table), topics in tables.items():
             target = f"{schema}.{table}" if schema else table
@@ -169,8 +178,10 @@ class JdbcSinkTask(SinkTask):
                 shaped = shape(records.where(F.col("topic").isin(topics)), self._spec)
             except KeySpecError as exc:
                 raise ConfigError([FieldError("pk.fields", f"{self._where(plan, target)}: {exc}")]) from None
+            own = own_fields.get((schema, table))
             names = [f for f in shaped.fields.fieldNames()
-                     if not self._whitelist or f in self._whitelist or f in shaped.pk]  # fmt: skip
+                     if (own is None or f in own or f in shaped.pk)
+                     and (not self._whitelist or f in self._whitelist or f in shaped.pk)]  # fmt: skip
             arrow = wire(self.dialect, shaped, names).toArrow()
             if arrow.num_rows == 0:
                 continue

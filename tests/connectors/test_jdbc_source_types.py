@@ -22,19 +22,19 @@ pytestmark = pytest.mark.slow
 
 MYSQL_TABLE = """CREATE TABLE items (
   id BIGINT UNSIGNED PRIMARY KEY, big DECIMAL(38,10), small DECIMAL(5,2), u INT UNSIGNED,
-  ts TIMESTAMP(3) NULL, dt DATETIME(3), d DATE, b VARBINARY(8), s VARCHAR(20), j JSON, f DOUBLE,
+  ts TIMESTAMP(6) NULL, dt DATETIME(6), d DATE, b VARBINARY(8), s VARCHAR(20), j JSON, f DOUBLE,
   flag BIT(1), tm TIME)"""
 PG_TABLE = """CREATE TABLE items (
   id BIGINT PRIMARY KEY, big NUMERIC(38,10), small NUMERIC(5,2), u BIGINT,
-  ts TIMESTAMPTZ(3), dt TIMESTAMP(3), d DATE, b BYTEA, s VARCHAR(20), j JSONB, f DOUBLE PRECISION,
+  ts TIMESTAMPTZ(6), dt TIMESTAMP(6), d DATE, b BYTEA, s VARCHAR(20), j JSONB, f DOUBLE PRECISION,
   flag BOOLEAN, tm TIME)"""
 FULL = (
     18446744073709551615,
     Decimal("-1234567890123456789012345678.0123456789"),
     Decimal("-0.01"),
     4294967295,
-    "2024-02-29 23:59:59.123",
-    "1999-12-31 12:00:00.456",
+    "2024-02-29 23:59:59.123456",
+    "1999-12-31 12:00:00.456789",
     "2024-02-29",
     b"\x00\xff\x80",
     "😀 ü",
@@ -84,8 +84,8 @@ def test_types_round_trip_through_the_json_converter(spark, db: Db) -> None:
     got = rows[Decimal(full[0])] if mysql else rows[full[0]]
     assert got["big"] == full[1] and got["small"] == full[2]
     assert got["u"] == full[3]
-    assert got["ts"] == datetime(2024, 2, 29, 23, 59, 59, 123000)  # an instant, UTC
-    assert got["dt"] == datetime(1999, 12, 31, 12, 0, 0, 456000)
+    assert got["ts"] == datetime(2024, 2, 29, 23, 59, 59, 123456)  # an instant, UTC
+    assert got["dt"] == datetime(1999, 12, 31, 12, 0, 0, 456789)
     assert got["d"] == date(2024, 2, 29)
     assert got["b"] == bytearray(b"\x00\xff\x80")
     assert got["s"] == "😀 ü"
