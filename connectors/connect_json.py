@@ -136,7 +136,7 @@ def spark_type(schema: Mapping[str, Any], where: str = "schema") -> DataType:
     raise ValueError(f"json converter: {where}: unsupported Connect schema type {kind!r} (name {name!r})")
 
 
-def wire_type(data_type: DataType) -> DataType:
+def wire_type(data_type: DataType, numeric_decimals: bool = False) -> DataType:
     """How a type appears in JSON: instants as ISO-8601 text (Kafka's epoch millis read too), zone-less
     date-times as epoch micros, dates as epoch days, bytes and decimals as base64."""
     from pyspark.sql import types as T
@@ -147,25 +147,35 @@ def wire_type(data_type: DataType) -> DataType:
         return T.LongType()
     if isinstance(data_type, T.DateType):
         return T.IntegerType()
+    if isinstance(data_type, T.DecimalType) and numeric_decimals:
+        return data_type  # a plain JSON number, as schemaless JSON writes it
     if isinstance(data_type, T.BinaryType | T.DecimalType):
         return T.StringType()
     if isinstance(data_type, T.ArrayType):
-        return T.ArrayType(wire_type(data_type.elementType), data_type.containsNull)
+        return T.ArrayType(wire_type(data_type.elementType, numeric_decimals), data_type.containsNull)
     if isinstance(data_type, T.MapType):
-        return T.MapType(data_type.keyType, wire_type(data_type.valueType), data_type.valueContainsNull)
+        return T.MapType(
+            data_type.keyType, wire_type(data_type.valueType, numeric_decimals), data_type.valueContainsNull
+        )
     if isinstance(data_type, T.StructType):
         return T.StructType(
-            [T.StructField(f.name, wire_type(f.dataType), f.nullable) for f in data_type.fields]
+            [
+                T.StructField(f.name, wire_type(f.dataType, numeric_decimals), f.nullable)
+                for f in data_type.fields
+            ]
         )
     return data_type
 
 
-def convert_wire(column: Column, data_type: DataType, to_wire: bool) -> Column:
-    """Rewrite a column between its Spark type and its JSON wire type (see ``wire_type``)."""
+def convert_wire(
+    column: Column, data_type: DataType, to_wire: bool, numeric_decimals: bool = False
+) -> Column:
+    """Rewrite a column between its Spark type and its JSON wire type (see ``wire_type``;
+    ``numeric_decimals``: decimals are plain JSON numbers, as in a body read with a declared schema)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    if wire_type(data_type) == data_type and not isinstance(data_type, T.BinaryType):
+    if wire_type(data_type, numeric_decimals) == data_type and not isinstance(data_type, T.BinaryType):
         return column
     if isinstance(data_type, T.TimestampType):
         if to_wire:
@@ -183,12 +193,19 @@ def convert_wire(column: Column, data_type: DataType, to_wire: bool) -> Column:
     if isinstance(data_type, T.DecimalType):
         return decimal_to_base64(column, data_type) if to_wire else decimal_from_base64(column, data_type)
     if isinstance(data_type, T.ArrayType):
-        return F.transform(column, lambda x: convert_wire(x, data_type.elementType, to_wire))
+        return F.transform(
+            column, lambda x: convert_wire(x, data_type.elementType, to_wire, numeric_decimals)
+        )
     if isinstance(data_type, T.MapType):
-        return F.transform_values(column, lambda _, v: convert_wire(v, data_type.valueType, to_wire))
+        return F.transform_values(
+            column, lambda _, v: convert_wire(v, data_type.valueType, to_wire, numeric_decimals)
+        )
     assert isinstance(data_type, T.StructType)
     rebuilt = F.struct(
-        *[convert_wire(column[f.name], f.dataType, to_wire).alias(f.name) for f in data_type.fields]
+        *[
+            convert_wire(column[f.name], f.dataType, to_wire, numeric_decimals).alias(f.name)
+            for f in data_type.fields
+        ]
     )
     return F.when(column.isNull(), F.lit(None)).otherwise(rebuilt)
 

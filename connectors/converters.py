@@ -267,7 +267,9 @@ class JsonConverter(Converter):
         from pyspark.sql import functions as F
         from pyspark.sql.types import StringType, StructField, StructType
 
-        wire = wire_type(data_type)
+        # Decimals are Kafka's base64 inside a Connect envelope, plain JSON numbers in a bare body.
+        numeric = not envelope
+        wire = wire_type(data_type, numeric)
         inner = StructType([StructField("payload", wire)]) if envelope else wire
         if not isinstance(inner, StructType):
             inner = StructType([StructField("payload", wire)])
@@ -285,7 +287,7 @@ class JsonConverter(Converter):
         else:
             value = F.struct(*[F.col(f"_parsed.{f.name}").alias(f.name) for f in inner.fields])
             value = F.when(F.col("_parsed").isNull(), F.lit(None)).otherwise(value)
-        return df.withColumn("value", convert_wire(value, data_type, to_wire=False)).drop("_parsed")
+        return df.withColumn("value", convert_wire(value, data_type, False, numeric)).drop("_parsed")
 
     def encode(self, df: DataFrame) -> DataFrame:
         from pyspark.sql import functions as F

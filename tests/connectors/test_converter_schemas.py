@@ -72,3 +72,15 @@ def test_one_batch_of_two_topics_decodes_each_with_its_own_fields(spark: SparkSe
     }
     own = {t: [f["name"] for f in json.loads(s)["fields"]] for t, (_, s) in got.items()}
     assert own == {"orders": ["id", "total"], "products": ["id", "sku"]}
+
+
+def test_declared_decimal_reads_plain_json_numbers_exactly(spark: SparkSession) -> None:
+    """A bare JSON body with a declared schema carries decimals as numbers (base64 is only Kafka's
+    envelope form)."""
+    from decimal import Decimal
+
+    rows = [("t", "broker-a:0", 0, 0, None, None, {}, BORN, BORN, b'{"id": 1, "amount": 1234}'),
+            ("t", "broker-a:0", 0, 1, None, None, {}, BORN, BORN, b'{"id": 2, "amount": -0.25}')]  # fmt: skip
+    converter = JsonConverter(value_schema="id int, amount decimal(10,2)")
+    out = converter.to_records(spark.createDataFrame(rows, READ_SCHEMA)).orderBy("offset").collect()
+    assert [r["value"]["amount"] for r in out] == [Decimal("1234.00"), Decimal("-0.25")]
