@@ -129,6 +129,8 @@ class SinkRunner:
         return ""
 
     def run(self, plan: BatchPlan, rerun: bool) -> int:
+        from pyspark import StorageLevel
+
         from connectors.rocketmq.spark_source import plan_to_json, register
         from connectors.transforms import apply_chain
 
@@ -141,9 +143,19 @@ class SinkRunner:
             .option("failOnDataLoss", str(self.setup.data_loss is DataLossPolicy.FAIL).lower())
             .load()
         )
-        records = apply_chain(self.setup.chain, self.setup.converter.to_records(messages))
-        with checked_records(records, self.setup, originals=messages) as good:
-            self._write(good, plan, messages)
+        # A sink reads its batch in several Spark jobs (the json converter's schemas, a table per
+        # topic, dead letters): pull the range from the broker and decode it once.
+        messages = messages.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            records = apply_chain(self.setup.chain, self.setup.converter.to_records(messages))
+            with checked_records(records, self.setup, originals=messages) as good:
+                good = good.persist(StorageLevel.MEMORY_AND_DISK)
+                try:
+                    self._write(good, plan, messages)
+                finally:
+                    good.unpersist()
+        finally:
+            messages.unpersist()
         if not isinstance(self.task, TransactionalSink):
             self.ctx.store.commit(plan)
         self._mirror_consumer_offsets(plan)
