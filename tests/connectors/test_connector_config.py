@@ -236,6 +236,6 @@ def test_sink_common_fields_and_parse() -> None:
     assert parsed["data.loss"] == "fail"
     errors = FileSinkConnector().validate({"connector.class": "file-sink"})
     assert [e.message for e in errors] == [
-        "connector 'file-sink': field 'topics' is required (comma list of RocketMQ topics to read)",
         "connector 'file-sink': field 'file' is required (path of the file to append to)",
+        "connector 'file-sink': set exactly one of 'topics' and 'topics.regex' (neither is set)",
     ]
