@@ -257,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m worker.demo_db", description=__doc__.splitlines()[0])
     parser.add_argument("--orders", type=int, default=300_000, help="orders in the initial load")
     parser.add_argument("--load-seconds", type=float, default=60, help="how long the load generator runs")
-    parser.add_argument("--catch-up-seconds", type=float, default=300, help="longest wait for catch-up")
+    parser.add_argument("--catch-up-seconds", type=float, default=1200, help="longest wait for catch-up")
     args = parser.parse_args(argv)
     cfg = settings_or_exit().stack
     statuses = stack.status(cfg)
