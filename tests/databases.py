@@ -33,7 +33,7 @@ class TestDatabase:
 @contextmanager
 def mariadb_database(cfg: StackConfig) -> Iterator[TestDatabase]:
     name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(cfg.mariadb_url())
+    admin = create_engine(cfg.mariadb_url(), pool_pre_ping=True)  # survives a restart in the test
     try:
         with admin.begin() as conn:
             conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4"))
@@ -53,7 +53,7 @@ def mariadb_database(cfg: StackConfig) -> Iterator[TestDatabase]:
 @contextmanager
 def postgres_database(cfg: StackConfig) -> Iterator[TestDatabase]:
     name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(cfg.database_url, isolation_level="AUTOCOMMIT")
+    admin = create_engine(cfg.database_url, isolation_level="AUTOCOMMIT", pool_pre_ping=True)
     url = make_url(cfg.database_url).set(database=name)
     try:
         with admin.connect() as conn:
