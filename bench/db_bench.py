@@ -41,8 +41,8 @@ from worker.main import build_worker
 from worker.settings import Settings, settings_or_exit
 from worker.temporal_client import connect
 
-ROWS = int(sys.argv[1]) if len(sys.argv) > 1 else int(os.environ.get("BENCH_ROWS") or 1_000_000)
-WARM_UP_ROWS = min(ROWS, 200_000)
+ROWS = 1_000_000  # main() sets it from the first argument or BENCH_ROWS (not at import: tests import this)
+WARM_UP_ROWS = 200_000
 WARM_UP_TABLE = "bench_warm_up"
 # Records keep their table's schema through RocketMQ in Connect's JSON envelope, as in the demo.
 CONVERTER = {"value.converter": "json", "value.converter.schemas.enable": "true"}
@@ -199,6 +199,9 @@ def _timed(label: str, fn: Callable[[], Timed]) -> Timed:
 
 
 def main() -> None:
+    global ROWS, WARM_UP_ROWS
+    ROWS = int(sys.argv[1]) if len(sys.argv) > 1 else int(os.environ.get("BENCH_ROWS") or 1_000_000)
+    WARM_UP_ROWS = min(ROWS, 200_000)
     run = uuid.uuid4().hex[:8]
     settings = settings_or_exit().model_copy(
         update={"task_queue": f"bench-db-{run}", "store_schema": f"bench_{run}"}

@@ -38,7 +38,7 @@ from worker.main import build_worker
 from worker.settings import Settings, settings_or_exit
 from worker.temporal_client import connect
 
-RECORDS = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
+RECORDS = 1_000_000  # main() sets it from the first argument (not at import: other benches import this)
 # The first copy warms up the Spark JVM's JIT (Catalyst and codegen paths keep compiling for about
 # a million records: the JVM used ~23 cpu-s for the first million and ~16 for the second) and the
 # Python workers; a long-running worker is past that, so the rate is measured on the second copy.
@@ -189,6 +189,8 @@ def batch_overhead(ctx: RuntimeContext, work: Path) -> tuple[float, float]:
 
 
 def main() -> None:
+    global RECORDS, WARM_UP_RECORDS
+    RECORDS = WARM_UP_RECORDS = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
     settings = settings_or_exit().model_copy(
         update={
             "task_queue": f"bench-{uuid.uuid4().hex[:8]}",
