@@ -30,10 +30,9 @@ from urllib.parse import quote
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import URL, Engine, make_url
 
-from deploy.local import stack
 from deploy.local.config import StackConfig
 from worker.client import SluiceClient
-from worker.demo_file import started_worker
+from worker.demo_file import stack_is_healthy, started_worker
 from worker.live_view import LiveView, ProgressSampler, TableSample
 from worker.settings import settings_or_exit
 from worker.shop import TABLES, LoadGenerator, ShopSize, connect_url, create_shop
@@ -260,11 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--catch-up-seconds", type=float, default=1200, help="longest wait for catch-up")
     args = parser.parse_args(argv)
     cfg = settings_or_exit().stack
-    statuses = stack.status(cfg)
-    for s in statuses:
-        print(f"{s.name:<18} {'up' if s.healthy else 'DOWN':<5} {s.address}")
-    if not all(s.healthy for s in statuses):
-        print("demo: the local stack is not healthy; run `make up`", file=sys.stderr)
+    if not stack_is_healthy(cfg):
         return 1
     size = ShopSize(orders=args.orders)
     # SIGTERM (timeout, CI) unwinds like Ctrl-C, so the demo's worker process is stopped too.

@@ -131,13 +131,20 @@ async def run_demo(cfg: StackConfig) -> None:
         print(f'Temporal UI: {cfg.temporal_ui_url} (search: ConnectorName STARTS_WITH "demo-")')
 
 
-def main() -> int:
-    cfg = settings_or_exit().stack
+def stack_is_healthy(cfg: StackConfig) -> bool:
+    """Print the local stack's services; False (with what to do) unless every one is up."""
     statuses = stack.status(cfg)
     for s in statuses:
         print(f"{s.name:<18} {'up' if s.healthy else 'DOWN':<5} {s.address}")
     if not all(s.healthy for s in statuses):
         print("demo: the local stack is not healthy; run `make up`", file=sys.stderr)
+        return False
+    return True
+
+
+def main() -> int:
+    cfg = settings_or_exit().stack
+    if not stack_is_healthy(cfg):
         return 1
     asyncio.run(run_demo(cfg))
     return 0

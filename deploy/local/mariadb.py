@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Final
 
 from deploy.local.config import StackConfig
-from deploy.local.process import ManagedProcess, StackError, ensure_port_free, wait_until
+from deploy.local.process import ManagedProcess, StackError, apt_install, ensure_port_free, wait_until
 
 SERVICE = "mariadb"
 SERVER: Final = Path("/usr/sbin/mariadbd")
@@ -32,15 +32,7 @@ def ensure_installed() -> None:
     """Install Debian's ``mariadb-server`` when missing (root only)."""
     if SERVER.exists() and INSTALL_DB.exists() and CLIENT.exists():
         return
-    if os.geteuid() != 0:
-        raise StackError("mariadb: MariaDB is not installed; run `sudo apt-get install -y mariadb-server`")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for argv in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "mariadb-server"]):
-        result = subprocess.run(argv, env=env, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise StackError(f"mariadb: `{' '.join(argv)}` failed: {result.stderr.strip()[-500:]}")
-    # Debian may start a system server on 3306; Sluice runs its own.
-    subprocess.run(["service", "mariadb", "stop"], capture_output=True)
+    apt_install(SERVICE, "mariadb-server", "mariadb")
     if not SERVER.exists():
         raise StackError(f"mariadb: apt-get installed mariadb-server but {SERVER} is missing")
 

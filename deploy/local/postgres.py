@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 from deploy.local.config import StackConfig
-from deploy.local.process import ManagedProcess, StackError, ensure_port_free, wait_until
+from deploy.local.process import ManagedProcess, StackError, apt_install, ensure_port_free, wait_until
 
 SERVICE = "postgres"
 
@@ -38,15 +38,7 @@ def ensure_installed() -> Path:
     found = _bin_dir()
     if found:
         return found
-    if os.geteuid() != 0:
-        raise StackError("postgres: PostgreSQL is not installed; run `sudo apt-get install -y postgresql`")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for argv in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "postgresql"]):
-        result = subprocess.run(argv, env=env, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise StackError(f"postgres: `{' '.join(argv)}` failed: {result.stderr.strip()[-500:]}")
-    # Debian starts a system cluster on 5432 after install; Sluice uses its own, so stop that one.
-    subprocess.run(["service", "postgresql", "stop"], capture_output=True)
+    apt_install(SERVICE, "postgresql", "postgresql")
     found = _bin_dir()
     if not found:
         raise StackError(

@@ -147,3 +147,19 @@ def wait_until(
     raise StackError(
         f"{service} did not become healthy within {timeout_s:.0f}s; see {proc.log_file}:\n{proc.log_tail()}"
     )
+
+
+def apt_install(service: str, package: str, system_service: str) -> None:
+    """Install Debian's ``package`` (root only), then stop the system server its install starts:
+    the stack runs its own, on its own ports. Errors name the service and the failing command."""
+    import os
+    import subprocess
+
+    if os.geteuid() != 0:
+        raise StackError(f"{service}: {package} is not installed; run `sudo apt-get install -y {package}`")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for argv in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", package]):
+        result = subprocess.run(argv, env=env, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise StackError(f"{service}: `{' '.join(argv)}` failed: {result.stderr.strip()[-500:]}")
+    subprocess.run(["service", system_service, "stop"], capture_output=True)
