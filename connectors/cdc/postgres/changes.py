@@ -95,6 +95,7 @@ class ChangeDecoder:
         self.tombstones = tombstones
         self.shapes: dict[int, TableShape | None] = {}
         self._txn: _Txn | None = None
+        self.last_end_lsn: int | None = None  # the end of the last transaction seen
 
     def feed(self, lsn: int, data: bytes) -> list[Change]:
         """Changes of a transaction when ``data`` is its Commit; else nothing yet."""
@@ -107,6 +108,7 @@ class ChangeDecoder:
             txn, self._txn = self._txn, None
             if txn is None:
                 raise pg.PgOutputError(f"{self.where}: Commit at LSN {msg.end_lsn} without a Begin")
+            self.last_end_lsn = msg.end_lsn
             return self._changes(txn, msg)
         elif isinstance(msg, pg.Insert | pg.Update | pg.Delete):
             if self._txn is None:
