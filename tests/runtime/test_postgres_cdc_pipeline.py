@@ -61,6 +61,7 @@ def _sink(target: TestDatabase, prefix: str) -> dict[str, str]:
         "transforms.route.replacement": "$1",
         "insert.mode": "upsert",
         "pk.mode": "record_key",
+        "pk.fields": "id",  # the key is {"id": ...} (JSON text: Sluice's keys are strings)
         "delete.enabled": "true",
         "auto.create": "true",
         "batch.max.records": "500",
