@@ -188,3 +188,25 @@ def test_a_user_without_replication_privilege_is_refused(cdc_pg: TestDatabase) -
         ]
     finally:
         admin.run(f"DROP ROLE {role}")
+
+
+def test_an_idle_capture_on_a_busy_server_still_moves_its_slot(cdc_pg: TestDatabase, spark) -> None:
+    """WAL written for tables the slot does not publish (other databases alike) is let go by an
+    empty batch once the slot lags by KEEPALIVE_LAG, so the server does not keep it forever."""
+    src = Db.of(cdc_pg)
+    src.run("CREATE TABLE items (id INT PRIMARY KEY)", "CREATE TABLE noise (id INT PRIMARY KEY, pad TEXT)")
+    slot = f"s_{uuid.uuid4().hex[:8]}"
+    task = _task(cdc_pg, slot, **{"table.include.list": "public.items",
+                                  "publication.autocreate.mode": "filtered"})  # fmt: skip
+    committed = task.latest_positions({})
+    src.run("INSERT INTO noise SELECT g, repeat('x', 1000) FROM generate_series(1, 3000) g")  # ~3 MiB of WAL
+    assert task.latest_positions(committed) == committed  # the first idle poll only notes where WAL is
+    latest = task.latest_positions(committed)
+    assert latest["public.items"] > committed["public.items"]
+    r = PartitionRange("public.items", committed["public.items"], latest["public.items"])
+    assert task.read(spark, [r]).count() == 0
+    assert PostgresCdcTask(task.config, 0).read(spark, [r]).count() == 0  # re-read after a crash
+    task.committed(BatchPlan("cdc-test", 0, 1, (r,)))
+    assert _confirmed(cdc_pg, slot) == int(latest["public.items"].key[0]) - 1
+    assert task.earliest_positions() == latest
+    task.close()

@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
+#: WAL bytes an idle capture's slot may lag behind the server before an empty batch moves it.
+KEEPALIVE_LAG = 1 << 20
 
 
 def _params(config: Mapping[str, Any]) -> sql.Params:
@@ -87,6 +89,7 @@ class PostgresCdcTask(SourceTask):
         self._keys: dict[str, tuple[str, ...]] | None = None
         self._known: dict[str, Position] = {}
         self._cache: tuple[int, list[Change]] | None = None  # (E, changes up to E)
+        self._idle_upto: int | None = None  # the flushed LSN of the last poll that found nothing
 
     # ---- connection, tables, slot ----------------------------------------------------------------
     def _db(self) -> Any:
@@ -187,12 +190,30 @@ class PostgresCdcTask(SourceTask):
             return {}
         changes, end = self._decode(rows)
         if end is not None:
-            self._cache = (end, changes)
+            self._cache, self._idle_upto = (end, changes), None
+        else:
+            end = self._keepalive(info.confirmed_flush, upto)
         out = {}
         for p in self.partitions():
             base = max(mine.get(p, earliest), earliest)
             out[p] = max(base, Position((end + 1, 0))) if end is not None else base
         return out
+
+    def _keepalive(self, confirmed: int, upto: int) -> int | None:
+        """An end for a batch without records when this database is idle but the server is not.
+
+        WAL is shared by every database of a server: while the captured tables do not change, no
+        commit of ours moves the slot, and it holds back (and every peek re-decodes) all the WAL the
+        other databases write. When two polls in a row found nothing, no transaction of ours
+        committed before the first poll's flushed LSN (any commit started before it is flushed by
+        the second), so an empty batch may end there; committing it moves the slot like any other.
+        Only once the slot lags by KEEPALIVE_LAG bytes, so an idle server makes no batches.
+        """
+        previous, self._idle_upto = self._idle_upto, upto
+        if previous is None or previous - confirmed < KEEPALIVE_LAG:
+            return None
+        self._cache = (previous, [])
+        return previous
 
     def backlog(self, partition: str, start: Position, latest: Position) -> int | None:
         return None  # counted by the bounded peek in latest_positions
