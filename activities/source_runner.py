@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from activities.bad_records import checked_records
 from activities.runner import TaskSetup, next_plan
-from connectors.api import ReportsWaiting, RoutesTopics
+from connectors.api import CommitListener, ReportsWaiting, RoutesTopics
 from connectors.converters import OFFSET_PROPERTY, PARTITION_PROPERTY
 from connectors.model import BatchPlan, PartitionRange
 from connectors.planner import view_of
@@ -102,6 +102,12 @@ class SourceRunner:
                 if not r.is_empty
             )
         self.ctx.store.commit(plan)
+        if isinstance(self.task, CommitListener):
+            try:
+                self.task.committed(plan)
+            except Exception:  # the batch is committed; the task catches up at its next planning
+                log.warning("connector %s: after-commit step of batch %s failed", self.connector,
+                            plan.batch_id, exc_info=True)  # fmt: skip
         return sent
 
     def _run_ranges(self, plan: BatchPlan, rerun: bool, ranges: Sequence[PartitionRange], topic: str) -> int:

@@ -14,7 +14,9 @@ Source batch lifecycle (driven by the runtime, one task; ``connectors.planner`` 
      (``position_unit``: records or bytes) from ``start`` end — ``WHERE key > start ORDER BY key
      LIMIT n`` semantics, so limits hold for keys with gaps and for composite positions.
   3. The plan is recorded; ``read(spark, ranges)`` returns exactly those records; transforms,
-     converter and the RocketMQ writer follow; positions commit.
+     converter and the RocketMQ writer follow; positions commit; then a task that is a
+     :class:`CommitListener` hears ``committed(plan)`` (a CDC source releases the log it no longer
+     needs: advances its replication slot).
   4. ``close()`` when the task ends, on every exit path (stop, failure, cancellation, worker
      shutdown), from a ``finally``.
 
@@ -278,6 +280,21 @@ class ReportsWaiting(Protocol):
     def waiting_for(self) -> str:
         """A short text naming what is missing, or "" when nothing is."""
         ...
+
+
+@runtime_checkable
+class CommitListener(Protocol):
+    """Optional ability of a source task: told after each batch's positions are committed.
+
+    Why: a source whose log is kept for it until it says so (a PostgreSQL replication slot) may let
+    go of a range only once the range's positions are durable in the store — never before, or a
+    crash between the two would lose the range. The call comes after the store's commit, so it can
+    be missed (a crash right after the commit): the task must also catch up from the committed
+    positions it is handed at the next planning (``latest_positions``). A failure here is logged,
+    not raised: the batch is committed.
+    """
+
+    def committed(self, plan: BatchPlan) -> None: ...
 
 
 @runtime_checkable

@@ -54,6 +54,7 @@ BUILTIN_CONNECTORS: Final = {
     "postgres-sink": "connectors.postgres.sink:PostgresSinkConnector",
     "jdbc-source": "connectors.jdbc.source:JdbcSourceConnector",
     "jdbc-sink": "connectors.jdbc.sink:JdbcSinkConnector",
+    "postgres-cdc": "connectors.cdc.postgres.source:PostgresCdcConnector",
 }
 
 #: Connector class names from Kafka Connect's and RocketMQ Connect's configs, and the built-in
@@ -69,6 +70,8 @@ CONNECTOR_ALIASES: Final = {
     "org.apache.rocketmq.connect.jdbc.connector.JdbcSourceConnector": "jdbc-source",
     "io.confluent.connect.jdbc.JdbcSinkConnector": "jdbc-sink",
     "org.apache.rocketmq.connect.jdbc.connector.JdbcSinkConnector": "jdbc-sink",
+    "io.debezium.connector.postgresql.PostgresConnector": "postgres-cdc",
+    "org.apache.rocketmq.connect.debezium.postgres.DebeziumPostgresConnector": "postgres-cdc",
 }
 
 

@@ -1,0 +1,1 @@
+"""Change data capture: what every log-based source shares (the Debezium envelope, topic names)."""

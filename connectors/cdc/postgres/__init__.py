@@ -1,0 +1,1 @@
+"""PostgreSQL change data capture: logical decoding with the built-in ``pgoutput`` plugin."""

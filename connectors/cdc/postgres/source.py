@@ -1,0 +1,366 @@
+"""postgres-cdc: every INSERT, UPDATE and DELETE of PostgreSQL tables, from a logical replication
+slot decoded with the built-in ``pgoutput`` plugin, as Debezium change events.
+
+One task (a slot has one reader); one partition per captured table (``schema.table``), each routed
+to its topic ``<topic.prefix>.<schema>.<table>`` (connectors.cdc.topics). Positions are
+``(end_lsn, seq)`` (connectors.cdc.postgres.changes); every table's range in a batch ends at the
+same transaction boundary, so the whole batch is one stretch of the WAL.
+
+Exactly once into RocketMQ, per batch:
+  1. Planning (``latest_positions``) first advances the slot to what the store has committed
+     (catching up an advance a crash skipped), then peeks up to the flushed WAL and at most
+     ``batch.max.records`` rows (whole transactions): the batch ends after the last commit seen, at
+     ``E``; every table's latest position is ``(E + 1, 0)``.
+  2. ``read`` returns the changes in ``[start, end)``: from that peek, or after a crash by peeking
+     again up to ``E`` — the slot has not moved past ``start``, so the same changes come back.
+  3. After the runtime committed the positions, ``committed(plan)`` advances the slot to ``E``
+     (:class:`connectors.api.CommitListener`); PostgreSQL may then recycle that WAL.
+The slot's confirmed position is flushed only at checkpoints and may step back after a server
+crash: the committed position is the truth, and changes below it are filtered out. A slot that
+vanished while positions are committed is data loss (``data.loss``), named with slot and position.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from connectors.api import SourceConnector, SourceTask
+from connectors.cdc.envelope import record_frame
+from connectors.cdc.postgres import slot as sql
+from connectors.cdc.postgres.changes import SOURCE_FIELDS, Change, ChangeDecoder, with_offsets
+from connectors.cdc.postgres.config import (
+    FIELDS,
+    select_tables,
+    snapshot_problem,
+    table_problems,
+    unmatched_includes,
+)
+from connectors.cdc.topics import debezium_topic, topic_problem
+from connectors.config import ConfigDef, ConfigError, FieldError
+from connectors.data_loss import DataLossError
+from connectors.model import BatchPlan, DataLossPolicy, PartitionRange
+from connectors.positions import Position
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+#: WAL bytes an idle capture's slot may lag behind the server before an empty batch moves it.
+KEEPALIVE_LAG = 1 << 20
+
+
+def _params(config: Mapping[str, Any]) -> sql.Params:
+    return sql.Params(
+        str(config["database.hostname"]),
+        int(config.get("database.port") or 5432),
+        str(config["database.user"]),
+        str(config.get("database.password") or ""),
+        str(config["database.dbname"]),
+    )
+
+
+def _names(config: Mapping[str, Any], connector: str) -> tuple[str, str]:
+    slot = str(config.get("slot.name") or "") or sql.default_name(connector)
+    return slot, str(config.get("publication.name") or "") or slot
+
+
+def _done(position: Position) -> int | None:
+    """The LSN the slot may move to once ``position`` is committed: ``(E + 1, 0)`` -> ``E``."""
+    lsn, seq = position.key
+    return int(lsn) - 1 if seq == 0 and int(lsn) > 0 else None
+
+
+class PostgresCdcTask(SourceTask):
+    """Reads the slot's changes of its tables; see the module docstring."""
+
+    position_unit: ClassVar[str] = "records"
+
+    def __init__(self, config: Mapping[str, Any], task_id: int) -> None:
+        super().__init__(config, task_id)
+        self.where = f"connector {self.name!r}"
+        self.params = _params(config)
+        self.slot, self.publication = _names(config, self.name)
+        self.prefix = str(config["topic.prefix"])
+        self.max_records = int(config.get("batch.max.records") or 10_000)
+        self._conn: Any = None
+        self._keys: dict[str, tuple[str, ...]] | None = None
+        self._known: dict[str, Position] = {}
+        self._cache: tuple[int, list[Change]] | None = None  # (E, changes up to E)
+        self._idle_upto: int | None = None  # the flushed LSN of the last poll that found nothing
+
+    # ---- connection, tables, slot ----------------------------------------------------------------
+    def _db(self) -> Any:
+        if self._conn is None:
+            self._conn = sql.connect(self.params, self.where)
+        return self._conn
+
+    def _guarded(self, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(self._db(), *args)
+        except (sql.SlotMissing, LookupError):
+            raise
+        except Exception:
+            self.close()  # a broken connection is rebuilt by the next call
+            raise
+
+    def _tables(self) -> dict[str, tuple[str, ...]]:
+        """Captured tables and their primary keys, resolved once per task (tables created later
+        are picked up when the task restarts); the publication is made to match."""
+        if self._keys is None:
+            facts = {t.name: t for t in self._guarded(sql.list_tables)}
+            selected = select_tables(self.config, list(facts))
+            problems = table_problems(
+                self.where,
+                selected,
+                {t: facts[t].primary_key for t in selected},
+                {t: facts[t].replica_identity for t in selected},
+            )
+            if problems:
+                raise ConfigError(problems)
+            mode = str(self.config.get("publication.autocreate.mode") or "all_tables")
+            self._guarded(sql.ensure_publication, self.publication, mode, selected)
+            self._keys = {t: facts[t].primary_key for t in selected}
+        return self._keys
+
+    def partitions(self) -> list[str]:
+        return list(self._tables())
+
+    def _slot_lost(self, committed: Mapping[str, Position]) -> None:
+        first = min(committed.values())
+        error = DataLossError(
+            f"{self.where} replication slot {self.slot!r}",
+            f"changes from position {first}",
+            "are gone: the slot was dropped while positions were committed (PostgreSQL keeps WAL "
+            "for a logical consumer only while its slot exists)",
+        )
+        if DataLossPolicy(self.config.get("data.loss", "fail")) is DataLossPolicy.FAIL:
+            raise error
+        log.warning("%s; data.loss=skip: creating the slot again", error)
+
+    def _slot(self, committed: Mapping[str, Position]) -> sql.SlotInfo:
+        info = self._guarded(sql.slot_info, self.slot)
+        if info is None:
+            if committed:
+                self._slot_lost(committed)
+            self._guarded(sql.create_slot, self.slot)
+            info = self._guarded(sql.slot_info, self.slot)
+        if info.plugin != sql.PLUGIN or info.database != self.params.dbname:
+            raise ConfigError(
+                [
+                    FieldError(
+                        "slot.name",
+                        f"{self.where}: replication slot {self.slot!r} belongs to plugin {info.plugin!r} "
+                        f"on database {info.database!r}; it needs pgoutput on {self.params.dbname!r} "
+                        "(choose another slot.name)",
+                    )
+                ]
+            )
+        return info
+
+    # ---- positions -------------------------------------------------------------------------------
+    def earliest_positions(self) -> dict[str, Position]:
+        """Where the slot is: ``(confirmed + 1, 0)``; nothing before the slot exists."""
+        info = self._guarded(sql.slot_info, self.slot)
+        if info is None:
+            return {}  # latest_positions creates it (or names the data loss)
+        return {p: Position((info.confirmed_flush + 1, 0)) for p in self.partitions()}
+
+    def _advance(self, positions: Mapping[str, Position]) -> None:
+        if not positions:
+            return
+        target = _done(min(positions.values()))
+        if target is not None:
+            self._guarded(sql.advance, self.slot, target)
+
+    def latest_positions(self, committed: Mapping[str, Position]) -> dict[str, Position]:
+        mine = {p: committed[p] for p in self.partitions() if p in committed}
+        self._known = dict(mine)
+        info = self._slot(mine)
+        try:
+            self._advance(mine)
+            info = self._slot(mine)
+            earliest = Position((info.confirmed_flush + 1, 0))
+            upto = self._guarded(sql.flush_lsn)
+            rows = self._guarded(sql.peek, self.slot, self.publication, upto, self.max_records)
+        except sql.SlotMissing:
+            self._slot_lost(mine or {p: Position((0, 0)) for p in self.partitions()})
+            return {}
+        changes, end = self._decode(rows)
+        if end is not None:
+            self._cache, self._idle_upto = (end, changes), None
+        else:
+            end = self._keepalive(info.confirmed_flush, upto)
+        out = {}
+        for p in self.partitions():
+            base = max(mine.get(p, earliest), earliest)
+            out[p] = max(base, Position((end + 1, 0))) if end is not None else base
+        return out
+
+    def _keepalive(self, confirmed: int, upto: int) -> int | None:
+        """An end for a batch without records when this database is idle but the server is not.
+
+        WAL is shared by every database of a server: while the captured tables do not change, no
+        commit of ours moves the slot, and it holds back (and every peek re-decodes) all the WAL the
+        other databases write. When two polls in a row found nothing, no transaction of ours
+        committed before the first poll's flushed LSN (any commit started before it is flushed by
+        the second), so an empty batch may end there; committing it moves the slot like any other.
+        Only once the slot lags by KEEPALIVE_LAG bytes, so an idle server makes no batches.
+        """
+        previous, self._idle_upto = self._idle_upto, upto
+        if previous is None or previous - confirmed < KEEPALIVE_LAG:
+            return None
+        self._cache = (previous, [])
+        return previous
+
+    def backlog(self, partition: str, start: Position, latest: Position) -> int | None:
+        return None  # counted by the bounded peek in latest_positions
+
+    def batch_end(self, partition: str, start: Position, latest: Position, budget: int | None) -> Position:
+        """Always ``latest``: the batch limit was applied by the peek, and every table must end at the
+        same transaction boundary for the slot to advance past it."""
+        return latest
+
+    def committed(self, plan: BatchPlan) -> None:
+        """After the runtime committed ``plan``: let the slot go of what every table has committed."""
+        if not self._known and not plan.ranges:
+            return
+        known = {**self._known, **{r.partition: r.end for r in plan.ranges}}
+        self._known = known
+        if set(self.partitions()) <= set(known):
+            self._advance(known)
+
+    # ---- reading ---------------------------------------------------------------------------------
+    def _decode(self, rows: Sequence[tuple[int, bytes]]) -> tuple[list[Change], int | None]:
+        decoder = ChangeDecoder(
+            self._tables(),
+            where=self.where,
+            server=self.prefix,
+            db=self.params.dbname,
+            tombstones=bool(self.config.get("tombstones.on.delete", True)),
+        )
+        changes: list[Change] = []
+        end: int | None = None
+        for lsn, data in rows:
+            done = decoder.feed(lsn, data)
+            if data[:1] == b"C":
+                end = decoder.last_end_lsn
+            changes.extend(done)
+        return changes, end
+
+    def _changes_upto(self, end: int, start: Position) -> list[Change]:
+        if self._cache is not None and self._cache[0] == end:
+            return self._cache[1]
+        try:
+            rows = self._guarded(sql.peek, self.slot, self.publication, end, None)
+        except sql.SlotMissing:
+            self._slot_lost({"": start})
+            return []
+        changes = [c for c in self._decode(rows)[0] if c.position[0] <= end]
+        self._cache = (end, changes)
+        return changes
+
+    def read(self, spark: SparkSession, ranges: Sequence[PartitionRange]) -> DataFrame:
+        """Records of ``ranges`` (the runtime reads one table per call: ``topic_of``)."""
+        from connectors.records import empty_records
+
+        frames = []
+        for r in ranges:
+            if r.is_empty:
+                continue
+            end = int(r.end.key[0]) - 1
+            wanted = [
+                c
+                for c in self._changes_upto(end, r.start)
+                if c.partition == r.partition and r.start.key <= c.position < r.end.key
+            ]
+            if not wanted:
+                continue
+            wanted = with_offsets(wanted, int(r.start.key[0]))
+            shape = wanted[-1].shape
+            frames.append(
+                record_frame(
+                    spark,
+                    [c.record for c in wanted],
+                    columns=shape.columns,
+                    key_columns=shape.keys,
+                    source_fields=SOURCE_FIELDS,
+                    topic=self.topic_of(r.partition),
+                    partition=r.partition,
+                )
+            )
+        if not frames:
+            return empty_records(spark)
+        out = frames[0]
+        for frame in frames[1:]:
+            out = out.unionByName(frame)
+        return out
+
+    def topic_of(self, partition: str) -> str:
+        return debezium_topic(self.prefix, *partition.split(".", 1))
+
+    def topics(self) -> list[str]:
+        return sorted({self.topic_of(p) for p in self.partitions()})
+
+    def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
+
+
+class PostgresCdcConnector(SourceConnector):
+    """Debezium's PostgreSQL connector keys (connectors.cdc.postgres.config); one task. ``start``
+    checks the server and the tables up front (wal_level, REPLICATION privilege, tables that exist
+    and have primary keys, topic names)."""
+
+    plugin_name = "postgres-cdc"
+    task_class = PostgresCdcTask
+    config_def = ConfigDef(FIELDS)
+
+    def validate(self, raw_config: Mapping[str, Any]) -> list[FieldError]:
+        """Fields, then: ``snapshot.mode`` left at Debezium's default (``initial``) is refused too."""
+        errors = super().validate(raw_config)
+        name = str(raw_config.get("name") or self.plugin_name)
+        canonical = self.full_config_def(name).canonical(raw_config)
+        if "snapshot.mode" not in canonical and not any(e.field == "snapshot.mode" for e in errors):
+            problem = f"connector {name!r}: field 'snapshot.mode': {snapshot_problem('initial')}"
+            errors.append(FieldError("snapshot.mode", problem))
+        return errors
+
+    def start(self, config: Mapping[str, Any]) -> None:
+        owner = f"connector {config.get('name') or self.plugin_name!r}"
+        conn = sql.connect(_params(config), owner)
+        try:
+            errors = [FieldError(f, f"{owner}: {m}") for f, m in sql.server_problems(conn)]
+            facts = {t.name: t for t in sql.list_tables(conn)}
+        finally:
+            conn.close()
+        selected = select_tables(config, list(facts))
+        for pattern in unmatched_includes(config, list(facts)):
+            errors.append(
+                FieldError(
+                    "table.include.list",
+                    f"{owner}: table.include.list entry {pattern!r} matches no table of database "
+                    f"{config['database.dbname']!r} (tables: {', '.join(facts) or 'none'})",
+                )
+            )
+        if not selected and not errors:
+            errors.append(FieldError("table.include.list", f"{owner}: no table to capture"))
+        errors += table_problems(
+            owner,
+            selected,
+            {t: facts[t].primary_key for t in selected},
+            {t: facts[t].replica_identity for t in selected},
+        )
+        for table in selected:
+            problem = topic_problem(str(config["topic.prefix"]), *table.split(".", 1))
+            if problem:
+                errors.append(FieldError("topic.prefix", f"{owner}: {problem}"))
+        if errors:
+            raise ConfigError(errors)
+
+    def task_configs(self, config: Mapping[str, str], max_tasks: int) -> list[dict[str, str]]:
+        return [dict(config)]  # one replication slot, one reader
