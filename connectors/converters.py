@@ -413,7 +413,10 @@ def merge_schemas(by_topic: Mapping[str, list[DataType]]) -> tuple[DataType, dic
             assert isinstance(struct, StructType)
             for f in struct.fields:
                 if f.name in merged and merged[f.name].dataType != f.dataType:
-                    wider = widest_number(merged[f.name].dataType, f.dataType)
+                    a, b = merged[f.name].dataType, f.dataType
+                    # nested structs (a change event's before/after rows) merge field by field too
+                    both = isinstance(a, StructType) and isinstance(b, StructType)
+                    wider = merge([(owners[f.name], a), (topic, b)]) if both else widest_number(a, b)
                     if wider is None:
                         raise ValueError(
                             f"json converter: field {f.name!r} is {merged[f.name].dataType.simpleString()} "

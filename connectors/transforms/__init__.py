@@ -31,7 +31,7 @@ from connectors.discovery import PluginNotFoundError, import_path, looks_like_pa
 from connectors.records import check_record_columns
 
 # The built-in transforms register themselves on import (cheap: they import pyspark only when used).
-from connectors.transforms import fields, filter, route, sql  # noqa: F401
+from connectors.transforms import extract_new_record_state, fields, filter, route, sql  # noqa: F401
 from connectors.transforms.base import REGISTRY, Transform, TransformFactory, register
 
 if TYPE_CHECKING:

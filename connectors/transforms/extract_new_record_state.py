@@ -1,0 +1,159 @@
+"""Debezium's ``ExtractNewRecordState``: a change event's value becomes the row after the change.
+
+Accepted as ``io.debezium.transforms.ExtractNewRecordState`` (and ``ExtractNewRecordState``), with
+Debezium's options and defaults:
+
+- ``drop.tombstones`` (true): drop the tombstones the source wrote after deletes.
+- ``delete.handling.mode`` (drop): a delete event is dropped (``drop``), becomes a tombstone — a
+  null value under the same key, which ``jdbc-sink`` with ``delete.enabled=true`` deletes by
+  (``none``) — or becomes the old row with ``__deleted=true`` (``rewrite``; others get
+  ``__deleted=false``).
+- ``delete.tombstone.handling.mode`` (Debezium 2.5+, wins when set): ``tombstone`` (deletes become
+  tombstones), ``drop``, ``rewrite``, ``rewrite-with-tombstone``.
+- ``add.fields`` / ``add.fields.prefix`` (``__``): envelope fields added to the row: ``op``,
+  ``ts_ms``, a ``source`` field by name (``table``, ``lsn``) or as ``source.<name>``.
+
+A value that is not an envelope (no ``op``/``after``) passes unchanged. When one sink batch mixes
+topics of different tables, each record's own-schema header (``sluice.value.schema``) is rewritten
+to its own row type, so the sink writes each table its own columns.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from connectors.config import ConfigDef, ConfigField
+from connectors.converters import VALUE_SCHEMA_HEADER
+from connectors.transforms.base import Transform, register
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import StructType
+
+_MODES = {  # delete.tombstone.handling.mode -> (delete.handling.mode, drop.tombstones)
+    "tombstone": ("none", True),
+    "drop": ("drop", True),
+    "rewrite": ("rewrite", True),
+    "rewrite-with-tombstone": ("rewrite", False),
+    "delete": ("none", True),
+}
+
+
+@register(
+    "ExtractNewRecordState",
+    "io.debezium.transforms.ExtractNewRecordState",
+    "extract-new-record-state",
+    keyed=False,
+)
+class ExtractNewRecordState(Transform):
+    options_def = ConfigDef(
+        (
+            ConfigField("drop.tombstones", bool, True, doc="drop tombstones the source wrote"),
+            ConfigField(
+                "delete.handling.mode",
+                str,
+                "drop",
+                doc="drop | none | rewrite",
+                choices=("drop", "none", "rewrite"),
+            ),
+            ConfigField(
+                "delete.tombstone.handling.mode",
+                str,
+                "",
+                doc="Debezium 2.5+: tombstone | drop | rewrite | rewrite-with-tombstone",
+                choices=("", *_MODES),
+            ),
+            ConfigField("add.fields", list[str], [], doc="envelope fields added to the row"),
+            ConfigField("add.fields.prefix", str, "__", doc="prefix of the added fields' names"),
+        )
+    )
+
+    def _modes(self) -> tuple[str, bool]:
+        combined = self.options["delete.tombstone.handling.mode"]
+        if combined:
+            return _MODES[combined]
+        return self.options["delete.handling.mode"], self.options["drop.tombstones"]
+
+    def _added(self, value_type: StructType) -> list[tuple[str, Column, Any]]:
+        """(name, column, Spark type) of each ``add.fields`` entry."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StructType
+
+        source = value_type["source"].dataType if "source" in value_type.fieldNames() else StructType()
+        assert isinstance(source, StructType)
+        out = []
+        for name in self.options["add.fields"]:
+            field = name[len("source.") :] if name.startswith("source.") else name
+            outer = not name.startswith("source.") and name in ("op", "ts_ms")
+            holder = value_type if outer else source
+            if field not in holder.fieldNames():
+                raise ValueError(f"{self.where}: add.fields entry {name!r} is not an envelope field")
+            column = F.col("value")[field] if outer else F.col("value")["source"][field]
+            out.append(
+                (self.options["add.fields.prefix"] + name.replace(".", "_"), column, holder[field].dataType)
+            )
+        return out
+
+    def apply(self, df: DataFrame) -> DataFrame:
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StringType, StructType
+
+        value_type = df.schema["value"].dataType
+        if not isinstance(value_type, StructType) or not {"op", "after"} <= set(value_type.fieldNames()):
+            return df
+        row_type = value_type["after"].dataType
+        assert isinstance(row_type, StructType)
+        mode, drop_tombstones = self._modes()
+        value = F.col("value")
+        tombstone, is_delete = value.isNull(), value["op"] == F.lit("d")
+        keep = F.lit(True)
+        if drop_tombstones:
+            keep = keep & ~tombstone
+        if mode == "drop":
+            keep = keep & (tombstone | ~is_delete)
+        added = self._added(value_type)
+        extra = list(added)
+        if mode == "rewrite":
+            deleted = F.when(is_delete, "true").otherwise("false")
+            extra.append((f"{self.options['add.fields.prefix']}deleted", deleted, StringType()))
+
+        def row_of(struct: Column) -> Column:
+            fields = [struct[f.name].alias(f.name) for f in row_type.fields]
+            return F.struct(*fields, *[c.alias(n) for n, c, _ in extra])
+
+        if mode == "rewrite":
+            new_value = F.when(is_delete, row_of(value["before"])).otherwise(row_of(value["after"]))
+        else:
+            new_value = F.when(is_delete, F.lit(None)).otherwise(row_of(value["after"]))
+        out = df.where(keep).withColumn("value", F.when(tombstone, F.lit(None)).otherwise(new_value))
+        return self._own_headers(out, [(n, t) for n, _, t in extra])
+
+    def _own_headers(self, df: DataFrame, extra: list[tuple[str, Any]]) -> DataFrame:
+        """Each record's own-schema header (a mixed-topic sink batch) becomes its own row type."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StructField, StructType
+
+        header = F.col("headers")[VALUE_SCHEMA_HEADER]
+        owns = [r[0] for r in df.select(header).where(header.isNotNull()).distinct().collect()]
+        if not owns:
+            return df
+        mapping: list[Column] = []
+        for own in owns:
+            envelope = StructType.fromJson(json.loads(own))
+            if "after" not in envelope.fieldNames():
+                continue
+            row = envelope["after"].dataType
+            assert isinstance(row, StructType)
+            fields = [*row.fields, *[StructField(n, t, True) for n, t in extra]]
+            mapping += [F.lit(own), F.lit(StructType(fields).json())]
+        if not mapping:
+            return df
+        renamed = F.coalesce(F.create_map(*mapping)[header], header)
+        headers = F.when(header.isNull(), F.col("headers")).otherwise(
+            F.map_concat(
+                F.map_filter(F.col("headers"), lambda k, _: k != F.lit(VALUE_SCHEMA_HEADER)),
+                F.create_map(F.lit(VALUE_SCHEMA_HEADER), renamed),
+            )
+        )
+        return df.withColumn("headers", headers)
