@@ -9,7 +9,8 @@ timestamp``. ``pk.mode`` (Kafka Connect's JDBC sink):
 * ``record_value``: ``pk.fields`` of the value are the key.
 * ``record_key``: the record key is the key: a struct key gives its fields (``pk.fields`` or all);
   a text key gives one column named by ``pk.fields`` (typed like the value's field of that name,
-  if any), or several taken from a JSON object key. Key columns replace same-named value fields.
+  if any; taken from the key when it is a JSON object with that field, as CDC sources write it),
+  or several taken from a JSON object key. Key columns replace same-named value fields.
 
 A null value is a tombstone: with ``delete.enabled`` it deletes its key (op ``d``); without it a
 struct-valued topic skips it (nothing to write), a coordinates table stores it as a null value.
@@ -74,7 +75,9 @@ def _key_columns(
     out: list[tuple[str, Column, DataType]] = []
     for n in spec.fields:
         dt = value_types.get(n, StringType())
-        raw = F.col("key") if len(spec.fields) == 1 else F.get_json_object(F.col("key"), f"$.{n}")
+        field = F.get_json_object(F.col("key"), f"$.{n}")
+        # One field: a JSON object key that has it (a change event's key) gives it, else the whole key.
+        raw = F.coalesce(field, F.col("key")) if len(spec.fields) == 1 else field
         out.append((n, raw if isinstance(dt, StringType) else raw.cast(dt), dt))
     return out
 

@@ -36,7 +36,7 @@ def _plugin(value: Any) -> str | None:
     return f"plugin {value!r} is not supported{known}: set plugin.name=pgoutput (built into PostgreSQL)"
 
 
-def _snapshot(value: Any) -> str | None:
+def snapshot_problem(value: Any) -> str | None:
     if value in SNAPSHOT_SUPPORTED:
         return None
     return (
@@ -104,7 +104,7 @@ FIELDS: Final = (
         choices=("all_tables", "filtered", "disabled"),
     ),
     ConfigField("plugin.name", str, "pgoutput", doc="logical decoding plugin: pgoutput", validator=_plugin),
-    ConfigField("snapshot.mode", str, "initial", doc="never (or no_data)", validator=_snapshot),
+    ConfigField("snapshot.mode", str, "initial", doc="never (or no_data)", validator=snapshot_problem),
     ConfigField("tombstones.on.delete", bool, True, doc="a tombstone (null value) follows each delete"),
 )
 

@@ -34,6 +34,7 @@ from connectors.cdc.postgres.changes import SOURCE_FIELDS, Change, ChangeDecoder
 from connectors.cdc.postgres.config import (
     FIELDS,
     select_tables,
+    snapshot_problem,
     table_problems,
     unmatched_includes,
 )
@@ -297,6 +298,16 @@ class PostgresCdcConnector(SourceConnector):
     plugin_name = "postgres-cdc"
     task_class = PostgresCdcTask
     config_def = ConfigDef(FIELDS)
+
+    def validate(self, raw_config: Mapping[str, Any]) -> list[FieldError]:
+        """Fields, then: ``snapshot.mode`` left at Debezium's default (``initial``) is refused too."""
+        errors = super().validate(raw_config)
+        name = str(raw_config.get("name") or self.plugin_name)
+        canonical = self.full_config_def(name).canonical(raw_config)
+        if "snapshot.mode" not in canonical and not any(e.field == "snapshot.mode" for e in errors):
+            problem = f"connector {name!r}: field 'snapshot.mode': {snapshot_problem('initial')}"
+            errors.append(FieldError("snapshot.mode", problem))
+        return errors
 
     def start(self, config: Mapping[str, Any]) -> None:
         owner = f"connector {config.get('name') or self.plugin_name!r}"
