@@ -66,7 +66,9 @@ STREAM = [
         ((9, 4), None, 6, (9, 4)),  # the stream ends (server end) before the pin, nothing open
     ],
 )
-def test_window_ends_on_a_commit_point(stop: tuple[int, int], limit: int | None, records: int, end: Any) -> None:
+def test_window_ends_on_a_commit_point(
+    stop: tuple[int, int], limit: int | None, records: int, end: Any
+) -> None:
     window = scan(iter(STREAM), stop, limit, _decode)
     assert (len(window.changes), window.end) == (records, end)
 

@@ -40,7 +40,7 @@ class Params:
             "host": self.host,
             "port": self.port,
             "user": self.user,
-            "passwd": self.password,
+            "password": self.password,
             "connect_timeout": 10,
             "init_command": "SET time_zone = '+00:00'",
         }
@@ -72,7 +72,7 @@ def _variables(conn: Any, *names: str) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in rows}
 
 
-def server_problems(conn: Any, replica_id: int) -> list[tuple[str, str]]:
+def server_problems(conn: Any, replica_id: int, params_user: str) -> list[tuple[str, str]]:
     """What keeps this server from being captured, as (config field, message with the fix)."""
     v = _variables(conn, "log_bin", "binlog_format", "binlog_row_image", "server_id")
     out = []
@@ -80,7 +80,7 @@ def server_problems(conn: Any, replica_id: int) -> list[tuple[str, str]]:
         out.append(
             (
                 "database.hostname",
-                "the server's binary log is off: start it with log_bin (e.g. "
+                "database.hostname: the server's binary log is off: start it with log_bin (e.g. "
                 "log-bin=binlog in my.cnf), binlog_format=ROW and binlog_row_image=FULL",
             )
         )
@@ -88,7 +88,7 @@ def server_problems(conn: Any, replica_id: int) -> list[tuple[str, str]]:
         out.append(
             (
                 "database.hostname",
-                f"binlog_format is {v.get('binlog_format')!r}: change data capture "
+                f"database.hostname: binlog_format is {v.get('binlog_format')!r}: change data capture "
                 "needs row events; SET GLOBAL binlog_format=ROW (and in my.cnf)",
             )
         )
@@ -96,7 +96,7 @@ def server_problems(conn: Any, replica_id: int) -> list[tuple[str, str]]:
         out.append(
             (
                 "database.hostname",
-                f"binlog_row_image is {v.get('binlog_row_image')!r}: updates and "
+                f"database.hostname: binlog_row_image is {v.get('binlog_row_image')!r}: updates and "
                 "deletes would miss columns; SET GLOBAL binlog_row_image=FULL (and in my.cnf)",
             )
         )
@@ -104,7 +104,7 @@ def server_problems(conn: Any, replica_id: int) -> list[tuple[str, str]]:
         out.append(
             (
                 "database.server.id",
-                f"{replica_id} is the server's own server_id: choose another "
+                f"database.server.id={replica_id} is the server's own server_id: choose another "
                 "(unique among its replicas and connectors)",
             )
         )
@@ -119,7 +119,7 @@ def server_problems(conn: Any, replica_id: int) -> list[tuple[str, str]]:
         out.append(
             (
                 "database.user",
-                f"user lacks {' and '.join(missing)} (to read the binary log): "
+                f"database.user {params_user!r} lacks {' and '.join(missing)} (to read the binary log): "
                 f"GRANT {', '.join(missing)} ON *.* TO <user>",
             )
         )

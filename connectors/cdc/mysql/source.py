@@ -289,7 +289,8 @@ class MySqlCdcConnector(SourceConnector):
         conn = sql.connect(_params(config), owner)
         try:
             errors = [
-                FieldError(f, f"{owner}: {m}") for f, m in sql.server_problems(conn, server_id(config, name))
+                FieldError(f, f"{owner}: {m}")
+                for f, m in sql.server_problems(conn, server_id(config, name), str(config["database.user"]))
             ]
             keys = sql.list_tables(conn)
         finally:
