@@ -53,6 +53,7 @@ def _sink(target: TestDatabase, prefix: str, db: str) -> dict[str, str]:
         "transforms.route.replacement": "$1",
         "insert.mode": "upsert",
         "pk.mode": "record_key",
+        "pk.fields": "id",
         "delete.enabled": "true",
         "auto.create": "true",
         "auto.evolve": "true",
