@@ -55,6 +55,7 @@ BUILTIN_CONNECTORS: Final = {
     "jdbc-source": "connectors.jdbc.source:JdbcSourceConnector",
     "jdbc-sink": "connectors.jdbc.sink:JdbcSinkConnector",
     "postgres-cdc": "connectors.cdc.postgres.source:PostgresCdcConnector",
+    "mysql-cdc": "connectors.cdc.mysql.source:MySqlCdcConnector",
 }
 
 #: Connector class names from Kafka Connect's and RocketMQ Connect's configs, and the built-in
@@ -72,6 +73,8 @@ CONNECTOR_ALIASES: Final = {
     "org.apache.rocketmq.connect.jdbc.connector.JdbcSinkConnector": "jdbc-sink",
     "io.debezium.connector.postgresql.PostgresConnector": "postgres-cdc",
     "org.apache.rocketmq.connect.debezium.postgres.DebeziumPostgresConnector": "postgres-cdc",
+    "io.debezium.connector.mysql.MySqlConnector": "mysql-cdc",
+    "org.apache.rocketmq.connect.debezium.mysql.DebeziumMysqlConnector": "mysql-cdc",
 }
 
 

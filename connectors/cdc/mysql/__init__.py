@@ -1,0 +1,1 @@
+"""mysql-cdc: MySQL/MariaDB binary-log change capture (connectors.cdc.mysql.source)."""

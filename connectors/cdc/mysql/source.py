@@ -1,0 +1,313 @@
+"""mysql-cdc: every INSERT, UPDATE and DELETE of MySQL/MariaDB tables, from the binary log read
+over the replication protocol, as Debezium change events.
+
+One task (the binlog is one stream); one partition per captured table (``db.table``), each routed
+to its topic ``<topic.prefix>.<db>.<table>`` (connectors.cdc.topics). Positions are
+``(file index, position, seq)`` (connectors.cdc.mysql.changes); every table's range in a batch ends
+at the same commit point, so the whole batch is one stretch of the binlog.
+
+Exactly once into RocketMQ, per batch:
+  1. Planning (``latest_positions``) pins the server's binlog end (``SHOW MASTER STATUS``) and reads
+     from the committed start towards it, whole transactions only, stopping after the commit that
+     brings the batch to ``batch.max.records``: the batch ends at that commit point ``E``; every
+     table's latest position is ``E``.
+  2. ``read`` returns the records in ``[start, end)``: from that planning read, or after a crash by
+     reading the binlog again from ``start`` up to ``end`` — the same events, so the same records.
+Nothing on the server must be released after a commit (the server keeps binlog files by age, not
+for a reader), so there is no CommitListener here; a committed position whose file the server has
+purged is data loss (``data.loss``), named with file and position.
+
+Where capture starts (``snapshot.mode=never``): a table without a committed position starts at the
+binlog end the task saw at its first planning ("from the connector's start on", as Debezium).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from connectors.api import SourceConnector, SourceTask
+from connectors.cdc.envelope import record_frame
+from connectors.cdc.mysql import binlog as sql
+from connectors.cdc.mysql.changes import (
+    SOURCE_FIELDS,
+    Change,
+    RowDecoder,
+    file_index,
+    file_name,
+    scan,
+    with_offsets,
+)
+from connectors.cdc.mysql.config import (
+    FIELDS,
+    select_tables,
+    server_id,
+    table_problems,
+    unmatched_includes,
+)
+from connectors.cdc.topics import debezium_topic, topic_problem
+from connectors.config import ConfigDef, ConfigError, FieldError
+from connectors.data_loss import DataLossError
+from connectors.model import DataLossPolicy, PartitionRange
+from connectors.positions import Position
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+FIRST_EVENT = 4  # a binlog file's first event follows its 4-byte magic number
+
+
+def _params(config: Mapping[str, Any]) -> sql.Params:
+    return sql.Params(
+        str(config["database.hostname"]),
+        int(config.get("database.port") or 3306),
+        str(config["database.user"]),
+        str(config.get("database.password") or ""),
+    )
+
+
+def _point(position: Position) -> tuple[int, int]:
+    return int(position.key[0]), int(position.key[1])
+
+
+class MySqlCdcTask(SourceTask):
+    """Reads the binlog's changes of its tables; see the module docstring."""
+
+    position_unit: ClassVar[str] = "records"
+
+    def __init__(self, config: Mapping[str, Any], task_id: int) -> None:
+        super().__init__(config, task_id)
+        self.where = f"connector {self.name!r}"
+        self.params = _params(config)
+        self.replica_id = server_id(config, self.name)
+        self.prefix = str(config["topic.prefix"])
+        self.max_records = int(config.get("batch.max.records") or 10_000)
+        self._conn: Any = None
+        self._keys: dict[str, tuple[str, ...]] | None = None
+        self._committed: dict[str, Position] = {}
+        self._origin: Position | None = None
+        self._base = ""
+        self._cache: tuple[Position, Position, list[Change]] | None = None  # (from, to, changes)
+
+    # ---- connection and tables -------------------------------------------------------------------
+    def _db(self) -> Any:
+        if self._conn is None:
+            self._conn = sql.connect(self.params, self.where)
+        return self._conn
+
+    def _guarded(self, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(self._db(), *args)
+        except Exception:
+            self.close()  # a broken connection is rebuilt by the next call
+            raise
+
+    def _tables(self) -> dict[str, tuple[str, ...]]:
+        """Captured tables and their primary keys, resolved once per task (tables created later
+        are picked up when the task restarts)."""
+        if self._keys is None:
+            keys = self._guarded(sql.list_tables)
+            selected = select_tables(self.config, list(keys))
+            problems = table_problems(self.where, selected, keys)
+            if problems:
+                raise ConfigError(problems)
+            self._keys = {t: keys[t] for t in selected}
+        return self._keys
+
+    def partitions(self) -> list[str]:
+        return list(self._tables())
+
+    def _logs(self) -> list[str]:
+        logs = self._guarded(sql.binary_logs)
+        if not logs:
+            raise LookupError(f"{self.where}: the server lists no binary log files (is log_bin on?)")
+        self._base = logs[0].rpartition(".")[0]
+        return list(logs)
+
+    def _end(self) -> Position:
+        name, pos = self._guarded(sql.binlog_end)
+        self._base = name.rpartition(".")[0]
+        return Position((file_index(name), pos, 0))
+
+    # ---- positions -------------------------------------------------------------------------------
+    def relocate(self, committed: Mapping[str, Position]) -> dict[str, Position]:
+        """Nothing moves; called first at each planning, it tells ``earliest_positions`` which
+        tables have committed positions (those are checked against retention)."""
+        self._committed = {p: committed[p] for p in self.partitions() if p in committed}
+        return dict(committed)
+
+    def earliest_positions(self) -> dict[str, Position]:
+        """The oldest retained binlog event for tables with committed positions (a position below it
+        was purged: data loss); for new tables, where this task started capturing."""
+        first = Position((file_index(self._logs()[0]), FIRST_EVENT, 0))
+        if self._origin is None:
+            self._origin = self._end()
+        return {p: first if p in self._committed else self._origin for p in self.partitions()}
+
+    def _purged(self, start: Position, logs: Sequence[str]) -> bool:
+        name = file_name(self._base, int(start.key[0]))
+        if name in logs:
+            return False
+        error = DataLossError(
+            f"{self.where} binary log",
+            f"changes from position {start} (file {name!r} position {start.key[1]})",
+            f"are gone: the server purged that file (its oldest binlog file is {logs[0]!r}); keep binlog "
+            "files longer (binlog_expire_logs_seconds / expire_logs_days) than a connector may be stopped",
+        )
+        if DataLossPolicy(self.config.get("data.loss", "fail")) is DataLossPolicy.FAIL:
+            raise error
+        log.warning("%s; data.loss=skip: continuing at the oldest binlog file", error)
+        return True
+
+    def latest_positions(self, committed: Mapping[str, Position]) -> dict[str, Position]:
+        mine = {p: committed[p] for p in self.partitions() if p in committed}
+        logs = self._logs()
+        first = Position((file_index(logs[0]), FIRST_EVENT, 0))
+        if self._origin is None:
+            self._origin = self._end()
+        starts = {p: mine.get(p, self._origin) for p in self.partitions()}
+        if not starts:
+            return {}
+        begin = min(starts.values())
+        if self._purged(begin, logs):
+            begin = max(begin, first)
+        stop = self._end()
+        changes, end = self._scan(begin, stop, self.max_records)
+        self._cache = (begin, end, changes)
+        return {p: max(start, end) for p, start in starts.items()}
+
+    def backlog(self, partition: str, start: Position, latest: Position) -> int | None:
+        return None  # counted by the bounded read in latest_positions
+
+    def batch_end(self, partition: str, start: Position, latest: Position, budget: int | None) -> Position:
+        """Always ``latest``: the batch limit was applied by the planning read, and every table ends
+        at the same commit point."""
+        return latest
+
+    # ---- reading ---------------------------------------------------------------------------------
+    def _scan(
+        self, begin: Position, stop: Position, max_records: int | None
+    ) -> tuple[list[Change], Position]:
+        if begin >= stop:
+            return [], begin
+        decoder = RowDecoder(
+            self._tables(),
+            where=self.where,
+            server=self.prefix,
+            tombstones=bool(self.config.get("tombstones.on.delete", True)),
+            column_names=lambda db, table: self._guarded(sql.column_names, db, table),
+        )
+        schemas = sorted({p.partition(".")[0] for p in self.partitions()})
+        stream = sql.events(
+            self.params, self.replica_id, file_name(self._base, int(begin.key[0])), int(begin.key[1]), schemas
+        )
+        try:
+            window = scan(stream, _point(stop), max_records, decoder.decode)
+        finally:
+            stream.close()
+        end = Position((window.end[0], window.end[1], 0)) if window.end is not None else begin
+        return window.changes, max(end, begin)
+
+    def _changes(self, start: Position, end: Position) -> list[Change]:
+        cached = self._cache
+        if cached is not None and cached[0] <= start and cached[1] == end:
+            return cached[2]
+        if not self._base:
+            self._logs()
+        changes, reached = self._scan(start, end, None)
+        if reached != end:
+            raise RuntimeError(
+                f"{self.where}: re-reading the binlog from {start} ended at {reached}, not {end}"
+            )
+        self._cache = (start, end, changes)
+        return changes
+
+    def read(self, spark: SparkSession, ranges: Sequence[PartitionRange]) -> DataFrame:
+        """Records of ``ranges`` (the runtime reads one table per call: ``topic_of``)."""
+        from connectors.records import empty_records
+
+        frames = []
+        for r in ranges:
+            if r.is_empty:
+                continue
+            wanted = [
+                c
+                for c in self._changes(r.start, r.end)
+                if c.partition == r.partition and r.start.key <= c.position < r.end.key
+            ]
+            if not wanted:
+                continue
+            wanted = with_offsets(wanted)
+            shape = wanted[-1].shape
+            frames.append(
+                record_frame(
+                    spark,
+                    [c.record for c in wanted],
+                    columns=shape.columns,
+                    key_columns=shape.keys,
+                    source_fields=SOURCE_FIELDS,
+                    topic=self.topic_of(r.partition),
+                    partition=r.partition,
+                )
+            )
+        if not frames:
+            return empty_records(spark)
+        out = frames[0]
+        for frame in frames[1:]:
+            out = out.unionByName(frame)
+        return out
+
+    def topic_of(self, partition: str) -> str:
+        return debezium_topic(self.prefix, *partition.split(".", 1))
+
+    def topics(self) -> list[str]:
+        return sorted({self.topic_of(p) for p in self.partitions()})
+
+    def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
+
+
+class MySqlCdcConnector(SourceConnector):
+    """Debezium's MySQL connector keys (connectors.cdc.mysql.config); one task. ``start`` checks the
+    server and the tables up front (binary log on in ROW format with full row images, replication
+    privileges, a replica id that is not the server's, tables that exist and have primary keys,
+    topic names)."""
+
+    plugin_name = "mysql-cdc"
+    task_class = MySqlCdcTask
+    config_def = ConfigDef(FIELDS)
+
+    def start(self, config: Mapping[str, Any]) -> None:
+        name = str(config.get("name") or self.plugin_name)
+        owner = f"connector {name!r}"
+        conn = sql.connect(_params(config), owner)
+        try:
+            errors = [
+                FieldError(f, f"{owner}: {m}")
+                for f, m in sql.server_problems(conn, server_id(config, name), str(config["database.user"]))
+            ]
+            keys = sql.list_tables(conn)
+        finally:
+            conn.close()
+        selected = select_tables(config, list(keys))
+        errors += [
+            FieldError(e.field, f"{owner}: {e.message}") for e in unmatched_includes(config, list(keys))
+        ]
+        if not selected and not errors:
+            errors.append(FieldError("table.include.list", f"{owner}: no table to capture"))
+        errors += table_problems(owner, selected, keys)
+        for table in selected:
+            problem = topic_problem(str(config["topic.prefix"]), *table.split(".", 1))
+            if problem:
+                errors.append(FieldError("topic.prefix", f"{owner}: {problem}"))
+        if errors:
+            raise ConfigError(errors)
+
+    def task_configs(self, config: Mapping[str, str], max_tasks: int) -> list[dict[str, str]]:
+        return [dict(config)]  # one binlog stream, one reader
