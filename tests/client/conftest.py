@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,15 +42,14 @@ class LightVenv:
         )
 
 
-@pytest.fixture(scope="session")
-def light_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LightVenv]:
-    root = tmp_path_factory.mktemp("light-client")
+def _build(root: Path) -> LightVenv:
     dist, venv, home = root / "dist", root / "venv", root / "home"
     home.mkdir()
     pip_quiet = ["--disable-pip-version-check", "-q"]
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", *pip_quiet, "--no-deps", "-w", str(dist), str(REPO_ROOT)],
         check=True,
+        capture_output=True,
         timeout=300,
     )
     (wheel,) = dist.glob("sluice-*.whl")
@@ -60,4 +60,16 @@ def light_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LightVenv]:
     subprocess.run([python, "-m", "venv", str(venv)], check=True, timeout=120, env=light.env())
     installed = light.run("-m", "pip", "install", *pip_quiet, str(wheel), timeout=600)
     assert installed.returncode == 0, installed.stderr
-    yield light
+    return light
+
+
+@pytest.fixture(scope="session")
+def light_venv_build(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Future[LightVenv]]:
+    """The venv, built in a thread: a test can start its worker (Spark's start-up) meanwhile."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        yield pool.submit(_build, tmp_path_factory.mktemp("light-client"))
+
+
+@pytest.fixture
+def light_venv(light_venv_build: Future[LightVenv]) -> LightVenv:
+    return light_venv_build.result()

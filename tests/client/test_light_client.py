@@ -8,6 +8,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 
 from deploy.local.config import StackConfig
@@ -39,19 +40,8 @@ print(sorted(ep.value for ep in md.entry_points(group="sluice.connectors"))[0])
 """
 
 
-def test_the_wheel_installs_only_the_light_client_under_sluice(light_venv: LightVenv) -> None:
-    result = light_venv.run("-c", PROBE)
-    assert result.returncode == 0, result.stderr
-    failed, loaded, top_level, requires, entry_point = result.stdout.strip().splitlines()
-    assert failed == str(sorted(GENERIC + HEAVY)), "every generic name and heavy package is absent"
-    assert loaded == "[]"
-    assert top_level == "['sluice']"
-    assert requires == "['cryptography', 'temporalio']"
-    assert entry_point == "sluice.connectors.dummy:DummySinkConnector"
-
-
 def test_light_client_drives_a_pipeline_run_by_a_real_worker(
-    light_venv: LightVenv,
+    light_venv_build: Future[LightVenv],
     start_worker: Callable[[], object],
     runtime_env: RuntimeEnv,
     stack_config: StackConfig,
@@ -60,7 +50,8 @@ def test_light_client_drives_a_pipeline_run_by_a_real_worker(
 ) -> None:
     src, dst = tmp_path / "in.txt", tmp_path / "out.txt"
     src.write_text("".join(f"line {i:05d} {uuid.uuid4().hex}\n" for i in range(300)))
-    start_worker()
+    start_worker()  # while the venv is built (first test of the session) or right away
+    light_venv = light_venv_build.result()
     script = light_venv.home / "light_script.py"
     shutil.copy(HERE / "light_script.py", script)
     suffix = uuid.uuid4().hex[:8]
@@ -99,6 +90,17 @@ def test_light_client_drives_a_pipeline_run_by_a_real_worker(
     raw = asyncio.run(histories())
     assert b"connection.password" in raw and b"${sealed:" in raw
     assert f"hunter2-{suffix}".encode() not in raw
+
+
+def test_the_wheel_installs_only_the_light_client_under_sluice(light_venv: LightVenv) -> None:
+    result = light_venv.run("-c", PROBE)
+    assert result.returncode == 0, result.stderr
+    failed, loaded, top_level, requires, entry_point = result.stdout.strip().splitlines()
+    assert failed == str(sorted(GENERIC + HEAVY)), "every generic name and heavy package is absent"
+    assert loaded == "[]"
+    assert top_level == "['sluice']"
+    assert requires == "['cryptography', 'temporalio']"
+    assert entry_point == "sluice.connectors.dummy:DummySinkConnector"
 
 
 def test_the_client_modules_import_no_plugin_spark_or_settings_code() -> None:
