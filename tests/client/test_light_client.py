@@ -101,6 +101,17 @@ def test_the_wheel_installs_only_the_light_client_under_sluice(light_venv: Light
     assert top_level == "['sluice']"
     assert requires == "['cryptography', 'temporalio']"
     assert entry_point == "sluice.connectors.dummy:DummySinkConnector"
+    # The console script comes with every wheel; without the worker extras it says what is missing.
+    cli = subprocess.run(
+        [str(light_venv.python.parent / "sluice"), "connector", "list"],
+        cwd=light_venv.home,
+        env=light_venv.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert cli.returncode == 2 and cli.stderr.count("\n") == 1, cli
+    assert "needs the worker extras" in cli.stderr and "pip install 'sluice[worker]'" in cli.stderr
 
 
 def test_the_client_modules_import_no_plugin_spark_or_settings_code() -> None:
