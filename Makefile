@@ -37,7 +37,7 @@ lint: venv
 	$(BIN)/mypy workflows activities connectors worker deploy
 
 test: lint up
-	$(BIN)/pytest -q -ra $(PYTEST_ARGS)
+	$(BIN)/pytest -q -ra --durations=25 $(PYTEST_ARGS)
 
 bench-rocketmq: up
 	$(BIN)/python -m bench.rocketmq_bench

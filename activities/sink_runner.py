@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from activities.bad_records import checked_records
 from activities.runner import TaskSetup, next_plan
-from connectors.api import TransactionalSink
+from connectors.api import RestatesPlans, TransactionalSink
 from connectors.model import BatchPlan, DataLossPolicy
 from connectors.planner import OffsetView
 from connectors.positions import PartitionKey, Position
@@ -117,8 +117,11 @@ class SinkRunner:
     def next_plan(self) -> tuple[BatchPlan | None, bool]:
         view = QueueView(self.ctx.rocketmq, self.current_topics(), self.task.task_id, self.task_count)
         plan, rerun = next_plan(self.setup, self.task.task_id, view, int(self.config["batch.max.records"]))
-        if plan is None or rerun:
-            return plan, rerun
+        if plan is None:
+            return None, False
+        if rerun:
+            state = self.task.restate(plan) if isinstance(self.task, RestatesPlans) else None
+            return (plan if state is None else self.ctx.store.restate_plan(plan, state)), True
         plan = replace(plan, sink_state=self.task.prepare(plan))
         return self.ctx.store.record_plan(plan), False
 

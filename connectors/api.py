@@ -258,6 +258,19 @@ class TransactionalSink(Protocol):
 
 
 @runtime_checkable
+class RestatesPlans(Protocol):
+    """Optional ability of a sink task whose ``prepare`` state belongs to its configuration (a file
+    sink's length of *its* file): a plan recorded before a reconfigure is re-run with the new config.
+
+    The runtime asks before re-running a recorded plan; a new state replaces the stored one in the
+    same store row (so a crash during that re-run still undoes its partial write exactly)."""
+
+    def restate(self, plan: BatchPlan) -> dict[str, str] | None:
+        """The state this task would record for ``plan`` now, or None when the stored one still holds."""
+        ...
+
+
+@runtime_checkable
 class ReportsWaiting(Protocol):
     """Optional ability of a source task: say what it waits for when it cannot read (a file that does
     not exist yet); the runtime shows it per task in status and the Temporal UI."""

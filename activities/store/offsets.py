@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, delete, func, select, text, update
@@ -267,6 +268,20 @@ class OffsetStore:
                 )
             )
         return BatchPlan(plan.connector, plan.task_id, plan.batch_id, plan.ranges, dict(plan.sink_state))
+
+    def restate_plan(self, plan: BatchPlan, sink_state: dict[str, str]) -> BatchPlan:
+        """Replace a still PLANNED plan's ``sink_state`` (a sink reconfigured since it was recorded)."""
+        lg = self._t.batch_ledger
+        with self._engine.begin() as conn:
+            changed = conn.execute(
+                update(lg)
+                .where(*self._ledger_key(plan), lg.c.status == PLANNED)
+                .values(sink_state=dict(sink_state))
+            ).rowcount
+        if changed != 1:
+            ref = batch_ref(plan.connector, plan.task_id, plan.batch_id)
+            raise PlanConflictError(f"{ref} is not a recorded, uncommitted plan: its state cannot change")
+        return replace(plan, sink_state=dict(sink_state))
 
     def commit(self, plan: BatchPlan, *, connection: Connection | None = None) -> None:
         """Move positions to ``plan.end_positions()`` and mark the batch COMMITTED, atomically.

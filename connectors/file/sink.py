@@ -3,8 +3,10 @@
 Lifecycle per batch: 1. ``prepare(plan)`` records the file's current length in the plan;
 2. ``write`` truncates the file back to that length (undoing whatever a crashed attempt of the same
 plan wrote), appends the records' lines in (topic, partition, offset) order and fsyncs. Re-running a
-plan therefore always leaves the same file. Values are written as text: strings as they are, binary
-as UTF-8, structs/arrays/maps as JSON, null as ``null`` (as Kafka's FileStreamSink prints it).
+plan therefore always leaves the same file; a plan recorded for an earlier ``file`` (the connector
+was reconfigured before it committed) is restated for the new file (``restate``). Values are written
+as text: strings as they are, binary as UTF-8, structs/arrays/maps as JSON, null as ``null`` (as
+Kafka's FileStreamSink prints it).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 LENGTH_STATE: Final = "file.length"
+PATH_STATE: Final = "file.path"  # the file the length belongs to (plans recorded before 0.2 lack it)
 
 
 def _writable_path(value: Any) -> str | None:
@@ -62,7 +65,14 @@ class FileSinkTask(SinkTask):
             return 0
 
     def prepare(self, plan: BatchPlan) -> dict[str, str]:
-        return {LENGTH_STATE: str(self._size())}
+        return {LENGTH_STATE: str(self._size()), PATH_STATE: self.path}
+
+    def restate(self, plan: BatchPlan) -> dict[str, str] | None:
+        """A plan recorded for another file (``file`` reconfigured before it committed) is written
+        to this file, from its length now; the runtime stores the new state before the write."""
+        if plan.sink_state.get(PATH_STATE, self.path) == self.path:
+            return None
+        return self.prepare(plan)
 
     def lines(self, records: DataFrame) -> pa.Table:
         """``partition, offset, line`` of the whole batch, in write order.

@@ -14,6 +14,7 @@ from typing import Any, Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from connectors.config import ConfigField, FieldError, at_least, topic_name_problem, valid_optional_topic
+from connectors.jdbc.connection_config import connection_fields
 from connectors.jdbc.queries import Mode
 from connectors.secrets import has_reference
 
@@ -31,25 +32,8 @@ def _zone(value: Any) -> str | None:
     return None
 
 
-def _url(value: Any) -> str | None:
-    from connectors.jdbc.urls import engine_url
-
-    try:
-        engine_url(str(value))
-    except ValueError as exc:
-        return str(exc)
-    return None
-
-
 FIELDS: Final = (
-    ConfigField(
-        "connection.url",
-        str,
-        doc="jdbc:mysql://, jdbc:mariadb://, jdbc:postgresql:// or SQLAlchemy URL",
-        validator=_url,
-    ),
-    ConfigField("connection.user", str, "", doc="database user (wins over the URL's)"),
-    ConfigField("connection.password", str, "", doc="database password", secret=True),
+    *connection_fields(),
     ConfigField(
         "mode",
         str,

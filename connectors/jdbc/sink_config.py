@@ -6,15 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from connectors.config import ConfigDef, ConfigField, FieldError, at_least, non_empty
-from connectors.jdbc.urls import engine_url
-
-
-def url_problem(value: Any) -> str | None:
-    try:
-        engine_url(str(value))
-    except ValueError as exc:
-        return str(exc)
-    return None
+from connectors.jdbc.connection_config import connection_fields, url_problem
 
 
 def fields(
@@ -23,15 +15,7 @@ def fields(
     """The sink's fields; ``postgres-sink`` (the alias) keeps its old defaults through the arguments."""
     return ConfigDef(
         (
-            ConfigField(
-                "connection.url",
-                str,
-                doc="jdbc:mysql://host:3306/db, jdbc:postgresql://host:5432/db or a SQLAlchemy URL",
-                secret=True,
-                validator=url_check,
-            ),
-            ConfigField("connection.user", str, "", doc="database user (wins over the URL's)"),
-            ConfigField("connection.password", str, "", doc="database password", secret=True),
+            *connection_fields(url_check),
             ConfigField(
                 "insert.mode",
                 str,

@@ -12,8 +12,9 @@ from typing import Any, ClassVar
 
 from connectors.api import SinkTask
 from connectors.config import ConfigDef
+from connectors.jdbc.connection_config import url_problem
 from connectors.jdbc.sink import JdbcSinkConnector, JdbcSinkError, JdbcSinkTask
-from connectors.jdbc.sink_config import fields, url_problem
+from connectors.jdbc.sink_config import fields
 from connectors.jdbc.urls import Dialect, dialect_of
 
 PostgresSinkError = JdbcSinkError

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from connectors.api import open_sink_task, open_source_task
-from connectors.file.sink import LENGTH_STATE, FileSinkConnector
+from connectors.file.sink import LENGTH_STATE, PATH_STATE, FileSinkConnector
 from connectors.file.source import FileSourceConnector, FileSourceTask
 from connectors.model import BatchPlan, PartitionRange
 from connectors.records import Record, make_records
@@ -162,7 +162,7 @@ def test_sink_orders_lines_formats_structs_and_repairs_half_written_batch(
         "out", 0, 1, (PartitionRange("broker-a:0", 4, 6, "t"), PartitionRange("broker-a:1", 0, 1, "t"))
     )
     plan1 = BatchPlan("out", 0, 1, bare.ranges, task.prepare(bare))
-    assert plan1.sink_state == {LENGTH_STATE: "0"}
+    assert plan1.sink_state == {LENGTH_STATE: "0", PATH_STATE: str(path)}
     task.write(spark, batch1, plan1)
     expected1 = (
         '{"id":1,"tags":null,"note":"é"}\n{"id":2,"tags":[],"note":"n"}\n{"id":3,"tags":["x"],"note":null}\n'
@@ -189,3 +189,23 @@ def test_sink_refuses_without_state_or_when_file_shrank(spark: SparkSession, tmp
     shrunk = BatchPlan("out", 0, 7, plan.ranges, {LENGTH_STATE: "100"})
     with pytest.raises(ValueError, match="file is 4 bytes, shorter than the 100 recorded with the plan"):
         task.write(spark, records, shrunk)
+
+
+def test_a_plan_recorded_for_another_file_is_restated_for_the_reconfigured_one(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Reconfigured to a new ``file`` before its pending plan committed: the plan's records go to
+    the new file (from its length now), not refused as a file "shorter than recorded"."""
+    old, new = tmp_path / "old.txt", tmp_path / "new.txt"
+    old.write_text("a\nb\n")
+    bare = BatchPlan("out", 0, 3, (PartitionRange("broker-a:0", 0, 1, "t"),))
+    recorded = BatchPlan("out", 0, 3, bare.ranges, sink(old).prepare(bare))
+    assert sink(old).restate(recorded) is None
+    new.write_text("kept\n")
+    task = sink(new)
+    restated = BatchPlan("out", 0, 3, bare.ranges, task.restate(recorded) or {})
+    assert restated.sink_state == {LENGTH_STATE: "5", PATH_STATE: str(new)}
+    records = make_records(spark, [Record("broker-a:0", 0, "x", topic="t")])
+    task.write(spark, records, restated)
+    task.write(spark, records, restated)  # a re-run after a crash truncates to the restated length
+    assert (new.read_text(), old.read_text()) == ("kept\nx\n", "a\nb\n")

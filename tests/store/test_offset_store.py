@@ -152,6 +152,19 @@ def test_rerecording_the_same_plan_is_a_no_op_that_counts_attempts(store: Offset
     assert store.batches("pg-sink")[0].attempts == 2
 
 
+def test_restating_a_pending_plan_replaces_its_state_for_every_later_rerun(store: OffsetStore) -> None:
+    first = BatchPlan("pg-sink", 0, 0, sink_plan(0, 0, 10).ranges, {"file.path": "/a", "file.length": "70"})
+    store.record_plan(first)
+    restated = store.restate_plan(first, {"file.path": "/b", "file.length": "0"})
+    assert restated.sink_state == {"file.path": "/b", "file.length": "0"}
+    assert store.pending_plan("pg-sink", 0) == restated
+    assert store.record_plan(first).sink_state == restated.sink_state  # a crash, then the re-run
+    store.commit(first)
+    with pytest.raises(PlanConflictError, match="task 0 batch 0 is not a recorded, uncommitted plan"):
+        store.restate_plan(first, {"file.path": "/c", "file.length": "0"})
+    assert store.batches("pg-sink")[0].plan.sink_state == restated.sink_state
+
+
 def test_recording_different_ranges_for_a_batch_conflicts(store: OffsetStore) -> None:
     store.record_plan(sink_plan(0, 0, 10))
     with pytest.raises(

@@ -92,6 +92,13 @@ async def test_file_pipeline_started_controlled_and_deleted_with_the_temporal_cl
     sink_config = {"connector.class": "file-sink", "file": str(dst2), "topics": topic_name, **common}
     changed = temporal_cli.update(sink, "reconfigure", "--input", json.dumps({"config": sink_config}))
     assert changed["config"]["file"] == str(dst2)
+    # The update answers at once; the running task stops and the new one starts after it. A line
+    # appended before then may still reach the old file, as in Kafka Connect.
+    await wait_for(
+        lambda: temporal_cli.status(sink)["tasks"][0]["running_since"] != "",
+        120,
+        "the sink's task to start again with the new config",
+    )
     with src.open("a") as f:
         f.write("after reconfigure\n")
     await wait_for(lambda: _read(dst2).endswith("after reconfigure\n"), 300, "the reconfigured sink's file")
