@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	@command -v mvn >/dev/null || (apt-get update -q && apt-get install -y -q maven)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[worker,dev]'
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -18,10 +18,11 @@ from activities.errors import config_error
 from activities.heartbeat import Heartbeater
 from activities.runner import BatchRunner, TaskSetup
 from activities.task_metrics import BatchMeter, partition_lag
-from activities.validation import validate_config
+from activities.validation import secret_fields, validate_config
 from workflows.types import (
     DELETE_OFFSETS_ACTIVITY,
     RUN_TASK_ACTIVITY,
+    SECRET_FIELDS_ACTIVITY,
     VALIDATE_ACTIVITY,
     ConnectorSpec,
     TaskInput,
@@ -45,6 +46,12 @@ class ConnectorActivities:
     @activity.defn(name=VALIDATE_ACTIVITY)
     def validate(self, spec: ConnectorSpec) -> ValidationResult:
         return validate_config(spec.name, spec.config, self.ctx.secret_providers())
+
+    @activity.defn(name=SECRET_FIELDS_ACTIVITY)
+    def secret_fields(self, connector_class: str) -> list[str]:
+        """Secret field names (aliases too) of a connector class, for clients that seal without
+        plugin code (workflows/checks.py); no config value is needed or seen."""
+        return sorted(secret_fields({"connector.class": connector_class}))
 
     @activity.defn(name=DELETE_OFFSETS_ACTIVITY)
     def delete_offsets(self, connector: str) -> None:

@@ -27,12 +27,11 @@ from activities.context import RuntimeContext
 from connectors.positions import PartitionKey, Position, PositionFormatError
 from workflows.types import (
     ALTER_OFFSETS_ACTIVITY,
+    OFFSETS_ERROR,
     READ_OFFSETS_ACTIVITY,
     RESET_OFFSETS_ACTIVITY,
     OffsetsChange,
 )
-
-OFFSETS_ERROR = "OffsetsError"  # ApplicationError type of a malformed alter request
 
 
 class OffsetsFormatError(ValueError):

@@ -1,8 +1,16 @@
-"""The Python client other services use to manage connectors (the CLI is built on it).
+"""The Python client for connectors: ``sluice.Client`` for other services, and the CLI's and REST's.
 
-Configs are validated here before any workflow starts, so a bad config is rejected with per-field
-messages and nothing runs. Every operation is a Temporal update or query on the connector's
-workflow; the Temporal UI and CLI see the same state.
+Light on purpose: this module and everything it imports need only ``temporalio`` (and
+``cryptography`` to seal secrets), so ``pip install sluice`` gives it without PySpark or plugins.
+What needs plugin code — which fields are secret, whether a config is valid — is answered by a
+:class:`~worker.client_checks.Checks`: a worker of the task queue for the light client (short
+workflows, workflows/checks.py), in-process for :class:`SluiceClient` (CLI, REST, demos).
+
+Configs are validated before any connector workflow starts, so a bad config is rejected with
+per-field messages (:class:`ConnectorConfigError`, ``.fields`` names them) and nothing runs.
+Literal secrets are sealed (``${sealed:…}``, connectors.sealing) before the config enters
+Temporal. Every operation is a Temporal update or query on the connector's workflow; the
+Temporal UI and CLI see the same state.
 
 Failures are typed (:mod:`worker.errors`) and name the connector: an unknown, deleted or ended
 connector is :class:`ConnectorNotFoundError` from every method, a second create of a running
@@ -15,12 +23,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from temporalio.client import (
-    Client,
+    Client as TemporalClient,
+)
+from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
@@ -33,10 +44,9 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.connector_activities import validate_config
-from activities.offsets import OFFSETS_ERROR, OffsetsFormatError, parse_offsets
-from activities.validation import secret_fields
-from connectors.sealing import Sealer, seal_config
+from connectors.sealing import Sealer, needs_sealing, seal_config
+from worker.client_checks import Checks, WorkerChecks
+from worker.client_config import ConfigLike, ConnectorConfig, env_key, flat
 from worker.errors import (
     ConnectorConfigError,
     ConnectorError,
@@ -47,15 +57,17 @@ from worker.errors import (
     ConnectorStateError,
     TemporalUnavailableError,
 )
+from worker.temporal_client import connect_with_key
 from workflows import search_attributes, status_text
-from workflows.connector import ConnectorWorkflow
 from workflows.types import (
+    OFFSETS_ERROR,
     AlterOffsets,
     ConnectorState,
     ConnectorStatus,
     DeleteRequest,
     Reconfigure,
     RestartRequest,
+    ValidationResult,
     workflow_id_for,
 )
 
@@ -63,6 +75,8 @@ if TYPE_CHECKING:
     from temporalio.runtime import Runtime
 
 __all__ = [
+    "Client",
+    "ConnectorConfig",
     "ConnectorConfigError",
     "ConnectorError",
     "ConnectorExistsError",
@@ -77,37 +91,101 @@ __all__ = [
 _UNREACHABLE = (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED)
 # A query no worker picked up ends CANCELLED "Timeout expired" after the server's query timeout.
 _NO_ANSWER = (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED)
+_WORKFLOW = "ConnectorWorkflow"  # workflows/connector.py, by name: the client imports no workflow code
 
 
 @dataclass
-class SluiceClient:
-    client: Client
+class Client:
+    """Sluice's async client (``from sluice import Client``); ``SyncClient`` wraps it for sync code.
+
+    Made by :meth:`connect`. Constructed directly, ``sealer`` None leaves secrets as given (tests);
+    ``require_sealing`` refuses a literal secret instead, naming its field.
+    """
+
+    client: TemporalClient
     task_queue: str = "sluice"
-    # Seconds a worker has to answer a query or accept an update (ConnectorNotAnsweringError after).
+    # Seconds a worker has to answer a query or check, or accept an update (ConnectorNotAnsweringError after).
     answer_timeout: float = 30.0
-    #: seals literal secrets before a config enters Temporal (connectors.sealing); None: left as given
+    #: seals literal secrets before a config enters Temporal (connectors.sealing); None: see above
     sealer: Sealer | None = None
+    #: what needs plugin code; None: the default of the class (a worker for Client)
+    checks: Checks | None = None
+    require_sealing: bool = False
 
     @classmethod
     async def connect(
         cls,
-        address: str,
+        address: str = "localhost:7233",
         namespace: str = "default",
         task_queue: str = "sluice",
+        *,
+        sealing_key: str | bytes | None = None,
+        payload_key: str | bytes | None = None,
         runtime: Runtime | None = None,
-    ) -> SluiceClient:
-        """Connect; short-lived processes pass a ``worker.temporal_client.OwnedRuntime``'s runtime."""
-        from worker.settings import settings
-        from worker.temporal_client import connect
+        answer_timeout: float = 30.0,
+    ) -> Self:
+        """Connect to Temporal at ``address``; the task queue is the workers' (``SLUICE_TASK_QUEUE``).
 
-        sealer = Sealer(settings().sealing_key())
-        return cls(await connect(address, namespace, runtime), task_queue, sealer=sealer)
+        ``sealing_key`` is the workers' ``SLUICE_SECRETS_KEY`` (default: that variable, else
+        ``$SLUICE_STATE_DIR/secrets.key``); without one, a config holding a literal secret is refused.
+        ``payload_key`` is their ``SLUICE_PAYLOAD_KEY`` when payloads are encrypted. Short-lived
+        processes pass a runtime they release (``worker.temporal_client.OwnedRuntime``).
+        """
+        sealing, payload = cls._keys(sealing_key, payload_key)
+        temporal = await connect_with_key(address, namespace, runtime, payload)
+        sealer = Sealer(sealing.encode() if isinstance(sealing, str) else sealing) if sealing else None
+        return cls(temporal, task_queue, answer_timeout, sealer, require_sealing=True)
 
-    def _sealed(self, config: dict[str, str]) -> dict[str, str]:
+    @classmethod
+    def _keys(
+        cls, sealing: str | bytes | None, payload: str | bytes | None
+    ) -> tuple[str | bytes | None, str | bytes | None]:
+        """The sealing and payload keys: as given, else from the environment."""
+        return sealing or env_key("SLUICE_SECRETS_KEY", "secrets.key"), payload or env_key(
+            "SLUICE_PAYLOAD_KEY"
+        )
+
+    def _checks(self) -> Checks:
+        if self.checks is None:
+            self.checks = self._default_checks()
+        return self.checks
+
+    def _default_checks(self) -> Checks:
+        return WorkerChecks(self.client, self.task_queue, self.answer_timeout)
+
+    async def _sealed(self, name: str, config: dict[str, str]) -> dict[str, str]:
         """``config`` with literal secrets sealed: they never reach workflow history in plaintext."""
-        if self.sealer is None:
+        if self.sealer is None and not self.require_sealing:
             return dict(config)
-        return seal_config(config, self.sealer, secret_fields(config))
+        secret = await self._checks().secret_fields(config)
+        if self.sealer is None:
+            literal = [k for k, v in config.items() if needs_sealing(k, v, secret)]
+            if literal:
+                raise ConnectorConfigError(
+                    name,
+                    [
+                        f"connector {name!r}: field {k!r} holds a literal secret and no sealing key "
+                        "is set: pass the workers' SLUICE_SECRETS_KEY (Client.connect(sealing_key=…)) "
+                        "or write "
+                        "${env:NAME} / ${file:/path:key}"
+                        for k in literal
+                    ],
+                )
+            return dict(config)
+        return seal_config(config, self.sealer, secret)
+
+    async def validate(self, name: str, config: ConfigLike) -> ValidationResult:
+        """Check ``config`` as ``create`` would, without starting anything; ``.errors`` name the fields."""
+        plain = flat(config)
+        return await self._checks().validate(name, plain, await self._sealed(name, plain))
+
+    async def _checked(self, name: str, config: ConfigLike) -> tuple[ValidationResult, dict[str, str]]:
+        plain = flat(config)
+        sealed = await self._sealed(name, plain)
+        result = await self._checks().validate(name, plain, sealed)
+        if result.errors:
+            raise ConnectorConfigError(name, result.errors)
+        return result, sealed
 
     def handle(self, name: str) -> WorkflowHandle[Any, Any]:
         return self.client.get_workflow_handle(workflow_id_for(name), result_type=ConnectorStatus)
@@ -155,14 +233,13 @@ class SluiceClient:
             address = self.client.service_client.config.target_host
             raise TemporalUnavailableError(address, f"{what}: {exc.message}") from exc
 
-    async def create(self, name: str, config: dict[str, str]) -> ConnectorStatus:
-        result = validate_config(name, config)
-        if result.errors:
-            raise ConnectorConfigError(name, result.errors)
+    async def create(self, name: str, config: ConfigLike) -> ConnectorStatus:
+        """Validate, seal and start connector ``name``; its status (UNASSIGNED until a worker runs it)."""
+        result, sealed = await self._checked(name, config)
         with self._errors(name, "create"):
             await self.client.start_workflow(
-                ConnectorWorkflow.run,
-                ConnectorStatus(name=name, config=self._sealed(config)),
+                _WORKFLOW,
+                ConnectorStatus(name=name, config=sealed),
                 id=workflow_id_for(name),
                 task_queue=self.task_queue,
                 search_attributes=TypedSearchAttributes(
@@ -180,7 +257,7 @@ class SluiceClient:
         except ConnectorNotAnsweringError:
             # Created, but no worker is up yet to answer: report what the workflow starts from.
             return ConnectorStatus(
-                name=name, config=dict(config), connector_class=result.connector_class, kind=result.kind
+                name=name, config=sealed, connector_class=result.connector_class, kind=result.kind
             )
 
     async def _update(self, name: str, update: str, arg: object = None) -> ConnectorStatus:
@@ -215,14 +292,16 @@ class SluiceClient:
         await self.status(name)  # a deleted connector's workflow still answers queries
         with self._errors(name, "query"):
             async with asyncio.timeout(self.answer_timeout):
-                return await self.handle(name).query(ConnectorWorkflow.config)
+                config: dict[str, str] = await self.handle(name).query("config", result_type=dict)
+                return config
 
     async def tasks(self, name: str) -> list[dict[str, str]]:
         """The task configs the connector was split into (one per task, by task id)."""
         await self.status(name)
         with self._errors(name, "query"):
             async with asyncio.timeout(self.answer_timeout):
-                return await self.handle(name).query(ConnectorWorkflow.tasks)
+                tasks: list[dict[str, str]] = await self.handle(name).query("tasks", result_type=list)
+                return tasks
 
     async def pause(self, name: str) -> ConnectorStatus:
         return await self._update(name, "pause")
@@ -236,17 +315,15 @@ class SluiceClient:
     async def restart(self, name: str, *, only_failed: bool = False) -> ConnectorStatus:
         return await self._update(name, "restart", RestartRequest(only_failed))
 
-    async def reconfigure(self, name: str, config: dict[str, str]) -> ConnectorStatus:
-        result = validate_config(name, config)
-        if result.errors:
-            raise ConnectorConfigError(name, result.errors)
-        return await self._update(name, "reconfigure", Reconfigure(self._sealed(config)))
+    async def reconfigure(self, name: str, config: ConfigLike) -> ConnectorStatus:
+        _, sealed = await self._checked(name, config)
+        return await self._update(name, "reconfigure", Reconfigure(sealed))
 
     async def delete(self, name: str, *, delete_offsets: bool = True) -> None:
         with self._errors(name, "delete"):
             async with asyncio.timeout(self.answer_timeout):
                 update = await self.handle(name).start_update(
-                    ConnectorWorkflow.delete,
+                    "delete",
                     DeleteRequest(delete_offsets),
                     wait_for_stage=WorkflowUpdateStage.ACCEPTED,
                 )
@@ -262,10 +339,7 @@ class SluiceClient:
     async def alter_offsets(self, name: str, offsets: list[dict[str, Any]]) -> None:
         """Set (or, with ``"offset": null``, forget) positions; only while STOPPED, else
         ConnectorStateError. Entries are checked here first: ConnectorOffsetsError names the bad one."""
-        try:
-            parse_offsets(name, offsets)
-        except OffsetsFormatError as exc:
-            raise ConnectorOffsetsError(name, str(exc)) from None
+        self._checks().check_offsets(name, offsets)
         await self._update_raw(name, "alter_offsets", AlterOffsets(list(offsets)), None)
 
     async def reset_offsets(self, name: str) -> None:
@@ -294,3 +368,43 @@ class SluiceClient:
             self._raise_if_unreachable(exc, "list connectors")
             raise
         return sorted(names)
+
+    async def wait_for(
+        self, name: str, *states: ConnectorState, timeout: float = 60.0, interval: float = 0.5
+    ) -> ConnectorStatus:
+        """Poll ``status`` until the connector is in one of ``states``; a FAILED connector that was
+        not asked for, or ``timeout`` s passing, raises ConnectorError naming what it last saw."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status = await self.status(name)
+            if status.state in states:
+                return status
+            if status.state == ConnectorState.FAILED:
+                raise ConnectorError(name, f"connector {name} FAILED: {status.error or 'a task failed'}")
+            if time.monotonic() >= deadline:
+                wanted = ", ".join(str(s) for s in states)
+                raise ConnectorError(
+                    name, f"connector {name} is {status.state}, not {wanted}, after {timeout:g}s"
+                )
+            await asyncio.sleep(interval)
+
+
+@dataclass
+class SluiceClient(Client):
+    """The client of the CLI, the REST server and the demos: they run with the plugins installed, so
+    configs are checked in-process (worker/local_checks.py) and keys come from Sluice's settings."""
+
+    @classmethod
+    def _keys(
+        cls, sealing: str | bytes | None, payload: str | bytes | None
+    ) -> tuple[str | bytes | None, str | bytes | None]:
+        from worker.settings import settings
+
+        env = settings()
+        key = env.payload_key.get_secret_value() if env.payload_key is not None else None
+        return sealing or env.sealing_key(), payload or key
+
+    def _default_checks(self) -> Checks:
+        from worker.local_checks import LocalChecks
+
+        return LocalChecks()

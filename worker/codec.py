@@ -8,10 +8,13 @@ then shows encrypted payloads.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from pydantic import SecretStr
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
+
+if TYPE_CHECKING:  # the light client (worker/client.py) imports this module without pydantic
+    from pydantic import SecretStr
 
 ENCODING = b"binary/sluice-fernet"
 

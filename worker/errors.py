@@ -21,7 +21,11 @@ Python caller and a shell script get the same clarity: callers catch the class, 
 
 from __future__ import annotations
 
+import re
+
 from temporalio.client import WorkflowUpdateFailedError
+
+_FIELD = re.compile(r"field '([^']+)'")
 
 EXIT_OK = 0
 EXIT_UNEXPECTED = 1
@@ -72,6 +76,11 @@ class ConnectorConfigError(ConnectorError, ValueError):
     def __init__(self, name: str, errors: list[str]) -> None:
         super().__init__(name, f"connector {name} has an invalid configuration: " + "; ".join(errors))
         self.errors = errors
+
+    @property
+    def fields(self) -> list[str]:
+        """The config fields the errors name (``field 'topic' is required`` -> ``topic``), in order."""
+        return list(dict.fromkeys(m for error in self.errors for m in _FIELD.findall(error)))
 
 
 class ConnectorOffsetsError(ConnectorError, ValueError):

@@ -25,6 +25,7 @@ from activities.reports import TaskReporter
 from worker.settings import Settings, settings
 from worker.temporal_client import connect
 from workflows import search_attributes
+from workflows.checks import SecretFieldsWorkflow, ValidateConfigWorkflow
 from workflows.connector import ConnectorWorkflow
 
 log = logging.getLogger("sluice.worker")
@@ -54,8 +55,15 @@ def build_worker(
     return Worker(
         client,  # type: ignore[arg-type]
         task_queue=settings.task_queue,
-        workflows=[ConnectorWorkflow],
-        activities=[acts.validate, acts.run_task, acts.delete_offsets, *OffsetActivities(ctx).all()],
+        # The check workflows answer light clients (sluice.Client) that hold no plugin code.
+        workflows=[ConnectorWorkflow, ValidateConfigWorkflow, SecretFieldsWorkflow],
+        activities=[
+            acts.validate,
+            acts.secret_fields,
+            acts.run_task,
+            acts.delete_offsets,
+            *OffsetActivities(ctx).all(),
+        ],
         activity_executor=executor,
         max_concurrent_activities=settings.max_concurrent_tasks + 4,
         # A SIGKILLed worker leaves its sticky queue behind; fall back to the shared queue fast.

@@ -22,20 +22,30 @@ from temporalio.client import Client
 from temporalio.converter import DataConverter
 from temporalio.runtime import Runtime, TelemetryConfig
 
-from worker.codec import payload_codec
+from worker.codec import FernetCodec
 from worker.errors import TemporalUnavailableError
-from worker.settings import settings
 
 
 async def connect(address: str, namespace: str, runtime: Runtime | None = None) -> Client:
-    """A client with Sluice's payload codec; unreachable Temporal is a one-line error naming it.
+    """A client with the payload codec of Sluice's settings (``SLUICE_PAYLOAD_KEY``).
 
     ``runtime`` None uses the SDK's process-wide default (right for long-lived workers).
     """
+    from worker.settings import settings  # pydantic: not in the light client's imports
+
+    key = settings().payload_key
+    return await connect_with_key(address, namespace, runtime, key.get_secret_value() if key else None)
+
+
+async def connect_with_key(
+    address: str, namespace: str, runtime: Runtime | None = None, payload_key: str | bytes | None = None
+) -> Client:
+    """A client with an encrypting payload codec when ``payload_key`` is given (worker.codec);
+    unreachable Temporal is a one-line error naming it. Needs only temporalio (the light client)."""
     converter = DataConverter.default
-    codec = payload_codec(settings().payload_key)
-    if codec is not None:
-        converter = dataclasses.replace(converter, payload_codec=codec)
+    if payload_key:
+        key = payload_key.encode() if isinstance(payload_key, str) else payload_key
+        converter = dataclasses.replace(converter, payload_codec=FernetCodec(key))
     try:
         return await Client.connect(address, namespace=namespace, data_converter=converter, runtime=runtime)
     except RuntimeError as exc:  # the SDK's "Failed client connect: ..." (no typed error exists)

@@ -33,14 +33,13 @@ with workflow.unsafe.imports_passed_through():
     from workflows import search_attributes as sa
     from workflows import start_input
     from workflows import tasks as task_rules
+    from workflows.checks import validate_in_workflow
     from workflows.failures import NON_RETRYABLE_ERRORS, Failure, FailureKind, classify, clip
     from workflows.offsets import OffsetUpdates
     from workflows.status_text import details
     from workflows.types import (
         DELETE_OFFSETS_ACTIVITY,
         RUN_TASK_ACTIVITY,
-        VALIDATE_ACTIVITY,
-        ConnectorSpec,
         ConnectorState,
         ConnectorStatus,
         DeleteRequest,
@@ -62,7 +61,6 @@ PATCH_TYPED_OPTIONS = "sluice-typed-options"
 
 # One attempt: the workflow retries the task itself (workflows/tasks.py) so status tells the truth.
 TASK_RETRY = RetryPolicy(maximum_attempts=1, non_retryable_error_types=list(NON_RETRYABLE_ERRORS))
-VALIDATE_RETRY = RetryPolicy(maximum_attempts=3, non_retryable_error_types=list(NON_RETRYABLE_ERRORS))
 
 Handles = dict[int, workflow.ActivityHandle[object]]
 
@@ -144,26 +142,8 @@ class ConnectorWorkflow(OffsetUpdates):
         )
 
     async def _validate(self, config: dict[str, object]) -> ValidationResult:
-        """Validate and split ``config``; every outcome, even a failing activity, is a result."""
-        name = self.s.name
-        bad = [k for k, v in config.items() if not isinstance(v, str)]
-        if bad:
-            return ValidationResult(
-                str(config.get("connector.class", "")),
-                "",
-                [f"connector {name}: field {k!r}: expected a string value, got {config[k]!r}" for k in bad],
-            )
-        try:
-            return await workflow.execute_activity(
-                VALIDATE_ACTIVITY,
-                ConnectorSpec(name, dict(config)),  # type: ignore[arg-type]
-                result_type=ValidationResult,
-                start_to_close_timeout=timedelta(minutes=2),
-                retry_policy=VALIDATE_RETRY,
-            )
-        except ActivityError as exc:
-            cause = exc.cause or exc
-            return ValidationResult("", "", [f"connector {name}: validation failed: {cause}"])
+        """Validate and split ``config`` (workflows/checks.py); every outcome is a result."""
+        return await validate_in_workflow(self.s.name, config)
 
     def _apply_validation(self, result: ValidationResult) -> None:
         self.s.connector_class = result.connector_class

@@ -36,6 +36,9 @@ DELETE_OFFSETS_ACTIVITY = "delete_connector_offsets"
 READ_OFFSETS_ACTIVITY = "read_connector_offsets"
 ALTER_OFFSETS_ACTIVITY = "alter_connector_offsets"
 RESET_OFFSETS_ACTIVITY = "reset_connector_offsets"
+SECRET_FIELDS_ACTIVITY = "connector_secret_fields"
+# ApplicationError type of a malformed offsets alter request (activities/offsets.py raises it).
+OFFSETS_ERROR = "OffsetsError"
 
 
 def workflow_id_for(connector: str) -> str:

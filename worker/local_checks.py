@@ -1,0 +1,36 @@
+"""The client's checks answered in-process, with the plugins installed (CLI, REST server, demos).
+
+Validation here needs no worker, so ``sluice connector create`` rejects a bad config at once even
+when none is running; the light client asks a worker instead (worker/client_checks.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from worker.errors import ConnectorOffsetsError
+from workflows.types import ValidationResult
+
+
+class LocalChecks:
+    async def secret_fields(self, config: Mapping[str, str]) -> frozenset[str]:
+        from activities.validation import secret_fields
+
+        return secret_fields(config)
+
+    async def validate(
+        self, name: str, plain: Mapping[str, str], sealed: Mapping[str, str]
+    ) -> ValidationResult:
+        """The plain config: in this process it never reaches Temporal (``${env:…}`` resolve here)."""
+        from activities.validation import validate_config
+
+        return validate_config(name, plain)
+
+    def check_offsets(self, name: str, offsets: list[dict[str, Any]]) -> None:
+        from activities.offsets import OffsetsFormatError, parse_offsets
+
+        try:
+            parse_offsets(name, offsets)
+        except OffsetsFormatError as exc:
+            raise ConnectorOffsetsError(name, str(exc)) from None
