@@ -36,7 +36,7 @@ print(sorted(m.split(".")[0] for m in sys.modules if m.split(".")[0] in {GENERIC
 dist = md.distribution("sluice")
 print(dist.read_text("top_level.txt").split())
 print(sorted(r.split(";")[0].split(">")[0].split("<")[0].strip() for r in dist.requires if "extra" not in r))
-print(sorted(ep.value for ep in md.entry_points(group="sluice.connectors"))[0])
+print(md.entry_points(group="sluice.connectors")["dummy-sink"].value)
 """
 
 
