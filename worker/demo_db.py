@@ -50,20 +50,21 @@ class DemoDatabases:
     mariadb_admin: URL
     postgres_admin: URL
     mariadb_password: str
+    name: str = SHOP  # the database's name on both servers
 
     @property
     def source(self) -> URL:
-        return self.mariadb_admin.set(database=SHOP)
+        return self.mariadb_admin.set(database=self.name)
 
     @property
     def target(self) -> URL:
-        return self.postgres_admin.set(database=SHOP)
+        return self.postgres_admin.set(database=self.name)
 
 
-def demo_databases(cfg: StackConfig) -> DemoDatabases:
+def demo_databases(cfg: StackConfig, name: str = SHOP) -> DemoDatabases:
     """The local stack's MariaDB (user with all privileges) and PostgreSQL servers."""
     mariadb = make_url(cfg.mariadb_url())
-    return DemoDatabases(mariadb.set(database=None), make_url(cfg.database_url), mariadb.password or "")
+    return DemoDatabases(mariadb.set(database=None), make_url(cfg.database_url), mariadb.password or "", name)
 
 
 def connector_configs(run_id: str, dbs: DemoDatabases) -> tuple[dict[str, str], dict[str, str]]:
@@ -116,15 +117,26 @@ def connector_configs(run_id: str, dbs: DemoDatabases) -> tuple[dict[str, str], 
 
 def recreate_databases(dbs: DemoDatabases) -> None:
     """Drop and create ``shop`` on both servers (the demo owns these two databases)."""
+    drop_databases(dbs)
     maria = create_engine(dbs.mariadb_admin, isolation_level="AUTOCOMMIT")
     with maria.connect() as conn:
-        conn.execute(text(f"DROP DATABASE IF EXISTS {SHOP}"))
-        conn.execute(text(f"CREATE DATABASE {SHOP} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"))
+        conn.execute(text(f"CREATE DATABASE {dbs.name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"))
     maria.dispose()
     pg = create_engine(dbs.postgres_admin, isolation_level="AUTOCOMMIT")
     with pg.connect() as conn:
-        conn.execute(text(f"DROP DATABASE IF EXISTS {SHOP} WITH (FORCE)"))
-        conn.execute(text(f"CREATE DATABASE {SHOP}"))
+        conn.execute(text(f"CREATE DATABASE {dbs.name}"))
+    pg.dispose()
+
+
+def drop_databases(dbs: DemoDatabases) -> None:
+    """Drop the demo's database on both servers (tests run the demos under their own names)."""
+    maria = create_engine(dbs.mariadb_admin, isolation_level="AUTOCOMMIT")
+    with maria.connect() as conn:
+        conn.execute(text(f"DROP DATABASE IF EXISTS {dbs.name}"))
+    maria.dispose()
+    pg = create_engine(dbs.postgres_admin, isolation_level="AUTOCOMMIT")
+    with pg.connect() as conn:
+        conn.execute(text(f"DROP DATABASE IF EXISTS {dbs.name} WITH (FORCE)"))
     pg.dispose()
 
 
@@ -145,7 +157,7 @@ def print_verdict(results: Sequence[TableComparison]) -> bool:
     return equal
 
 
-async def _failed_tasks(client: SluiceClient, names: Sequence[str]) -> list[str]:
+async def failed_tasks(client: SluiceClient, names: Sequence[str]) -> list[str]:
     failed = []
     for name in names:
         status = await client.status(name)
@@ -155,7 +167,7 @@ async def _failed_tasks(client: SluiceClient, names: Sequence[str]) -> list[str]
     return failed
 
 
-async def _watch(
+async def watch(
     client: SluiceClient,
     names: Sequence[str],
     view: LiveView,
@@ -174,7 +186,7 @@ async def _watch(
             return samples
         if time.monotonic() >= next_status:
             next_status = time.monotonic() + 5
-            failed = await _failed_tasks(client, names)
+            failed = await failed_tasks(client, names)
             if failed:
                 raise SystemExit("demo: a connector failed:\n  " + "\n  ".join(failed))
         await asyncio.sleep(1)
@@ -200,6 +212,48 @@ async def _describe(client: SluiceClient, names: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+async def create_connectors(
+    client: SluiceClient, cfg: StackConfig, configs: Sequence[tuple[str, dict[str, str]]]
+) -> None:
+    """Create the connectors in order (the sink first: it must be subscribed before records come),
+    printing each config and where to watch it in Temporal's UI."""
+    for name, config in configs:
+        print(f"{name} config:", json.dumps(config, indent=2), sep="\n", flush=True)
+    for name, config in configs:
+        await client.create(name, config)
+        path = f"namespaces/{cfg.temporal_namespace}/workflows/{quote(workflow_id_for(name))}"
+        print(f"connector {name}: {cfg.temporal_ui_url}/{path}", flush=True)
+
+
+async def watch_and_prove(
+    client: SluiceClient,
+    names: Sequence[str],
+    engines: tuple[Engine, Engine],
+    load: LoadGenerator,
+    load_seconds: float,
+    catch_up_s: float,
+) -> bool:
+    """The demo's second half, shared by `make demo` and `make demo-cdc`: the live view while
+    ``load`` runs for ``load_seconds``, then until the target caught up, then the proof."""
+    source_db, target_db = engines
+    view = LiveView(ProgressSampler(source_db, target_db, TABLES))
+    try:
+        with view:
+            phase = f"copying while the load runs ({load_seconds:.0f} s)"
+            await watch(client, names, view, load, phase, time.monotonic() + load_seconds, False)
+            stats = load.stop()
+            await watch(client, names, view, None, "load stopped, catching up",
+                        time.monotonic() + catch_up_s, True)  # fmt: skip
+    finally:
+        load.stop()
+    deletes = f", {stats.deletes:,} deletes" if stats.deletes else ""
+    print(f"load generator: {stats.inserts:,} inserts, {stats.updates:,} updates{deletes} while copying")
+    if stats.errors:
+        print(f"load generator errors: {len(stats.errors)}, first: {stats.errors[0]}")
+    results = await asyncio.to_thread(compare_tables, source_db, target_db, TABLES)
+    return print_verdict(results)
+
+
 async def run_demo(cfg: StackConfig, size: ShopSize, load_seconds: float, catch_up_s: float) -> bool:
     run_id = time.strftime("%Y%m%d%H%M%S")
     dbs = demo_databases(cfg)
@@ -215,30 +269,10 @@ async def run_demo(cfg: StackConfig, size: ShopSize, load_seconds: float, catch_
     async with started_worker(cfg, f"demo-db-worker-{run_id}", env):
         client = await SluiceClient.connect(cfg.temporal_address, cfg.temporal_namespace, queue)
         source_config, sink_config = connector_configs(run_id, dbs)
-        print("source config:", json.dumps(source_config, indent=2), sep="\n")
-        print("sink config:", json.dumps(sink_config, indent=2), sep="\n", flush=True)
         names = (f"shop-sink-{run_id}", f"shop-source-{run_id}")
-        await client.create(names[0], sink_config)
-        await client.create(names[1], source_config)
-        for name in names:
-            path = f"namespaces/{cfg.temporal_namespace}/workflows/{quote(workflow_id_for(name))}"
-            print(f"connector {name}: {cfg.temporal_ui_url}/{path}", flush=True)
+        await create_connectors(client, cfg, ((names[0], sink_config), (names[1], source_config)))
         load = LoadGenerator(source_db, size).start()
-        view = LiveView(ProgressSampler(source_db, target_db, TABLES))
-        try:
-            with view:
-                phase = f"copying while the load runs ({load_seconds:.0f} s)"
-                await _watch(client, names, view, load, phase, time.monotonic() + load_seconds, False)
-                stats = load.stop()
-                await _watch(client, names, view, None, "load stopped, catching up",
-                             time.monotonic() + catch_up_s, True)  # fmt: skip
-        finally:
-            load.stop()
-        print(f"load generator: {stats.inserts:,} inserts, {stats.updates:,} updates while copying")
-        if stats.errors:
-            print(f"load generator errors: {len(stats.errors)}, first: {stats.errors[0]}")
-        results = await asyncio.to_thread(compare_tables, source_db, target_db, TABLES)
-        equal = print_verdict(results)
+        equal = await watch_and_prove(client, names, (source_db, target_db), load, load_seconds, catch_up_s)
         for name in names:
             await client.delete(name)
         print(f"connectors deleted; both databases are kept: {dbs.source.render_as_string()}, "
@@ -248,7 +282,7 @@ async def run_demo(cfg: StackConfig, size: ShopSize, load_seconds: float, catch_
     return equal
 
 
-def _interrupt(_signum: int, _frame: object) -> None:
+def interrupt(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
 
@@ -263,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     size = ShopSize(orders=args.orders)
     # SIGTERM (timeout, CI) unwinds like Ctrl-C, so the demo's worker process is stopped too.
-    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
     equal = asyncio.run(run_demo(cfg, size, args.load_seconds, args.catch_up_seconds))
     return 0 if equal else 1
 

@@ -121,8 +121,10 @@ def render(samples: Sequence[TableSample], load: LoadStats | None, phase: str) -
         )
     if load is not None:
         table.caption = (
-            f"load generator: {load.inserts:,} inserts, {load.updates:,} updates in {load.transactions:,} "
-            f"transactions" + (f"; {len(load.errors)} errors, last: {load.errors[-1]}" if load.errors else "")
+            f"load generator: {load.inserts:,} inserts, {load.updates:,} updates"
+            + (f", {load.deletes:,} deletes" if load.deletes else "")
+            + f" in {load.transactions:,} transactions"
+            + (f"; {len(load.errors)} errors, last: {load.errors[-1]}" if load.errors else "")
         )
     return table
 
