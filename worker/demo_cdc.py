@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 import time
@@ -44,6 +45,7 @@ from worker.demo_db import (
     watch_and_prove,
 )
 from worker.demo_file import stack_is_healthy, started_worker
+from worker.errors import ConnectorConfigError
 from worker.settings import settings_or_exit
 from worker.shop import TABLES, LoadGenerator, ShopSize, connect_url, create_tables, load_shop
 
@@ -156,6 +158,8 @@ async def run_demo(
     create_tables(source_db)
     queue = f"sluice-demo-cdc-{run_id}"
     env = {"SLUICE_TASK_QUEUE": queue, PASSWORD_ENV: dbs.mariadb_password}
+    # The client checks the source config (it connects to MariaDB) before the worker runs it.
+    os.environ.setdefault(PASSWORD_ENV, dbs.mariadb_password)
     try:
         async with started_worker(cfg, f"demo-cdc-worker-{run_id}", env):
             client = await SluiceClient.connect(cfg.temporal_address, cfg.temporal_namespace, queue)
@@ -197,7 +201,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM (timeout, CI) unwinds like Ctrl-C, so the demo's worker process is stopped too.
     signal.signal(signal.SIGTERM, interrupt)
     size = shop_size(args.orders)
-    equal = asyncio.run(run_demo(cfg, size, args.load_seconds, args.catch_up_seconds, args.database))
+    try:
+        equal = asyncio.run(run_demo(cfg, size, args.load_seconds, args.catch_up_seconds, args.database))
+    except ConnectorConfigError as exc:
+        print(f"demo: {exc}", file=sys.stderr)
+        return 1
     return 0 if equal else 1
 
 
