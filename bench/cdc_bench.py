@@ -42,53 +42,22 @@ from bench.db_bench import Databases, _count, _dsn, drop_databases, make_databas
 from connectors.cdc.mysql import binlog
 from connectors.cdc.mysql.changes import ROWS, file_index
 from worker.client import SluiceClient
+from worker.demo_cdc import cdc_replica_sink, debezium_mysql_source
 from worker.main import build_worker
 from worker.settings import Settings, settings_or_exit
 from worker.temporal_client import connect
 
 UPDATE_CHUNK = 10_000  # rows per UPDATE transaction of the load
 READER_ID = 0x5B1CE  # the raw reader's replica id (unique on the server while it reads)
-CONVERTER = {"value.converter": "json", "value.converter.schemas.enable": "true"}
 
 
 def configs(dbs: Databases, prefix: str) -> tuple[dict[str, str], dict[str, str]]:
     """``mysql-cdc`` for the two bench tables and the README's CDC replica sink into the target."""
-    src, db = dbs.mariadb, dbs.mariadb.database
-    tables = f"{prefix}_{db}_"
-    source = {
-        "connector.class": "mysql-cdc",
-        "database.hostname": str(src.host),
-        "database.port": str(src.port),
-        "database.user": src.username or "",
-        "database.password": src.password or "",
-        "topic.prefix": prefix,
-        "database.include.list": str(db),
-        "table.include.list": f"{db}.{BENCH_TABLE},{db}.{db_latency.LATENCY_TABLE}",
-        "snapshot.mode": "never",
-        "batch.max.records": "100000",
-        "poll.interval.ms": "100",
-        **CONVERTER,
-    }
-    sink = {
-        "connector.class": "jdbc-sink",
-        "connection.url": dbs.jdbc(dbs.pg_target),
-        "connection.user": dbs.pg_target.username or "",
-        "topics.regex": f"{tables}.*",
-        "transforms": "unwrap,route",
-        "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
-        "transforms.unwrap.delete.handling.mode": "none",
-        "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
-        "transforms.route.regex": f"{tables}(.*)",
-        "transforms.route.replacement": "$1",
-        "insert.mode": "upsert",
-        "pk.mode": "record_key",
-        "pk.fields": "id",
-        "delete.enabled": "true",
-        "auto.create": "true",
-        "batch.max.records": "100000",
-        "poll.interval.ms": "100",
-        **CONVERTER,
-    }
+    tables = (BENCH_TABLE, db_latency.LATENCY_TABLE)
+    batch = {"batch.max.records": "100000", "poll.interval.ms": "100"}
+    source = debezium_mysql_source(dbs.mariadb, dbs.mariadb.password or "", prefix, tables, **batch)
+    connection = {"connection.url": dbs.jdbc(dbs.pg_target), "connection.user": dbs.pg_target.username or ""}
+    sink = cdc_replica_sink(f"{prefix}_{dbs.mariadb.database}_", connection, **batch)
     return source, sink
 
 

@@ -53,13 +53,13 @@ def test_demo_cdc_ends_equal(stack_config: StackConfig, capsys: pytest.CaptureFi
     handler = signal.getsignal(signal.SIGTERM)
     try:
         code = main(
-            ["--orders", "1000", "--load-seconds", "10", "--catch-up-seconds", "300", "--database", name]
+            ["--orders", "500", "--load-seconds", "5", "--catch-up-seconds", "300", "--database", name]
         )
         out = capsys.readouterr().out
     finally:
         signal.signal(signal.SIGTERM, handler)
         drop_databases(demo_databases(stack_config, name))
-    assert "capture is live after" in out and "loaded 100 customers, 20 products, 1,000 orders" in out
+    assert "capture is live after" in out and "loaded 100 customers, 20 products, 500 orders" in out
     load = re.search(r"load generator: ([\d,]+) inserts, ([\d,]+) updates, ([\d,]+) deletes", out)
     assert load, out[-3000:]
     assert all(int(n.replace(",", "")) > 0 for n in load.groups())  # deletes flowed, not only upserts

@@ -19,17 +19,15 @@ The second half (live view, catch-up, proof) is `make demo`'s (``worker.demo_db.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
-import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from sqlalchemy import inspect, text
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import URL, Engine
 
 from deploy.local.config import StackConfig
 from worker.client import SluiceClient
@@ -39,16 +37,19 @@ from worker.demo_db import (
     DemoDatabases,
     create_connectors,
     demo_databases,
+    demo_parser,
     failed_tasks,
-    interrupt,
     recreate_databases,
+    run_on_stack,
     watch_and_prove,
 )
-from worker.demo_file import stack_is_healthy, started_worker
-from worker.errors import ConnectorConfigError
-from worker.settings import settings_or_exit
+from worker.demo_file import started_worker
 from worker.shop import TABLES, LoadGenerator, ShopSize, connect_url, create_tables, load_shop
 
+JSON_WITH_SCHEMAS = {
+    "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+    "value.converter.schemas.enable": "true",
+}
 PROBE_ID = -1  # outside AUTO_INCREMENT's range: never one of the shop's own customers
 
 
@@ -61,33 +62,32 @@ def topic_prefix(run_id: str) -> str:
     return f"cdc{run_id}"
 
 
-def connector_configs(run_id: str, dbs: DemoDatabases) -> tuple[dict[str, str], dict[str, str]]:
-    """The source and sink configs: Debezium's MySQL connector config and the README's CDC replica.
-
-    Topics are ``<prefix>_<db>_<table>`` (Debezium's ``<prefix>.<db>.<table>``, dots as ``_``),
-    the prefix named after the run: a fresh sink on fresh topics.
-    """
-    src, dst = dbs.source, dbs.target
-    prefix = topic_prefix(run_id)
-    topics = f"{prefix}_{dbs.name}_"
-    source = {
+def debezium_mysql_source(
+    url: URL, password: str, prefix: str, tables: Sequence[str], **extra: str
+) -> dict[str, str]:
+    """A Debezium MySQL connector config capturing ``tables`` of ``url``'s database from now on."""
+    db = str(url.database)
+    return {
         "connector.class": "io.debezium.connector.mysql.MySqlConnector",
-        "database.hostname": str(src.host),
-        "database.port": str(src.port),
-        "database.user": src.username or "",
-        "database.password": f"${{env:{PASSWORD_ENV}}}",
+        "database.hostname": str(url.host),
+        "database.port": str(url.port),
+        "database.user": url.username or "",
+        "database.password": password,
         "topic.prefix": prefix,
-        "database.include.list": dbs.name,
-        "table.include.list": ",".join(f"{dbs.name}.{t}" for t in TABLES),
+        "database.include.list": db,
+        "table.include.list": ",".join(f"{db}.{t}" for t in tables),
         "snapshot.mode": "never",
-        "batch.max.records": "20000",
-        "poll.interval.ms": "500",
-        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
-        "value.converter.schemas.enable": "true",
+        **JSON_WITH_SCHEMAS,
+        **extra,
     }
-    sink = {
+
+
+def cdc_replica_sink(topics: str, connection: Mapping[str, str], **extra: str) -> dict[str, str]:
+    """The README's CDC replica: topics ``<topics><table>`` into tables ``<table>``, new row state
+    upserted by the record key ``id``, deletes by tombstone, tables created from the records."""
+    return {
         "connector.class": "io.confluent.connect.jdbc.JdbcSinkConnector",
-        "connection.url": f"jdbc:postgresql://{dst.host}:{dst.port}/{dst.database}?user={dst.username}",
+        **connection,
         "topics.regex": f"{topics}.*",
         "transforms": "unwrap,route",
         "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
@@ -100,12 +100,27 @@ def connector_configs(run_id: str, dbs: DemoDatabases) -> tuple[dict[str, str], 
         "pk.fields": "id",
         "delete.enabled": "true",
         "auto.create": "true",
-        "auto.evolve": "true",
-        "batch.max.records": "50000",
-        "poll.interval.ms": "500",
-        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
-        "value.converter.schemas.enable": "true",
+        **JSON_WITH_SCHEMAS,
+        **extra,
     }
+
+
+def connector_configs(run_id: str, dbs: DemoDatabases) -> tuple[dict[str, str], dict[str, str]]:
+    """The source and sink configs: Debezium's MySQL connector config and the README's CDC replica.
+
+    Topics are ``<prefix>_<db>_<table>`` (Debezium's ``<prefix>.<db>.<table>``, dots as ``_``),
+    the prefix named after the run: a fresh sink on fresh topics.
+    """
+    dst, prefix = dbs.target, topic_prefix(run_id)
+    source = debezium_mysql_source(
+        dbs.source, f"${{env:{PASSWORD_ENV}}}", prefix, TABLES,
+        **{"batch.max.records": "20000", "poll.interval.ms": "500"},
+    )  # fmt: skip
+    url = f"jdbc:postgresql://{dst.host}:{dst.port}/{dst.database}?user={dst.username}"
+    sink = cdc_replica_sink(
+        f"{prefix}_{dbs.name}_", {"connection.url": url},
+        **{"auto.evolve": "true", "batch.max.records": "50000", "poll.interval.ms": "500"},
+    )  # fmt: skip
     return source, sink
 
 
@@ -189,24 +204,13 @@ async def run_demo(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m worker.demo_cdc", description=__doc__.splitlines()[0])
-    parser.add_argument("--orders", type=int, default=20_000, help="orders loaded through the binlog")
-    parser.add_argument("--load-seconds", type=float, default=30, help="how long the load generator runs")
-    parser.add_argument("--catch-up-seconds", type=float, default=900, help="longest wait for catch-up")
+    parser = demo_parser("python -m worker.demo_cdc", __doc__, 20_000, 30, 900)
     parser.add_argument("--database", default=SHOP, help="database name on both servers (recreated)")
     args = parser.parse_args(argv)
-    cfg = settings_or_exit().stack
-    if not stack_is_healthy(cfg):
-        return 1
-    # SIGTERM (timeout, CI) unwinds like Ctrl-C, so the demo's worker process is stopped too.
-    signal.signal(signal.SIGTERM, interrupt)
     size = shop_size(args.orders)
-    try:
-        equal = asyncio.run(run_demo(cfg, size, args.load_seconds, args.catch_up_seconds, args.database))
-    except ConnectorConfigError as exc:
-        print(f"demo: {exc}", file=sys.stderr)
-        return 1
-    return 0 if equal else 1
+    return run_on_stack(
+        lambda cfg: run_demo(cfg, size, args.load_seconds, args.catch_up_seconds, args.database)
+    )
 
 
 if __name__ == "__main__":

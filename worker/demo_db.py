@@ -23,8 +23,9 @@ import json
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote
 
 from sqlalchemy import create_engine, text
@@ -33,6 +34,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 from deploy.local.config import StackConfig
 from worker.client import SluiceClient
 from worker.demo_file import stack_is_healthy, started_worker
+from worker.errors import ConnectorConfigError
 from worker.live_view import LiveView, ProgressSampler, TableSample
 from worker.settings import settings_or_exit
 from worker.shop import TABLES, LoadGenerator, ShopSize, connect_url, create_shop
@@ -115,29 +117,29 @@ def connector_configs(run_id: str, dbs: DemoDatabases) -> tuple[dict[str, str], 
     return source, sink
 
 
+def _on_servers(dbs: DemoDatabases, mariadb_sql: str, postgres_sql: str) -> None:
+    for url, sql in ((dbs.mariadb_admin, mariadb_sql), (dbs.postgres_admin, postgres_sql)):
+        engine = create_engine(url, isolation_level="AUTOCOMMIT")
+        with engine.connect() as conn:
+            conn.execute(text(sql))
+        engine.dispose()
+
+
 def recreate_databases(dbs: DemoDatabases) -> None:
     """Drop and create ``shop`` on both servers (the demo owns these two databases)."""
     drop_databases(dbs)
-    maria = create_engine(dbs.mariadb_admin, isolation_level="AUTOCOMMIT")
-    with maria.connect() as conn:
-        conn.execute(text(f"CREATE DATABASE {dbs.name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"))
-    maria.dispose()
-    pg = create_engine(dbs.postgres_admin, isolation_level="AUTOCOMMIT")
-    with pg.connect() as conn:
-        conn.execute(text(f"CREATE DATABASE {dbs.name}"))
-    pg.dispose()
+    _on_servers(
+        dbs,
+        f"CREATE DATABASE {dbs.name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+        f"CREATE DATABASE {dbs.name}",
+    )
 
 
 def drop_databases(dbs: DemoDatabases) -> None:
     """Drop the demo's database on both servers (tests run the demos under their own names)."""
-    maria = create_engine(dbs.mariadb_admin, isolation_level="AUTOCOMMIT")
-    with maria.connect() as conn:
-        conn.execute(text(f"DROP DATABASE IF EXISTS {dbs.name}"))
-    maria.dispose()
-    pg = create_engine(dbs.postgres_admin, isolation_level="AUTOCOMMIT")
-    with pg.connect() as conn:
-        conn.execute(text(f"DROP DATABASE IF EXISTS {dbs.name} WITH (FORCE)"))
-    pg.dispose()
+    _on_servers(
+        dbs, f"DROP DATABASE IF EXISTS {dbs.name}", f"DROP DATABASE IF EXISTS {dbs.name} WITH (FORCE)"
+    )
 
 
 def caught_up(samples: Sequence[TableSample]) -> bool:
@@ -286,20 +288,38 @@ def interrupt(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m worker.demo_db", description=__doc__.splitlines()[0])
-    parser.add_argument("--orders", type=int, default=300_000, help="orders in the initial load")
-    parser.add_argument("--load-seconds", type=float, default=60, help="how long the load generator runs")
-    parser.add_argument("--catch-up-seconds", type=float, default=1200, help="longest wait for catch-up")
-    args = parser.parse_args(argv)
+def demo_parser(
+    prog: str, doc: str, orders: int, load_s: float, catch_up_s: float
+) -> argparse.ArgumentParser:
+    """The options both database demos take (`make demo`, `make demo-cdc`), with their defaults."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0])
+    parser.add_argument("--orders", type=int, default=orders, help="orders in the initial load")
+    parser.add_argument("--load-seconds", type=float, default=load_s, help="how long the load generator runs")
+    parser.add_argument(
+        "--catch-up-seconds", type=float, default=catch_up_s, help="longest wait for catch-up"
+    )
+    return parser
+
+
+def run_on_stack(demo: Callable[[StackConfig], Coroutine[Any, Any, bool]]) -> int:
+    """Run ``demo`` against the local stack if it is healthy: 0 if the tables ended equal, else 1."""
     cfg = settings_or_exit().stack
     if not stack_is_healthy(cfg):
         return 1
-    size = ShopSize(orders=args.orders)
     # SIGTERM (timeout, CI) unwinds like Ctrl-C, so the demo's worker process is stopped too.
     signal.signal(signal.SIGTERM, interrupt)
-    equal = asyncio.run(run_demo(cfg, size, args.load_seconds, args.catch_up_seconds))
+    try:
+        equal = asyncio.run(demo(cfg))
+    except ConnectorConfigError as exc:  # a config the connector refused: one message, no traceback
+        print(f"demo: {exc}", file=sys.stderr)
+        return 1
     return 0 if equal else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = demo_parser("python -m worker.demo_db", __doc__, 300_000, 60, 1200).parse_args(argv)
+    size = ShopSize(orders=args.orders)
+    return run_on_stack(lambda cfg: run_demo(cfg, size, args.load_seconds, args.catch_up_seconds))
 
 
 if __name__ == "__main__":
