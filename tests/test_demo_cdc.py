@@ -13,12 +13,17 @@ import uuid
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 
+from bench import db_latency
+from bench.cdc_bench import configs
+from bench.db_baselines import MARIADB_DDL
+from bench.db_bench import Databases
 from deploy.local.config import StackConfig
 from tests.databases import TestDatabase
-from worker.demo_cdc import main, shop_size
+from worker.demo_cdc import connector_configs, main, shop_size
 from worker.demo_db import demo_databases, drop_databases
-from worker.shop import LoadGenerator, ShopSize, connect_url, create_shop
+from worker.shop import LoadGenerator, ShopSize, connect_url, create_shop, create_tables
 
 
 def test_load_generator_deletes_only_when_asked(mariadb_db: TestDatabase) -> None:
@@ -39,6 +44,34 @@ def test_load_generator_deletes_only_when_asked(mariadb_db: TestDatabase) -> Non
         assert stats.deletes > 0 and left == 1_000 - stats.deletes
     finally:
         engine.dispose()
+
+
+def test_demo_and_bench_configs_validate(mariadb_db: TestDatabase, stack_config: StackConfig) -> None:
+    """The configs `make demo-cdc` and `make bench-cdc` create pass the real connectors' checks
+    (mysql-cdc connects to MariaDB and checks binlog settings, privileges and include lists)."""
+    from activities.connector_activities import validate_config
+
+    engine = connect_url(mariadb_db.url)
+    try:
+        create_tables(engine)
+        with engine.begin() as conn:
+            conn.execute(text(db_latency.MARIADB_DDL))
+            conn.execute(text(MARIADB_DDL))
+    finally:
+        engine.dispose()
+    dbs = demo_databases(stack_config, mariadb_db.name)
+    source, sink = connector_configs("20260101000000", dbs)
+    source["database.password"] = dbs.mariadb_password  # the worker resolves ${env:...}; this test does not
+    pg = make_url(stack_config.database_url)
+    bench_source, bench_sink = configs(
+        Databases(make_url(mariadb_db.url), pg.set(database="s"), pg.set(database="d")), "Bx"
+    )
+    for name, config in {"demo-source": source, "demo-sink": sink, "bench-source": bench_source,
+                         "bench-sink": bench_sink}.items():  # fmt: skip
+        result = validate_config(name, config)
+        assert not result.errors, (name, result.errors)
+    assert source["snapshot.mode"] == "never" and sink["delete.enabled"] == "true"
+    assert sink["topics.regex"] == f"cdc20260101000000_{mariadb_db.name}_.*"
 
 
 def test_shop_size_keeps_proportions() -> None:
