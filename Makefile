@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv up down status demo demo-file test lint bench-rocketmq bench-pipeline bench-db clean-state
+.PHONY: venv up down status demo demo-cdc demo-file test lint bench-rocketmq bench-pipeline bench-db bench-cdc clean-state
 
 $(STAMP): pyproject.toml
 	@command -v java >/dev/null || (apt-get update -q && apt-get install -y -q openjdk-17-jdk-headless)
@@ -29,6 +29,9 @@ status: venv
 demo: up
 	$(BIN)/python -m worker.demo_db $(DEMO_ARGS)
 
+demo-cdc: up
+	$(BIN)/python -m worker.demo_cdc $(DEMO_ARGS)
+
 demo-file: up
 	$(BIN)/python -m worker.demo_file
 
@@ -47,6 +50,9 @@ bench-pipeline: up
 
 bench-db: up
 	$(BIN)/python -m bench.db_bench $(BENCH_ROWS)
+
+bench-cdc: up
+	$(BIN)/python -m bench.cdc_bench $(BENCH_ARGS)
 
 clean-state: down
 	rm -rf .sluice

@@ -23,8 +23,9 @@ import json
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote
 
 from sqlalchemy import create_engine, text
@@ -33,6 +34,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 from deploy.local.config import StackConfig
 from worker.client import SluiceClient
 from worker.demo_file import stack_is_healthy, started_worker
+from worker.errors import ConnectorConfigError
 from worker.live_view import LiveView, ProgressSampler, TableSample
 from worker.settings import settings_or_exit
 from worker.shop import TABLES, LoadGenerator, ShopSize, connect_url, create_shop
@@ -50,20 +52,21 @@ class DemoDatabases:
     mariadb_admin: URL
     postgres_admin: URL
     mariadb_password: str
+    name: str = SHOP  # the database's name on both servers
 
     @property
     def source(self) -> URL:
-        return self.mariadb_admin.set(database=SHOP)
+        return self.mariadb_admin.set(database=self.name)
 
     @property
     def target(self) -> URL:
-        return self.postgres_admin.set(database=SHOP)
+        return self.postgres_admin.set(database=self.name)
 
 
-def demo_databases(cfg: StackConfig) -> DemoDatabases:
+def demo_databases(cfg: StackConfig, name: str = SHOP) -> DemoDatabases:
     """The local stack's MariaDB (user with all privileges) and PostgreSQL servers."""
     mariadb = make_url(cfg.mariadb_url())
-    return DemoDatabases(mariadb.set(database=None), make_url(cfg.database_url), mariadb.password or "")
+    return DemoDatabases(mariadb.set(database=None), make_url(cfg.database_url), mariadb.password or "", name)
 
 
 def connector_configs(run_id: str, dbs: DemoDatabases) -> tuple[dict[str, str], dict[str, str]]:
@@ -114,18 +117,29 @@ def connector_configs(run_id: str, dbs: DemoDatabases) -> tuple[dict[str, str], 
     return source, sink
 
 
+def _on_servers(dbs: DemoDatabases, mariadb_sql: str, postgres_sql: str) -> None:
+    for url, sql in ((dbs.mariadb_admin, mariadb_sql), (dbs.postgres_admin, postgres_sql)):
+        engine = create_engine(url, isolation_level="AUTOCOMMIT")
+        with engine.connect() as conn:
+            conn.execute(text(sql))
+        engine.dispose()
+
+
 def recreate_databases(dbs: DemoDatabases) -> None:
     """Drop and create ``shop`` on both servers (the demo owns these two databases)."""
-    maria = create_engine(dbs.mariadb_admin, isolation_level="AUTOCOMMIT")
-    with maria.connect() as conn:
-        conn.execute(text(f"DROP DATABASE IF EXISTS {SHOP}"))
-        conn.execute(text(f"CREATE DATABASE {SHOP} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"))
-    maria.dispose()
-    pg = create_engine(dbs.postgres_admin, isolation_level="AUTOCOMMIT")
-    with pg.connect() as conn:
-        conn.execute(text(f"DROP DATABASE IF EXISTS {SHOP} WITH (FORCE)"))
-        conn.execute(text(f"CREATE DATABASE {SHOP}"))
-    pg.dispose()
+    drop_databases(dbs)
+    _on_servers(
+        dbs,
+        f"CREATE DATABASE {dbs.name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+        f"CREATE DATABASE {dbs.name}",
+    )
+
+
+def drop_databases(dbs: DemoDatabases) -> None:
+    """Drop the demo's database on both servers (tests run the demos under their own names)."""
+    _on_servers(
+        dbs, f"DROP DATABASE IF EXISTS {dbs.name}", f"DROP DATABASE IF EXISTS {dbs.name} WITH (FORCE)"
+    )
 
 
 def caught_up(samples: Sequence[TableSample]) -> bool:
@@ -145,7 +159,7 @@ def print_verdict(results: Sequence[TableComparison]) -> bool:
     return equal
 
 
-async def _failed_tasks(client: SluiceClient, names: Sequence[str]) -> list[str]:
+async def failed_tasks(client: SluiceClient, names: Sequence[str]) -> list[str]:
     failed = []
     for name in names:
         status = await client.status(name)
@@ -155,7 +169,7 @@ async def _failed_tasks(client: SluiceClient, names: Sequence[str]) -> list[str]
     return failed
 
 
-async def _watch(
+async def watch(
     client: SluiceClient,
     names: Sequence[str],
     view: LiveView,
@@ -174,7 +188,7 @@ async def _watch(
             return samples
         if time.monotonic() >= next_status:
             next_status = time.monotonic() + 5
-            failed = await _failed_tasks(client, names)
+            failed = await failed_tasks(client, names)
             if failed:
                 raise SystemExit("demo: a connector failed:\n  " + "\n  ".join(failed))
         await asyncio.sleep(1)
@@ -200,6 +214,48 @@ async def _describe(client: SluiceClient, names: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+async def create_connectors(
+    client: SluiceClient, cfg: StackConfig, configs: Sequence[tuple[str, dict[str, str]]]
+) -> None:
+    """Create the connectors in order (the sink first: it must be subscribed before records come),
+    printing each config and where to watch it in Temporal's UI."""
+    for name, config in configs:
+        print(f"{name} config:", json.dumps(config, indent=2), sep="\n", flush=True)
+    for name, config in configs:
+        await client.create(name, config)
+        path = f"namespaces/{cfg.temporal_namespace}/workflows/{quote(workflow_id_for(name))}"
+        print(f"connector {name}: {cfg.temporal_ui_url}/{path}", flush=True)
+
+
+async def watch_and_prove(
+    client: SluiceClient,
+    names: Sequence[str],
+    engines: tuple[Engine, Engine],
+    load: LoadGenerator,
+    load_seconds: float,
+    catch_up_s: float,
+) -> bool:
+    """The demo's second half, shared by `make demo` and `make demo-cdc`: the live view while
+    ``load`` runs for ``load_seconds``, then until the target caught up, then the proof."""
+    source_db, target_db = engines
+    view = LiveView(ProgressSampler(source_db, target_db, TABLES))
+    try:
+        with view:
+            phase = f"copying while the load runs ({load_seconds:.0f} s)"
+            await watch(client, names, view, load, phase, time.monotonic() + load_seconds, False)
+            stats = load.stop()
+            await watch(client, names, view, None, "load stopped, catching up",
+                        time.monotonic() + catch_up_s, True)  # fmt: skip
+    finally:
+        load.stop()
+    deletes = f", {stats.deletes:,} deletes" if stats.deletes else ""
+    print(f"load generator: {stats.inserts:,} inserts, {stats.updates:,} updates{deletes} while copying")
+    if stats.errors:
+        print(f"load generator errors: {len(stats.errors)}, first: {stats.errors[0]}")
+    results = await asyncio.to_thread(compare_tables, source_db, target_db, TABLES)
+    return print_verdict(results)
+
+
 async def run_demo(cfg: StackConfig, size: ShopSize, load_seconds: float, catch_up_s: float) -> bool:
     run_id = time.strftime("%Y%m%d%H%M%S")
     dbs = demo_databases(cfg)
@@ -215,30 +271,10 @@ async def run_demo(cfg: StackConfig, size: ShopSize, load_seconds: float, catch_
     async with started_worker(cfg, f"demo-db-worker-{run_id}", env):
         client = await SluiceClient.connect(cfg.temporal_address, cfg.temporal_namespace, queue)
         source_config, sink_config = connector_configs(run_id, dbs)
-        print("source config:", json.dumps(source_config, indent=2), sep="\n")
-        print("sink config:", json.dumps(sink_config, indent=2), sep="\n", flush=True)
         names = (f"shop-sink-{run_id}", f"shop-source-{run_id}")
-        await client.create(names[0], sink_config)
-        await client.create(names[1], source_config)
-        for name in names:
-            path = f"namespaces/{cfg.temporal_namespace}/workflows/{quote(workflow_id_for(name))}"
-            print(f"connector {name}: {cfg.temporal_ui_url}/{path}", flush=True)
+        await create_connectors(client, cfg, ((names[0], sink_config), (names[1], source_config)))
         load = LoadGenerator(source_db, size).start()
-        view = LiveView(ProgressSampler(source_db, target_db, TABLES))
-        try:
-            with view:
-                phase = f"copying while the load runs ({load_seconds:.0f} s)"
-                await _watch(client, names, view, load, phase, time.monotonic() + load_seconds, False)
-                stats = load.stop()
-                await _watch(client, names, view, None, "load stopped, catching up",
-                             time.monotonic() + catch_up_s, True)  # fmt: skip
-        finally:
-            load.stop()
-        print(f"load generator: {stats.inserts:,} inserts, {stats.updates:,} updates while copying")
-        if stats.errors:
-            print(f"load generator errors: {len(stats.errors)}, first: {stats.errors[0]}")
-        results = await asyncio.to_thread(compare_tables, source_db, target_db, TABLES)
-        equal = print_verdict(results)
+        equal = await watch_and_prove(client, names, (source_db, target_db), load, load_seconds, catch_up_s)
         for name in names:
             await client.delete(name)
         print(f"connectors deleted; both databases are kept: {dbs.source.render_as_string()}, "
@@ -248,24 +284,42 @@ async def run_demo(cfg: StackConfig, size: ShopSize, load_seconds: float, catch_
     return equal
 
 
-def _interrupt(_signum: int, _frame: object) -> None:
+def interrupt(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m worker.demo_db", description=__doc__.splitlines()[0])
-    parser.add_argument("--orders", type=int, default=300_000, help="orders in the initial load")
-    parser.add_argument("--load-seconds", type=float, default=60, help="how long the load generator runs")
-    parser.add_argument("--catch-up-seconds", type=float, default=1200, help="longest wait for catch-up")
-    args = parser.parse_args(argv)
+def demo_parser(
+    prog: str, doc: str, orders: int, load_s: float, catch_up_s: float
+) -> argparse.ArgumentParser:
+    """The options both database demos take (`make demo`, `make demo-cdc`), with their defaults."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0])
+    parser.add_argument("--orders", type=int, default=orders, help="orders in the initial load")
+    parser.add_argument("--load-seconds", type=float, default=load_s, help="how long the load generator runs")
+    parser.add_argument(
+        "--catch-up-seconds", type=float, default=catch_up_s, help="longest wait for catch-up"
+    )
+    return parser
+
+
+def run_on_stack(demo: Callable[[StackConfig], Coroutine[Any, Any, bool]]) -> int:
+    """Run ``demo`` against the local stack if it is healthy: 0 if the tables ended equal, else 1."""
     cfg = settings_or_exit().stack
     if not stack_is_healthy(cfg):
         return 1
-    size = ShopSize(orders=args.orders)
     # SIGTERM (timeout, CI) unwinds like Ctrl-C, so the demo's worker process is stopped too.
-    signal.signal(signal.SIGTERM, _interrupt)
-    equal = asyncio.run(run_demo(cfg, size, args.load_seconds, args.catch_up_seconds))
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        equal = asyncio.run(demo(cfg))
+    except ConnectorConfigError as exc:  # a config the connector refused: one message, no traceback
+        print(f"demo: {exc}", file=sys.stderr)
+        return 1
     return 0 if equal else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = demo_parser("python -m worker.demo_db", __doc__, 300_000, 60, 1200).parse_args(argv)
+    size = ShopSize(orders=args.orders)
+    return run_on_stack(lambda cfg: run_demo(cfg, size, args.load_seconds, args.catch_up_seconds))
 
 
 if __name__ == "__main__":

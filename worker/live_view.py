@@ -5,7 +5,9 @@ sees, not what the pipeline believes:
 
 - ``rows``: ``COUNT(*)`` on each side;
 - ``changes/s``: target rows whose ``updated_at`` moved past the previous sample's high-water mark
-  (inserts and updates alike), per second;
+  (inserts and updates alike), or the change in the target's row count if that is larger (rows
+  arriving with old ``updated_at`` values, as change capture replays a bulk load; deletes), per
+  second — a lower bound of the events applied;
 - ``lag rows``: source rows changed after the newest change the target holds
   (``updated_at > target's MAX(updated_at)``; the source's ``(updated_at, id)`` index makes it cheap);
 - ``lag s``: the source's newest ``updated_at`` minus the target's.
@@ -53,6 +55,7 @@ class ProgressSampler:
     def __init__(self, source: Engine, target: Engine, tables: Sequence[str]) -> None:
         self._source, self._target, self._tables = source, target, list(tables)
         self._marks: dict[str, datetime | None] = {}
+        self._rows: dict[str, int] = {}
         self._last = time.monotonic()
 
     def _target_side(self, table: str, mark: datetime | None) -> tuple[int, datetime | None, int]:
@@ -89,6 +92,8 @@ class ProgressSampler:
                 lag_s = max(0.0, (source_newest - target_newest).total_seconds())
             first = table not in self._marks
             self._marks[table] = target_newest or mark
+            changed = max(changed, abs(target_rows - self._rows.get(table, target_rows)))
+            self._rows[table] = target_rows
             samples.append(
                 TableSample(
                     table,
@@ -121,8 +126,10 @@ def render(samples: Sequence[TableSample], load: LoadStats | None, phase: str) -
         )
     if load is not None:
         table.caption = (
-            f"load generator: {load.inserts:,} inserts, {load.updates:,} updates in {load.transactions:,} "
-            f"transactions" + (f"; {len(load.errors)} errors, last: {load.errors[-1]}" if load.errors else "")
+            f"load generator: {load.inserts:,} inserts, {load.updates:,} updates"
+            + (f", {load.deletes:,} deletes" if load.deletes else "")
+            + f" in {load.transactions:,} transactions"
+            + (f"; {len(load.errors)} errors, last: {load.errors[-1]}" if load.errors else "")
         )
     return table
 

@@ -11,8 +11,9 @@ The data is generated from a seed, so two runs load the same rows. Times are wri
 with the session time zone at UTC (``SET time_zone = '+00:00'``): a TIMESTAMP is an instant, and
 the equality proof compares instants in UTC.
 
-The load generator never deletes: timestamp and incrementing modes cannot see deletes (README,
-"Database pipelines"), so a generator that deleted would make the proof fail by design.
+The load generator deletes only when asked (``deletes_per_s``, used by `make demo-cdc`): timestamp
+and incrementing modes cannot see deletes (README, "Database pipelines"), so `make demo`'s generator
+must not delete, or its proof would fail by design; change data capture sees every delete.
 """
 
 from __future__ import annotations
@@ -173,11 +174,30 @@ def _tsv_value(value: Any) -> str:
     return str(value)
 
 
-def create_shop(engine: Engine, size: ShopSize = ShopSize(), seed: int = 7) -> dict[str, int]:
-    """Create the three tables in ``engine``'s (empty) database and load them; rows per table.
+def create_tables(engine: Engine) -> None:
+    """(Re)create the three empty tables in ``engine``'s database.
+
+    Apart from ``load_shop`` because change data capture (``snapshot.mode=never``) must see the
+    tables before it starts, and the rows only after: then every row flows through the binlog.
+    """
+    raw = engine.raw_connection()
+    try:
+        cur = raw.cursor()
+        for table, ddl in SHOP_DDL.items():
+            cur.execute(f"DROP TABLE IF EXISTS {table}")
+            cur.execute(ddl)
+        raw.commit()
+        cur.close()
+    finally:
+        raw.close()
+
+
+def load_shop(engine: Engine, size: ShopSize = ShopSize(), seed: int = 7) -> dict[str, int]:
+    """Load the generated rows into the (empty) tables ``create_tables`` made; rows per table.
 
     Rows are written to a tab-separated file and loaded with ``LOAD DATA LOCAL INFILE`` (about 3x
-    faster than PyMySQL's multi-row INSERTs here, where Python's escaping is the bottleneck).
+    faster than PyMySQL's multi-row INSERTs here, where Python's escaping is the bottleneck), one
+    transaction per table.
     """
     rng = random.Random(seed)
     products = [_product(rng, i) for i in range(1, size.products + 1)]
@@ -206,8 +226,6 @@ def create_shop(engine: Engine, size: ShopSize = ShopSize(), seed: int = 7) -> d
                     for row in rows:
                         out.write("\t".join(_tsv_value(v) for v in row) + "\n")
                         counts[table] += 1
-                cur.execute(f"DROP TABLE IF EXISTS {table}")
-                cur.execute(SHOP_DDL[table])
                 cur.execute(
                     f"LOAD DATA LOCAL INFILE %s INTO TABLE {table} CHARACTER SET utf8mb4 ({columns})",
                     (str(path),),
@@ -219,22 +237,31 @@ def create_shop(engine: Engine, size: ShopSize = ShopSize(), seed: int = 7) -> d
     return counts
 
 
+def create_shop(engine: Engine, size: ShopSize = ShopSize(), seed: int = 7) -> dict[str, int]:
+    """Create the three tables in ``engine``'s (empty) database and load them; rows per table."""
+    create_tables(engine)
+    return load_shop(engine, size, seed)
+
+
 @dataclass
 class LoadStats:
     """What the generator did so far (read by the live view from another thread)."""
 
     inserts: int = 0
     updates: int = 0
+    deletes: int = 0
     transactions: int = 0
     errors: list[str] = field(default_factory=list)
 
 
 class LoadGenerator:
-    """Inserts and updates shop rows at a steady rate in short transactions, on its own thread.
+    """Inserts and updates (and, if asked, deletes) shop rows at a steady rate in short transactions,
+    on its own thread.
 
     Each tick (``tick_s``) is one transaction: new orders, status changes of existing orders (a
     shipped order gets ``shipped_at``), the occasional new customer, customer and product
-    changes. ``updated_at`` is set by MariaDB. ``stop()`` returns once the last transaction has
+    changes, and ``deletes_per_s`` deleted orders (none by default: see the module docstring).
+    ``updated_at`` is set by MariaDB. ``stop()`` returns once the last transaction has
     committed, so everything it wrote is in the source before the demo waits for catch-up.
     """
 
@@ -245,12 +272,14 @@ class LoadGenerator:
         *,
         orders_per_s: float = 150,
         updates_per_s: float = 250,
+        deletes_per_s: float = 0,
         tick_s: float = 0.1,
         seed: int = 11,
     ) -> None:
         self._engine, self._size, self._tick = engine, size, tick_s
         self._orders_per_tick = orders_per_s * tick_s
         self._updates_per_tick = updates_per_s * tick_s
+        self._deletes_per_tick = deletes_per_s * tick_s
         self._rng = random.Random(seed)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="shop-load", daemon=True)
@@ -303,6 +332,10 @@ class LoadGenerator:
                     "UPDATE customers SET vip = NOT vip, email = IF(email IS NULL, %s, NULL) WHERE id = %s",
                     (f"new{rng.randrange(10**6)}@example.org", rng.randrange(1, ids["customers"] + 1)),
                 )
+        deletes = 0
+        # No draw when deletes are off: `make demo`'s load stays the sequence it always was.
+        for _ in range(self._count(self._deletes_per_tick) if self._deletes_per_tick else 0):
+            deletes += cur.execute("DELETE FROM orders WHERE id = %s", (rng.randrange(1, ids["orders"] + 1),))
         if rng.random() < 0.5:
             cur.execute(
                 "INSERT INTO customers (name, email, country, vip, created_at) VALUES (%s, %s, %s, 0, %s)",
@@ -313,6 +346,7 @@ class LoadGenerator:
             self.stats.inserts += 1
         self.stats.inserts += len(new_orders)
         self.stats.updates += updates
+        self.stats.deletes += deletes
 
     def _run(self) -> None:
         raw = self._engine.raw_connection()

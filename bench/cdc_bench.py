@@ -1,0 +1,227 @@
+"""`make bench-cdc`: change data capture end to end, next to the binlog read rate it is bounded by.
+
+Printed side by side in one run against the local stack (a benchmark: nothing is asserted):
+1. end to end, change events/s: ROWS rows of about 100 bytes (``bench_rows``, filled before capture
+   starts, so they are not captured) are each updated once (``UPDATE … WHERE id BETWEEN`` in
+   transactions of 10,000 rows); ``mysql-cdc`` -> RocketMQ -> ``jdbc-sink`` with
+   ``ExtractNewRecordState`` (upsert on the record key, the README's CDC replica config). Timed from
+   the first UPDATE until the target holds every row (an update's ``after`` image upserts its row,
+   so the target's row count is the number of updates applied). The source's own UPDATE rate is
+   printed too: with a fast pipeline, the source is the limit;
+2. the limit: the same binlog range (positions before and after the update load) read alone by
+   ``pymysqlreplication``, the connector's own reader (``connectors.cdc.mysql.binlog.events``),
+   decoding every row: what capture could do with nothing else to do;
+3. latency p50/p99, row committed in MariaDB -> visible in PostgreSQL, at a steady 1,000 changes/s
+   (inserts) for 30 s after a 5 s warm-up, through the same connectors (``bench.db_latency``).
+
+Before the timed load, a probe update is repeated until it reaches the target: capture is live
+(``snapshot.mode=never`` starts at the binlog end of the source's first planning) and the
+worker's Spark session is warm. Snapshot rows/s is not measured: ``mysql-cdc`` has no
+``snapshot.mode=initial`` yet (printed as ``snapshot_rows_per_s=na``).
+
+Usage: ``python -m bench.cdc_bench [--rows N]`` (default 1,000,000; ``make bench-cdc
+BENCH_ARGS='--rows 100000'``). The last line is the summary; every key names its unit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import pymysql
+from sqlalchemy.engine import URL
+
+from activities.context import RuntimeContext
+from bench import db_baselines, db_latency
+from bench.db_baselines import BENCH_TABLE, Timed
+from bench.db_bench import Databases, _count, _dsn, drop_databases, make_databases
+from connectors.cdc.mysql import binlog
+from connectors.cdc.mysql.changes import ROWS, file_index
+from worker.client import SluiceClient
+from worker.demo_cdc import cdc_replica_sink, debezium_mysql_source
+from worker.main import build_worker
+from worker.settings import Settings, settings_or_exit
+from worker.temporal_client import connect
+
+UPDATE_CHUNK = 10_000  # rows per UPDATE transaction of the load
+LATENCY_RATE = 1_000  # changes/s of the latency run
+READER_ID = 0x5B1CE  # the raw reader's replica id (unique on the server while it reads)
+
+
+def configs(dbs: Databases, prefix: str) -> tuple[dict[str, str], dict[str, str]]:
+    """``mysql-cdc`` for the two bench tables and the README's CDC replica sink into the target."""
+    tables = (BENCH_TABLE, db_latency.LATENCY_TABLE)
+    batch = {"batch.max.records": "100000", "poll.interval.ms": "100"}
+    source = debezium_mysql_source(dbs.mariadb, dbs.mariadb.password or "", prefix, tables, **batch)
+    connection = {"connection.url": dbs.jdbc(dbs.pg_target), "connection.user": dbs.pg_target.username or ""}
+    sink = cdc_replica_sink(f"{prefix}_{dbs.mariadb.database}_", connection, **batch)
+    return source, sink
+
+
+def _params(url: URL) -> binlog.Params:
+    return binlog.Params(str(url.host), int(url.port or 3306), url.username or "", url.password or "")
+
+
+def _end(url: URL) -> tuple[str, int]:
+    conn = binlog.connect(_params(url), "bench cdc")
+    try:
+        return binlog.binlog_end(conn)
+    finally:
+        conn.close()
+
+
+def _execute(url: URL, sql: str, args: Sequence[object] = ()) -> None:
+    conn = pymysql.connect(
+        host=url.host, port=url.port or 3306, user=url.username, password=url.password or "",
+        database=url.database, autocommit=True,
+    )  # fmt: skip
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql, args)
+    finally:
+        conn.close()
+
+
+def update_load(url: URL, rows: int) -> Timed:
+    """Update every row once, ``UPDATE_CHUNK`` rows per transaction; the source's own rate."""
+    t0 = time.perf_counter()
+    for low in range(1, rows + 1, UPDATE_CHUNK):
+        high = min(rows, low + UPDATE_CHUNK - 1)
+        _execute(url, f"UPDATE {BENCH_TABLE} SET k = k + 1 WHERE id BETWEEN %s AND %s", (low, high))
+    return Timed(rows, time.perf_counter() - t0)
+
+
+def read_binlog(url: URL, start: tuple[str, int], end: tuple[str, int]) -> Timed:
+    """Rows of ``bench_rows``' row events in ``[start, end)``, read and decoded alone."""
+    stop = (file_index(end[0]), end[1])
+    rows = 0
+    t0 = time.perf_counter()
+    for ev in binlog.events(_params(url), READER_ID, start[0], start[1], [str(url.database)]):
+        if (ev.file_index, ev.start) >= stop:
+            break
+        if ev.kind == ROWS and ev.payload.table == BENCH_TABLE:
+            rows += len(ev.payload.rows)
+    return Timed(rows, time.perf_counter() - t0)
+
+
+async def _until(predicate_rows: int, dsn: str, table: str, timeout_s: float) -> float:
+    """Seconds (perf counter) at which the target's ``table`` holds ``predicate_rows`` rows."""
+    deadline = time.monotonic() + timeout_s
+    while (n := await asyncio.to_thread(_count, dsn, table)) < predicate_rows:
+        if time.monotonic() > deadline:
+            raise SystemExit(
+                f"bench cdc: the target holds {n:,} of {predicate_rows:,} rows after {timeout_s:.0f} s"
+            )
+        await asyncio.sleep(0.2)
+    return time.perf_counter()
+
+
+async def _probe(dbs: Databases, timeout_s: float = 900) -> float:
+    """Repeat an update of row 1 until it reaches the target; seconds it took."""
+    t0 = time.monotonic()
+    dsn = _dsn(dbs.pg_target)
+    while await asyncio.to_thread(_count, dsn, BENCH_TABLE) < 1:
+        if time.monotonic() - t0 > timeout_s:
+            raise SystemExit(f"bench cdc: no change reached the target within {timeout_s:.0f} s")
+        await asyncio.to_thread(_execute, dbs.mariadb, f"UPDATE {BENCH_TABLE} SET k = k + 1 WHERE id = 1")
+        await asyncio.sleep(1)
+    return time.monotonic() - t0
+
+
+async def pipeline(
+    ctx: RuntimeContext, settings: Settings, dbs: Databases, rows: int
+) -> tuple[Timed, Timed, tuple[tuple[str, int], tuple[str, int]], db_latency.Latency]:
+    """Capture live, the timed update load, then the latency run; one in-process worker."""
+    client = await connect(settings.temporal_address, settings.temporal_namespace)
+    name = uuid.uuid4().hex[:8]
+    source, sink = configs(dbs, f"B{name}")
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        async with build_worker(client, settings, ctx, pool):
+            sluice = SluiceClient(client, settings.task_queue)
+            await sluice.create(f"bench-cdc-dst-{name}", sink)
+            await sluice.create(f"bench-cdc-src-{name}", source)
+            print(
+                f"capture live after {await _probe(dbs):.1f} s (probe update reached the target)", flush=True
+            )
+            before = await asyncio.to_thread(_end, dbs.mariadb)
+            t0 = time.perf_counter()
+            source_rate = await asyncio.to_thread(update_load, dbs.mariadb, rows)
+            after = await asyncio.to_thread(_end, dbs.mariadb)
+            print(f"source UPDATE load: {rows:,} rows in {source_rate.seconds:.1f} s", flush=True)
+            done = await _until(rows, _dsn(dbs.pg_target), BENCH_TABLE, max(600, rows / 500))
+            e2e = Timed(rows, done - t0)
+            print(f"e2e MariaDB -> RocketMQ -> PostgreSQL: {e2e.rows_per_s:,.0f} events/s", flush=True)
+            latency = await asyncio.to_thread(
+                db_latency.measure, dbs.mariadb, _dsn(dbs.pg_target), db_latency.LATENCY_TABLE,
+                rate=LATENCY_RATE, seconds=35, warm_up_s=5,
+            )  # fmt: skip
+            for connector in (f"bench-cdc-src-{name}", f"bench-cdc-dst-{name}"):
+                await sluice.delete(connector)
+    return e2e, source_rate, (before, after), latency
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.cdc_bench", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--rows", type=int, default=1_000_000, help="rows updated once each (default 1,000,000)"
+    )
+    args = parser.parse_args(argv)
+    rows: int = args.rows
+    run = uuid.uuid4().hex[:8]
+    settings = settings_or_exit().model_copy(
+        update={"task_queue": f"bench-cdc-{run}", "store_schema": f"bench_{run}"}
+    )
+    dbs = make_databases(settings, run)
+    ctx = RuntimeContext(settings.runtime)
+    try:
+        print(
+            f"bench cdc: {rows:,} rows of ~100 bytes updated once each; "
+            f"databases bench_{run}, bench_dst_{run}"
+        )
+        db_baselines.fill_mariadb(dbs.mariadb, rows)
+        db_latency.create_table(dbs.mariadb)
+        ctx.spark  # noqa: B018 - start Spark before timing anything
+        e2e, source_rate, (before, after), lat = asyncio.run(pipeline(ctx, settings, dbs, rows))
+        raw = read_binlog(dbs.mariadb, before, after)
+    finally:
+        ctx.close()
+        drop_databases(settings, dbs)
+    print(
+        f"raw binlog read (pymysqlreplication alone, {before[0]}:{before[1]} -> {after[0]}:{after[1]}): "
+        f"{raw.rows:,} row changes in {raw.seconds:.1f} s, {raw.rows_per_s:,.0f} events/s"
+    )
+    print(
+        f"latency at 1,000 changes/s (MariaDB commit -> visible in PostgreSQL): p50 {lat.p50_ms:.0f} ms, "
+        f"p99 {lat.p99_ms:.0f} ms, max {lat.max_ms:.0f} ms over {lat.rows:,} rows "
+        f"(observer polls every {lat.poll_ms:.0f} ms; {lat.unseen} never seen)"
+    )
+    print("snapshot rows/s: not measured (mysql-cdc has no snapshot.mode=initial yet)")
+    if e2e.rows_per_s < LATENCY_RATE:
+        print(
+            f"note: the pipeline moved {e2e.rows_per_s:,.0f} events/s, less than the latency load's "
+            f"{LATENCY_RATE:,}/s: the latency figures measure a growing backlog, not a steady state"
+        )
+    ratio = e2e.rows_per_s / raw.rows_per_s if raw.rows_per_s else float("nan")
+    print(f"\n  {'path':<44} {'events/s':>10}")
+    print(
+        f"  {'MariaDB -> RocketMQ -> PostgreSQL (e2e)':<44} {e2e.rows_per_s:>10,.0f}"
+        f"   {ratio:.2f} of the binlog read"
+    )
+    print(f"  {'binlog read alone (pymysqlreplication)':<44} {raw.rows_per_s:>10,.0f}")
+    print(f"  {'source UPDATE rate (MariaDB alone)':<44} {source_rate.rows_per_s:>10,.0f}")
+    print(
+        f"bench cdc: e2e_events_per_s={e2e.rows_per_s:.0f} binlog_read_events_per_s={raw.rows_per_s:.0f} "
+        f"ratio_e2e_vs_binlog_read={ratio:.3f} source_update_rows_per_s={source_rate.rows_per_s:.0f} "
+        f"ratio_e2e_vs_source_update={e2e.rows_per_s / source_rate.rows_per_s:.3f} "
+        f"latency_p50_ms={lat.p50_ms:.0f} latency_p99_ms={lat.p99_ms:.0f} latency_max_ms={lat.max_ms:.0f} "
+        f"latency_rows={lat.rows} latency_unseen_rows={lat.unseen} binlog_rows={raw.rows} rows={rows} "
+        f"snapshot_rows_per_s=na"
+    )
+
+
+if __name__ == "__main__":
+    main()
