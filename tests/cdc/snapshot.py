@@ -121,7 +121,9 @@ class Writer(threading.Thread):
             ids = [r[0] for r in cur.fetchall()]
             if roll < 0.3 or not ids:
                 self.next_id += 1
-                new = self.next_id if rng.random() < 0.5 else rng.randrange(0, self.below // 2) * 2 + 1  # odd: between
+                new = (
+                    self.next_id if rng.random() < 0.5 else rng.randrange(0, self.below // 2) * 2 + 1
+                )  # odd: between
                 if new in ids:
                     return
                 cur.execute(f"INSERT INTO {t} (id, name, qty) VALUES ({new}, 'w{new}', {rng.randrange(100)})")
@@ -252,3 +254,20 @@ def resumed_snapshot_reads_each_row_once(
     assert replica.rows[items] == source_rows(db, "items")
     assert replica.rows[items][_key(2)]["qty"] == 999 and _key(4) not in replica.rows[items]
     again.close()
+
+
+def initial_only_reads_the_rows_and_stops(
+    db: Db, make_task: Callable[[], Any], spark: Any, qualify: Callable[[str], str]
+) -> None:
+    """``snapshot.mode=initial_only``: the rows in chunks, then nothing: a later insert is not read."""
+    _create(db, "items", range(2, 22, 2))
+    task = make_task()
+    assert task.partitions() == [f"snapshot:{qualify('items')}"]
+    committed: dict[str, Position] = {}
+    replica = Replica()
+    drain(task, spark, committed, replica)
+    items = qualify("items")
+    assert replica.rows[items] == source_rows(db, "items")
+    db.run("INSERT INTO items (id, name, qty) VALUES (1000, 'late', 1)")
+    assert plan(task, committed) == []
+    task.close()

@@ -10,8 +10,12 @@ from collections.abc import Iterator
 import pytest
 
 from connectors.cdc.postgres.source import PostgresCdcConnector, PostgresCdcTask
-from tests.cdc.pg import cdc_database, source_config
-from tests.cdc.snapshot import concurrent_snapshot_converges, resumed_snapshot_reads_each_row_once
+from tests.cdc.pg import cdc_database, slot_exists, source_config
+from tests.cdc.snapshot import (
+    concurrent_snapshot_converges,
+    initial_only_reads_the_rows_and_stops,
+    resumed_snapshot_reads_each_row_once,
+)
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase
 
@@ -36,7 +40,7 @@ def _maker(raw: dict[str, str]) -> PostgresCdcTask:
     connector = PostgresCdcConnector()
     assert connector.validate(raw) == []
     config = connector.parse(raw)
-    assert config["snapshot.mode"] == "initial"
+    assert config["snapshot.mode"] == raw.get("snapshot.mode", "initial")
     connector.start(config)
     return PostgresCdcTask(config, 0)
 
@@ -49,3 +53,10 @@ def test_a_snapshot_under_concurrent_writes_converges(cdc_pg: TestDatabase, spar
 def test_a_resumed_snapshot_reads_each_row_once(cdc_pg: TestDatabase, spark) -> None:
     _, raw = _factory(cdc_pg, 40)
     resumed_snapshot_reads_each_row_once(Db.of(cdc_pg), lambda: _maker(raw), spark, lambda t: f"public.{t}")
+
+
+def test_initial_only_reads_the_rows_without_a_slot(cdc_pg: TestDatabase, spark) -> None:
+    slot, raw = _factory(cdc_pg, 3)
+    raw["snapshot.mode"] = "initial_only"
+    initial_only_reads_the_rows_and_stops(Db.of(cdc_pg), lambda: _maker(raw), spark, lambda t: f"public.{t}")
+    assert not slot_exists(cdc_pg, slot)  # nothing holds WAL for a connector that reads no changes
