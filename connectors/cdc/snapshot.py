@@ -14,7 +14,8 @@ Why the target ends equal to the source without locks (the ordering argument DBL
      ``origin`` so a restarted task resumes streaming at the same ``S``). Every change committed
      after ``S`` is in the log from ``S`` on.
   2. The log partitions are *held* at ``S`` until every snapshot partition has *committed* its
-     last chunk, so every snapshot record is sent before any change record of its table.
+     last chunk, so every snapshot record is sent before any change record of its table — and to
+     the same RocketMQ queue (``frame``), so a sink sees them in that order too.
   3. A chunk read at time ``T`` shows each row as of ``T``: every change committed before ``T`` is
      in it, and the log replays the changes since ``S`` after it, in commit order. A keyed sink
      (upsert, delete on tombstone) applying "row as of T" then "every change since S" ends with
@@ -228,7 +229,11 @@ def frame(
     topic: str,
     partition: str,
 ) -> DataFrame:
-    """The record columns of a chunk (connectors.cdc.envelope.record_frame)."""
+    """The record columns of a chunk (connectors.cdc.envelope.record_frame). Their ``partition``
+    column is the *table's*, not the snapshot partition's: the runtime shards messages by it, so a
+    table's snapshot records land on the same RocketMQ queue as its change records, behind them in
+    queue order — a sink reading several queues could otherwise apply a change before the snapshot
+    row it follows. (Within a batch no log range of the table is beside a chunk: the log is held.)"""
     return record_frame(
         spark,
         read_records(rows, source),
@@ -236,5 +241,5 @@ def frame(
         key_columns=rows.keys,
         source_fields=source_fields,
         topic=topic,
-        partition=partition,
+        partition=table_of(partition),
     )
