@@ -6,6 +6,10 @@ returns) for its ids. An observer polls the target every ``poll_s`` for ids abov
 not yet seen and notes when each first appears. Latency = seen − committed; the observer's poll
 adds at most ``poll_s`` (reported). Rows committed during the first ``warm_up_s`` are left out.
 Both clocks are this process's ``time.monotonic()``.
+
+The steady state is what is measured, not a new connector's start (topic and table creation, its
+first Spark jobs): one primer row is inserted first and the rate starts once it is visible in the
+target (``prime_s`` at most).
 """
 
 from __future__ import annotations
@@ -49,6 +53,28 @@ def _mariadb(url: URL) -> pymysql.Connection:
     )  # fmt: skip
 
 
+def _prime(source: URL, target_dsn: str, target_table: str, prime_s: float, poll_s: float) -> int:
+    """Insert one row and wait until the target shows it; its id (the observer starts above it)."""
+    conn = _mariadb(source)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {LATENCY_TABLE} (payload) VALUES ('primer')")
+            primer = int(cur.lastrowid)
+        conn.commit()
+    finally:
+        conn.close()
+    deadline = time.monotonic() + prime_s
+    with psycopg.connect(target_dsn, autocommit=True) as target:
+        while time.monotonic() < deadline:
+            try:
+                if target.execute(f'SELECT 1 FROM "{target_table}" WHERE id = %s', (primer,)).fetchone():
+                    return primer
+            except psycopg.errors.UndefinedTable:
+                pass  # auto.create has not created it yet
+            time.sleep(poll_s)
+    raise TimeoutError(f"latency bench: the primer row never reached {target_table} in {prime_s:.0f} s")
+
+
 def measure(
     source: URL,
     target_dsn: str,
@@ -60,11 +86,13 @@ def measure(
     tick_s: float = 0.01,
     poll_s: float = 0.02,
     drain_s: float = 30,
+    prime_s: float = 300,
 ) -> Latency:
     committed: dict[int, float] = {}
     seen: dict[int, float] = {}
     done = threading.Event()
     per_tick = max(1, round(rate * tick_s))
+    low = _prime(source, target_dsn, target_table, prime_s, poll_s)
     start = time.monotonic()
 
     def write() -> None:
@@ -89,7 +117,6 @@ def measure(
 
     writer = threading.Thread(target=write, name="latency-writer", daemon=True)
     writer.start()
-    low = 0
     with psycopg.connect(target_dsn, autocommit=True) as conn:
         deadline = None
         while True:

@@ -234,16 +234,60 @@ def _unscaled_bytes(value: Any, scale: int) -> bytes:
     return unscaled.to_bytes(max(1, (unscaled + (unscaled < 0)).bit_length() // 8 + 1), "big", signed=True)
 
 
+#: Widest decimal whose unscaled value fits a long: converted in Spark SQL, not in Python.
+_LONG_DIGITS: Final = 18
+
+
+def _native_to_base64(column: Column, scale: int) -> Column:
+    """``_unscaled_bytes`` in Spark SQL for an unscaled value that fits a long: the minimal
+    two's-complement bytes are the last ``n`` of the long's 8 (``hex`` of a long is its 64-bit
+    two's complement), ``n`` the fewest whose sign bit still tells the sign. Code-generated, where a
+    Python UDF per row cost more than the rest of the JSON converter (bench/db_profile.py)."""
+    from pyspark.sql import functions as F
+
+    unscaled = (column * F.lit(10**scale)).cast("long") if scale else column.cast("long")
+    magnitude = F.when(unscaled >= 0, unscaled).otherwise(F.bitwise_not(unscaled))  # -v-1 for v < 0
+    size = F.lit(8)
+    for n in range(7, 0, -1):
+        size = F.when(magnitude < F.lit(1 << (8 * n - 1)), F.lit(n)).otherwise(size)
+    full = F.unhex(F.lpad(F.hex(unscaled), 16, "0"))
+    return F.base64(F.substring(full, F.lit(9) - size, size))
+
+
+def _native_from_base64(column: Column, data_type: Any) -> Column:
+    """``decimal_from_base64`` in Spark SQL for a precision that fits a long: redundant sign bytes
+    stripped, sign-extended to 8 bytes, read as a signed long; out-of-range or non-base64 -> null."""
+    from pyspark.sql import functions as F
+
+    scale, precision = int(data_type.scale), int(data_type.precision)
+    text = F.hex(F.call_function("try_to_binary", column, F.lit("base64")))
+    # Non-minimal encodings (other producers may pad) read as Java's BigInteger(byte[]) reads them.
+    text = F.regexp_replace(F.regexp_replace(text, "^(00)+(?=[0-7])", ""), "^(FF)+(?=[89A-F])", "")
+    negative = F.substring(text, 1, 1).isin(*"89ABCDEF")
+    signed = F.conv(F.when(negative, F.lpad(text, 16, "F")).otherwise(F.lpad(text, 16, "0")), 16, -10)
+    value = F.when(
+        (F.length(text) > 0) & (F.length(text) <= 16),
+        signed.cast("long"),
+    )
+    limit = 10**precision - 1
+    fits = value.between(-limit, limit)
+    decimal_text = F.concat(value.cast("string"), F.lit(f"E-{scale}"))
+    return F.when(fits, decimal_text.cast(data_type))
+
+
 def decimal_to_base64(column: Column, data_type: Any) -> Column:
     """A decimal column as Kafka's Decimal payload (base64 text), computed on executors.
 
-    A Python function (Arrow-batched): Spark SQL has no 128-bit integer to bytes.
+    Up to 18 digits in Spark SQL (``_native_to_base64``); wider, a Python function (Arrow-batched):
+    Spark SQL has no 128-bit integer to bytes.
     """
     import base64
 
     from pyspark.sql import functions as F
 
     scale = int(data_type.scale)
+    if int(data_type.precision) <= _LONG_DIGITS:
+        return _native_to_base64(column, scale)
 
     def one(value: Any) -> str | None:
         return None if value is None else base64.b64encode(_unscaled_bytes(value, scale)).decode()
@@ -264,6 +308,8 @@ def decimal_from_base64(column: Column, data_type: Any) -> Column:
     from pyspark.sql import functions as F
 
     scale, precision = int(data_type.scale), int(data_type.precision)
+    if precision <= _LONG_DIGITS:
+        return _native_from_base64(column, data_type)
 
     def one(text: Any) -> Decimal | None:
         if text is None:

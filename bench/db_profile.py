@@ -1,0 +1,126 @@
+"""Where a database pipeline's time goes: one batch of the bench table, stage by stage (a benchmark).
+
+For ROWS rows of ``bench_rows`` (``bench.db_baselines``) in MariaDB and in PostgreSQL, each line
+is the wall time of one stage *including every stage before it* (Spark runs them fused), so the
+difference between two lines is what the later stage costs:
+
+1. ``read``: ``JdbcSourceTask.read`` computed by Spark's noop sink;
+2. ``+convert``: and the JSON converter's ``to_messages`` (Connect envelope, schemas on);
+3. ``+send``: the source runner's whole batch (read, convert, send to RocketMQ, sorted);
+4. ``pull+decode``: the sink side's read of exactly those messages, decoded to records;
+5. ``+write``: the sink's whole batch (pull, decode, shape, COPY into PostgreSQL, commit).
+
+Usage: ``python -m bench.db_profile [rows]`` (default 200,000); it prints rows/s per stage.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from activities.context import RuntimeContext
+from activities.runner import TaskSetup
+from activities.sink_runner import SinkRunner
+from activities.source_runner import SourceRunner
+from bench import db_baselines
+from bench.db_bench import Databases, drop_databases, make_databases, sink_config, source_config
+from connectors.api import open_sink_task, open_source_task
+from connectors.converters import converter_for
+from connectors.jdbc.sink import JdbcSinkConnector
+from connectors.jdbc.source import JdbcSourceConnector
+from connectors.model import PartitionRange
+from connectors.transforms import build_chain
+from worker.settings import settings_or_exit
+
+
+def _timed(label: str, rows: int, fn: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    seconds = time.perf_counter() - t0
+    print(f"  {label:<14} {seconds:6.2f} s  {rows / seconds:>10,.0f} rows/s", flush=True)
+    return seconds
+
+
+def _noop(frame: Any) -> None:
+    frame.write.format("noop").mode("overwrite").save()
+
+
+def profile(ctx: RuntimeContext, dbs: Databases, source: Any, rows: int, label: str) -> None:
+    name = uuid.uuid4().hex[:8]
+    src_cfg = {**source_config(dbs, source, db_baselines.BENCH_TABLE, name), "name": f"prof-src-{name}"}
+    dst_cfg = {
+        **sink_config(dbs, db_baselines.BENCH_TABLE, f"copy_{name}", name),
+        "name": f"prof-dst-{name}",
+        "connection.password": dbs.pg_target.password or "",
+    }
+    src_cfg.pop("batch.max.rows", None)
+    src_cfg["batch.max.records"] = dst_cfg["batch.max.records"] = str(rows)
+    parsed = JdbcSourceConnector().parse(src_cfg)
+    setup = TaskSetup(ctx, f"prof-src-{name}", parsed, converter_for(parsed), build_chain(parsed))
+    task = open_source_task(JdbcSourceConnector, src_cfg, 0)
+    runner = SourceRunner(setup, task)
+    runner.ensure_topic()
+    part = db_baselines.BENCH_TABLE
+    r = PartitionRange(part, task.earliest_positions()[part], task.latest_positions({})[part])
+    spark = ctx.spark
+    print(f"{label}: {rows:,} rows", flush=True)
+    _noop(task.read(spark, [r]))  # Python workers warm
+    _timed("read", rows, lambda: _noop(task.read(spark, [r])))
+    _timed(
+        "+convert",
+        rows,
+        lambda: _noop(setup.converter.to_messages(task.read(spark, [r]), {"sluice.batch": "x"})),
+    )
+    plan, rerun = runner.next_plan()
+    assert plan is not None
+    _timed("+send", rows, lambda: runner.run(plan, rerun))
+    runner.close()
+
+    sink_parsed = JdbcSinkConnector().parse(dst_cfg)
+    sink_setup = TaskSetup(
+        ctx, f"prof-dst-{name}", sink_parsed, converter_for(sink_parsed), build_chain(sink_parsed)
+    )
+    sink = open_sink_task(JdbcSinkConnector, dst_cfg, 0)
+    sink.bind_positions(ctx.store.committer())  # type: ignore[attr-defined]
+    sink_runner = SinkRunner(sink_setup, sink, 1)
+    sink_plan, sink_rerun = sink_runner.next_plan()
+    assert sink_plan is not None
+
+    def pull_decode() -> None:
+        from connectors.rocketmq.spark_source import plan_to_json, register
+
+        register(spark)
+        messages = (
+            spark.read.format("rocketmq")
+            .option("namesrv", ctx.settings.namesrv)
+            .option("plan", plan_to_json(sink_plan.ranges))
+            .load()
+        )
+        _noop(sink_setup.converter.to_records(messages))
+
+    _timed("pull+decode", rows, pull_decode)
+    _timed("+write", rows, lambda: sink_runner.run(sink_plan, sink_rerun))
+    sink_runner.close()
+
+
+def main() -> None:
+    rows = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
+    run = uuid.uuid4().hex[:8]
+    settings = settings_or_exit().model_copy(update={"store_schema": f"bench_{run}"})
+    dbs = make_databases(settings, run)
+    ctx = RuntimeContext(settings.runtime)
+    try:
+        db_baselines.fill_mariadb(dbs.mariadb, rows)
+        db_baselines.fill_postgres(dbs.pg_source, rows)
+        profile(ctx, dbs, dbs.mariadb, rows, "MariaDB -> RocketMQ -> PostgreSQL")
+        profile(ctx, dbs, dbs.pg_source, rows, "PostgreSQL -> RocketMQ -> PostgreSQL")
+    finally:
+        ctx.close()
+        drop_databases(settings, dbs)
+
+
+if __name__ == "__main__":
+    main()
