@@ -18,6 +18,8 @@ Exactly once into RocketMQ, per batch:
 The slot's confirmed position is flushed only at checkpoints and may step back after a server
 crash: the committed position is the truth, and changes below it are filtered out. A slot that
 vanished while positions are committed is data loss (``data.loss``), named with slot and position.
+``snapshot.mode=initial`` reads the existing rows first, after the slot exists and while the log is
+held at the slot's start (connectors.cdc.snapshot); ``initial_only`` reads them without a slot.
 """
 
 from __future__ import annotations
