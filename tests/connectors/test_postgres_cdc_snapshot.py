@@ -10,11 +10,15 @@ from collections.abc import Iterator
 import pytest
 
 from connectors.cdc.postgres.source import PostgresCdcConnector, PostgresCdcTask
+from connectors.positions import Position
 from tests.cdc.pg import cdc_database, slot_exists, source_config
 from tests.cdc.snapshot import (
+    Replica,
     concurrent_snapshot_converges,
+    drain,
     initial_only_reads_the_rows_and_stops,
     resumed_snapshot_reads_each_row_once,
+    until_snapshot_done,
 )
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase
@@ -60,3 +64,24 @@ def test_initial_only_reads_the_rows_without_a_slot(cdc_pg: TestDatabase, spark)
     raw["snapshot.mode"] = "initial_only"
     initial_only_reads_the_rows_and_stops(Db.of(cdc_pg), lambda: _maker(raw), spark, lambda t: f"public.{t}")
     assert not slot_exists(cdc_pg, slot)  # nothing holds WAL for a connector that reads no changes
+
+
+def test_a_snapshot_row_has_the_values_the_log_gives_the_same_row(cdc_pg: TestDatabase, spark) -> None:
+    """Types whose text cast differs from their output (boolean: 'true' vs 't') read alike."""
+    src = Db.of(cdc_pg)
+    cols = "paid BOOLEAN, amount NUMERIC(8,2), at TIMESTAMPTZ, local_at TIMESTAMP, raw BYTEA, doc JSONB"
+    row = "true, 12.50, '2024-05-06 07:08:09.123+02', '2024-01-01 00:00:00.5', '\\x0001', '{\"a\": [1]}'"
+    src.run(f"CREATE TABLE items (id INT PRIMARY KEY, {cols})", f"INSERT INTO items VALUES (1, {row})")
+    _, raw = _factory(cdc_pg, 10)
+    task = _maker(raw)
+    committed: dict[str, Position] = {}
+    replica = Replica()
+    until_snapshot_done(task, spark, committed, replica)
+    src.run(f"INSERT INTO items VALUES (2, {row})")
+    drain(task, spark, committed, replica)
+    rows = replica.rows["public.items"]
+    assert replica.snapshot_keys["public.items"] == ['{"id":1}']
+    snapshot, logged = rows['{"id":1}'], rows['{"id":2}']
+    assert snapshot["paid"] is True
+    assert {k: v for k, v in snapshot.items() if k != "id"} == {k: v for k, v in logged.items() if k != "id"}
+    task.close()

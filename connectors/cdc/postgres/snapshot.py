@@ -1,7 +1,8 @@
 """The PostgreSQL side of the initial snapshot (connectors.cdc.snapshot): chunk queries.
 
-Every column is read as its text output (``col::text``) in the same session settings the slot's
-reader uses and parsed by the same ``parse_value`` as pgoutput's text values, with the same type
+Every column is read as its type's text output (psycopg's text loader on each column's type, not
+a ``::text`` cast: the cast of a boolean is ``true``, its output ``t``) in the session settings the
+slot's reader uses and parsed by the same ``parse_value`` as pgoutput's text values, with the same type
 mapping (from ``pg_attribute``'s type oid and modifier): a snapshot row and a streamed row of the
 same table have the same Spark types and values. Keys are compared as a row value
 ``(k1, k2) > (a1::type, a2::type)``, which the primary-key index serves.
@@ -38,6 +39,19 @@ def columns(conn: Any, table: str) -> list[tuple[str, int, int, str]]:
     return [(str(n), int(o), int(m), str(t)) for n, o, m, t in rows]
 
 
+def _text_rows(conn: Any, sql: str, params: Sequence[Any], oids: set[int]) -> list[tuple[Any, ...]]:
+    """Rows with every value as the server's text output, as pgoutput sends it."""
+    import contextlib
+
+    from psycopg.types.string import TextLoader
+
+    with contextlib.closing(conn.cursor()) as cur:
+        for oid in oids:
+            cur.adapters.register_loader(oid, TextLoader)
+        cur.execute(sql, params)
+        return [tuple(r) for r in cur.fetchall()]
+
+
 def read_chunk(
     conn: Any,
     table: str,
@@ -66,8 +80,8 @@ def read_chunk(
         params += [str(v) for v in upto]
     # Every column name is qualified: an output column ``"id"::text`` is also called ``id``, and an
     # unqualified ORDER BY would sort by that text.
-    select = ", ".join(f"t.{_ident(name)}::text" for name, *_ in cols)
-    key_text = ", ".join(f"t.{_ident(k)}::text" for k in keys)
+    select = ", ".join(f"t.{_ident(name)}" for name, *_ in cols)
+    key_text = ", ".join(f"t.{_ident(k)}" for k in keys)
     sql = f"SELECT {key_text}, {select} FROM {_table(table)} AS t"
     if conds:
         sql += " WHERE " + " AND ".join(conds)
@@ -76,7 +90,7 @@ def read_chunk(
         sql += f" LIMIT {int(limit)}"
     out = Rows(mapped, tuple(keys))
     n = len(keys)
-    for raw in fetch(conn, sql, params):
+    for raw in _text_rows(conn, sql, params, {oid for _, oid, _, _ in cols}):
         out.row_keys.append(list(raw[:n]))
         out.rows.append({c.name: parse_value(c, v, owner) for c, v in zip(mapped, raw[n:], strict=True)})
     return out
