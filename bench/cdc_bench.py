@@ -16,8 +16,8 @@ Printed side by side in one run against the local stack (a benchmark: nothing is
 
 Before the timed load, a probe update is repeated until it reaches the target: capture is live
 (``snapshot.mode=never`` starts at the binlog end of the source's first planning) and the
-worker's Spark session is warm. Snapshot rows/s is not measured: ``mysql-cdc`` has no
-``snapshot.mode=initial`` yet (printed as ``snapshot_rows_per_s=na``).
+worker's Spark session is warm. Snapshot rows/s (``snapshot.mode=initial``, newer than this
+bench) is not measured yet (printed as ``snapshot_rows_per_s=na``).
 
 Usage: ``python -m bench.cdc_bench [--rows N]`` (default 1,000,000; ``make bench-cdc
 BENCH_ARGS='--rows 100000'``). The last line is the summary; every key names its unit.
@@ -199,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"p99 {lat.p99_ms:.0f} ms, max {lat.max_ms:.0f} ms over {lat.rows:,} rows "
         f"(observer polls every {lat.poll_ms:.0f} ms; {lat.unseen} never seen)"
     )
-    print("snapshot rows/s: not measured (mysql-cdc has no snapshot.mode=initial yet)")
+    print("snapshot rows/s: not measured by this bench yet (snapshot.mode=initial is new)")
     if e2e.rows_per_s < LATENCY_RATE:
         print(
             f"note: the pipeline moved {e2e.rows_per_s:,.0f} events/s, less than the latency load's "

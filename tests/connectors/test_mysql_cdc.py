@@ -150,7 +150,7 @@ def test_bad_configurations_are_refused_up_front(mariadb_db: TestDatabase) -> No
     )
     assert "matches no table" in _errors({**base, "table.include.list": f"{db}.nope"})
     assert "matches no database" in _errors({**base, "database.include.list": "nope_db"})
-    assert "snapshot.mode 'initial' is not supported" in _errors({**base, "snapshot.mode": "initial"})
+    assert "snapshot.mode 'when_needed' is not supported" in _errors({**base, "snapshot.mode": "when_needed"})
     own = src.run("SELECT @@server_id")[0][0]
     assert "database.server.id" in _errors({**base, "database.server.id": str(own)})
     assert "no primary key" not in _errors({**base, "table.include.list": f"{db}.keyed"})

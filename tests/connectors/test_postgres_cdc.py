@@ -127,7 +127,7 @@ def test_class_aliases_run_postgres_cdc() -> None:
     [
         ({"plugin.name": "decoderbufs"}, "plugin.name", "set plugin.name=pgoutput"),
         ({"plugin.name": "wal2json"}, "plugin.name", "Debezium plugin Sluice does not decode"),
-        ({"snapshot.mode": "initial"}, "snapshot.mode", "set snapshot.mode=never"),
+        ({"snapshot.mode": "when_needed"}, "snapshot.mode", "use initial, initial_only or never"),
         ({"database.dbname": ""}, "database.dbname", "database.dbname"),
         ({"table.include.list": "public.(unclosed"}, "table.include.list", "not a regular expression"),
     ],
@@ -138,10 +138,12 @@ def test_bad_fields_are_refused_naming_the_field(extra: dict[str, str], field: s
     assert any(e.field == field and fragment in e.message and "cdc-bad" in e.message for e in errors), errors
 
 
-def test_a_snapshot_mode_is_required_the_debezium_default_is_refused() -> None:
-    raw = {"name": "cdc-bad", **source_config(_fake_db(), "shop")}
+def test_the_debezium_default_snapshot_mode_is_initial() -> None:
+    raw = {"name": "cdc-snap", **source_config(_fake_db(), "shop")}
     del raw["snapshot.mode"]
-    assert [e.field for e in PostgresCdcConnector().validate(raw)] == ["snapshot.mode"]
+    connector = PostgresCdcConnector()
+    assert connector.validate(raw) == []
+    assert connector.parse(raw)["snapshot.mode"] == "initial"
 
 
 def _fake_db() -> TestDatabase:

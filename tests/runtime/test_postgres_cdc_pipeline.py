@@ -1,7 +1,8 @@
 """postgres-cdc -> RocketMQ -> jdbc-sink (ExtractNewRecordState, upsert + delete) into another
 PostgreSQL database, through real `sluice worker` processes: the replica ends equal to the source
-by content after inserts, updates (primary-key changes among them), deletes and transactions that
-touch two tables — and stays equal when the worker is SIGKILLed mid-run.
+by content — rows already there read by the initial snapshot (``snapshot.mode=initial``), then
+inserts, updates (primary-key changes among them), deletes and transactions that touch two tables
+— and stays equal when the worker is SIGKILLed mid-run.
 """
 
 from __future__ import annotations
@@ -123,20 +124,20 @@ async def test_postgres_cdc_replica_equals_source_through_a_worker_kill(
 ) -> None:
     src = Db.of(cdc_pg)
     _schema(src)
+    _workload(src, 1, 400)  # rows already there: the initial snapshot reads them
     prefix = f"C{uuid.uuid4().hex[:8]}"
     name = uuid.uuid4().hex[:8]
     source = source_config(cdc_pg, prefix, **{"slot.name": f"s_{name}", "batch.max.records": "300",
-                                                "poll.interval.ms": "200"})  # fmt: skip
+                                                "poll.interval.ms": "200", "snapshot.mode": "initial",
+                                                "snapshot.chunk.size": "100"})  # fmt: skip
     first = start_worker()
     await sluice.create(f"src-{name}", source)
     await sluice.create(f"dst-{name}", _sink(target_pg, prefix))
-    # snapshot.mode=never: changes count from the slot's creation (the source's first planning)
     await wait_for(lambda: slot_exists(cdc_pg, f"s_{name}"), 300, "the replication slot")
-
-    _workload(src, 1, 400)
+    _workload(src, 400, 500)  # while the snapshot runs
     await wait_for(lambda: len(_rows(target_pg.url, "orders")) >= 100, 600, "the first changes replicated")
     first.kill()  # SIGKILL mid-run: a batch in flight is abandoned half-way
-    _workload(src, 400, 800)
+    _workload(src, 500, 800)
     start_worker()
     _workload(src, 800, 1000)
 

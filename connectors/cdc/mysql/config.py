@@ -1,9 +1,9 @@
 """The mysql-cdc source's configuration: Debezium's MySQL connector keys.
 
 A Debezium (Kafka Connect or RocketMQ Connect) MySQL config runs unchanged where Sluice supports
-what it asks: ``snapshot.mode`` must be ``never`` (or ``no_data``/``schema_only``, which mean the
-same here: no rows are read, changes stream from the connector's first planning) — ``initial``
-(Debezium's default) is refused rather than silently skipping the rows already there. Include and
+what it asks: ``snapshot.mode`` is ``initial`` (Debezium's default: the rows already there first,
+connectors.cdc.snapshot), ``initial_only`` or ``never`` (``no_data``/``schema_only`` mean the same
+here: no rows are read, changes stream from the connector's first planning). Include and
 exclude lists are Debezium's comma-separated regular expressions, matched against whole database
 names (``database.*``) and whole ``db.table`` names (``table.*``).
 
@@ -20,9 +20,9 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from connectors.cdc.snapshot import CHUNK_SIZE, mode_problem
 from connectors.config import ConfigField, FieldError, at_least, non_empty
 
-SNAPSHOT_SUPPORTED: Final = ("never", "no_data", "schema_only")
 #: The first server id the default derivation hands out (low ids are usually real servers').
 SERVER_ID_BASE: Final = 100_000
 
@@ -34,16 +34,6 @@ def _regexes(value: Any) -> str | None:
         except re.error as exc:
             return f"{item!r} is not a regular expression: {exc}"
     return None
-
-
-def _snapshot(value: Any) -> str | None:
-    if value in SNAPSHOT_SUPPORTED:
-        return None
-    return (
-        f"snapshot.mode {value!r} is not supported yet (Debezium's default is 'initial'): set "
-        "snapshot.mode=never to capture changes from the connector's start on; rows already in the "
-        "tables are not read"
-    )
 
 
 def _server_id(value: Any) -> str | None:
@@ -104,7 +94,22 @@ FIELDS: Final = (
         validator=_regexes,
         aliases=("table.blacklist",),
     ),
-    ConfigField("snapshot.mode", str, "initial", doc="never (or no_data / schema_only)", validator=_snapshot),
+    ConfigField(
+        "snapshot.mode",
+        str,
+        "initial",
+        doc="initial: existing rows first (primary-key chunks, no locks), then changes; initial_only: "
+        "existing rows only; never (no_data, schema_only): changes from the connector's start on",
+        validator=mode_problem,
+    ),
+    ConfigField(
+        "snapshot.chunk.size",
+        int,
+        CHUNK_SIZE,
+        doc="rows per snapshot chunk (one chunk per table per batch)",
+        validator=at_least(1),
+        aliases=("incremental.snapshot.chunk.size",),
+    ),
     ConfigField("tombstones.on.delete", bool, True, doc="a tombstone (null value) follows each delete"),
 )
 

@@ -17,8 +17,10 @@ Nothing on the server must be released after a commit (the server keeps binlog f
 for a reader), so there is no CommitListener here; a committed position whose file the server has
 purged is data loss (``data.loss``), named with file and position.
 
-Where capture starts (``snapshot.mode=never``): a table without a committed position starts at the
-binlog end the task saw at its first planning ("from the connector's start on", as Debezium).
+Where capture starts: a table without a committed position starts at the binlog end the task saw
+at its first planning ("from the connector's start on", as Debezium). Under ``snapshot.mode=initial``
+that start is kept in the snapshot partitions' positions (meta ``origin``, ``file:position``) so
+a restarted task resumes the log exactly there after the snapshot (connectors.cdc.snapshot).
 """
 
 from __future__ import annotations
@@ -29,10 +31,13 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from connectors.api import SourceConnector, SourceTask
+from connectors.cdc import snapshot as snap
 from connectors.cdc.envelope import record_frame
 from connectors.cdc.mysql import binlog as sql
+from connectors.cdc.mysql import snapshot as mysnap
 from connectors.cdc.mysql.changes import (
     SOURCE_FIELDS,
+    VERSION,
     Change,
     RowDecoder,
     file_index,
@@ -91,6 +96,8 @@ class MySqlCdcTask(SourceTask):
         self._origin: Position | None = None
         self._base = ""
         self._cache: tuple[Position, Position, list[Change]] | None = None  # (from, to, changes)
+        self.mode = snap.snapshot_mode(config)
+        self._snapshots: snap.TableSnapshots | None = None
 
     # ---- connection and tables -------------------------------------------------------------------
     def _db(self) -> Any:
@@ -117,8 +124,33 @@ class MySqlCdcTask(SourceTask):
             self._keys = {t: keys[t] for t in selected}
         return self._keys
 
+    def _stream(self) -> list[str]:
+        """The log's partitions (one per table; none under ``snapshot.mode=initial_only``)."""
+        return [] if self.mode == "initial_only" else list(self._tables())
+
+    def _snap(self) -> snap.TableSnapshots:
+        if self._snapshots is None:
+            keys = self._tables()
+            tables = [] if self.mode == "never" else list(keys)
+            size = int(self.config.get("snapshot.chunk.size") or snap.CHUNK_SIZE)
+            self._snapshots = snap.TableSnapshots(
+                tables,
+                size,
+                lambda t, after, upto, limit: self._guarded(
+                    mysnap.read_chunk, t, keys[t], after, upto, limit, self.where
+                ),
+            )
+        return self._snapshots
+
     def partitions(self) -> list[str]:
-        return list(self._tables())
+        return self._stream() + self._snap().partitions()
+
+    def _origin_text(self) -> str:
+        if not self._stream():
+            return ""
+        if self._origin is None:
+            self._origin = self._end()
+        return f"{self._origin.key[0]}:{self._origin.key[1]}"
 
     def _logs(self) -> list[str]:
         logs = self._guarded(sql.binary_logs)
@@ -136,16 +168,23 @@ class MySqlCdcTask(SourceTask):
     def relocate(self, committed: Mapping[str, Position]) -> dict[str, Position]:
         """Nothing moves; called first at each planning, it tells ``earliest_positions`` which
         tables have committed positions (those are checked against retention)."""
-        self._committed = {p: committed[p] for p in self.partitions() if p in committed}
+        self._committed = {p: committed[p] for p in self._stream() if p in committed}
+        origin = snap.origin_of(committed)
+        if origin:  # where a snapshot started capture: the log resumes there, in any task
+            index, _, pos = origin.partition(":")
+            self._origin = Position((int(index), int(pos), 0))
         return dict(committed)
 
     def earliest_positions(self) -> dict[str, Position]:
         """The oldest retained binlog event for tables with committed positions (a position below it
         was purged: data loss); for new tables, where this task started capturing."""
+        shots = {p: snap.first_position(self._origin_text()) for p in self._snap().partitions()}
+        if not self._stream():
+            return shots
         first = Position((file_index(self._logs()[0]), FIRST_EVENT, 0))
         if self._origin is None:
             self._origin = self._end()
-        return {p: first if p in self._committed else self._origin for p in self.partitions()}
+        return {**shots, **{p: first if p in self._committed else self._origin for p in self._stream()}}
 
     def _purged(self, start: Position, logs: Sequence[str]) -> bool:
         name = file_name(self._base, int(start.key[0]))
@@ -163,21 +202,28 @@ class MySqlCdcTask(SourceTask):
         return True
 
     def latest_positions(self, committed: Mapping[str, Position]) -> dict[str, Position]:
-        mine = {p: committed[p] for p in self.partitions() if p in committed}
+        """The snapshot's next chunks while it runs (the log held at its start, fixed before any
+        chunk is read: connectors.cdc.snapshot says why), then the log's next batch."""
+        shots = {p: committed[p] for p in self._snap().partitions() if p in committed}
+        if not self._stream():
+            return self._snap().latest(shots, "")
+        mine = {p: committed[p] for p in self._stream() if p in committed}
         logs = self._logs()
         first = Position((file_index(logs[0]), FIRST_EVENT, 0))
-        if self._origin is None:
-            self._origin = self._end()
-        starts = {p: mine.get(p, self._origin) for p in self.partitions()}
+        origin = self._origin_text()
+        assert self._origin is not None
+        starts = {p: mine.get(p, self._origin) for p in self._stream()}
+        if not snap.finished(self._snap().tables, shots):
+            return {**self._snap().latest(shots, origin), **starts}
         if not starts:
-            return {}
+            return shots
         begin = min(starts.values())
         if self._purged(begin, logs):
             begin = max(begin, first)
         stop = self._end()
         changes, end = self._scan(begin, stop, self.max_records)
         self._cache = (begin, end, changes)
-        return {p: max(start, end) for p, start in starts.items()}
+        return {**shots, **{p: max(start, end) for p, start in starts.items()}}
 
     def backlog(self, partition: str, start: Position, latest: Position) -> int | None:
         return None  # counted by the bounded read in latest_positions
@@ -200,7 +246,7 @@ class MySqlCdcTask(SourceTask):
             tombstones=bool(self.config.get("tombstones.on.delete", True)),
             column_names=lambda db, table: self._guarded(sql.column_names, db, table),
         )
-        schemas = sorted({p.partition(".")[0] for p in self.partitions()})
+        schemas = sorted({p.partition(".")[0] for p in self._stream()})
         stream = sql.events(
             self.params, self.replica_id, file_name(self._base, int(begin.key[0])), int(begin.key[1]), schemas
         )
@@ -233,6 +279,9 @@ class MySqlCdcTask(SourceTask):
         for r in ranges:
             if r.is_empty:
                 continue
+            if snap.is_snapshot(r.partition):
+                frames.append(self._snapshot_frame(spark, r))
+                continue
             wanted = [
                 c
                 for c in self._changes(r.start, r.end)
@@ -260,8 +309,25 @@ class MySqlCdcTask(SourceTask):
             out = out.unionByName(frame)
         return out
 
+    def _snapshot_frame(self, spark: SparkSession, r: PartitionRange) -> DataFrame:
+        rows = self._snap().rows(r.partition, r.start, r.end)
+        db, _, table = snap.table_of(r.partition).partition(".")
+        source = {
+            "version": VERSION,
+            "connector": "mysql",
+            "name": self.prefix,
+            "db": db,
+            "table": table,
+            "server_id": None,
+            "gtid": None,
+            "file": None,
+            "pos": None,
+            "row": None,
+        }
+        return snap.frame(spark, rows, source, SOURCE_FIELDS, self.topic_of(r.partition), r.partition)
+
     def topic_of(self, partition: str) -> str:
-        return debezium_topic(self.prefix, *partition.split(".", 1))
+        return debezium_topic(self.prefix, *snap.table_of(partition).split(".", 1))
 
     def topics(self) -> list[str]:
         return sorted({self.topic_of(p) for p in self.partitions()})

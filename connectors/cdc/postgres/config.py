@@ -2,9 +2,9 @@
 
 A Debezium (Kafka Connect or RocketMQ Connect) config runs unchanged where Sluice supports what it
 asks: ``plugin.name`` must be ``pgoutput`` (built into PostgreSQL 10+; ``decoderbufs``/``wal2json``
-are refused with a message saying so); ``snapshot.mode`` must be ``never`` (or Debezium 2's
-``no_data``) — the initial snapshot is not built yet, and ``initial`` (Debezium's default) is
-refused rather than silently skipping the rows already there. Include/exclude lists are Debezium's
+are refused with a message saying so); ``snapshot.mode`` is ``initial`` (Debezium's default: the
+rows already there first, connectors.cdc.snapshot), ``initial_only`` or ``never`` (Debezium 2's
+``no_data``). Include/exclude lists are Debezium's
 comma-separated regular expressions, matched against whole ``schema.table`` names.
 """
 
@@ -14,10 +14,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from connectors.cdc.snapshot import CHUNK_SIZE, mode_problem
 from connectors.config import ConfigField, FieldError, at_least, non_empty
 
 PLUGINS_REFUSED: Final = ("decoderbufs", "wal2json", "wal2json_streaming", "wal2json_rds")
-SNAPSHOT_SUPPORTED: Final = ("never", "no_data")
 
 
 def _regexes(value: Any) -> str | None:
@@ -34,16 +34,6 @@ def _plugin(value: Any) -> str | None:
         return None
     known = " (a Debezium plugin Sluice does not decode)" if value in PLUGINS_REFUSED else ""
     return f"plugin {value!r} is not supported{known}: set plugin.name=pgoutput (built into PostgreSQL)"
-
-
-def snapshot_problem(value: Any) -> str | None:
-    if value in SNAPSHOT_SUPPORTED:
-        return None
-    return (
-        f"snapshot.mode {value!r} is not supported yet (Debezium's default is 'initial'): set "
-        "snapshot.mode=never to capture changes from the slot's creation on; rows already in the "
-        "tables are not read"
-    )
 
 
 FIELDS: Final = (
@@ -104,7 +94,22 @@ FIELDS: Final = (
         choices=("all_tables", "filtered", "disabled"),
     ),
     ConfigField("plugin.name", str, "pgoutput", doc="logical decoding plugin: pgoutput", validator=_plugin),
-    ConfigField("snapshot.mode", str, "initial", doc="never (or no_data)", validator=snapshot_problem),
+    ConfigField(
+        "snapshot.mode",
+        str,
+        "initial",
+        doc="initial: existing rows first (primary-key chunks, no locks), then changes; initial_only: "
+        "existing rows only; never (no_data, schema_only): changes from the connector's start on",
+        validator=mode_problem,
+    ),
+    ConfigField(
+        "snapshot.chunk.size",
+        int,
+        CHUNK_SIZE,
+        doc="rows per snapshot chunk (one chunk per table per batch)",
+        validator=at_least(1),
+        aliases=("incremental.snapshot.chunk.size",),
+    ),
     ConfigField("tombstones.on.delete", bool, True, doc="a tombstone (null value) follows each delete"),
 )
 

@@ -18,6 +18,8 @@ Exactly once into RocketMQ, per batch:
 The slot's confirmed position is flushed only at checkpoints and may step back after a server
 crash: the committed position is the truth, and changes below it are filtered out. A slot that
 vanished while positions are committed is data loss (``data.loss``), named with slot and position.
+``snapshot.mode=initial`` reads the existing rows first, after the slot exists and while the log is
+held at the slot's start (connectors.cdc.snapshot); ``initial_only`` reads them without a slot.
 """
 
 from __future__ import annotations
@@ -28,13 +30,14 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from connectors.api import SourceConnector, SourceTask
+from connectors.cdc import snapshot as snap
 from connectors.cdc.envelope import record_frame
 from connectors.cdc.postgres import slot as sql
-from connectors.cdc.postgres.changes import SOURCE_FIELDS, Change, ChangeDecoder, with_offsets
+from connectors.cdc.postgres import snapshot as pgsnap
+from connectors.cdc.postgres.changes import SOURCE_FIELDS, VERSION, Change, ChangeDecoder, with_offsets
 from connectors.cdc.postgres.config import (
     FIELDS,
     select_tables,
-    snapshot_problem,
     table_problems,
     unmatched_includes,
 )
@@ -90,6 +93,8 @@ class PostgresCdcTask(SourceTask):
         self._known: dict[str, Position] = {}
         self._cache: tuple[int, list[Change]] | None = None  # (E, changes up to E)
         self._idle_upto: int | None = None  # the flushed LSN of the last poll that found nothing
+        self.mode = snap.snapshot_mode(config)
+        self._snapshots: snap.TableSnapshots | None = None
 
     # ---- connection, tables, slot ----------------------------------------------------------------
     def _db(self) -> Any:
@@ -125,8 +130,26 @@ class PostgresCdcTask(SourceTask):
             self._keys = {t: facts[t].primary_key for t in selected}
         return self._keys
 
+    def _stream(self) -> list[str]:
+        """The log's partitions (one per table; none under ``snapshot.mode=initial_only``)."""
+        return [] if self.mode == "initial_only" else list(self._tables())
+
+    def _snap(self) -> snap.TableSnapshots:
+        if self._snapshots is None:
+            keys = self._tables()
+            tables = [] if self.mode == "never" else list(keys)
+            size = int(self.config.get("snapshot.chunk.size") or snap.CHUNK_SIZE)
+            self._snapshots = snap.TableSnapshots(
+                tables,
+                size,
+                lambda t, after, upto, limit: self._guarded(
+                    pgsnap.read_chunk, t, keys[t], after, upto, limit, self.where
+                ),
+            )
+        return self._snapshots
+
     def partitions(self) -> list[str]:
-        return list(self._tables())
+        return self._stream() + self._snap().partitions()
 
     def _slot_lost(self, committed: Mapping[str, Position]) -> None:
         first = min(committed.values())
@@ -163,10 +186,13 @@ class PostgresCdcTask(SourceTask):
     # ---- positions -------------------------------------------------------------------------------
     def earliest_positions(self) -> dict[str, Position]:
         """Where the slot is: ``(confirmed + 1, 0)``; nothing before the slot exists."""
+        out = {p: snap.first_position("") for p in self._snap().partitions()}
+        if not self._stream():
+            return out
         info = self._guarded(sql.slot_info, self.slot)
         if info is None:
-            return {}  # latest_positions creates it (or names the data loss)
-        return {p: Position((info.confirmed_flush + 1, 0)) for p in self.partitions()}
+            return out  # latest_positions creates it (or names the data loss)
+        return {**out, **{p: Position((info.confirmed_flush + 1, 0)) for p in self._stream()}}
 
     def _advance(self, positions: Mapping[str, Position]) -> None:
         if not positions:
@@ -176,17 +202,30 @@ class PostgresCdcTask(SourceTask):
             self._guarded(sql.advance, self.slot, target)
 
     def latest_positions(self, committed: Mapping[str, Position]) -> dict[str, Position]:
-        mine = {p: committed[p] for p in self.partitions() if p in committed}
+        """The snapshot's next chunks while it runs (the log held at its start), then the log's next
+        batch; the slot exists before any chunk is read (connectors.cdc.snapshot says why)."""
+        shots = {p: committed[p] for p in self._snap().partitions() if p in committed}
+        if not self._stream():
+            return self._snap().latest(shots, "")
+        mine = {p: committed[p] for p in self._stream() if p in committed}
         self._known = dict(mine)
-        info = self._slot(mine)
+        info = self._slot(mine or shots)
+        if not snap.finished(self._snap().tables, shots):
+            earliest = Position((info.confirmed_flush + 1, 0))
+            held = {p: max(mine.get(p, earliest), earliest) for p in self._stream()}
+            return {**self._snap().latest(shots, ""), **held}
+        return {**shots, **self._log_positions(mine, mine or shots)}
+
+    def _log_positions(self, mine: dict[str, Position], guard: dict[str, Position]) -> dict[str, Position]:
+        """The log's next batch; ``guard``: committed positions a missing slot would lose."""
         try:
             self._advance(mine)
-            info = self._slot(mine)
+            info = self._slot(guard)
             earliest = Position((info.confirmed_flush + 1, 0))
             upto = self._guarded(sql.flush_lsn)
             rows = self._guarded(sql.peek, self.slot, self.publication, upto, self.max_records)
         except sql.SlotMissing:
-            self._slot_lost(mine or {p: Position((0, 0)) for p in self.partitions()})
+            self._slot_lost(mine or {p: Position((0, 0)) for p in self._stream()})
             return {}
         changes, end = self._decode(rows)
         if end is not None:
@@ -194,7 +233,7 @@ class PostgresCdcTask(SourceTask):
         else:
             end = self._keepalive(info.confirmed_flush, upto)
         out = {}
-        for p in self.partitions():
+        for p in self._stream():
             base = max(mine.get(p, earliest), earliest)
             out[p] = max(base, Position((end + 1, 0))) if end is not None else base
         return out
@@ -225,11 +264,12 @@ class PostgresCdcTask(SourceTask):
 
     def committed(self, plan: BatchPlan) -> None:
         """After the runtime committed ``plan``: let the slot go of what every table has committed."""
-        if not self._known and not plan.ranges:
+        ranges = [r for r in plan.ranges if not snap.is_snapshot(r.partition)]
+        if not self._known and not ranges:
             return
-        known = {**self._known, **{r.partition: r.end for r in plan.ranges}}
+        known = {**self._known, **{r.partition: r.end for r in ranges}}
         self._known = known
-        if set(self.partitions()) <= set(known):
+        if self._stream() and set(self._stream()) <= set(known):
             self._advance(known)
 
     # ---- reading ---------------------------------------------------------------------------------
@@ -270,6 +310,9 @@ class PostgresCdcTask(SourceTask):
         for r in ranges:
             if r.is_empty:
                 continue
+            if snap.is_snapshot(r.partition):
+                frames.append(self._snapshot_frame(spark, r))
+                continue
             end = int(r.end.key[0]) - 1
             wanted = [
                 c
@@ -298,8 +341,23 @@ class PostgresCdcTask(SourceTask):
             out = out.unionByName(frame)
         return out
 
+    def _snapshot_frame(self, spark: SparkSession, r: PartitionRange) -> DataFrame:
+        rows = self._snap().rows(r.partition, r.start, r.end)
+        schema, _, table = snap.table_of(r.partition).partition(".")
+        source = {
+            "version": VERSION,
+            "connector": "postgresql",
+            "name": self.prefix,
+            "db": self.params.dbname,
+            "schema": schema,
+            "table": table,
+            "txId": None,
+            "lsn": None,
+        }
+        return snap.frame(spark, rows, source, SOURCE_FIELDS, self.topic_of(r.partition), r.partition)
+
     def topic_of(self, partition: str) -> str:
-        return debezium_topic(self.prefix, *partition.split(".", 1))
+        return debezium_topic(self.prefix, *snap.table_of(partition).split(".", 1))
 
     def topics(self) -> list[str]:
         return sorted({self.topic_of(p) for p in self.partitions()})
@@ -319,16 +377,6 @@ class PostgresCdcConnector(SourceConnector):
     plugin_name = "postgres-cdc"
     task_class = PostgresCdcTask
     config_def = ConfigDef(FIELDS)
-
-    def validate(self, raw_config: Mapping[str, Any]) -> list[FieldError]:
-        """Fields, then: ``snapshot.mode`` left at Debezium's default (``initial``) is refused too."""
-        errors = super().validate(raw_config)
-        name = str(raw_config.get("name") or self.plugin_name)
-        canonical = self.full_config_def(name).canonical(raw_config)
-        if "snapshot.mode" not in canonical and not any(e.field == "snapshot.mode" for e in errors):
-            problem = f"connector {name!r}: field 'snapshot.mode': {snapshot_problem('initial')}"
-            errors.append(FieldError("snapshot.mode", problem))
-        return errors
 
     def start(self, config: Mapping[str, Any]) -> None:
         owner = f"connector {config.get('name') or self.plugin_name!r}"

@@ -1,0 +1,116 @@
+"""The MySQL/MariaDB side of the initial snapshot (connectors.cdc.snapshot): chunk queries.
+
+Columns are described as the binlog's table map describes them (``information_schema`` types
+folded onto the binlog's kinds: every TEXT is ``text``, every BLOB ``blob``, BINARY/VARBINARY
+``varbinary``) and mapped by the same ``connectors.cdc.mysql.values.mapped_column``; PyMySQL's
+values go through the same ``to_spark``. So a snapshot row and a streamed row of a table have the
+same Spark types and values (the session runs in UTC, as the binlog's TIMESTAMPs are).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from connectors.cdc.mysql.binlog import fetch
+from connectors.cdc.mysql.values import to_spark
+from connectors.cdc.snapshot import Rows
+from connectors.jdbc.types import ColumnInfo, map_column
+from connectors.jdbc.urls import Dialect
+
+_KINDS = {
+    "tinytext": "text",
+    "text": "text",
+    "mediumtext": "text",
+    "longtext": "text",
+    "tinyblob": "blob",
+    "blob": "blob",
+    "mediumblob": "blob",
+    "longblob": "blob",
+    "binary": "varbinary",
+    "varbinary": "varbinary",
+}
+
+
+def _ident(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _table(table: str) -> str:
+    db, _, name = table.partition(".")
+    return f"{_ident(db)}.{_ident(name)}"
+
+
+def _info(name: str, data_type: str, column_type: str, precision: Any, scale: Any) -> ColumnInfo:
+    """The column as ``values.column_info`` describes the binlog table map's (same kinds)."""
+    kind = _KINDS.get(data_type.lower(), data_type.lower())
+    unsigned = "unsigned" in column_type.lower()
+    if kind not in ("decimal", "bit"):
+        precision = scale = None
+    if kind == "bit":
+        scale = None
+    return ColumnInfo(
+        name,
+        kind,
+        f"{kind} unsigned" if unsigned else kind,
+        int(precision) if precision is not None else None,
+        int(scale) if scale is not None else None,
+    )
+
+
+def columns(conn: Any, table: str, where: str) -> tuple[Any, ...]:
+    db, _, name = table.partition(".")
+    rows = fetch(
+        conn,
+        "SELECT column_name, data_type, column_type, numeric_precision, numeric_scale "
+        "FROM information_schema.columns WHERE table_schema = %s AND table_name = %s "
+        "ORDER BY ordinal_position",
+        (db, name),
+    )
+    owner = f"{where} table {table!r}"
+    return tuple(
+        map_column(Dialect.MYSQL, _info(str(n), str(d), str(c), p, s), owner) for n, d, c, p, s in rows
+    )
+
+
+def _value(column: Any, value: Any, where: str) -> Any:
+    if isinstance(value, bytes) and column.spark_ddl == "BOOLEAN":  # BIT(1) arrives as a byte
+        return int.from_bytes(value, "big") != 0
+    return to_spark(column, value, where)
+
+
+def read_chunk(
+    conn: Any,
+    table: str,
+    keys: Sequence[str],
+    after: list[Any] | None,
+    upto: list[Any] | None,
+    limit: int | None,
+    where: str,
+) -> Rows:
+    """Rows with ``after < key <= upto`` (either bound optional) in key order, at most ``limit``."""
+    mapped = columns(conn, table, where)
+    owner = f"{where} table {table!r}"
+    key_row = "(" + ", ".join(_ident(k) for k in keys) + ")"
+    bound = "(" + ", ".join(["%s"] * len(keys)) + ")"
+    conds, params = [], []
+    if after is not None:
+        conds.append(f"{key_row} > {bound}")
+        params += list(after)
+    if upto is not None:
+        conds.append(f"{key_row} <= {bound}")
+        params += list(upto)
+    select = ", ".join(_ident(c.name) for c in mapped)
+    sql = f"SELECT {select} FROM {_table(table)}"
+    if conds:
+        sql += " WHERE " + " AND ".join(conds)
+    sql += " ORDER BY " + ", ".join(_ident(k) for k in keys)
+    if limit is not None:
+        sql += f" LIMIT {int(limit)}"
+    out = Rows(mapped, tuple(keys))
+    names = [c.name for c in mapped]
+    for raw in fetch(conn, sql, params):
+        values = dict(zip(names, raw, strict=True))
+        out.row_keys.append([values[k] for k in keys])
+        out.rows.append({c.name: _value(c, values[c.name], owner) for c in mapped})
+    return out

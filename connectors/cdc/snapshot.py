@@ -1,0 +1,245 @@
+"""The initial snapshot of a change-capture source: existing rows in primary-key chunks, lock-free.
+
+``snapshot.mode=initial`` (Debezium's default) makes every captured table ``db.table`` also have a
+snapshot partition ``snapshot:db.table`` routed to the same topic. Its position is the chunk
+counter ``(n,)`` with meta ``after`` (the last primary key read, JSON) and ``done`` once the table
+is read to its end; a range ``[(n,){after=a}, (n+1,){after=b})`` is the rows with ``a < pk <= b``
+in key order, emitted as op ``r`` records. Planning reads the next ``snapshot.chunk.size`` rows of
+each table (``WHERE pk > a ORDER BY pk LIMIT n``) with plain reads — no lock, no long transaction —
+and a re-run of a planned chunk after a crash reads the same key range again.
+
+Why the target ends equal to the source without locks (the ordering argument DBLog relies on):
+  1. Capture's start ``S`` is fixed *before* the first chunk is read (PostgreSQL: the replication
+     slot's consistent point; MySQL: the binlog end, kept in the snapshot positions' meta
+     ``origin`` so a restarted task resumes streaming at the same ``S``). Every change committed
+     after ``S`` is in the log from ``S`` on.
+  2. The log partitions are *held* at ``S`` until every snapshot partition has *committed* its
+     last chunk, so every snapshot record is sent before any change record of its table — and to
+     the same RocketMQ queue (``frame``), so a sink sees them in that order too.
+  3. A chunk read at time ``T`` shows each row as of ``T``: every change committed before ``T`` is
+     in it, and the log replays the changes since ``S`` after it, in commit order. A keyed sink
+     (upsert, delete on tombstone) applying "row as of T" then "every change since S" ends with
+     each key's last change (or with the snapshot row when the key did not change after ``S``): a
+     replayed older change is overwritten by the later ones, and no snapshot row can follow a
+     later change of its key. Rows deleted before ``T`` are not read; their delete is replayed.
+So the target converges to the source; while the snapshot and the replay of ``[S, T]`` run it may
+show older states of a row (it is not a point-in-time copy until the replay has passed ``T``).
+The log must be kept from ``S`` while the snapshot runs (the slot does this for PostgreSQL; MySQL's
+binlog retention must be longer than the snapshot takes). Not done: re-triggering the snapshot of
+one table while streaming (Debezium's signal), a snapshot of tables without a primary key (they are
+refused, as for streaming).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Final
+
+from connectors.cdc.envelope import OP_READ, ChangeRecord, envelope, record_frame
+from connectors.jdbc.types import MappedColumn
+from connectors.positions import Position
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+PREFIX: Final = "snapshot:"
+#: snapshot.mode values -> what the source does: read existing rows first, and stream or not.
+MODES: Final = {
+    "never": "never",
+    "no_data": "never",
+    "schema_only": "never",
+    "initial": "initial",
+    "initial_only": "initial_only",
+}
+CHUNK_SIZE: Final = 10_000
+
+
+def mode_problem(value: Any) -> str | None:
+    if value in MODES:
+        return None
+    return (
+        f"snapshot.mode {value!r} is not supported: use initial, initial_only or never ({', '.join(MODES)})"
+    )
+
+
+def snapshot_mode(config: Mapping[str, Any]) -> str:
+    return MODES.get(str(config.get("snapshot.mode") or "initial"), "initial")
+
+
+def partition_of(table: str) -> str:
+    return PREFIX + table
+
+
+def is_snapshot(partition: str) -> bool:
+    return partition.startswith(PREFIX)
+
+
+def table_of(partition: str) -> str:
+    """The table a (snapshot or log) partition belongs to."""
+    return partition[len(PREFIX) :] if is_snapshot(partition) else partition
+
+
+# ---- positions -------------------------------------------------------------------------------
+def encode_key(values: Sequence[Any]) -> str:
+    """A primary key as JSON for a position's meta: ints and strings as they are, bytes as hex, other
+    values (decimals, dates) as their text, which both databases compare with the column."""
+
+    def one(v: Any) -> Any:
+        if isinstance(v, bytes | bytearray | memoryview):
+            return {"hex": bytes(v).hex()}
+        if isinstance(v, int | str) and not isinstance(v, bool):
+            return v
+        if isinstance(v, Decimal):
+            return str(v)
+        return str(v)
+
+    return json.dumps([one(v) for v in values], separators=(",", ":"))
+
+
+def decode_key(text: str) -> list[Any]:
+    return [bytes.fromhex(v["hex"]) if isinstance(v, dict) else v for v in json.loads(text)]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """What a snapshot position says: chunks read so far, the last key read, whether it is over,
+    and the log position capture started at (source-specific text, empty where the source keeps
+    it elsewhere)."""
+
+    index: int
+    after: list[Any] | None
+    done: bool
+    origin: str
+
+    @classmethod
+    def of(cls, position: Position) -> Chunk:
+        after = position.get("after")
+        return cls(
+            int(position.key[0]),
+            decode_key(after) if after else None,
+            position.get("done") == "1",
+            position.get("origin"),
+        )
+
+    def position(self) -> Position:
+        meta = {"origin": self.origin} if self.origin else {}
+        if self.after is not None:
+            meta["after"] = encode_key(self.after)
+        if self.done:
+            meta["done"] = "1"
+        return Position((self.index,), tuple(meta.items()))
+
+
+def first_position(origin: str) -> Position:
+    return Chunk(0, None, False, origin).position()
+
+
+def origin_of(committed: Mapping[str, Position]) -> str:
+    """The capture start a committed snapshot position recorded ("" when none has)."""
+    for partition, position in committed.items():
+        if is_snapshot(partition) and position.get("origin"):
+            return position.get("origin")
+    return ""
+
+
+def finished(tables: Sequence[str], committed: Mapping[str, Position]) -> bool:
+    """Every table's snapshot committed its last chunk (the log may be released from its hold)."""
+    return all(partition_of(t) in committed and committed[partition_of(t)].get("done") == "1" for t in tables)
+
+
+# ---- reading ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Rows:
+    """A chunk as read: the table's columns (Spark-mapped, as the log's records have them), its key
+    columns, rows as Spark-ready values, and each row's primary key as the database compares it."""
+
+    columns: tuple[MappedColumn, ...]
+    keys: tuple[str, ...]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    row_keys: list[list[Any]] = field(default_factory=list)
+
+
+#: (table, after key, up-to key (inclusive), limit) -> the rows ``after < pk <= upto`` in key order.
+Fetch = Callable[[str, list[Any] | None, list[Any] | None, int | None], Rows]
+
+
+class TableSnapshots:
+    """Plans and reads the snapshot partitions of one task; ``fetch`` is the database's chunk query."""
+
+    def __init__(self, tables: Sequence[str], chunk_size: int, fetch: Fetch) -> None:
+        self.tables = list(tables)
+        self.chunk_size = max(1, chunk_size)
+        self.fetch = fetch
+        self._cache: dict[tuple[str, Position, Position], Rows] = {}
+
+    def partitions(self) -> list[str]:
+        return [partition_of(t) for t in self.tables]
+
+    def latest(self, committed: Mapping[str, Position], origin: str) -> dict[str, Position]:
+        """The end of each table's next chunk (read now, kept for ``rows``); a finished table stays."""
+        self._cache.clear()
+        out = {}
+        for table in self.tables:
+            partition = partition_of(table)
+            start = committed.get(partition) or first_position(origin)
+            chunk = Chunk.of(start)
+            if chunk.done:
+                out[partition] = start
+                continue
+            rows = self.fetch(table, chunk.after, None, self.chunk_size)
+            last = rows.row_keys[-1] if rows.row_keys else chunk.after
+            done = len(rows.rows) < self.chunk_size
+            end = Chunk(chunk.index + 1, last, done, chunk.origin).position()
+            self._cache[(partition, start, end)] = rows
+            out[partition] = end
+        return out
+
+    def rows(self, partition: str, start: Position, end: Position) -> Rows:
+        """The rows of a planned chunk: from planning, or read again by key range (after a crash)."""
+        cached = self._cache.get((partition, start, end))
+        if cached is not None:
+            return cached
+        first, last = Chunk.of(start), Chunk.of(end)
+        if last.after is None:  # an empty table: nothing was read
+            return self.fetch(table_of(partition), None, None, 0)
+        return self.fetch(table_of(partition), first.after, last.after, None)
+
+
+def read_records(rows: Rows, source: Mapping[str, Any]) -> list[ChangeRecord]:
+    """Op ``r`` records of a chunk, offsets in key order; ``ts_ms`` is when they were read (as
+    Debezium stamps snapshot records)."""
+    now_us = time.time_ns() // 1000
+    ts_ms = now_us // 1000
+    src = {**source, "ts_ms": ts_ms, "snapshot": "true"}
+    return [
+        ChangeRecord(i, {k: row[k] for k in rows.keys}, envelope(OP_READ, None, row, src, ts_ms), now_us)
+        for i, row in enumerate(rows.rows)
+    ]
+
+
+def frame(
+    spark: SparkSession,
+    rows: Rows,
+    source: Mapping[str, Any],
+    source_fields: Sequence[tuple[str, str]],
+    topic: str,
+    partition: str,
+) -> DataFrame:
+    """The record columns of a chunk (connectors.cdc.envelope.record_frame). Their ``partition``
+    column is the *table's*, not the snapshot partition's: the runtime shards messages by it, so a
+    table's snapshot records land on the same RocketMQ queue as its change records, behind them in
+    queue order — a sink reading several queues could otherwise apply a change before the snapshot
+    row it follows. (Within a batch no log range of the table is beside a chunk: the log is held.)"""
+    return record_frame(
+        spark,
+        read_records(rows, source),
+        columns=rows.columns,
+        key_columns=rows.keys,
+        source_fields=source_fields,
+        topic=topic,
+        partition=table_of(partition),
+    )
