@@ -106,6 +106,18 @@ def _arrow_struct(fields: Sequence[tuple[str, str]]) -> pa.DataType:
     return pa.struct([pa.field(name, arrow_type(ddl)) for name, ddl in fields])
 
 
+def union_frames(spark: SparkSession, frames: Sequence[DataFrame]) -> DataFrame:
+    """One DataFrame of a read's per-range frames (the runtime's empty records when there are none)."""
+    from connectors.records import empty_records
+
+    if not frames:
+        return empty_records(spark)
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.unionByName(frame)
+    return out
+
+
 def record_frame(
     spark: SparkSession,
     records: Sequence[ChangeRecord],

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from connectors.api import SourceConnector, SourceTask
 from connectors.cdc import snapshot as snap
-from connectors.cdc.envelope import record_frame
+from connectors.cdc.envelope import record_frame, union_frames
 from connectors.cdc.mysql import binlog as sql
 from connectors.cdc.mysql import snapshot as mysnap
 from connectors.cdc.mysql.changes import (
@@ -273,8 +273,6 @@ class MySqlCdcTask(SourceTask):
 
     def read(self, spark: SparkSession, ranges: Sequence[PartitionRange]) -> DataFrame:
         """Records of ``ranges`` (the runtime reads one table per call: ``topic_of``)."""
-        from connectors.records import empty_records
-
         frames = []
         for r in ranges:
             if r.is_empty:
@@ -302,12 +300,7 @@ class MySqlCdcTask(SourceTask):
                     partition=r.partition,
                 )
             )
-        if not frames:
-            return empty_records(spark)
-        out = frames[0]
-        for frame in frames[1:]:
-            out = out.unionByName(frame)
-        return out
+        return union_frames(spark, frames)
 
     def _snapshot_frame(self, spark: SparkSession, r: PartitionRange) -> DataFrame:
         rows = self._snap().rows(r.partition, r.start, r.end)
