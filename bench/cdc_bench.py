@@ -12,12 +12,17 @@ Printed side by side in one run against the local stack (a benchmark: nothing is
    ``pymysqlreplication``, the connector's own reader (``connectors.cdc.mysql.binlog.events``),
    decoding every row: what capture could do with nothing else to do;
 3. latency p50/p99, row committed in MariaDB -> visible in PostgreSQL, at a steady 1,000 changes/s
-   (inserts) for 30 s after a 5 s warm-up, through the same connectors (``bench.db_latency``).
+   (inserts) for 30 s after a 5 s warm-up, through the same connectors (``bench.db_latency``);
+4. snapshot rows/s: once the connectors above are deleted, a new ``mysql-cdc`` with
+   ``snapshot.mode=initial_only`` reads the ROWS rows of ``bench_rows`` in primary-key chunks
+   (``snapshot.chunk.size``, ``--snapshot-chunk``, default the connector's own) through RocketMQ
+   into a new target table ``snapshot_bench_rows`` (same sink config). Timed from the connectors'
+   creation until the target holds every row, so their start (topics, first plan) is included;
+   the seconds until the first row showed are printed too.
 
 Before the timed load, a probe update is repeated until it reaches the target: capture is live
 (``snapshot.mode=never`` starts at the binlog end of the source's first planning) and the
-worker's Spark session is warm. Snapshot rows/s (``snapshot.mode=initial``, newer than this
-bench) is not measured yet (printed as ``snapshot_rows_per_s=na``).
+worker's Spark session is warm.
 
 Usage: ``python -m bench.cdc_bench [--rows N]`` (default 1,000,000; ``make bench-cdc
 BENCH_ARGS='--rows 100000'``). The last line is the summary; every key names its unit.
@@ -31,6 +36,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import pymysql
 from sqlalchemy.engine import URL
@@ -41,6 +47,7 @@ from bench.db_baselines import BENCH_TABLE, Timed
 from bench.db_bench import Databases, _count, _dsn, drop_databases, make_databases
 from connectors.cdc.mysql import binlog
 from connectors.cdc.mysql.changes import ROWS, file_index
+from connectors.cdc.snapshot import CHUNK_SIZE
 from worker.client import SluiceClient
 from worker.demo_cdc import cdc_replica_sink, debezium_mysql_source
 from worker.main import build_worker
@@ -52,9 +59,13 @@ LATENCY_RATE = 1_000  # changes/s of the latency run
 READER_ID = 0x5B1CE  # the raw reader's replica id (unique on the server while it reads)
 
 
-def configs(dbs: Databases, prefix: str) -> tuple[dict[str, str], dict[str, str]]:
-    """``mysql-cdc`` for the two bench tables and the README's CDC replica sink into the target."""
-    tables = (BENCH_TABLE, db_latency.LATENCY_TABLE)
+SNAPSHOT_TABLE = f"snapshot_{BENCH_TABLE}"  # the snapshot run's target table
+
+
+def configs(
+    dbs: Databases, prefix: str, tables: Sequence[str] = (BENCH_TABLE, db_latency.LATENCY_TABLE)
+) -> tuple[dict[str, str], dict[str, str]]:
+    """``mysql-cdc`` for ``tables`` and the README's CDC replica sink into the target."""
     batch = {"batch.max.records": "100000", "poll.interval.ms": "100"}
     source = debezium_mysql_source(dbs.mariadb, dbs.mariadb.password or "", prefix, tables, **batch)
     connection = {"connection.url": dbs.jdbc(dbs.pg_target), "connection.user": dbs.pg_target.username or ""}
@@ -132,9 +143,33 @@ async def _probe(dbs: Databases, timeout_s: float = 900) -> float:
     return time.monotonic() - t0
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    timed: Timed  # from the connectors' creation until the target holds every row
+    first_row_s: float  # from their creation until the first row showed in the target
+    chunk: int
+
+
+async def snapshot_run(sluice: SluiceClient, dbs: Databases, rows: int, chunk: int) -> Snapshot:
+    """``bench_rows`` read by an ``initial_only`` snapshot into ``snapshot_bench_rows``."""
+    name = uuid.uuid4().hex[:8]
+    source, sink = configs(dbs, f"S{name}", (BENCH_TABLE,))
+    source.update({"snapshot.mode": "initial_only", "snapshot.chunk.size": str(chunk)})
+    sink["table.name.format"] = "snapshot_${topic}"
+    dsn = _dsn(dbs.pg_target)
+    t0 = time.perf_counter()
+    await sluice.create(f"bench-snap-dst-{name}", sink)
+    await sluice.create(f"bench-snap-src-{name}", source)
+    first = await _until(1, dsn, SNAPSHOT_TABLE, 900)
+    done = await _until(rows, dsn, SNAPSHOT_TABLE, max(900, rows / 500))
+    for connector in (f"bench-snap-src-{name}", f"bench-snap-dst-{name}"):
+        await sluice.delete(connector)
+    return Snapshot(Timed(rows, done - t0), first - t0, chunk)
+
+
 async def pipeline(
-    ctx: RuntimeContext, settings: Settings, dbs: Databases, rows: int
-) -> tuple[Timed, Timed, tuple[tuple[str, int], tuple[str, int]], db_latency.Latency]:
+    ctx: RuntimeContext, settings: Settings, dbs: Databases, rows: int, chunk: int
+) -> tuple[Timed, Timed, tuple[tuple[str, int], tuple[str, int]], db_latency.Latency, Snapshot]:
     """Capture live, the timed update load, then the latency run; one in-process worker."""
     client = await connect(settings.temporal_address, settings.temporal_namespace)
     name = uuid.uuid4().hex[:8]
@@ -161,7 +196,12 @@ async def pipeline(
             )  # fmt: skip
             for connector in (f"bench-cdc-src-{name}", f"bench-cdc-dst-{name}"):
                 await sluice.delete(connector)
-    return e2e, source_rate, (before, after), latency
+            snapshot = await snapshot_run(sluice, dbs, rows, chunk)
+            print(
+                f"snapshot (initial_only, chunks of {chunk:,}): {snapshot.timed.rows_per_s:,.0f} rows/s",
+                flush=True,
+            )
+    return e2e, source_rate, (before, after), latency, snapshot
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -169,6 +209,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--rows", type=int, default=1_000_000, help="rows updated once each (default 1,000,000)"
     )
+    parser.add_argument(
+        "--snapshot-chunk", type=int, default=CHUNK_SIZE,
+        help=f"snapshot.chunk.size of the snapshot run (default the connector's, {CHUNK_SIZE:,})",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     rows: int = args.rows
     run = uuid.uuid4().hex[:8]
@@ -185,7 +229,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         db_baselines.fill_mariadb(dbs.mariadb, rows)
         db_latency.create_table(dbs.mariadb)
         ctx.spark  # noqa: B018 - start Spark before timing anything
-        e2e, source_rate, (before, after), lat = asyncio.run(pipeline(ctx, settings, dbs, rows))
+        e2e, source_rate, (before, after), lat, snap = asyncio.run(
+            pipeline(ctx, settings, dbs, rows, args.snapshot_chunk)
+        )
         raw = read_binlog(dbs.mariadb, before, after)
     finally:
         ctx.close()
@@ -199,7 +245,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"p99 {lat.p99_ms:.0f} ms, max {lat.max_ms:.0f} ms over {lat.rows:,} rows "
         f"(observer polls every {lat.poll_ms:.0f} ms; {lat.unseen} never seen)"
     )
-    print("snapshot rows/s: not measured by this bench yet (snapshot.mode=initial is new)")
+    print(
+        f"snapshot rows/s (snapshot.mode=initial_only, MariaDB -> RocketMQ -> PostgreSQL, chunks of "
+        f"{snap.chunk:,}): {snap.timed.rows_per_s:,.0f} rows/s ({snap.timed.rows:,} rows in "
+        f"{snap.timed.seconds:.1f} s from the connectors' creation; first row after {snap.first_row_s:.1f} s)"
+    )
     if e2e.rows_per_s < LATENCY_RATE:
         print(
             f"note: the pipeline moved {e2e.rows_per_s:,.0f} events/s, less than the latency load's "
@@ -213,13 +263,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     print(f"  {'binlog read alone (pymysqlreplication)':<44} {raw.rows_per_s:>10,.0f}")
     print(f"  {'source UPDATE rate (MariaDB alone)':<44} {source_rate.rows_per_s:>10,.0f}")
+    print(f"  {'snapshot, rows/s (initial_only)':<44} {snap.timed.rows_per_s:>10,.0f}")
     print(
         f"bench cdc: e2e_events_per_s={e2e.rows_per_s:.0f} binlog_read_events_per_s={raw.rows_per_s:.0f} "
         f"ratio_e2e_vs_binlog_read={ratio:.3f} source_update_rows_per_s={source_rate.rows_per_s:.0f} "
         f"ratio_e2e_vs_source_update={e2e.rows_per_s / source_rate.rows_per_s:.3f} "
         f"latency_p50_ms={lat.p50_ms:.0f} latency_p99_ms={lat.p99_ms:.0f} latency_max_ms={lat.max_ms:.0f} "
         f"latency_rows={lat.rows} latency_unseen_rows={lat.unseen} binlog_rows={raw.rows} rows={rows} "
-        f"snapshot_rows_per_s=na"
+        f"snapshot_rows_per_s={snap.timed.rows_per_s:.0f} snapshot_chunk_rows={snap.chunk}"
     )
 
 

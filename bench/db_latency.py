@@ -5,6 +5,8 @@ transactions every ``tick_s``) and notes each transaction's commit time (after `
 returns) for its ids. An observer polls the target every ``poll_s`` for ids above the lowest one
 not yet seen and notes when each first appears. Latency = seen − committed; the observer's poll
 adds at most ``poll_s`` (reported). Rows committed during the first ``warm_up_s`` are left out.
+A row not seen by the end of the drain counts as an infinite latency in the percentiles (``inf``
+when more than 1 % never arrived), so a backlog cannot make p99 look good by leaving rows out.
 Both clocks are this process's ``time.monotonic()``.
 
 The steady state is what is measured, not a new connector's start (topic and table creation, its
@@ -136,11 +138,12 @@ def measure(
             time.sleep(poll_s)
     writer.join()
     counted = [i for i, at in committed.items() if at - start >= warm_up_s]
-    latencies = sorted((seen[i] - committed[i]) * 1000 for i in counted if i in seen)
+    # a row never seen counts as slower than any seen one (not left out: that would flatter p99)
+    latencies = sorted((seen[i] - committed[i]) * 1000 if i in seen else float("inf") for i in counted)
     if not latencies:
-        return Latency(0, float("nan"), float("nan"), float("nan"), len(counted), poll_s * 1000)
+        return Latency(0, float("nan"), float("nan"), float("nan"), 0, poll_s * 1000)
     p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    unseen = sum(1 for i in counted if i not in seen)
     return Latency(
-        len(latencies), statistics.median(latencies), p99, latencies[-1],
-        sum(1 for i in counted if i not in seen), poll_s * 1000,
+        len(latencies) - unseen, statistics.median(latencies), p99, latencies[-1], unseen, poll_s * 1000,
     )  # fmt: skip

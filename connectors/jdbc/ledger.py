@@ -52,6 +52,12 @@ def create_sql(dialect: Dialect) -> str:
 
 
 def ensure(conn: Connection, dialect: Dialect) -> None:
+    """Create the ledger when missing. PostgreSQL's ``CREATE TABLE IF NOT EXISTS`` is not safe
+    against itself: two sinks starting at once into one database both create it and one fails on
+    ``pg_type``'s unique index. A transaction-scoped advisory lock makes them take turns (the
+    transaction is this check and ``already_applied``, so the wait is short)."""
+    if dialect is Dialect.POSTGRESQL:
+        conn.execute(text(f"SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.{TABLE}'))"))
     conn.execute(text(create_sql(dialect)))
 
 

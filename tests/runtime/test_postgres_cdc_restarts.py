@@ -1,0 +1,101 @@
+"""postgres-cdc -> RocketMQ -> jdbc-sink into another PostgreSQL database through a restart of
+PostgreSQL and a restart of the RocketMQ broker, each under a live insert/update/delete load
+(two-table transactions among it), through a real `sluice worker`.
+
+The PostgreSQL restart takes down, at once, the source, the target and Sluice's own position store:
+every connector must retry, and the replication slot (which survives a restart: it is on disk) must
+still hold every change not yet confirmed. After each restart the replica equals the source by
+content, no task FAILED, and the change log holds every change exactly once
+(``tests.runtime.cdc_restarts``: doubled changes and version gaps).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from deploy.local.config import StackConfig
+from deploy.local.stack import restart_service
+from tests.cdc.pg import cdc_database, slot_exists, source_config
+from tests.connectors.jdbc_dbs import Db
+from tests.databases import TestDatabase, postgres_database
+from tests.runtime.cdc_restarts import LiveLoad, insert_orders, log_problems, rows, schema, settle, sinks
+from tests.runtime.helpers import wait_for
+
+
+@pytest.fixture
+def cdc_pg(postgres_db: TestDatabase) -> Iterator[TestDatabase]:
+    """The source; its slots are dropped before it (listed before ``start_worker`` in a test's
+    arguments, so the workers stop first)."""
+    with cdc_database(postgres_db) as db:
+        yield db
+
+
+@pytest.fixture
+def target_pg(stack_config: StackConfig) -> Iterator[TestDatabase]:
+    with postgres_database(stack_config) as db:
+        yield db
+
+
+@pytest.mark.fault
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+async def test_postgres_cdc_through_postgres_and_broker_restarts(
+    cdc_pg: TestDatabase, target_pg: TestDatabase, start_worker, sluice, stack_config: StackConfig
+) -> None:
+    src = Db.of(cdc_pg)
+    schema(src)
+    # deletes carry the whole old row (the change log's rewritten deletes keep their version)
+    src.run("ALTER TABLE orders REPLICA IDENTITY FULL", "ALTER TABLE customers REPLICA IDENTITY FULL")
+    insert_orders(src, range(1, 101))  # read by the initial snapshot; the load never touches them
+    prefix = f"Q{uuid.uuid4().hex[:8]}"
+    name = uuid.uuid4().hex[:8]
+    slot = f"s_{name}"
+    source = source_config(
+        cdc_pg,
+        prefix,
+        **{
+            "slot.name": slot,
+            "batch.max.records": "2000",
+            "poll.interval.ms": "200",
+            "snapshot.mode": "initial",
+        },
+    )
+    replica, log = sinks(target_pg, f"{prefix}_public_")
+    connectors = [f"src-{name}", f"dst-{name}", f"log-{name}"]
+    start_worker()
+    for connector, config in zip(connectors, (source, replica, log), strict=True):
+        await sluice.create(connector, config)
+
+    await wait_for(lambda: len(rows(target_pg.url, "orders")) >= 100, 300, "the snapshot replicated")
+    with LiveLoad(src) as load:
+        await wait_for(lambda: len(rows(target_pg.url, "orders")) > 150, 300, "the live load replicated")
+        # mid-run: source, target and position store all go away; the slot must survive
+        restart_service(stack_config, "postgres")
+        await asyncio.sleep(2)
+    assert load.failed >= 1, "the load did not see PostgreSQL restart"
+    assert slot_exists(cdc_pg, slot)
+    took = await settle(sluice, connectors, cdc_pg, target_pg, 300, "after the PostgreSQL restart")
+    print(f"PostgreSQL restart: {load.done} load rounds ({load.failed} failed), equal {took:.0f} s after")
+    assert not log_problems(target_pg.url), log_problems(target_pg.url)
+
+    with LiveLoad(src, first_round=load.next_round) as load2:
+        await asyncio.sleep(2)
+        restart_service(stack_config, "broker")  # mid-run: sends and pulls fail until it is back
+        await asyncio.sleep(2)
+    assert load2.done >= 5
+    took = await settle(sluice, connectors, cdc_pg, target_pg, 300, "after the broker restart")
+    print(f"broker restart: {load2.done} load rounds, equal {took:.0f} s after")
+    assert not log_problems(target_pg.url), log_problems(target_pg.url)
+
+    orders = rows(target_pg.url, "orders")
+    ids = {row[0] for row in orders}
+    assert set(range(1, 101)) <= ids and 10_107 not in ids and 1_010_107 in ids  # snapshot, key change
+    assert 10_114 not in ids and any(row[3] == "both" for row in orders)  # delete, the two-table transaction
+    assert any(row[-1] > 2 for row in rows(target_pg.url, "customers"))
+    for connector in connectors:
+        assert (await sluice.status(connector)).state == "RUNNING"
+        await sluice.delete(connector)
