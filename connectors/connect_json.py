@@ -239,19 +239,18 @@ _LONG_DIGITS: Final = 18
 
 
 def _native_to_base64(column: Column, scale: int) -> Column:
-    """``_unscaled_bytes`` in Spark SQL for an unscaled value that fits a long: the minimal
-    two's-complement bytes are the last ``n`` of the long's 8 (``hex`` of a long is its 64-bit
-    two's complement), ``n`` the fewest whose sign bit still tells the sign. Code-generated, where a
-    Python UDF per row cost more than the rest of the JSON converter (bench/db_profile.py)."""
+    """``_unscaled_bytes`` in Spark SQL for an unscaled value that fits a long: the long's 64-bit
+    two's complement (``hex`` of a negative long is exactly that) without its redundant leading
+    sign bytes. One expression per step, each used once: a form that picked the length with nested
+    CASEs repeated the value in every branch and made the projection too big to be compiled
+    (bench/db_profile.py), and a Python function per row cost more than the rest of the converter.
+    """
     from pyspark.sql import functions as F
 
     unscaled = (column * F.lit(10**scale)).cast("long") if scale else column.cast("long")
-    magnitude = F.when(unscaled >= 0, unscaled).otherwise(F.bitwise_not(unscaled))  # -v-1 for v < 0
-    size = F.lit(8)
-    for n in range(7, 0, -1):
-        size = F.when(magnitude < F.lit(1 << (8 * n - 1)), F.lit(n)).otherwise(size)
-    full = F.unhex(F.lpad(F.hex(unscaled), 16, "0"))
-    return F.base64(F.substring(full, F.lit(9) - size, size))
+    full = F.lpad(F.hex(unscaled), 16, "0")
+    minimal = F.regexp_replace(F.regexp_replace(full, "^(00)+(?=[0-7])", ""), "^(FF)+(?=[89A-F])", "")
+    return F.base64(F.unhex(minimal))
 
 
 def _native_from_base64(column: Column, data_type: Any) -> Column:
