@@ -9,7 +9,6 @@ and version gaps). A MariaDB restart also starts a new binlog file: capture must
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Iterator
 
@@ -20,8 +19,7 @@ from deploy.local.stack import restart_service
 from tests.cdc.mysql import source_config
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase, postgres_database
-from tests.runtime.cdc_restarts import LiveLoad, insert_orders, log_problems, rows, schema, settle, sinks
-from tests.runtime.helpers import wait_for
+from tests.runtime.cdc_restarts import insert_orders, schema, sinks, through_restarts
 
 
 @pytest.fixture
@@ -53,30 +51,11 @@ async def test_mysql_cdc_through_source_and_broker_restarts(
         await sluice.create(connector, config)
 
     # capture is live once the snapshot's rows are in: the load's changes all come from the binlog
-    await wait_for(lambda: len(rows(target_pg.url, "orders")) >= 100, 300, "the snapshot replicated")
-    with LiveLoad(src) as load:
-        await wait_for(lambda: len(rows(target_pg.url, "orders")) > 150, 300, "the live load replicated")
-        restart_service(stack_config, "mariadb")  # mid-run: the binlog connection breaks, a new file starts
-        await asyncio.sleep(2)
-    assert load.failed >= 1, "the load did not see MariaDB restart"
-    took = await settle(sluice, connectors, mariadb_db, target_pg, 300, "after the MariaDB restart")
-    print(f"MariaDB restart: {load.done} load rounds ({load.failed} failed), equal {took:.0f} s after")
-    assert not log_problems(target_pg.url), log_problems(target_pg.url)
-
-    with LiveLoad(src, first_round=load.next_round) as load2:
-        await asyncio.sleep(2)
-        restart_service(stack_config, "broker")  # mid-run: sends and pulls fail until it is back
-        await asyncio.sleep(2)
-    assert load2.done >= 5
-    took = await settle(sluice, connectors, mariadb_db, target_pg, 300, "after the broker restart")
-    print(f"broker restart: {load2.done} load rounds, equal {took:.0f} s after")
-    assert not log_problems(target_pg.url), log_problems(target_pg.url)
-
-    orders = rows(target_pg.url, "orders")
-    ids = {row[0] for row in orders}
-    assert set(range(1, 101)) <= ids and 10_107 not in ids and 1_010_107 in ids  # snapshot, key change
-    assert 10_114 not in ids and any(row[3] == "both" for row in orders)  # delete, the two-table transaction
-    assert any(row[-1] > 2 for row in rows(target_pg.url, "customers"))
-    for connector in connectors:
-        assert (await sluice.status(connector)).state == "RUNNING"
-        await sluice.delete(connector)
+    await through_restarts(
+        sluice,
+        connectors,
+        mariadb_db,
+        target_pg,
+        lambda service: restart_service(stack_config, service),
+        "mariadb",
+    )

@@ -11,7 +11,6 @@ content, no task FAILED, and the change log holds every change exactly once
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Iterator
 
@@ -22,8 +21,7 @@ from deploy.local.stack import restart_service
 from tests.cdc.pg import cdc_database, slot_exists, source_config
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase, postgres_database
-from tests.runtime.cdc_restarts import LiveLoad, insert_orders, log_problems, rows, schema, settle, sinks
-from tests.runtime.helpers import wait_for
+from tests.runtime.cdc_restarts import insert_orders, schema, sinks, through_restarts
 
 
 @pytest.fixture
@@ -70,32 +68,17 @@ async def test_postgres_cdc_through_postgres_and_broker_restarts(
     for connector, config in zip(connectors, (source, replica, log), strict=True):
         await sluice.create(connector, config)
 
-    await wait_for(lambda: len(rows(target_pg.url, "orders")) >= 100, 300, "the snapshot replicated")
-    with LiveLoad(src) as load:
-        await wait_for(lambda: len(rows(target_pg.url, "orders")) > 150, 300, "the live load replicated")
-        # mid-run: source, target and position store all go away; the slot must survive
-        restart_service(stack_config, "postgres")
-        await asyncio.sleep(2)
-    assert load.failed >= 1, "the load did not see PostgreSQL restart"
-    assert slot_exists(cdc_pg, slot)
-    took = await settle(sluice, connectors, cdc_pg, target_pg, 300, "after the PostgreSQL restart")
-    print(f"PostgreSQL restart: {load.done} load rounds ({load.failed} failed), equal {took:.0f} s after")
-    assert not log_problems(target_pg.url), log_problems(target_pg.url)
+    await through_restarts(
+        sluice,
+        connectors,
+        cdc_pg,
+        target_pg,
+        lambda service: restart_service(stack_config, service),
+        "postgres",
+        # source, target and position store all went away; the replication slot must survive
+        lambda: assert_slot(cdc_pg, slot),
+    )
 
-    with LiveLoad(src, first_round=load.next_round) as load2:
-        await asyncio.sleep(2)
-        restart_service(stack_config, "broker")  # mid-run: sends and pulls fail until it is back
-        await asyncio.sleep(2)
-    assert load2.done >= 5
-    took = await settle(sluice, connectors, cdc_pg, target_pg, 300, "after the broker restart")
-    print(f"broker restart: {load2.done} load rounds, equal {took:.0f} s after")
-    assert not log_problems(target_pg.url), log_problems(target_pg.url)
 
-    orders = rows(target_pg.url, "orders")
-    ids = {row[0] for row in orders}
-    assert set(range(1, 101)) <= ids and 10_107 not in ids and 1_010_107 in ids  # snapshot, key change
-    assert 10_114 not in ids and any(row[3] == "both" for row in orders)  # delete, the two-table transaction
-    assert any(row[-1] > 2 for row in rows(target_pg.url, "customers"))
-    for connector in connectors:
-        assert (await sluice.status(connector)).state == "RUNNING"
-        await sluice.delete(connector)
+def assert_slot(db: TestDatabase, slot: str) -> None:
+    assert slot_exists(db, slot), f"replication slot {slot} did not survive the restart"
