@@ -336,7 +336,7 @@ class JdbcSinkConnector(SinkConnector):
 
 def own_value(records: DataFrame, own_json: str) -> DataFrame:
     """``value`` narrowed to its topic's own fields and types (the json converter merged the schemas
-    of several topics into one struct for the batch; connectors.converters.merge_schemas)."""
+    of several topics into one struct for the batch; connectors.connect_schemas.merge_schemas)."""
     import json
 
     from pyspark.sql import functions as F

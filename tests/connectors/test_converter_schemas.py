@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from connectors.converters import VALUE_SCHEMA_HEADER, JsonConverter, merge_schemas
+from connectors.connect_schemas import envelope_schemas, merge_schemas
+from connectors.converters import VALUE_SCHEMA_HEADER, JsonConverter
 from tests.connectors.test_converters import BORN, READ_SCHEMA
 
 if TYPE_CHECKING:
@@ -101,9 +102,7 @@ def test_declared_decimal_reads_plain_json_numbers_exactly(spark: SparkSession) 
     ],
 )
 def test_envelope_schemas_from_body_prefixes(prefix: str, expected: list[tuple[str, object]] | None) -> None:
-    from connectors.converters import _envelope_schemas
-
-    assert _envelope_schemas([("t", prefix)]) == expected
+    assert envelope_schemas([("t", prefix)]) == expected
 
 
 def test_envelopes_laid_out_any_way_decode_alike(spark: SparkSession) -> None:
