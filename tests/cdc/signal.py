@@ -184,3 +184,38 @@ def bad_signals_are_skipped(
     until_generation_done(task, spark, committed, replica, items, 2)
     assert replica.rows[items] == source_rows(db, "items")
     task.close()
+
+
+def a_change_inside_the_window_wins(
+    db: Db, make_task: Callable[[], Any], spark: Any, qualify: Callable[[str], str]
+) -> None:
+    """A change committed right after a chunk's select (before the batch's log end is pinned) is in
+    the batch's log but not in the chunk: the chunk must drop that key, or its older row would be
+    applied after the newer change (the replica applies a batch's log records first)."""
+    _create(db, "items", range(2, 82, 2))
+    create_signal_table(db)
+    task = make_task()
+    items = qualify("items")
+    committed: dict[str, Position] = {}
+    replica = Replica()
+    run_batches(task, spark, committed, replica, batches=1)
+    execute(db, "window-1", items)
+    run_batches(task, spark, committed, replica, batches=1)
+    ondemand = task._ondemand
+    fetch, fired = ondemand.fetch, []
+
+    def fetch_then_write(*args: Any) -> Any:
+        rows = fetch(*args)
+        if not fired:  # a writer commits between the select and the log end
+            fired.append(1)
+            db.run("UPDATE items SET qty = 5000, name = 'late' WHERE id = 10")
+        return rows
+
+    ondemand.fetch = fetch_then_write
+    until_generation_done(task, spark, committed, replica, items, 1)
+    drain(task, spark, committed, replica)
+    assert fired
+    assert replica.rows[items]['{"id":10}'] == {"id": 10, "name": "late", "qty": 5000}
+    assert replica.rows[items] == source_rows(db, "items")
+    assert '{"id":10}' not in replica.snapshot_keys[items]
+    task.close()

@@ -14,6 +14,7 @@ from connectors.config import ConfigError
 from tests.cdc.mysql import source_config
 from tests.cdc.signal import (
     SIGNALS,
+    a_change_inside_the_window_wins,
     bad_signals_are_skipped,
     create_signal_table,
     rereads_are_subsets,
@@ -82,3 +83,9 @@ def test_a_bad_signal_table_fails_validation_naming_connector_and_field(mariadb_
     MySqlCdcConnector().start(MySqlCdcConnector().parse(raw))  # a good one passes
     bad = MySqlCdcConnector().validate({**raw, "signal.data.collection": "nodot"})
     assert [e.field for e in bad] == ["signal.data.collection"]
+
+
+def test_a_change_between_a_chunk_read_and_the_log_end_wins(mariadb_db: TestDatabase, spark) -> None:
+    a_change_inside_the_window_wins(
+        Db.of(mariadb_db), lambda: _maker(mariadb_db, 100), spark, lambda t: f"{mariadb_db.name}.{t}"
+    )
