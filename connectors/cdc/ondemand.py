@@ -50,12 +50,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from connectors.cdc import snapshot as snap
 from connectors.cdc.envelope import OP_READ, ChangeRecord, envelope, record_frame
-from connectors.cdc.signals import EXECUTE, Signal
+from connectors.cdc.signals import EXECUTE, Signal, signals_in
+from connectors.model import PartitionRange
 from connectors.positions import Position
 
 if TYPE_CHECKING:
@@ -68,6 +69,37 @@ OFFSET_BASE: Final = 1 << 62
 def key_text(values: Sequence[Any]) -> str:
     """A key's Spark values as text, equal for a chunk row and a log record of the same key."""
     return json.dumps(list(values), default=str, separators=(",", ":"))
+
+
+class LogChange(Protocol):
+    """What both sources' decoded changes have (connectors.cdc.mysql.changes, .postgres.changes)."""
+
+    @property
+    def partition(self) -> str: ...
+
+    @property
+    def position(self) -> tuple[int, ...]: ...
+
+    @property
+    def record(self) -> ChangeRecord: ...
+
+
+def changed_keys(changes: Iterable[LogChange], table: str, keys: Sequence[str], start: Position) -> set[str]:
+    """Key texts of ``table``'s changes at or after ``start``: the keys a chunk must drop."""
+    return {
+        key_text([c.record.key[k] for k in keys])
+        for c in changes
+        if c.partition == table and c.position >= start.key
+    }
+
+
+def signal_inserts(changes: Iterable[LogChange], table: str) -> list[tuple[Mapping[str, Any], int]]:
+    """The rows inserted into the signal table ``table``, with their commit times, in log order."""
+    return [
+        (c.record.value["after"], int(c.record.value["ts_ms"]))
+        for c in changes
+        if c.partition == table and c.record.value is not None and c.record.value["op"] == "c"
+    ]
 
 
 def offset_of(raw_key: Sequence[Any]) -> int:
@@ -164,6 +196,28 @@ class OnDemand:
             out[partition] = end
         return out
 
+    def moves(
+        self,
+        current: Mapping[str, Position],
+        changes: Sequence[LogChange],
+        starts: Mapping[str, Position],
+        keys: Mapping[str, Sequence[str]],
+        signal_table: str,
+        where: str,
+        complete: bool,
+    ) -> dict[str, Position]:
+        """Snapshot positions a batch moves: the chunks (``read_chunks``) reconciled with its log
+        ``changes`` (each table's from ``starts``), and the generations its signals open or stop (a
+        new generation replaces a chunk read for the old)."""
+        found = signals_in(signal_inserts(changes, signal_table), list(keys), where)
+        ends = self.finish(
+            current,
+            lambda t: changed_keys(changes, t, keys[t], starts[t]),
+            lambda t: ":".join(map(str, starts[t].key)),
+            complete,
+        )
+        return {**ends, **self.apply(current, found)}
+
     def rows(
         self, partition: str, start: Position, end: Position, changed_since: Callable[[str, str], set[str]]
     ) -> snap.Rows | None:
@@ -179,6 +233,21 @@ class OnDemand:
         table = snap.table_of(partition)
         rows = self.fetch(table, first.after, last.after, None)
         return kept(rows, changed_since(table, last.log))
+
+    def chunk_frame(
+        self,
+        spark: SparkSession,
+        r: PartitionRange,
+        changed_since: Callable[[str, str], set[str]],
+        source: Mapping[str, Any],
+        source_fields: Sequence[tuple[str, str]],
+        topic: str,
+    ) -> DataFrame | None:
+        """The records of a planned range of a generation (None: it has none)."""
+        rows = self.rows(r.partition, r.start, r.end, changed_since)
+        if rows is None or not rows.rows:
+            return None
+        return frame(spark, rows, source, source_fields, topic, r.partition, snap.Chunk.of(r.end).ts)
 
 
 def records(rows: snap.Rows, source: Mapping[str, Any], ts_ms: int) -> list[ChangeRecord]:

@@ -229,37 +229,11 @@ class MySqlCdcTask(SourceTask):
         self._cache = (begin, end, changes)
         out = {**current, **{p: max(start, end) for p, start in starts.items()}}
         if self._ondemand is not None:
-            out.update(self._on_demand(current, starts, changes))
+            moved = self._ondemand.moves(
+                current, changes, starts, self._tables(), self.signal_table, self.where, not self._behind
+            )
+            out.update(moved)
         return out
-
-    def _on_demand(
-        self, current: dict[str, Position], starts: dict[str, Position], changes: list[Change]
-    ) -> dict[str, Position]:
-        """Snapshot positions this batch moves: chunks reconciled with the batch's log, and the
-        generations its signals open or stop (a new generation replaces a chunk read for the old)."""
-        assert self._ondemand is not None
-        inserts = [
-            (c.record.value["after"], int(c.record.value["ts_ms"]))
-            for c in changes
-            if c.partition == self.signal_table and c.record.value and c.record.value["op"] == "c"
-        ]
-        found = signals.signals_in(inserts, list(self._tables()), self.where)
-        ends = self._ondemand.finish(
-            current,
-            lambda t: self._changed(changes, t, starts[t]),
-            lambda t: ":".join(map(str, starts[t].key)),
-            complete=not self._behind,
-        )
-        return {**ends, **self._ondemand.apply(current, found)}
-
-    def _changed(self, changes: Sequence[Change], table: str, start: Position) -> set[str]:
-        """Key texts of ``table``'s changes at or after ``start`` (connectors.cdc.ondemand)."""
-        keys = self._tables()[table]
-        return {
-            od.key_text([c.record.key[k] for k in keys])
-            for c in changes
-            if c.partition == table and c.position >= start.key
-        }
 
     def _changed_since(self, table: str, log: str) -> set[str]:
         """A re-read's reconciliation: ``table``'s changes from ``log`` to the log end now."""
@@ -267,7 +241,7 @@ class MySqlCdcTask(SourceTask):
             self._logs()
         start = Position(tuple(int(p) for p in log.split(":")))
         changes, _ = self._scan(start, self._end(), None)
-        return self._changed(changes, table, start)
+        return od.changed_keys(changes, table, self._tables()[table], start)
 
     def backlog(self, partition: str, start: Position, latest: Position) -> int | None:
         return None  # counted by the bounded read in latest_positions
@@ -349,21 +323,14 @@ class MySqlCdcTask(SourceTask):
         return union_frames(spark, frames)
 
     def _snapshot_frame(self, spark: SparkSession, r: PartitionRange) -> DataFrame | None:
-        chunk = snap.Chunk.of(r.end)
-        if chunk.generation:
-            self._snap()  # a re-run reads before any planning made the on-demand reader
-            assert self._ondemand is not None
-            found = self._ondemand.rows(r.partition, r.start, r.end, self._changed_since)
-            if found is None or not found.rows:
-                return None
-            rows = found
-        else:
-            rows = self._snap().rows(r.partition, r.start, r.end)
         db, _, table = snap.table_of(r.partition).partition(".")
         source = snapshot_source(self.prefix, db, table)
         topic = self.topic_of(r.partition)
-        if chunk.generation:
-            return od.frame(spark, rows, source, SOURCE_FIELDS, topic, r.partition, chunk.ts)
+        if snap.Chunk.of(r.end).generation:
+            self._snap()  # a re-run reads before any planning made the on-demand reader
+            assert self._ondemand is not None
+            return self._ondemand.chunk_frame(spark, r, self._changed_since, source, SOURCE_FIELDS, topic)
+        rows = self._snap().rows(r.partition, r.start, r.end)
         return snap.frame(spark, rows, source, SOURCE_FIELDS, topic, r.partition)
 
     def topic_of(self, partition: str) -> str:
