@@ -21,6 +21,8 @@ Where capture starts: a table without a committed position starts at the binlog 
 at its first planning ("from the connector's start on", as Debezium). Under ``snapshot.mode=initial``
 that start is kept in the snapshot partitions' positions (meta ``origin``, ``file:position``) so
 a restarted task resumes the log exactly there after the snapshot (connectors.cdc.snapshot).
+With ``signal.data.collection``, signal rows in the binlog re-snapshot tables while streaming goes
+on (connectors.cdc.signals, connectors.cdc.ondemand).
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ crash: the committed position is the truth, and changes below it are filtered ou
 vanished while positions are committed is data loss (``data.loss``), named with slot and position.
 ``snapshot.mode=initial`` reads the existing rows first, after the slot exists and while the log is
 held at the slot's start (connectors.cdc.snapshot); ``initial_only`` reads them without a slot.
+``signal.data.collection``: signals re-snapshot tables while streaming (connectors.cdc.ondemand).
 """
 
 from __future__ import annotations
@@ -254,8 +255,7 @@ class PostgresCdcTask(SourceTask):
         return out
 
     def _changed_since(self, table: str, log: str) -> set[str]:
-        """A re-read's reconciliation: ``table``'s changes from ``log`` to the flushed WAL now (the
-        slot has not moved past ``log``: the batch holding the chunk never committed)."""
+        """A re-read's reconciliation: ``table``'s changes from ``log`` (the slot is not past it)."""
         start = Position(tuple(int(p) for p in log.split(":")))
         upto = self._guarded(sql.flush_lsn)
         rows = self._guarded(sql.peek, self.slot, self.publication, upto, None)
