@@ -255,24 +255,26 @@ def _native_to_base64(column: Column, scale: int) -> Column:
 
 
 def _native_from_base64(column: Column, data_type: Any) -> Column:
-    """``decimal_from_base64`` in Spark SQL for a precision that fits a long: redundant sign bytes
-    stripped, sign-extended to 8 bytes, read as a signed long; out-of-range or non-base64 -> null."""
+    """``decimal_from_base64`` in Spark SQL for a precision that fits a long: sign-extended to 8
+    bytes and read as a signed long; not base64, or a value that does not fit ``data_type`` -> null.
+
+    Every intermediate is referenced once or is cheap: Spark does not share a subexpression between
+    a CASE's branches, and an earlier form that did (regular expressions inside several branches)
+    cost more than parsing the JSON around it (bench/db_profile.py).
+    """
     from pyspark.sql import functions as F
 
-    scale, precision = int(data_type.scale), int(data_type.precision)
-    text = F.hex(F.call_function("try_to_binary", column, F.lit("base64")))
-    # Non-minimal encodings (other producers may pad) read as Java's BigInteger(byte[]) reads them.
-    text = F.regexp_replace(F.regexp_replace(text, "^(00)+(?=[0-7])", ""), "^(FF)+(?=[89A-F])", "")
-    negative = F.substring(text, 1, 1).isin(*"89ABCDEF")
-    signed = F.conv(F.when(negative, F.lpad(text, 16, "F")).otherwise(F.lpad(text, 16, "0")), 16, -10)
-    value = F.when(
-        (F.length(text) > 0) & (F.length(text) <= 16),
-        signed.cast("long"),
-    )
-    limit = 10**precision - 1
-    fits = value.between(-limit, limit)
-    decimal_text = F.concat(value.cast("string"), F.lit(f"E-{scale}"))
-    return F.when(fits, decimal_text.cast(data_type))
+    scale = int(data_type.scale)
+    raw = F.call_function("try_to_binary", column, F.lit("base64"))
+    hexed = F.hex(raw)
+    # A value below 10^18 takes at most 8 bytes minimally encoded; other producers may pad with
+    # redundant sign bytes, which Java's BigInteger(byte[]) reads the same: strip those.
+    stripped = F.regexp_replace(F.regexp_replace(hexed, "^(00)+(?=[0-7])", ""), "^(FF)+(?=[89A-F])", "")
+    hexed = F.when(F.length(raw) > 8, stripped).otherwise(hexed)
+    negative = F.substring(hexed, 1, 1).isin(*"89ABCDEF")
+    signed = F.conv(F.when(negative, F.lpad(hexed, 16, "F")).otherwise(F.lpad(hexed, 16, "0")), 16, -10)
+    text = F.when((F.length(hexed) > 0) & (F.length(hexed) <= 16), F.concat(signed, F.lit(f"E-{scale}")))
+    return text.try_cast(data_type)
 
 
 def decimal_to_base64(column: Column, data_type: Any) -> Column:

@@ -313,10 +313,17 @@ class JsonConverter(Converter):
     def decode(self, df: DataFrame) -> DataFrame:
         from pyspark.sql import functions as F
 
-        text = F.try_validate_utf8(F.col("body").cast("string"))
+        # The validated text is a column of its own: Spark would otherwise validate it once per use.
+        df = df.withColumn(_TEXT_COLUMN, F.try_validate_utf8(F.col("body").cast("string")))
+        text = F.col(_TEXT_COLUMN)
         df = flag_errors(
             df, F.col("body").isNotNull() & text.isNull(), F.lit("json converter: body is not UTF-8")
         )
+        return self._decode_text(df, text).drop(_TEXT_COLUMN)
+
+    def _decode_text(self, df: DataFrame, text: Column) -> DataFrame:
+        from pyspark.sql import functions as F
+
         declared = self._declared_type()
         if not self.schemas_enable:
             if declared is None:
@@ -339,28 +346,69 @@ class JsonConverter(Converter):
     @staticmethod
     def _schemas_by_topic(df: DataFrame, text: Column) -> dict[str, list[DataType]]:
         """Every distinct envelope schema of the batch, per topic: one sink batch may read several
-        topics (one table each), and a topic's schema may change within a batch (a column added)."""
+        topics (one table each), and a topic's schema may change within a batch (a column added).
+
+        Found without parsing the JSON when it can be (``_envelope_schemas``); otherwise, e.g.
+        for a producer that writes ``payload`` first, by a JSON path query over every message.
+        """
         from pyspark.sql import functions as F
 
-        rows = (
-            df.select(F.col("topic"), F.get_json_object(text, "$.schema").alias("s"))
+        prefixes = (
+            df.select(F.col("topic"), F.substring_index(text, _PAYLOAD_KEY, 1).alias("s"))
             .where(F.col("s").isNotNull())
             .distinct()
             .collect()
         )
+        schemas = _envelope_schemas([(str(row["topic"]), row["s"]) for row in prefixes])
+        if schemas is None:
+            rows = (
+                df.select(F.col("topic"), F.get_json_object(text, "$.schema").alias("s"))
+                .where(F.col("s").isNotNull())
+                .distinct()
+                .collect()
+            )
+            schemas = [(str(row["topic"]), json.loads(row["s"])) for row in rows]
         found: dict[str, list[DataType]] = {}
-        for row in sorted(rows, key=lambda r: (str(r["topic"]), r["s"])):
+        for topic, schema in sorted(schemas, key=lambda ts: (ts[0], json.dumps(ts[1], sort_keys=True))):
             try:
-                data_type = spark_type(json.loads(row["s"]))
+                data_type = spark_type(schema)
             except (ValueError, KeyError, TypeError) as exc:
                 raise ValueError(
-                    f"json converter: topic {row['topic']!r}: a message's schema is not a Connect schema: "
-                    f"{exc}"
+                    f"json converter: topic {topic!r}: a message's schema is not a Connect schema: {exc}"
                 ) from exc
-            kinds = found.setdefault(str(row["topic"]), [])
+            kinds = found.setdefault(topic, [])
             if data_type not in kinds:
                 kinds.append(data_type)
         return found
+
+
+_TEXT_COLUMN: Final = "_sluice_text"
+_SCHEMA_KEY: Final = '{"schema":'
+_PAYLOAD_KEY: Final = ',"payload":'
+
+
+def _envelope_schemas(prefixes: list[tuple[str, str]]) -> list[tuple[str, Any]] | None:
+    """The schemas of envelopes laid out as Kafka's JsonConverter writes them, from each body's
+    text up to its first ``,"payload":``; None when a body is laid out otherwise.
+
+    Why this is exact: a prefix ``{"schema":`` + ``P`` where ``P`` parses as one JSON value means
+    ``P`` is the whole value of the envelope's ``schema`` key (a JSON value ends where it ends,
+    whatever follows), and comparing these short prefixes is far cheaper than parsing every
+    message (bench/db_profile.py). A ``,"payload":`` inside the schema (a default value, a doc)
+    leaves an unterminated ``P`` that does not parse, and the caller falls back to parsing.
+    A ``null`` schema (a schemaless envelope) is skipped, as the JSON path query skips it.
+    """
+    found: list[tuple[str, Any]] = []
+    for topic, prefix in prefixes:
+        if not prefix.startswith(_SCHEMA_KEY):
+            return None
+        try:
+            schema = json.loads(prefix[len(_SCHEMA_KEY) :])
+        except ValueError:
+            return None
+        if schema is not None:
+            found.append((topic, schema))
+    return found
 
 
 def widest_number(a: DataType, b: DataType) -> DataType | None:

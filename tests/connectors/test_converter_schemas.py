@@ -84,3 +84,45 @@ def test_declared_decimal_reads_plain_json_numbers_exactly(spark: SparkSession) 
     converter = JsonConverter(value_schema="id int, amount decimal(10,2)")
     out = converter.to_records(spark.createDataFrame(rows, READ_SCHEMA)).orderBy("offset").collect()
     assert [r["value"]["amount"] for r in out] == [Decimal("1234.00"), Decimal("-0.25")]
+
+
+@pytest.mark.parametrize(
+    ("prefix", "expected"),
+    [
+        ('{"schema":{"type":"int32"}', [("t", {"type": "int32"})]),
+        ('{"schema":null', []),  # a schemaless envelope: no schema to merge
+        # laid out otherwise: the caller parses every message instead
+        ('{"payload":1,"schema":{"type":"int32"}}', None),
+        ('{"schema": {"type":"int32"}', [("t", {"type": "int32"})]),  # a space is still one value
+        ('{"schema" :{"type":"int32"}', None),
+        # ',"payload":' inside the schema: what precedes it is not one JSON value
+        ('{"schema":{"type":"int32","doc":"x', None),
+        ('{"schema":{"type":"struct","default":{"a":1', None),
+    ],
+)
+def test_envelope_schemas_from_body_prefixes(prefix: str, expected: list[tuple[str, object]] | None) -> None:
+    from connectors.converters import _envelope_schemas
+
+    assert _envelope_schemas([("t", prefix)]) == expected
+
+
+def test_envelopes_laid_out_any_way_decode_alike(spark: SparkSession) -> None:
+    """Kafka's compact layout (schemas found from body prefixes), a spaced one, payload first and a
+    ``,"payload":`` inside a field's doc (all parsed) give the same records in one batch."""
+    schema = {"type": "struct", "optional": False, "fields": [
+        {"field": "id", "type": "int32", "optional": False},
+        {"field": "note", "type": "string", "optional": True, "doc": 'see ,"payload":'},
+    ]}  # fmt: skip
+    compact = json.dumps({"schema": schema, "payload": {"id": 1, "note": "a"}}, separators=(",", ":"))
+    spaced = json.dumps({"schema": schema, "payload": {"id": 2, "note": "b"}})
+    first = json.dumps({"payload": {"id": 3, "note": None}, "schema": schema}, separators=(",", ":"))
+    bodies = [compact, spaced, first]
+    for only_compact in (True, False):
+        rows = [
+            ("t", "broker-a:0", 0, i, None, None, {}, BORN, BORN, body.encode())
+            for i, body in enumerate(bodies[:1] if only_compact else bodies)
+        ]
+        out = JsonConverter(schemas_enable=True).to_records(spark.createDataFrame(rows, READ_SCHEMA))
+        got = [r["value"].asDict() for r in out.orderBy("offset").collect()]
+        expected = [{"id": 1, "note": "a"}, {"id": 2, "note": "b"}, {"id": 3, "note": None}]
+        assert got == expected[: len(rows)]
