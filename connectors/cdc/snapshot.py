@@ -25,9 +25,14 @@ Why the target ends equal to the source without locks (the ordering argument DBL
 So the target converges to the source; while the snapshot and the replay of ``[S, T]`` run it may
 show older states of a row (it is not a point-in-time copy until the replay has passed ``T``).
 The log must be kept from ``S`` while the snapshot runs (the slot does this for PostgreSQL; MySQL's
-binlog retention must be longer than the snapshot takes). Not done: re-triggering the snapshot of
-one table while streaming (Debezium's signal), a snapshot of tables without a primary key (they are
-refused, as for streaming).
+binlog retention must be longer than the snapshot takes). A snapshot of tables without a primary
+key is not done (they are refused, as for streaming).
+
+Generations: a snapshot partition's position also carries meta ``gen`` (absent: 0, the initial
+snapshot above). A signal (connectors.cdc.ondemand) starts generation ``g + 1`` of a table at the
+next chunk counter — the key keeps growing, so positions never go backwards — and those chunks are
+read beside the running log, reconciled differently (connectors.cdc.ondemand says how); only
+generation 0 holds the log.
 """
 
 from __future__ import annotations
@@ -108,12 +113,18 @@ def decode_key(text: str) -> list[Any]:
 class Chunk:
     """What a snapshot position says: chunks read so far, the last key read, whether it is over,
     and the log position capture started at (source-specific text, empty where the source keeps
-    it elsewhere)."""
+    it elsewhere). On-demand generations (``generation`` > 0) add the signal that opened them, its
+    commit time (``ts``, stamped on their records) and the log position a chunk was reconciled
+    from (``log``, source-specific text)."""
 
     index: int
     after: list[Any] | None
     done: bool
     origin: str
+    generation: int = 0
+    signal: str = ""
+    ts: int = 0
+    log: str = ""
 
     @classmethod
     def of(cls, position: Position) -> Chunk:
@@ -123,6 +134,10 @@ class Chunk:
             decode_key(after) if after else None,
             position.get("done") == "1",
             position.get("origin"),
+            int(position.get("gen") or 0),
+            position.get("signal"),
+            int(position.get("ts") or 0),
+            position.get("log"),
         )
 
     def position(self) -> Position:
@@ -131,11 +146,17 @@ class Chunk:
             meta["after"] = encode_key(self.after)
         if self.done:
             meta["done"] = "1"
+        if self.generation:
+            meta.update(gen=str(self.generation), signal=self.signal, ts=str(self.ts))
+        if self.log:
+            meta["log"] = self.log
         return Position((self.index,), tuple(meta.items()))
 
 
-def first_position(origin: str) -> Position:
-    return Chunk(0, None, False, origin).position()
+def first_position(origin: str, done: bool = False) -> Position:
+    """Where a snapshot partition starts: before its first chunk, or (``done``) with nothing to read
+    — a table under ``snapshot.mode=never`` whose partition exists for signals only."""
+    return Chunk(0, None, done, origin).position()
 
 
 def origin_of(committed: Mapping[str, Position]) -> str:
@@ -147,8 +168,13 @@ def origin_of(committed: Mapping[str, Position]) -> str:
 
 
 def finished(tables: Sequence[str], committed: Mapping[str, Position]) -> bool:
-    """Every table's snapshot committed its last chunk (the log may be released from its hold)."""
-    return all(partition_of(t) in committed and committed[partition_of(t)].get("done") == "1" for t in tables)
+    """Every table's initial snapshot committed its last chunk (the log may be released from its
+    hold); a later generation (connectors.cdc.ondemand) runs beside the log and holds nothing."""
+
+    def over(position: Position | None) -> bool:
+        return position is not None and (position.get("done") == "1" or bool(position.get("gen")))
+
+    return all(over(committed.get(partition_of(t))) for t in tables)
 
 
 # ---- reading ---------------------------------------------------------------------------------
@@ -170,24 +196,37 @@ Fetch = Callable[[str, list[Any] | None, list[Any] | None, int | None], Rows]
 class TableSnapshots:
     """Plans and reads the snapshot partitions of one task; ``fetch`` is the database's chunk query."""
 
-    def __init__(self, tables: Sequence[str], chunk_size: int, fetch: Fetch) -> None:
+    def __init__(
+        self, tables: Sequence[str], chunk_size: int, fetch: Fetch, idle: Sequence[str] = ()
+    ) -> None:
         self.tables = list(tables)
+        self.idle = [t for t in idle if t not in self.tables]  # partitions for signals only
         self.chunk_size = max(1, chunk_size)
         self.fetch = fetch
         self._cache: dict[tuple[str, Position, Position], Rows] = {}
 
     def partitions(self) -> list[str]:
-        return [partition_of(t) for t in self.tables]
+        return [partition_of(t) for t in self.tables + self.idle]
+
+    def first(self, partition: str, origin: str) -> Position:
+        return first_position(origin, done=table_of(partition) in self.idle)
+
+    def current(self, committed: Mapping[str, Position], origin: str) -> dict[str, Position]:
+        """Every snapshot partition's committed position, or its first."""
+        return {p: committed.get(p) or self.first(p, origin) for p in self.partitions()}
 
     def latest(self, committed: Mapping[str, Position], origin: str) -> dict[str, Position]:
         """The end of each table's next chunk (read now, kept for ``rows``); a finished table stays."""
         self._cache.clear()
-        out = {}
+        out = {
+            partition_of(t): committed.get(partition_of(t)) or self.first(partition_of(t), origin)
+            for t in self.idle
+        }
         for table in self.tables:
             partition = partition_of(table)
             start = committed.get(partition) or first_position(origin)
             chunk = Chunk.of(start)
-            if chunk.done:
+            if chunk.done or chunk.generation:  # a later generation is connectors.cdc.ondemand's
                 out[partition] = start
                 continue
             rows = self.fetch(table, chunk.after, None, self.chunk_size)

@@ -59,6 +59,18 @@ def file_name(base: str, index: int) -> str:
     return f"{base}.{index:06d}"
 
 
+def snapshot_source(server: str, db: str, table: str) -> dict[str, Any]:
+    """The ``source`` block of a snapshot row: no binlog coordinates (it was not read from the log)."""
+    return {
+        "version": VERSION,
+        "connector": "mysql",
+        "name": server,
+        "db": db,
+        "table": table,
+        **dict.fromkeys(("server_id", "gtid", "file", "pos", "row")),
+    }
+
+
 @dataclass(frozen=True)
 class BinlogEvent:
     """One binlog event as the window scanner sees it (connectors.cdc.mysql.binlog makes them)."""

@@ -21,6 +21,8 @@ Where capture starts: a table without a committed position starts at the binlog 
 at its first planning ("from the connector's start on", as Debezium). Under ``snapshot.mode=initial``
 that start is kept in the snapshot partitions' positions (meta ``origin``, ``file:position``) so
 a restarted task resumes the log exactly there after the snapshot (connectors.cdc.snapshot).
+With ``signal.data.collection``, signal rows in the binlog re-snapshot tables while streaming goes
+on (connectors.cdc.signals, connectors.cdc.ondemand).
 """
 
 from __future__ import annotations
@@ -31,29 +33,31 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from connectors.api import SourceConnector, SourceTask
+from connectors.cdc import ondemand as od
+from connectors.cdc import signals
 from connectors.cdc import snapshot as snap
 from connectors.cdc.envelope import record_frame, union_frames
 from connectors.cdc.mysql import binlog as sql
 from connectors.cdc.mysql import snapshot as mysnap
 from connectors.cdc.mysql.changes import (
     SOURCE_FIELDS,
-    VERSION,
     Change,
     RowDecoder,
     file_index,
     file_name,
     scan,
+    snapshot_source,
     with_offsets,
 )
+from connectors.cdc.mysql.checks import params, start_problems
 from connectors.cdc.mysql.config import (
     FIELDS,
     select_tables,
     server_id,
     table_problems,
-    unmatched_includes,
 )
-from connectors.cdc.topics import debezium_topic, topic_problem
-from connectors.config import ConfigDef, ConfigError, FieldError
+from connectors.cdc.topics import debezium_topic
+from connectors.config import ConfigDef, ConfigError
 from connectors.data_loss import DataLossError
 from connectors.model import DataLossPolicy, PartitionRange
 from connectors.positions import Position
@@ -63,15 +67,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 FIRST_EVENT = 4  # a binlog file's first event follows its 4-byte magic number
-
-
-def _params(config: Mapping[str, Any]) -> sql.Params:
-    return sql.Params(
-        str(config["database.hostname"]),
-        int(config.get("database.port") or 3306),
-        str(config["database.user"]),
-        str(config.get("database.password") or ""),
-    )
 
 
 def _point(position: Position) -> tuple[int, int]:
@@ -86,7 +81,7 @@ class MySqlCdcTask(SourceTask):
     def __init__(self, config: Mapping[str, Any], task_id: int) -> None:
         super().__init__(config, task_id)
         self.where = f"connector {self.name!r}"
-        self.params = _params(config)
+        self.params = params(config)
         self.replica_id = server_id(config, self.name)
         self.prefix = str(config["topic.prefix"])
         self.max_records = int(config.get("batch.max.records") or 10_000)
@@ -98,6 +93,10 @@ class MySqlCdcTask(SourceTask):
         self._cache: tuple[Position, Position, list[Change]] | None = None  # (from, to, changes)
         self.mode = snap.snapshot_mode(config)
         self._snapshots: snap.TableSnapshots | None = None
+        self.signal_table = signals.signal_table(config)
+        self._signal_keys: dict[str, tuple[str, ...]] = {}
+        self._ondemand: od.OnDemand | None = None
+        self._behind = False  # the last log read stopped at batch.max.records before the log end
 
     # ---- connection and tables -------------------------------------------------------------------
     def _db(self) -> Any:
@@ -117,11 +116,15 @@ class MySqlCdcTask(SourceTask):
         are picked up when the task restarts)."""
         if self._keys is None:
             keys = self._guarded(sql.list_tables)
-            selected = select_tables(self.config, list(keys))
+            selected = [t for t in select_tables(self.config, list(keys)) if t != self.signal_table]
             problems = table_problems(self.where, selected, keys)
+            if self.signal_table and not keys.get(self.signal_table):
+                problems.append(signals.unusable(self.where, self.signal_table, "it has no primary key"))
             if problems:
                 raise ConfigError(problems)
             self._keys = {t: keys[t] for t in selected}
+            if self.signal_table:
+                self._signal_keys = {self.signal_table: keys[self.signal_table]}
         return self._keys
 
     def _stream(self) -> list[str]:
@@ -133,13 +136,12 @@ class MySqlCdcTask(SourceTask):
             keys = self._tables()
             tables = [] if self.mode == "never" else list(keys)
             size = int(self.config.get("snapshot.chunk.size") or snap.CHUNK_SIZE)
-            self._snapshots = snap.TableSnapshots(
-                tables,
-                size,
-                lambda t, after, upto, limit: self._guarded(
-                    mysnap.read_chunk, t, keys[t], after, upto, limit, self.where
-                ),
+            fetch: snap.Fetch = lambda t, after, upto, limit: self._guarded(  # noqa: E731
+                mysnap.read_chunk, t, keys[t], after, upto, limit, self.where
             )
+            idle = list(keys) if self.signal_table and self._stream() else []
+            self._snapshots = snap.TableSnapshots(tables, size, fetch, idle)
+            self._ondemand = od.OnDemand(size, fetch) if idle else None
         return self._snapshots
 
     def partitions(self) -> list[str]:
@@ -178,7 +180,7 @@ class MySqlCdcTask(SourceTask):
     def earliest_positions(self) -> dict[str, Position]:
         """The oldest retained binlog event for tables with committed positions (a position below it
         was purged: data loss); for new tables, where this task started capturing."""
-        shots = {p: snap.first_position(self._origin_text()) for p in self._snap().partitions()}
+        shots = {p: self._snap().first(p, self._origin_text()) for p in self._snap().partitions()}
         if not self._stream():
             return shots
         first = Position((file_index(self._logs()[0]), FIRST_EVENT, 0))
@@ -220,10 +222,28 @@ class MySqlCdcTask(SourceTask):
         begin = min(starts.values())
         if self._purged(begin, logs):
             begin = max(begin, first)
+        current = self._snap().current(shots, origin)
+        if self._ondemand is not None and not self._behind:
+            self._ondemand.read_chunks(current)  # before the log end is pinned (connectors.cdc.ondemand)
         stop = self._end()
         changes, end = self._scan(begin, stop, self.max_records)
+        self._behind = end < stop
         self._cache = (begin, end, changes)
-        return {**shots, **{p: max(start, end) for p, start in starts.items()}}
+        out = {**current, **{p: max(start, end) for p, start in starts.items()}}
+        if self._ondemand is not None:
+            moved = self._ondemand.moves(
+                current, changes, starts, self._tables(), self.signal_table, self.where, not self._behind
+            )
+            out.update(moved)
+        return out
+
+    def _changed_since(self, table: str, log: str) -> set[str]:
+        """A re-read's reconciliation: ``table``'s changes from ``log`` to the log end now."""
+        if not self._base:
+            self._logs()
+        start = Position(tuple(int(p) for p in log.split(":")))
+        changes, _ = self._scan(start, self._end(), None)
+        return od.changed_keys(changes, table, self._tables()[table], start)
 
     def backlog(self, partition: str, start: Position, latest: Position) -> int | None:
         return None  # counted by the bounded read in latest_positions
@@ -240,13 +260,13 @@ class MySqlCdcTask(SourceTask):
         if begin >= stop:
             return [], begin
         decoder = RowDecoder(
-            self._tables(),
+            {**self._tables(), **self._signal_keys},
             where=self.where,
             server=self.prefix,
             tombstones=bool(self.config.get("tombstones.on.delete", True)),
             column_names=lambda db, table: self._guarded(sql.column_names, db, table),
         )
-        schemas = sorted({p.partition(".")[0] for p in self._stream()})
+        schemas = sorted({p.partition(".")[0] for p in self._stream() + list(self._signal_keys)})
         stream = sql.events(
             self.params, self.replica_id, file_name(self._base, int(begin.key[0])), int(begin.key[1]), schemas
         )
@@ -278,7 +298,9 @@ class MySqlCdcTask(SourceTask):
             if r.is_empty:
                 continue
             if snap.is_snapshot(r.partition):
-                frames.append(self._snapshot_frame(spark, r))
+                shot = self._snapshot_frame(spark, r)
+                if shot is not None:
+                    frames.append(shot)
                 continue
             wanted = [
                 c
@@ -302,22 +324,16 @@ class MySqlCdcTask(SourceTask):
             )
         return union_frames(spark, frames)
 
-    def _snapshot_frame(self, spark: SparkSession, r: PartitionRange) -> DataFrame:
-        rows = self._snap().rows(r.partition, r.start, r.end)
+    def _snapshot_frame(self, spark: SparkSession, r: PartitionRange) -> DataFrame | None:
         db, _, table = snap.table_of(r.partition).partition(".")
-        source = {
-            "version": VERSION,
-            "connector": "mysql",
-            "name": self.prefix,
-            "db": db,
-            "table": table,
-            "server_id": None,
-            "gtid": None,
-            "file": None,
-            "pos": None,
-            "row": None,
-        }
-        return snap.frame(spark, rows, source, SOURCE_FIELDS, self.topic_of(r.partition), r.partition)
+        source = snapshot_source(self.prefix, db, table)
+        topic = self.topic_of(r.partition)
+        if snap.Chunk.of(r.end).generation:
+            self._snap()  # a re-run reads before any planning made the on-demand reader
+            assert self._ondemand is not None
+            return self._ondemand.chunk_frame(spark, r, self._changed_since, source, SOURCE_FIELDS, topic)
+        rows = self._snap().rows(r.partition, r.start, r.end)
+        return snap.frame(spark, rows, source, SOURCE_FIELDS, topic, r.partition)
 
     def topic_of(self, partition: str) -> str:
         return debezium_topic(self.prefix, *snap.table_of(partition).split(".", 1))
@@ -343,28 +359,7 @@ class MySqlCdcConnector(SourceConnector):
     config_def = ConfigDef(FIELDS)
 
     def start(self, config: Mapping[str, Any]) -> None:
-        name = str(config.get("name") or self.plugin_name)
-        owner = f"connector {name!r}"
-        conn = sql.connect(_params(config), owner)
-        try:
-            errors = [
-                FieldError(f, f"{owner}: {m}")
-                for f, m in sql.server_problems(conn, server_id(config, name), str(config["database.user"]))
-            ]
-            keys = sql.list_tables(conn)
-        finally:
-            conn.close()
-        selected = select_tables(config, list(keys))
-        errors += [
-            FieldError(e.field, f"{owner}: {e.message}") for e in unmatched_includes(config, list(keys))
-        ]
-        if not selected and not errors:
-            errors.append(FieldError("table.include.list", f"{owner}: no table to capture"))
-        errors += table_problems(owner, selected, keys)
-        for table in selected:
-            problem = topic_problem(str(config["topic.prefix"]), *table.split(".", 1))
-            if problem:
-                errors.append(FieldError("topic.prefix", f"{owner}: {problem}"))
+        errors = start_problems(config, str(config.get("name") or self.plugin_name))
         if errors:
             raise ConfigError(errors)
 

@@ -44,6 +44,20 @@ SOURCE_FIELDS: Final = (
 VERSION: Final = "sluice-1"
 
 
+def snapshot_source(server: str, db: str, schema: str, table: str) -> dict[str, Any]:
+    """The ``source`` block of a snapshot row: no transaction or LSN (it was not read from the log)."""
+    return {
+        "version": VERSION,
+        "connector": "postgresql",
+        "name": server,
+        "db": db,
+        "schema": schema,
+        "table": table,
+        "txId": None,
+        "lsn": None,
+    }
+
+
 @dataclass(frozen=True)
 class TableShape:
     """A relation as the decoder last saw it: mapped columns and key columns."""

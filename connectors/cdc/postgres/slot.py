@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from connectors.data_loss import DataLossError
+
 PLUGIN: Final = "pgoutput"
 _SESSION: Final = "-c TimeZone=UTC -c DateStyle=ISO -c bytea_output=hex -c extra_float_digits=3"
 
@@ -157,6 +159,16 @@ def ensure_publication(conn: Any, name: str, mode: str, tables: Sequence[str]) -
         fetch(conn, f"CREATE PUBLICATION {ident} FOR TABLE {listed}")
     elif mode == "filtered":
         fetch(conn, f"ALTER PUBLICATION {ident} SET TABLE {listed}")
+
+
+def slot_lost(where: str, slot: str, first: str) -> DataLossError:
+    """The data loss of a slot dropped while positions (``first``: the oldest) were committed."""
+    return DataLossError(
+        f"{where} replication slot {slot!r}",
+        f"changes from position {first}",
+        "are gone: the slot was dropped while positions were committed (PostgreSQL keeps WAL "
+        "for a logical consumer only while its slot exists)",
+    )
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ crash: the committed position is the truth, and changes below it are filtered ou
 vanished while positions are committed is data loss (``data.loss``), named with slot and position.
 ``snapshot.mode=initial`` reads the existing rows first, after the slot exists and while the log is
 held at the slot's start (connectors.cdc.snapshot); ``initial_only`` reads them without a slot.
+``signal.data.collection``: signals re-snapshot tables while streaming (connectors.cdc.ondemand).
 """
 
 from __future__ import annotations
@@ -30,20 +31,27 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from connectors.api import SourceConnector, SourceTask
+from connectors.cdc import ondemand as od
+from connectors.cdc import signals
 from connectors.cdc import snapshot as snap
 from connectors.cdc.envelope import record_frame, union_frames
 from connectors.cdc.postgres import slot as sql
 from connectors.cdc.postgres import snapshot as pgsnap
-from connectors.cdc.postgres.changes import SOURCE_FIELDS, VERSION, Change, ChangeDecoder, with_offsets
+from connectors.cdc.postgres.changes import (
+    SOURCE_FIELDS,
+    Change,
+    ChangeDecoder,
+    snapshot_source,
+    with_offsets,
+)
+from connectors.cdc.postgres.checks import params, start_problems
 from connectors.cdc.postgres.config import (
     FIELDS,
     select_tables,
     table_problems,
-    unmatched_includes,
 )
-from connectors.cdc.topics import debezium_topic, topic_problem
+from connectors.cdc.topics import debezium_topic
 from connectors.config import ConfigDef, ConfigError, FieldError
-from connectors.data_loss import DataLossError
 from connectors.model import BatchPlan, DataLossPolicy, PartitionRange
 from connectors.positions import Position
 
@@ -53,16 +61,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 #: WAL bytes an idle capture's slot may lag behind the server before an empty batch moves it.
 KEEPALIVE_LAG = 1 << 20
-
-
-def _params(config: Mapping[str, Any]) -> sql.Params:
-    return sql.Params(
-        str(config["database.hostname"]),
-        int(config.get("database.port") or 5432),
-        str(config["database.user"]),
-        str(config.get("database.password") or ""),
-        str(config["database.dbname"]),
-    )
 
 
 def _names(config: Mapping[str, Any], connector: str) -> tuple[str, str]:
@@ -84,7 +82,7 @@ class PostgresCdcTask(SourceTask):
     def __init__(self, config: Mapping[str, Any], task_id: int) -> None:
         super().__init__(config, task_id)
         self.where = f"connector {self.name!r}"
-        self.params = _params(config)
+        self.params = params(config)
         self.slot, self.publication = _names(config, self.name)
         self.prefix = str(config["topic.prefix"])
         self.max_records = int(config.get("batch.max.records") or 10_000)
@@ -95,6 +93,10 @@ class PostgresCdcTask(SourceTask):
         self._idle_upto: int | None = None  # the flushed LSN of the last poll that found nothing
         self.mode = snap.snapshot_mode(config)
         self._snapshots: snap.TableSnapshots | None = None
+        self.signal_table = signals.signal_table(config)
+        self._signal_keys: dict[str, tuple[str, ...]] = {}
+        self._ondemand: od.OnDemand | None = None
+        self._behind = False  # the last peek stopped at batch.max.records (more may follow)
 
     # ---- connection, tables, slot ----------------------------------------------------------------
     def _db(self) -> Any:
@@ -116,18 +118,26 @@ class PostgresCdcTask(SourceTask):
         are picked up when the task restarts); the publication is made to match."""
         if self._keys is None:
             facts = {t.name: t for t in self._guarded(sql.list_tables)}
-            selected = select_tables(self.config, list(facts))
+            selected = [t for t in select_tables(self.config, list(facts)) if t != self.signal_table]
             problems = table_problems(
                 self.where,
                 selected,
                 {t: facts[t].primary_key for t in selected},
                 {t: facts[t].replica_identity for t in selected},
             )
+            signal = facts.get(self.signal_table)
+            if self.signal_table and (signal is None or not signal.primary_key):
+                problems.append(
+                    signals.unusable(self.where, self.signal_table, "it is gone or has no primary key")
+                )
             if problems:
                 raise ConfigError(problems)
             mode = str(self.config.get("publication.autocreate.mode") or "all_tables")
-            self._guarded(sql.ensure_publication, self.publication, mode, selected)
+            published = selected + ([self.signal_table] if self.signal_table else [])
+            self._guarded(sql.ensure_publication, self.publication, mode, published)
             self._keys = {t: facts[t].primary_key for t in selected}
+            if signal is not None:
+                self._signal_keys = {self.signal_table: signal.primary_key}
         return self._keys
 
     def _stream(self) -> list[str]:
@@ -139,26 +149,19 @@ class PostgresCdcTask(SourceTask):
             keys = self._tables()
             tables = [] if self.mode == "never" else list(keys)
             size = int(self.config.get("snapshot.chunk.size") or snap.CHUNK_SIZE)
-            self._snapshots = snap.TableSnapshots(
-                tables,
-                size,
-                lambda t, after, upto, limit: self._guarded(
-                    pgsnap.read_chunk, t, keys[t], after, upto, limit, self.where
-                ),
+            fetch: snap.Fetch = lambda t, after, upto, limit: self._guarded(  # noqa: E731
+                pgsnap.read_chunk, t, keys[t], after, upto, limit, self.where
             )
+            idle = list(keys) if self.signal_table and self._stream() else []
+            self._snapshots = snap.TableSnapshots(tables, size, fetch, idle)
+            self._ondemand = od.OnDemand(size, fetch) if idle else None
         return self._snapshots
 
     def partitions(self) -> list[str]:
         return self._stream() + self._snap().partitions()
 
     def _slot_lost(self, committed: Mapping[str, Position]) -> None:
-        first = min(committed.values())
-        error = DataLossError(
-            f"{self.where} replication slot {self.slot!r}",
-            f"changes from position {first}",
-            "are gone: the slot was dropped while positions were committed (PostgreSQL keeps WAL "
-            "for a logical consumer only while its slot exists)",
-        )
+        error = sql.slot_lost(self.where, self.slot, str(min(committed.values())))
         if DataLossPolicy(self.config.get("data.loss", "fail")) is DataLossPolicy.FAIL:
             raise error
         log.warning("%s; data.loss=skip: creating the slot again", error)
@@ -186,7 +189,7 @@ class PostgresCdcTask(SourceTask):
     # ---- positions -------------------------------------------------------------------------------
     def earliest_positions(self) -> dict[str, Position]:
         """Where the slot is: ``(confirmed + 1, 0)``; nothing before the slot exists."""
-        out = {p: snap.first_position("") for p in self._snap().partitions()}
+        out = {p: self._snap().first(p, "") for p in self._snap().partitions()}
         if not self._stream():
             return out
         info = self._guarded(sql.slot_info, self.slot)
@@ -214,10 +217,16 @@ class PostgresCdcTask(SourceTask):
             earliest = Position((info.confirmed_flush + 1, 0))
             held = {p: max(mine.get(p, earliest), earliest) for p in self._stream()}
             return {**self._snap().latest(shots, ""), **held}
-        return {**shots, **self._log_positions(mine, mine or shots)}
+        current = self._snap().current(shots, "")
+        if self._ondemand is not None and not self._behind:
+            self._ondemand.read_chunks(current)  # before the log end is pinned (connectors.cdc.ondemand)
+        return {**current, **self._log_positions(mine, mine or shots, current)}
 
-    def _log_positions(self, mine: dict[str, Position], guard: dict[str, Position]) -> dict[str, Position]:
-        """The log's next batch; ``guard``: committed positions a missing slot would lose."""
+    def _log_positions(
+        self, mine: dict[str, Position], guard: dict[str, Position], current: dict[str, Position]
+    ) -> dict[str, Position]:
+        """The log's next batch; ``guard``: committed positions a missing slot would lose; the
+        on-demand snapshot positions it moves (``current``: every snapshot partition's)."""
         try:
             self._advance(mine)
             info = self._slot(guard)
@@ -228,6 +237,7 @@ class PostgresCdcTask(SourceTask):
             self._slot_lost(mine or {p: Position((0, 0)) for p in self._stream()})
             return {}
         changes, end = self._decode(rows)
+        self._behind = len(rows) >= self.max_records
         if end is not None:
             self._cache, self._idle_upto = (end, changes), None
         else:
@@ -236,7 +246,20 @@ class PostgresCdcTask(SourceTask):
         for p in self._stream():
             base = max(mine.get(p, earliest), earliest)
             out[p] = max(base, Position((end + 1, 0))) if end is not None else base
+        if self._ondemand is not None:
+            starts = {p: max(mine.get(p, earliest), earliest) for p in self._stream()}
+            moved = self._ondemand.moves(
+                current, changes, starts, self._tables(), self.signal_table, self.where, not self._behind
+            )
+            out.update(moved)
         return out
+
+    def _changed_since(self, table: str, log: str) -> set[str]:
+        """A re-read's reconciliation: ``table``'s changes from ``log`` (the slot is not past it)."""
+        start = Position(tuple(int(p) for p in log.split(":")))
+        upto = self._guarded(sql.flush_lsn)
+        rows = self._guarded(sql.peek, self.slot, self.publication, upto, None)
+        return od.changed_keys(self._decode(rows)[0], table, self._tables()[table], start)
 
     def _keepalive(self, confirmed: int, upto: int) -> int | None:
         """An end for a batch without records when this database is idle but the server is not.
@@ -275,7 +298,7 @@ class PostgresCdcTask(SourceTask):
     # ---- reading ---------------------------------------------------------------------------------
     def _decode(self, rows: Sequence[tuple[int, bytes]]) -> tuple[list[Change], int | None]:
         decoder = ChangeDecoder(
-            self._tables(),
+            {**self._tables(), **self._signal_keys},
             where=self.where,
             server=self.prefix,
             db=self.params.dbname,
@@ -309,7 +332,9 @@ class PostgresCdcTask(SourceTask):
             if r.is_empty:
                 continue
             if snap.is_snapshot(r.partition):
-                frames.append(self._snapshot_frame(spark, r))
+                shot = self._snapshot_frame(spark, r)
+                if shot is not None:
+                    frames.append(shot)
                 continue
             end = int(r.end.key[0]) - 1
             wanted = [
@@ -334,20 +359,16 @@ class PostgresCdcTask(SourceTask):
             )
         return union_frames(spark, frames)
 
-    def _snapshot_frame(self, spark: SparkSession, r: PartitionRange) -> DataFrame:
-        rows = self._snap().rows(r.partition, r.start, r.end)
+    def _snapshot_frame(self, spark: SparkSession, r: PartitionRange) -> DataFrame | None:
         schema, _, table = snap.table_of(r.partition).partition(".")
-        source = {
-            "version": VERSION,
-            "connector": "postgresql",
-            "name": self.prefix,
-            "db": self.params.dbname,
-            "schema": schema,
-            "table": table,
-            "txId": None,
-            "lsn": None,
-        }
-        return snap.frame(spark, rows, source, SOURCE_FIELDS, self.topic_of(r.partition), r.partition)
+        source = snapshot_source(self.prefix, self.params.dbname, schema, table)
+        topic = self.topic_of(r.partition)
+        if snap.Chunk.of(r.end).generation:
+            self._snap()  # a re-run reads before any planning made the on-demand reader
+            assert self._ondemand is not None
+            return self._ondemand.chunk_frame(spark, r, self._changed_since, source, SOURCE_FIELDS, topic)
+        rows = self._snap().rows(r.partition, r.start, r.end)
+        return snap.frame(spark, rows, source, SOURCE_FIELDS, topic, r.partition)
 
     def topic_of(self, partition: str) -> str:
         return debezium_topic(self.prefix, *snap.table_of(partition).split(".", 1))
@@ -372,34 +393,7 @@ class PostgresCdcConnector(SourceConnector):
     config_def = ConfigDef(FIELDS)
 
     def start(self, config: Mapping[str, Any]) -> None:
-        owner = f"connector {config.get('name') or self.plugin_name!r}"
-        conn = sql.connect(_params(config), owner)
-        try:
-            errors = [FieldError(f, f"{owner}: {m}") for f, m in sql.server_problems(conn)]
-            facts = {t.name: t for t in sql.list_tables(conn)}
-        finally:
-            conn.close()
-        selected = select_tables(config, list(facts))
-        for pattern in unmatched_includes(config, list(facts)):
-            errors.append(
-                FieldError(
-                    "table.include.list",
-                    f"{owner}: table.include.list entry {pattern!r} matches no table of database "
-                    f"{config['database.dbname']!r} (tables: {', '.join(facts) or 'none'})",
-                )
-            )
-        if not selected and not errors:
-            errors.append(FieldError("table.include.list", f"{owner}: no table to capture"))
-        errors += table_problems(
-            owner,
-            selected,
-            {t: facts[t].primary_key for t in selected},
-            {t: facts[t].replica_identity for t in selected},
-        )
-        for table in selected:
-            problem = topic_problem(str(config["topic.prefix"]), *table.split(".", 1))
-            if problem:
-                errors.append(FieldError("topic.prefix", f"{owner}: {problem}"))
+        errors = start_problems(config, str(config.get("name") or self.plugin_name))
         if errors:
             raise ConfigError(errors)
 

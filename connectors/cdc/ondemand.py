@@ -1,0 +1,286 @@
+"""Snapshots on demand while streaming (Debezium's incremental snapshot, started by a signal).
+
+A signal (connectors.cdc.signals) found in a batch's log range starts a new *generation* of each
+named table's snapshot partition ``snapshot:db.table`` in that same batch: its position moves to the
+next chunk counter with meta ``gen`` = g + 1, no key read yet (connectors.cdc.snapshot.Chunk).
+From the next batch on, each batch reads one chunk of the table in primary-key order *and* the log,
+without holding the log and without locks, until a chunk comes back short (``done``).
+
+Reconciliation (DBLog's watermarks, made exact by Sluice's positions). A batch's log range of table
+``t`` is ``[B, E)``: ``B`` where the previous batch ended (everything before it was sent by
+committed batches), ``E`` the batch end. Planning reads the chunk with a plain ``SELECT`` at a time
+``T``, and only *then* pins the log end and reads the log: so ``E`` lies after every transaction the
+``SELECT`` saw (a commit is in the log before it is visible). A chunk row whose key has any change
+in ``[B, E)`` is dropped; the rows kept are emitted as op ``r`` records in the batch.
+
+Why a keyed sink (upsert, delete on tombstone) ends equal to the source:
+  1. A kept row of key ``k`` is ``k``'s state at ``B``: ``T`` lies in ``[B, E]`` and ``k`` did not
+     change between ``B`` and ``E``, so the row read at ``T`` is the one at ``B`` (and at ``E``).
+  2. Every log record sent before it is of a change before ``B``, which that state already
+     includes; the batch's own log records are of other keys (so their order with the chunk's
+     records does not matter); every later change of ``k`` is at or after ``E`` and is sent by a
+     later batch, after the chunk row. So no chunk row can overwrite a newer change: the sink ends
+     with ``k``'s last change, or with the chunk row when ``k`` never changed again — which is then
+     ``k``'s current state.
+  3. A dropped row's key changed in ``[B, E)``: its changes from there on are sent, in order, by
+     this and later batches, so its last change reaches the sink without the chunk's help. A key
+     deleted before ``T`` is not read; its delete is in the log (or happened before capture, and a
+     sink that never had the row is right). Rows of the key range inserted after ``T`` are changes
+     at or after ``B``: the log carries them.
+The chunk's end key (the last key *read*, kept or not) is the next chunk's start, so the key ranges
+of a generation tile the table.
+
+Re-reads after a crash give the same records. The chunk position records ``B`` (meta ``log``) and the
+key range. A re-read selects the range again at ``T' > T``, pins a new log end ``E' >= E`` after
+it, and drops keys changed in ``[B, E')``. A row it keeps did not change since ``B``, so it existed
+at ``T`` with the same values and the first read kept it too: the re-read emits a *subset* of the
+first read's records, each identical — values, ``ts_ms`` (the signal's commit time, not the read
+time) and offset. The offset is a function of the key alone (a 62-bit hash of the primary key, above
+``2**62`` so it never meets the log records' offsets of the same table in a batch), so the runtime's
+"already sent" check (partition, offset) matches the same record. A record the re-read leaves out
+was either sent already, or is of a key whose change since ``E`` a later batch sends (point 3).
+Two keys of one chunk colliding in 62 bits would only matter on a re-run (chance about n²/2⁶³).
+
+While the log lags (a batch stopped at ``batch.max.records`` before the log end), no chunk is read:
+reconciling would mean reading the backlog twice. Under a sustained backlog the snapshot waits.
+A ``stop-snapshot`` signal ends the generation (``done``) at the batch holding it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+from connectors.cdc import snapshot as snap
+from connectors.cdc.envelope import OP_READ, ChangeRecord, envelope, record_frame
+from connectors.cdc.signals import EXECUTE, Signal, signals_in
+from connectors.model import PartitionRange
+from connectors.positions import Position
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+#: On-demand snapshot records' offsets are OFFSET_BASE + a 62-bit hash of the key.
+OFFSET_BASE: Final = 1 << 62
+
+
+def key_text(values: Sequence[Any]) -> str:
+    """A key's Spark values as text, equal for a chunk row and a log record of the same key."""
+    return json.dumps(list(values), default=str, separators=(",", ":"))
+
+
+class LogChange(Protocol):
+    """What both sources' decoded changes have (connectors.cdc.mysql.changes, .postgres.changes)."""
+
+    @property
+    def partition(self) -> str: ...
+
+    @property
+    def position(self) -> tuple[int, ...]: ...
+
+    @property
+    def record(self) -> ChangeRecord: ...
+
+
+def changed_keys(changes: Iterable[LogChange], table: str, keys: Sequence[str], start: Position) -> set[str]:
+    """Key texts of ``table``'s changes at or after ``start``: the keys a chunk must drop."""
+    return {
+        key_text([c.record.key[k] for k in keys])
+        for c in changes
+        if c.partition == table and c.position >= start.key
+    }
+
+
+def signal_inserts(changes: Iterable[LogChange], table: str) -> list[tuple[Mapping[str, Any], int]]:
+    """The rows inserted into the signal table ``table``, with their commit times, in log order."""
+    return [
+        (c.record.value["after"], int(c.record.value["ts_ms"]))
+        for c in changes
+        if c.partition == table and c.record.value is not None and c.record.value["op"] == "c"
+    ]
+
+
+def offset_of(raw_key: Sequence[Any]) -> int:
+    digest = hashlib.blake2b(snap.encode_key(raw_key).encode(), digest_size=8).digest()
+    return OFFSET_BASE + (int.from_bytes(digest, "big") >> 2)
+
+
+def kept(rows: snap.Rows, changed: set[str]) -> snap.Rows:
+    """The rows of ``rows`` whose key has no change in ``changed`` (key texts)."""
+    out = snap.Rows(rows.columns, rows.keys)
+    for row, raw in zip(rows.rows, rows.row_keys, strict=True):
+        if key_text([row[k] for k in rows.keys]) not in changed:
+            out.rows.append(row)
+            out.row_keys.append(raw)
+    return out
+
+
+def opened(position: Position, signal: Signal) -> Position:
+    """Where ``signal`` moves a snapshot partition: a new generation, or (stop) its end."""
+    c = snap.Chunk.of(position)
+    if signal.action == EXECUTE:
+        return snap.Chunk(
+            c.index + 1, None, False, c.origin, c.generation + 1, signal.id, signal.ts_ms
+        ).position()
+    if c.generation == 0 or c.done:
+        return position
+    return snap.Chunk(c.index + 1, c.after, True, c.origin, c.generation, c.signal, c.ts).position()
+
+
+class OnDemand:
+    """Plans and reads the on-demand generations of one task's snapshot partitions; ``fetch`` is the
+    database's chunk query (connectors.cdc.snapshot.Fetch)."""
+
+    def __init__(self, chunk_size: int, fetch: snap.Fetch) -> None:
+        self.chunk_size = max(1, chunk_size)
+        self.fetch = fetch
+        self._cache: dict[tuple[str, Position, Position], snap.Rows] = {}
+        self._read: dict[str, snap.Rows] = {}
+
+    @staticmethod
+    def running(position: Position | None) -> bool:
+        if position is None:
+            return False
+        c = snap.Chunk.of(position)
+        return c.generation > 0 and not c.done
+
+    def apply(self, positions: Mapping[str, Position], signals: Sequence[Signal]) -> dict[str, Position]:
+        """The snapshot positions ``signals`` (in log order) move; only those that moved."""
+        out: dict[str, Position] = {}
+        for signal in signals:
+            for table in signal.tables:
+                partition = snap.partition_of(table)
+                current = out.get(partition) or positions.get(partition)
+                if current is None:
+                    continue
+                moved = opened(current, signal)
+                if moved != current:
+                    out[partition] = moved
+        return out
+
+    def read_chunks(self, positions: Mapping[str, Position]) -> None:
+        """Step 1 of planning, *before* the log end is pinned: each running generation's next chunk."""
+        self._cache.clear()
+        self._read = {}
+        for partition, position in positions.items():
+            if self.running(position):
+                c = snap.Chunk.of(position)
+                self._read[partition] = self.fetch(snap.table_of(partition), c.after, None, self.chunk_size)
+
+    def finish(
+        self,
+        positions: Mapping[str, Position],
+        changed: Callable[[str], set[str]],
+        log_start: Callable[[str], str],
+        complete: bool,
+    ) -> dict[str, Position]:
+        """Step 2, after the log was read: the chunks' ends, their rows reconciled with ``changed``
+        (key texts of the table's changes in the batch's log range, from ``log_start``). Nothing
+        when the log read stopped short of the pinned end (``complete`` False)."""
+        out: dict[str, Position] = {}
+        read, self._read = self._read, {}
+        if not complete:
+            return out
+        for partition, rows in read.items():
+            start = positions[partition]
+            c = snap.Chunk.of(start)
+            table = snap.table_of(partition)
+            last = rows.row_keys[-1] if rows.row_keys else c.after
+            done = len(rows.rows) < self.chunk_size
+            end = snap.Chunk(
+                c.index + 1, last, done, c.origin, c.generation, c.signal, c.ts, log_start(table)
+            ).position()
+            self._cache[(partition, start, end)] = kept(rows, changed(table))
+            out[partition] = end
+        return out
+
+    def moves(
+        self,
+        current: Mapping[str, Position],
+        changes: Sequence[LogChange],
+        starts: Mapping[str, Position],
+        keys: Mapping[str, Sequence[str]],
+        signal_table: str,
+        where: str,
+        complete: bool,
+    ) -> dict[str, Position]:
+        """Snapshot positions a batch moves: the chunks (``read_chunks``) reconciled with its log
+        ``changes`` (each table's from ``starts``), and the generations its signals open or stop (a
+        new generation replaces a chunk read for the old)."""
+        found = signals_in(signal_inserts(changes, signal_table), list(keys), where)
+        ends = self.finish(
+            current,
+            lambda t: changed_keys(changes, t, keys[t], starts[t]),
+            lambda t: ":".join(map(str, starts[t].key)),
+            complete,
+        )
+        return {**ends, **self.apply(current, found)}
+
+    def rows(
+        self, partition: str, start: Position, end: Position, changed_since: Callable[[str, str], set[str]]
+    ) -> snap.Rows | None:
+        """The kept rows of a planned chunk (None: a range that read nothing — a generation opened
+        or stopped, an empty key range). After a crash: selected again, then reconciled with the log
+        from the chunk's ``B`` to a log end pinned after that select (``changed_since``)."""
+        cached = self._cache.get((partition, start, end))
+        if cached is not None:
+            return cached
+        first, last = snap.Chunk.of(start), snap.Chunk.of(end)
+        if not last.log or last.after is None or first.generation != last.generation:
+            return None
+        table = snap.table_of(partition)
+        rows = self.fetch(table, first.after, last.after, None)
+        return kept(rows, changed_since(table, last.log))
+
+    def chunk_frame(
+        self,
+        spark: SparkSession,
+        r: PartitionRange,
+        changed_since: Callable[[str, str], set[str]],
+        source: Mapping[str, Any],
+        source_fields: Sequence[tuple[str, str]],
+        topic: str,
+    ) -> DataFrame | None:
+        """The records of a planned range of a generation (None: it has none)."""
+        rows = self.rows(r.partition, r.start, r.end, changed_since)
+        if rows is None or not rows.rows:
+            return None
+        return frame(spark, rows, source, source_fields, topic, r.partition, snap.Chunk.of(r.end).ts)
+
+
+def records(rows: snap.Rows, source: Mapping[str, Any], ts_ms: int) -> list[ChangeRecord]:
+    """Op ``r`` records, offsets from their keys, stamped with the signal's commit time."""
+    src = {**source, "ts_ms": ts_ms, "snapshot": "incremental"}
+    return [
+        ChangeRecord(
+            offset_of(raw),
+            {k: row[k] for k in rows.keys},
+            envelope(OP_READ, None, row, src, ts_ms),
+            ts_ms * 1000,
+        )  # fmt: skip
+        for row, raw in zip(rows.rows, rows.row_keys, strict=True)
+    ]
+
+
+def frame(
+    spark: SparkSession,
+    rows: snap.Rows,
+    source: Mapping[str, Any],
+    source_fields: Sequence[tuple[str, str]],
+    topic: str,
+    partition: str,
+    ts_ms: int,
+) -> DataFrame:
+    """The record columns of a reconciled chunk, on the table's partition (its queue: see
+    connectors.cdc.snapshot.frame)."""
+    return record_frame(
+        spark,
+        records(rows, source, ts_ms),
+        columns=rows.columns,
+        key_columns=rows.keys,
+        source_fields=source_fields,
+        topic=topic,
+        partition=snap.table_of(partition),
+    )
