@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from deploy.local.config import StackConfig
+from tests.databases import TestDatabase, postgres_database
 from worker.client import SluiceClient
 
 
@@ -90,3 +91,10 @@ def start_worker(runtime_env: RuntimeEnv, tmp_path: Path) -> Iterator[Callable[[
 @pytest.fixture
 async def sluice(stack_config: StackConfig, runtime_env: RuntimeEnv) -> SluiceClient:
     return await SluiceClient.connect(stack_config.temporal_address, task_queue=runtime_env.task_queue)
+
+
+@pytest.fixture
+def target_pg(stack_config: StackConfig) -> Iterator[TestDatabase]:
+    """A fresh PostgreSQL database for a pipeline's target (the CDC tests' replica), dropped after."""
+    with postgres_database(stack_config) as db:
+        yield db

@@ -7,24 +7,16 @@ tables and an added column — and stays equal when the worker is SIGKILLed mid-
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from deploy.local.config import StackConfig
 from tests.cdc.mysql import source_config
 from tests.connectors.jdbc_dbs import Db
-from tests.databases import TestDatabase, postgres_database, table_rows
+from tests.databases import TestDatabase, table_rows
 from tests.runtime.helpers import wait_for
 
 TABLES = ("orders", "customers")
-
-
-@pytest.fixture
-def target_pg(stack_config: StackConfig) -> Iterator[TestDatabase]:
-    with postgres_database(stack_config) as db:
-        yield db
 
 
 def _rows(url: str, table: str) -> list[tuple[Any, ...]]:

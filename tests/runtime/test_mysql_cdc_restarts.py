@@ -10,7 +10,6 @@ and version gaps). A MariaDB restart also starts a new binlog file: capture must
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
@@ -18,14 +17,8 @@ from deploy.local.config import StackConfig
 from deploy.local.stack import restart_service
 from tests.cdc.mysql import source_config
 from tests.connectors.jdbc_dbs import Db
-from tests.databases import TestDatabase, postgres_database
+from tests.databases import TestDatabase
 from tests.runtime.cdc_restarts import insert_orders, schema, sinks, through_restarts
-
-
-@pytest.fixture
-def target_pg(stack_config: StackConfig) -> Iterator[TestDatabase]:
-    with postgres_database(stack_config) as db:
-        yield db
 
 
 @pytest.mark.fault

@@ -14,10 +14,9 @@ from typing import Any
 
 import pytest
 
-from deploy.local.config import StackConfig
 from tests.cdc.pg import cdc_database, slot_exists, source_config
 from tests.connectors.jdbc_dbs import Db
-from tests.databases import TestDatabase, postgres_database, table_rows
+from tests.databases import TestDatabase, table_rows
 from tests.runtime.helpers import wait_for
 
 TABLES = ("orders", "customers")
@@ -28,12 +27,6 @@ def cdc_pg(postgres_db: TestDatabase) -> Iterator[TestDatabase]:
     """The source; its slots are dropped before it (listed before ``start_worker`` in a test's
     arguments, so the workers stop first)."""
     with cdc_database(postgres_db) as db:
-        yield db
-
-
-@pytest.fixture
-def target_pg(stack_config: StackConfig) -> Iterator[TestDatabase]:
-    with postgres_database(stack_config) as db:
         yield db
 
 

@@ -20,7 +20,7 @@ from deploy.local.config import StackConfig
 from deploy.local.stack import restart_service
 from tests.cdc.pg import cdc_database, slot_exists, source_config
 from tests.connectors.jdbc_dbs import Db
-from tests.databases import TestDatabase, postgres_database
+from tests.databases import TestDatabase
 from tests.runtime.cdc_restarts import insert_orders, schema, sinks, through_restarts
 
 
@@ -29,12 +29,6 @@ def cdc_pg(postgres_db: TestDatabase) -> Iterator[TestDatabase]:
     """The source; its slots are dropped before it (listed before ``start_worker`` in a test's
     arguments, so the workers stop first)."""
     with cdc_database(postgres_db) as db:
-        yield db
-
-
-@pytest.fixture
-def target_pg(stack_config: StackConfig) -> Iterator[TestDatabase]:
-    with postgres_database(stack_config) as db:
         yield db
 
 
