@@ -14,7 +14,7 @@ import pytest
 from tests.cdc.mysql import source_config
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase, table_rows
-from tests.runtime.helpers import wait_for
+from tests.runtime.helpers import replica_sink, wait_for
 
 TABLES = ("orders", "customers")
 
@@ -29,31 +29,6 @@ def _rows(url: str, table: str) -> list[tuple[Any, ...]]:
 def _equal(src: TestDatabase, dst: TestDatabase) -> bool:
     return all(_rows(dst.url, t) == _rows(src.url, t) for t in TABLES)
 
-
-def _sink(target: TestDatabase, prefix: str, db: str) -> dict[str, str]:
-    return {
-        "connector.class": "io.confluent.connect.jdbc.JdbcSinkConnector",
-        "connection.url": target.jdbc_url,
-        "connection.user": target.user,
-        "connection.password": target.password,
-        "topics.regex": f"{prefix}_{db}_.*",
-        "transforms": "unwrap,route",
-        "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
-        "transforms.unwrap.delete.handling.mode": "none",
-        "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
-        "transforms.route.regex": f"{prefix}_{db}_(.*)",
-        "transforms.route.replacement": "$1",
-        "insert.mode": "upsert",
-        "pk.mode": "record_key",
-        "pk.fields": "id",
-        "delete.enabled": "true",
-        "auto.create": "true",
-        "auto.evolve": "true",
-        "batch.max.records": "500",
-        "poll.interval.ms": "200",
-        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
-        "value.converter.schemas.enable": "true",
-    }
 
 
 def _schema(src: Db) -> None:
@@ -105,7 +80,8 @@ async def test_mysql_cdc_replica_equals_source_through_a_worker_kill(
     source = source_config(mariadb_db, prefix, **{"batch.max.records": "300", "poll.interval.ms": "200"})
     first = start_worker()
     await sluice.create(f"src-{name}", source)
-    await sluice.create(f"dst-{name}", _sink(target_pg, prefix, mariadb_db.name))
+    sink = replica_sink(target_pg, f"{prefix}_{mariadb_db.name}_", **{"auto.evolve": "true"})
+    await sluice.create(f"dst-{name}", sink)
 
     # snapshot.mode=never: changes count from the source's first planning; probe until one arrives
     def probe_arrived() -> bool:

@@ -16,7 +16,7 @@ from tests.cdc.signal import SIGNALS, create_signal_table, execute
 from tests.cdc.snapshot import Writer, _create
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase, table_rows
-from tests.runtime.helpers import wait_for
+from tests.runtime.helpers import replica_sink, wait_for
 
 
 def _rows(url: str, table: str) -> list[tuple[Any, ...]]:
@@ -25,30 +25,6 @@ def _rows(url: str, table: str) -> list[tuple[Any, ...]]:
     except Exception:  # auto-created by the sink's first batch
         return []
 
-
-def _sink(target: TestDatabase, prefix: str, db: str) -> dict[str, str]:
-    return {
-        "connector.class": "io.confluent.connect.jdbc.JdbcSinkConnector",
-        "connection.url": target.jdbc_url,
-        "connection.user": target.user,
-        "connection.password": target.password,
-        "topics.regex": f"{prefix}_{db}_.*",
-        "transforms": "unwrap,route",
-        "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
-        "transforms.unwrap.delete.handling.mode": "none",
-        "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
-        "transforms.route.regex": f"{prefix}_{db}_(.*)",
-        "transforms.route.replacement": "$1",
-        "insert.mode": "upsert",
-        "pk.mode": "record_key",
-        "pk.fields": "id",
-        "delete.enabled": "true",
-        "auto.create": "true",
-        "batch.max.records": "500",
-        "poll.interval.ms": "200",
-        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
-        "value.converter.schemas.enable": "true",
-    }
 
 
 @pytest.mark.slow
@@ -73,7 +49,7 @@ async def test_a_signalled_resnapshot_under_writes_makes_the_replica_equal(
     )
     start_worker()
     await sluice.create(f"src-{name}", source)
-    await sluice.create(f"dst-{name}", _sink(target_pg, prefix, mariadb_db.name))
+    await sluice.create(f"dst-{name}", replica_sink(target_pg, f"{prefix}_{mariadb_db.name}_"))
 
     # snapshot.mode=never: changes count from the source's first planning; probe until one arrives
     def probe_arrived() -> bool:

@@ -17,7 +17,7 @@ import pytest
 from tests.cdc.pg import cdc_database, slot_exists, source_config
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase, table_rows
-from tests.runtime.helpers import wait_for
+from tests.runtime.helpers import replica_sink, wait_for
 
 TABLES = ("orders", "customers")
 
@@ -45,30 +45,6 @@ def _rows(url: str, table: str) -> list[tuple[Any, ...]]:
 def _equal(src: TestDatabase, dst: TestDatabase) -> bool:
     return all(_rows(dst.url, t) == _rows(src.url, t) for t in TABLES)
 
-
-def _sink(target: TestDatabase, prefix: str) -> dict[str, str]:
-    return {
-        "connector.class": "io.confluent.connect.jdbc.JdbcSinkConnector",
-        "connection.url": target.jdbc_url,
-        "connection.user": target.user,
-        "connection.password": target.password,
-        "topics.regex": f"{prefix}_public_.*",
-        "transforms": "unwrap,route",
-        "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
-        "transforms.unwrap.delete.handling.mode": "none",
-        "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
-        "transforms.route.regex": f"{prefix}_public_(.*)",
-        "transforms.route.replacement": "$1",
-        "insert.mode": "upsert",
-        "pk.mode": "record_key",
-        "pk.fields": "id",  # the key is {"id": ...} (JSON text: Sluice's keys are strings)
-        "delete.enabled": "true",
-        "auto.create": "true",
-        "batch.max.records": "500",
-        "poll.interval.ms": "200",
-        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
-        "value.converter.schemas.enable": "true",
-    }
 
 
 def _schema(src: Db) -> None:
@@ -125,7 +101,7 @@ async def test_postgres_cdc_replica_equals_source_through_a_worker_kill(
                                                 "snapshot.chunk.size": "100"})  # fmt: skip
     first = start_worker()
     await sluice.create(f"src-{name}", source)
-    await sluice.create(f"dst-{name}", _sink(target_pg, prefix))
+    await sluice.create(f"dst-{name}", replica_sink(target_pg, f"{prefix}_public_"))
     await wait_for(lambda: slot_exists(cdc_pg, f"s_{name}"), 300, "the replication slot")
     _workload(src, 400, 500)  # while the snapshot runs
     await wait_for(lambda: len(_rows(target_pg.url, "orders")) >= 100, 600, "the first changes replicated")
