@@ -248,9 +248,15 @@ def _native_to_base64(column: Column, scale: int) -> Column:
     from pyspark.sql import functions as F
 
     unscaled = (column * F.lit(10**scale)).cast("long") if scale else column.cast("long")
-    full = F.lpad(F.hex(unscaled), 16, "0")
-    minimal = F.regexp_replace(F.regexp_replace(full, "^(00)+(?=[0-7])", ""), "^(FF)+(?=[89A-F])", "")
-    return F.base64(F.unhex(minimal))
+    return F.base64(F.unhex(_without_sign_padding(F.lpad(F.hex(unscaled), 16, "0"))))
+
+
+def _without_sign_padding(hexed: Column) -> Column:
+    """Hex digits of a two's-complement integer without redundant leading sign bytes (``00``
+    before a digit 0-7, ``FF`` before 8-F): the minimal form, as Java's ``BigInteger`` writes it."""
+    from pyspark.sql import functions as F
+
+    return F.regexp_replace(F.regexp_replace(hexed, "^(00)+(?=[0-7])", ""), "^(FF)+(?=[89A-F])", "")
 
 
 def _native_from_base64(column: Column, data_type: Any) -> Column:
@@ -268,8 +274,7 @@ def _native_from_base64(column: Column, data_type: Any) -> Column:
     hexed = F.hex(raw)
     # A value below 10^18 takes at most 8 bytes minimally encoded; other producers may pad with
     # redundant sign bytes, which Java's BigInteger(byte[]) reads the same: strip those.
-    stripped = F.regexp_replace(F.regexp_replace(hexed, "^(00)+(?=[0-7])", ""), "^(FF)+(?=[89A-F])", "")
-    hexed = F.when(F.length(raw) > 8, stripped).otherwise(hexed)
+    hexed = F.when(F.length(raw) > 8, _without_sign_padding(hexed)).otherwise(hexed)
     negative = F.substring(hexed, 1, 1).isin(*"89ABCDEF")
     signed = F.conv(F.when(negative, F.lpad(hexed, 16, "F")).otherwise(F.lpad(hexed, 16, "0")), 16, -10)
     text = F.when((F.length(hexed) > 0) & (F.length(hexed) <= 16), F.concat(signed, F.lit(f"E-{scale}")))
