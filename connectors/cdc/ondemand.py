@@ -250,6 +250,25 @@ class OnDemand:
         return frame(spark, rows, source, source_fields, topic, r.partition, snap.Chunk.of(r.end).ts)
 
 
+def snapshot_frame(
+    spark: SparkSession,
+    r: PartitionRange,
+    snapshots: snap.TableSnapshots,
+    ondemand: OnDemand | None,
+    changed_since: Callable[[str, str], set[str]],
+    source: Mapping[str, Any],
+    source_fields: Sequence[tuple[str, str]],
+    topic: str,
+) -> DataFrame | None:
+    """The records of a planned snapshot range, for either CDC source: an on-demand generation's
+    chunk reconciled with the log (``OnDemand.chunk_frame``), or an initial-snapshot chunk."""
+    if snap.Chunk.of(r.end).generation:
+        assert ondemand is not None, f"{r.partition}: an on-demand chunk without a signal table"
+        return ondemand.chunk_frame(spark, r, changed_since, source, source_fields, topic)
+    rows = snapshots.rows(r.partition, r.start, r.end)
+    return snap.frame(spark, rows, source, source_fields, topic, r.partition)
+
+
 def records(rows: snap.Rows, source: Mapping[str, Any], ts_ms: int) -> list[ChangeRecord]:
     """Op ``r`` records, offsets from their keys, stamped with the signal's commit time."""
     src = {**source, "ts_ms": ts_ms, "snapshot": "incremental"}

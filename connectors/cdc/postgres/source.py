@@ -362,13 +362,10 @@ class PostgresCdcTask(SourceTask):
     def _snapshot_frame(self, spark: SparkSession, r: PartitionRange) -> DataFrame | None:
         schema, _, table = snap.table_of(r.partition).partition(".")
         source = snapshot_source(self.prefix, self.params.dbname, schema, table)
+        snapshots = self._snap()  # first: a re-run reads before any planning made the on-demand reader
         topic = self.topic_of(r.partition)
-        if snap.Chunk.of(r.end).generation:
-            self._snap()  # a re-run reads before any planning made the on-demand reader
-            assert self._ondemand is not None
-            return self._ondemand.chunk_frame(spark, r, self._changed_since, source, SOURCE_FIELDS, topic)
-        rows = self._snap().rows(r.partition, r.start, r.end)
-        return snap.frame(spark, rows, source, SOURCE_FIELDS, topic, r.partition)
+        ondemand, changed = self._ondemand, self._changed_since
+        return od.snapshot_frame(spark, r, snapshots, ondemand, changed, source, SOURCE_FIELDS, topic)
 
     def topic_of(self, partition: str) -> str:
         return debezium_topic(self.prefix, *snap.table_of(partition).split(".", 1))
