@@ -226,14 +226,16 @@ async def settle(
 
 async def through_restarts(
     sluice: SluiceClient,
-    connectors: list[str],
+    name: str,
+    capture: tuple[dict[str, str], str],
     source: TestDatabase,
     target: TestDatabase,
     restart: Callable[[str], None],
     service: str,
     after_restart: Callable[[], None] = lambda: None,
 ) -> None:
-    """The scenario both CDC restart tests share, once the connectors run: the snapshot's 100 rows
+    """The scenario both CDC restart tests share, with a worker started: ``capture`` (the source's
+    config and its topics' prefix) and the two ``sinks`` are created; the snapshot's 100 rows
     arrive; a live load runs through a restart of ``service`` (then ``after_restart`` checks what
     must have survived it), and another through a restart of the broker. After each, the replica
     equals the source with no task FAILED and the change log shows no doubled or lost change; at
@@ -242,6 +244,11 @@ async def through_restarts(
 
     from tests.runtime.helpers import wait_for
 
+    source_config, topics = capture
+    replica, log = sinks(target, topics)
+    connectors = [f"src-{name}", f"dst-{name}", f"log-{name}"]
+    for connector, config in zip(connectors, (source_config, replica, log), strict=True):
+        await sluice.create(connector, config)
     src = Db.of(source)
     await wait_for(lambda: len(rows(target.url, "orders")) >= 100, 300, "the snapshot replicated")
     with LiveLoad(src) as load:

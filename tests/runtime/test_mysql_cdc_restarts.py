@@ -18,7 +18,7 @@ from deploy.local.stack import restart_service
 from tests.cdc.mysql import source_config
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase
-from tests.runtime.cdc_restarts import insert_orders, schema, sinks, through_restarts
+from tests.runtime.cdc_restarts import insert_orders, schema, through_restarts
 
 
 @pytest.mark.fault
@@ -37,16 +37,13 @@ async def test_mysql_cdc_through_source_and_broker_restarts(
         prefix,
         **{"batch.max.records": "2000", "poll.interval.ms": "200", "snapshot.mode": "initial"},
     )
-    replica, log = sinks(target_pg, f"{prefix}_{mariadb_db.name}_")
-    connectors = [f"src-{name}", f"dst-{name}", f"log-{name}"]
     start_worker()
-    for connector, config in zip(connectors, (source, replica, log), strict=True):
-        await sluice.create(connector, config)
 
     # capture is live once the snapshot's rows are in: the load's changes all come from the binlog
     await through_restarts(
         sluice,
-        connectors,
+        name,
+        (source, f"{prefix}_{mariadb_db.name}_"),
         mariadb_db,
         target_pg,
         lambda service: restart_service(stack_config, service),

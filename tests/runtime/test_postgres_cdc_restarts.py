@@ -21,7 +21,7 @@ from deploy.local.stack import restart_service
 from tests.cdc.pg import cdc_database, slot_exists, source_config
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase
-from tests.runtime.cdc_restarts import insert_orders, schema, sinks, through_restarts
+from tests.runtime.cdc_restarts import insert_orders, schema, through_restarts
 
 
 @pytest.fixture
@@ -56,15 +56,12 @@ async def test_postgres_cdc_through_postgres_and_broker_restarts(
             "snapshot.mode": "initial",
         },
     )
-    replica, log = sinks(target_pg, f"{prefix}_public_")
-    connectors = [f"src-{name}", f"dst-{name}", f"log-{name}"]
     start_worker()
-    for connector, config in zip(connectors, (source, replica, log), strict=True):
-        await sluice.create(connector, config)
 
     await through_restarts(
         sluice,
-        connectors,
+        name,
+        (source, f"{prefix}_public_"),
         cdc_pg,
         target_pg,
         lambda service: restart_service(stack_config, service),
