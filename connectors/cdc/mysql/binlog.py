@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from connectors.cdc.mysql.changes import COMMIT, GTID, ROWS, BinlogEvent, file_index
+from connectors.cdc.mysql.truncate import truncated_table
 
 #: Privileges on ``*.*`` that let a user read the binary log and list its files.
 _READ_LOG: Final = ("REPLICATION SLAVE", "ALL PRIVILEGES")
@@ -211,7 +212,8 @@ def events(
                 query = ev.query.strip().upper() if isinstance(ev.query, str) else ""
                 if query == "BEGIN" or query.startswith("XA "):
                     continue
-                kind, payload = COMMIT, None  # a DDL statement, or COMMIT of a non-transactional change
+                # a DDL statement, or COMMIT of a non-transactional change; a TRUNCATE names its table
+                kind, payload = COMMIT, truncated_table(ev.query, ev.schema)
             else:
                 kind, payload = ROWS, ev
             yield BinlogEvent(

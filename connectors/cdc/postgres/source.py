@@ -341,7 +341,8 @@ class PostgresCdcTask(SourceTask):
             wanted = [
                 c
                 for c in self._changes_upto(end, r.start)
-                if c.partition == r.partition and r.start.key <= c.position < r.end.key
+                if c.partition == r.partition
+                and r.start.key <= c.position < r.end.key
                 and operations.emitted(c.record, skip)
             ]
             if not wanted:
