@@ -204,6 +204,7 @@ def events(
                 continue  # a fake event the server sends at the start of a stream
             name = str(stream.log_file)
             start = end - int(ev.packet.event_size)  # the header's size: the whole event
+            payload: Any
             if isinstance(ev, GtidEvent | MariadbGtidEvent):
                 kind, payload = GTID, str(ev.gtid)
             elif isinstance(ev, XidEvent):
