@@ -144,9 +144,7 @@ class ExtractNewRecordState(Transform):
         out = df.where(keep)
         if not self.options["drop.truncates"]:  # marked before ``value`` loses its ``op``
             marker = F.create_map(F.lit(OP_HEADER), F.lit(OP_TRUNCATE))
-            marked = F.map_concat(
-                F.map_filter(F.col("headers"), lambda k, _: k != F.lit(OP_HEADER)), marker
-            )
+            marked = F.map_concat(F.map_filter(F.col("headers"), lambda k, _: k != F.lit(OP_HEADER)), marker)
             out = out.withColumn(
                 "headers", F.when(~tombstone & is_truncate, marked).otherwise(F.col("headers"))
             )
