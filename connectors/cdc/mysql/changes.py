@@ -138,6 +138,8 @@ def scan(
         elif ev.kind == ROWS:
             pending.extend(decode(ev, gtid))
         elif ev.kind == COMMIT:
+            if ev.payload is not None:  # a TRUNCATE statement (connectors.cdc.mysql.truncate)
+                pending.extend(decode(ev, gtid))
             window.changes.extend(pending)
             pending = []
             window.end = (ev.file_index, ev.end)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from connectors.api import SourceConnector, SourceTask
 from connectors.cdc import ondemand as od
-from connectors.cdc import signals
+from connectors.cdc import operations, signals
 from connectors.cdc import snapshot as snap
 from connectors.cdc.envelope import record_frame, union_frames
 from connectors.cdc.mysql import binlog as sql
@@ -56,6 +56,7 @@ from connectors.cdc.mysql.config import (
     server_id,
     table_problems,
 )
+from connectors.cdc.mysql.truncate import TruncateDecoder, decoding
 from connectors.cdc.topics import debezium_topic
 from connectors.config import ConfigDef, ConfigError
 from connectors.data_loss import DataLossError
@@ -271,7 +272,10 @@ class MySqlCdcTask(SourceTask):
             self.params, self.replica_id, file_name(self._base, int(begin.key[0])), int(begin.key[1]), schemas
         )
         try:
-            window = scan(stream, _point(stop), max_records, decoder.decode)
+            truncates = TruncateDecoder(
+                self._tables(), lambda t: self._guarded(mysnap.columns, t, self.where), server=self.prefix
+            )
+            window = scan(stream, _point(stop), max_records, decoding(decoder.decode, truncates))
         finally:
             stream.close()
         end = Position((window.end[0], window.end[1], 0)) if window.end is not None else begin
@@ -305,7 +309,9 @@ class MySqlCdcTask(SourceTask):
             wanted = [
                 c
                 for c in self._changes(r.start, r.end)
-                if c.partition == r.partition and r.start.key <= c.position < r.end.key
+                if c.partition == r.partition
+                and r.start.key <= c.position < r.end.key
+                and operations.emitted(c.record, operations.skipped(self.config))
             ]
             if not wanted:
                 continue
