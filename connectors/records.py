@@ -37,6 +37,12 @@ ERROR_COLUMN: Final = "_sluice_error"
 RAW_COLUMN: Final = "_sluice_raw"
 #: Longest error text kept per record (the dead letter's property and the task's error).
 MAX_RECORD_ERROR_CHARS: Final = 500
+#: Debezium's truncate operation. Past ``ExtractNewRecordState`` (``drop.truncates=false``) a
+#: truncate is a record with null key and value whose header ``OP_HEADER`` (Debezium's
+#: ``add.headers=op`` name) is ``t``; jdbc-sink's ``truncate.enabled`` acts on it. Here, not in
+#: connectors.cdc, because sinks and transforms read it without depending on the CDC sources.
+OP_TRUNCATE: Final = "t"
+OP_HEADER: Final = "__op"
 RECORD_DDL: Final = (
     "topic STRING, partition STRING NOT NULL, offset BIGINT NOT NULL, key STRING, value STRING, "
     "headers MAP<STRING, STRING>, timestamp TIMESTAMP"

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from connectors.jdbc.types import MappedColumn
+from connectors.records import OP_TRUNCATE
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -33,11 +34,6 @@ OP_CREATE: Final = "c"
 OP_UPDATE: Final = "u"
 OP_DELETE: Final = "d"
 OP_READ: Final = "r"
-OP_TRUNCATE: Final = "t"
-#: A truncate past ``ExtractNewRecordState`` (``drop.truncates=false``): a record with null key and
-#: value whose header ``__op`` (Debezium's ``add.headers=op`` name) is ``t``; jdbc-sink's
-#: ``truncate.enabled`` acts on it.
-OP_HEADER: Final = "__op"
 ENVELOPE_FIELDS: Final = ("before", "after", "source", "op", "ts_ms")
 
 

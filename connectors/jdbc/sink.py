@@ -53,7 +53,6 @@ from connectors.api import (
     SinkConnector,
     SinkTask,
 )
-from connectors.cdc.envelope import OP_HEADER, OP_TRUNCATE
 from connectors.config import ConfigDef, ConfigError, FieldError
 from connectors.converters import VALUE_SCHEMA_HEADER
 from connectors.jdbc import badrows, ledger
@@ -65,7 +64,7 @@ from connectors.jdbc.sink_config import cross_field_errors, fields
 from connectors.jdbc.urls import Dialect, dialect_of, engine_url
 from connectors.jdbc.writes import OP_COLUMN, ORD_COLUMN, POSITION_COLUMNS, TableWrite
 from connectors.model import BatchPlan
-from connectors.records import position
+from connectors.records import OP_HEADER, OP_TRUNCATE, position
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -27,9 +27,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from connectors.cdc.envelope import OP_HEADER, OP_TRUNCATE
 from connectors.config import ConfigDef, ConfigField
 from connectors.converters import VALUE_SCHEMA_HEADER
+from connectors.records import OP_HEADER, OP_TRUNCATE
 from connectors.transforms.base import Transform, register
 
 if TYPE_CHECKING:

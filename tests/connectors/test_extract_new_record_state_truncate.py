@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from connectors.cdc.envelope import OP_HEADER, ChangeRecord, envelope, record_frame
+from connectors.cdc.envelope import ChangeRecord, envelope, record_frame
 from connectors.jdbc.types import MappedColumn
+from connectors.records import OP_HEADER
 from connectors.transforms import build_chain
 
 COLUMNS = (MappedColumn("id", "int4", "INT", False), MappedColumn("name", "text", "STRING", True))

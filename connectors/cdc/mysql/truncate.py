@@ -17,8 +17,9 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from connectors.cdc.envelope import OP_TRUNCATE, ChangeRecord, envelope
+from connectors.cdc.envelope import ChangeRecord, envelope
 from connectors.cdc.mysql.changes import COMMIT, VERSION, BinlogEvent, Change, TableShape
+from connectors.records import OP_TRUNCATE
 
 _NAME: Final = r"(?:`(?:[^`]|``)+`|[\w$]+)"
 _TRUNCATE: Final = re.compile(
