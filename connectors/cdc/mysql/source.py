@@ -56,6 +56,8 @@ from connectors.cdc.mysql.config import (
     server_id,
     table_problems,
 )
+from connectors.cdc.mysql.failover import GTIDS, Gtids
+from connectors.cdc.mysql.gtid import GtidSet
 from connectors.cdc.topics import debezium_topic
 from connectors.config import ConfigDef, ConfigError
 from connectors.data_loss import DataLossError
@@ -90,13 +92,16 @@ class MySqlCdcTask(SourceTask):
         self._committed: dict[str, Position] = {}
         self._origin: Position | None = None
         self._base = ""
-        self._cache: tuple[Position, Position, list[Change]] | None = None  # (from, to, changes)
+        # (from, to, changes, read on another server than the range's)
+        self._cache: tuple[Position, Position, list[Change], bool] | None = None
         self.mode = snap.snapshot_mode(config)
         self._snapshots: snap.TableSnapshots | None = None
         self.signal_table = signals.signal_table(config)
         self._signal_keys: dict[str, tuple[str, ...]] = {}
         self._ondemand: od.OnDemand | None = None
         self._behind = False  # the last log read stopped at batch.max.records before the log end
+        skip = DataLossPolicy(config.get("data.loss", "fail")) is DataLossPolicy.SKIP
+        self._gtids = Gtids(self._guarded, self.where, skip)
 
     # ---- connection and tables -------------------------------------------------------------------
     def _db(self) -> Any:
@@ -151,7 +156,7 @@ class MySqlCdcTask(SourceTask):
         if not self._stream():
             return ""
         if self._origin is None:
-            self._origin = self._end()
+            self._origin = self._stamp(self._end())
         return f"{self._origin.key[0]}:{self._origin.key[1]}"
 
     def _logs(self) -> list[str]:
@@ -166,16 +171,29 @@ class MySqlCdcTask(SourceTask):
         self._base = name.rpartition(".")[0]
         return Position((file_index(name), pos, 0))
 
+    def _stamp(self, pos: Position) -> Position:
+        """``pos`` with the GTID set reached there (connectors.cdc.mysql.failover)."""
+        return self._gtids.stamp(pos, self._base, self._logs())
+
     # ---- positions -------------------------------------------------------------------------------
     def relocate(self, committed: Mapping[str, Position]) -> dict[str, Position]:
-        """Nothing moves; called first at each planning, it tells ``earliest_positions`` which
-        tables have committed positions (those are checked against retention)."""
-        self._committed = {p: committed[p] for p in self._stream() if p in committed}
+        """Called first at each planning: a committed position of another server (a failover) or in
+        a purged file is found again by its GTID set, one without a set gets it
+        (connectors.cdc.mysql.failover); it also tells ``earliest_positions`` which tables have
+        committed positions (those are checked against retention)."""
+        moved = dict(committed)
+        mine = [p for p in self._stream() if p in committed]
+        if mine:
+            logs = self._logs()
+            for p in mine:
+                foreign = self._gtids.foreign(committed[p], self._base, logs)
+                moved[p] = self._gtids.relocate(committed[p], logs) if foreign else self._stamp(committed[p])
+        self._committed = {p: moved[p] for p in mine}
         origin = snap.origin_of(committed)
         if origin:  # where a snapshot started capture: the log resumes there, in any task
             index, _, pos = origin.partition(":")
-            self._origin = Position((int(index), int(pos), 0))
-        return dict(committed)
+            self._origin = self._stamp(Position((int(index), int(pos), 0))) if self._stream() else None
+        return moved
 
     def earliest_positions(self) -> dict[str, Position]:
         """The oldest retained binlog event for tables with committed positions (a position below it
@@ -185,7 +203,7 @@ class MySqlCdcTask(SourceTask):
             return shots
         first = Position((file_index(self._logs()[0]), FIRST_EVENT, 0))
         if self._origin is None:
-            self._origin = self._end()
+            self._origin = self._stamp(self._end())
         return {**shots, **{p: first if p in self._committed else self._origin for p in self._stream()}}
 
     def _purged(self, start: Position, logs: Sequence[str]) -> bool:
@@ -222,13 +240,14 @@ class MySqlCdcTask(SourceTask):
         begin = min(starts.values())
         if self._purged(begin, logs):
             begin = max(begin, first)
+        begin = self._gtids.stamp(begin, self._base, logs)
         current = self._snap().current(shots, origin)
         if self._ondemand is not None and not self._behind:
             self._ondemand.read_chunks(current)  # before the log end is pinned (connectors.cdc.ondemand)
         stop = self._end()
         changes, end = self._scan(begin, stop, self.max_records)
         self._behind = end < stop
-        self._cache = (begin, end, changes)
+        self._cache = (begin, end, changes, False)
         out = {**current, **{p: max(start, end) for p, start in starts.items()}}
         if self._ondemand is not None:
             moved = self._ondemand.moves(
@@ -255,7 +274,7 @@ class MySqlCdcTask(SourceTask):
 
     # ---- reading ---------------------------------------------------------------------------------
     def _scan(
-        self, begin: Position, stop: Position, max_records: int | None
+        self, begin: Position, stop: Position, max_records: int | None, upto: GtidSet | None = None
     ) -> tuple[list[Change], Position]:
         if begin >= stop:
             return [], begin
@@ -271,25 +290,48 @@ class MySqlCdcTask(SourceTask):
             self.params, self.replica_id, file_name(self._base, int(begin.key[0])), int(begin.key[1]), schemas
         )
         try:
-            window = scan(stream, _point(stop), max_records, decoder.decode)
+            gtids = self._gtids.start_set(begin)
+            window = scan(stream, _point(stop), max_records, decoder.decode, gtids, upto)
         finally:
             stream.close()
-        end = Position((window.end[0], window.end[1], 0)) if window.end is not None else begin
+        end = self._gtids.at((*window.end, 0), window.gtids) if window.end is not None else begin
         return window.changes, max(end, begin)
 
     def _changes(self, start: Position, end: Position) -> list[Change]:
+        """The changes of the transactions in ``[start, end)`` (the caller picks a table's); a range
+        planned on another server (a failover before its batch committed) is re-read here by its
+        GTID sets: the same transactions, at this server's binlog coordinates."""
         cached = self._cache
-        if cached is not None and cached[0] <= start and cached[1] == end:
+        if cached is not None and cached[0].key <= start.key and cached[1] == end:
             return cached[2]
-        if not self._base:
-            self._logs()
+        logs = self._logs()
+        if self._gtids.foreign(start, self._base, logs) and end.get(GTIDS):
+            upto = GtidSet.parse(end.get(GTIDS))
+            changes, reached = self._scan(self._gtids.relocate(start, logs), self._end(), None, upto)
+            if not GtidSet.parse(reached.get(GTIDS)).covers(upto):
+                raise RuntimeError(
+                    f"{self.where}: batch {start} -> {end} was planned on {start.get('server')}; "
+                    f"{self._gtids.server().identity} has not got all of GTID set {str(upto)!r} yet"
+                )
+            self._cache = (start, end, changes, True)
+            return changes
         changes, reached = self._scan(start, end, None)
-        if reached != end:
+        if reached.key != end.key:
             raise RuntimeError(
                 f"{self.where}: re-reading the binlog from {start} ended at {reached}, not {end}"
             )
-        self._cache = (start, end, changes)
+        self._cache = (start, end, changes, False)
         return changes
+
+    def _wanted(self, r: PartitionRange) -> list[Change]:
+        changes = self._changes(r.start, r.end)
+        assert self._cache is not None
+        foreign = self._cache[3]  # re-read on another server: its positions are not the range's
+        return [
+            c
+            for c in changes
+            if c.partition == r.partition and (foreign or r.start.key <= c.position < r.end.key)
+        ]
 
     def read(self, spark: SparkSession, ranges: Sequence[PartitionRange]) -> DataFrame:
         """Records of ``ranges`` (the runtime reads one table per call: ``topic_of``)."""
@@ -302,11 +344,7 @@ class MySqlCdcTask(SourceTask):
                 if shot is not None:
                     frames.append(shot)
                 continue
-            wanted = [
-                c
-                for c in self._changes(r.start, r.end)
-                if c.partition == r.partition and r.start.key <= c.position < r.end.key
-            ]
+            wanted = self._wanted(r)
             if not wanted:
                 continue
             wanted = with_offsets(wanted)
@@ -339,6 +377,7 @@ class MySqlCdcTask(SourceTask):
         return sorted({self.topic_of(p) for p in self.partitions()})
 
     def close(self) -> None:
+        self._gtids.forget_server()
         if self._conn is not None:
             with contextlib.suppress(Exception):
                 self._conn.close()
