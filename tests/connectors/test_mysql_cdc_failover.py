@@ -1,0 +1,172 @@
+"""mysql-cdc across a real failover: capture from the stack's MariaDB, commit some batches, then
+point the connector at a GTID replica of it (tests/cdc/replica.py: another server, its own binlog
+files and positions) and go on — the planner relocates the committed positions by their GTID sets
+(connectors.cdc.mysql.failover), and every change written is read exactly once, in order; a batch
+planned on the old server and never committed is re-read on the new one with the same records. A
+GTID set the new server has purged is data loss naming it."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+from connectors.cdc.mysql.source import MySqlCdcConnector, MySqlCdcTask
+from connectors.data_loss import DataLossError
+from connectors.model import BatchPlan
+from connectors.planner import PlanRequest, plan_next, view_of
+from connectors.positions import PartitionKey, Position
+from tests.cdc.mysql import source_config
+from tests.cdc.replica import Replica, mariadb_replica
+from tests.connectors.jdbc_dbs import Db
+from tests.databases import TestDatabase
+
+Event = tuple[str | None, int, str | None]  # (op, id, v after); op None: a tombstone
+
+
+def _task(raw: dict[str, str], replica: Replica | None = None) -> MySqlCdcTask:
+    if replica is not None:  # the same connector, reconfigured to the new server
+        raw = {**raw, "database.hostname": replica.host, "database.port": str(replica.port)}
+    connector = MySqlCdcConnector()
+    assert connector.validate(raw) == []
+    config = connector.parse(raw)
+    connector.start(config)
+    return MySqlCdcTask(config, 0)
+
+
+class Capture:
+    """The runtime's part, against an in-memory store: plan (relocation first, moved positions
+    stored before the plan), read, commit."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.committed: dict[PartitionKey, Position] = {}
+        self.batch = 0
+
+    def plan(self, task: MySqlCdcTask) -> BatchPlan | None:
+        decision = plan_next(PlanRequest(self.name, 0, self.batch, dict(self.committed)), view_of(task))
+        self.committed.update(decision.moved)
+        return decision.plan
+
+    def commit(self, plan: BatchPlan) -> None:
+        self.committed.update({PartitionKey(r.partition): r.end for r in plan.ranges})
+        self.batch = plan.batch_id + 1
+
+    def run(self, task: MySqlCdcTask, spark: Any, limit: int = 50) -> list[Event]:
+        """Batches until there is nothing to read."""
+        out: list[Event] = []
+        for _ in range(limit):
+            plan = self.plan(task)
+            if plan is None:
+                return out
+            out += read(task, spark, plan)
+            self.commit(plan)
+        raise AssertionError("capture did not reach the log's end")
+
+
+def read(task: MySqlCdcTask, spark: Any, plan: BatchPlan) -> list[Event]:
+    from pyspark.sql import functions as F
+
+    frame = task.read(spark, list(plan.ranges))
+    if frame.isEmpty():
+        return []
+    out: list[Event] = []
+    for key, value in frame.orderBy("offset").select("key", F.to_json("value")).collect():
+        doc = json.loads(value) if value else None
+        if doc is None:
+            out.append((None, json.loads(key)["id"], None))
+        elif doc["op"] == "d":
+            out.append(("d", doc["before"]["id"], None))
+        else:
+            out.append((doc["op"], doc["after"]["id"], doc["after"]["v"]))
+    return out
+
+
+class Writer:
+    """Writes changes to the primary and what capture must read of them."""
+
+    def __init__(self, db: Db) -> None:
+        self.db = db
+        self.expected: list[Event] = []
+
+    def insert(self, *ids: int) -> None:
+        for i in ids:
+            self.db.run(f"INSERT INTO t VALUES ({i}, 'v{i}')")
+            self.expected.append(("c", i, f"v{i}"))
+
+    def update(self, i: int, v: str) -> None:
+        self.db.run(f"UPDATE t SET v = '{v}' WHERE id = {i}")
+        self.expected.append(("u", i, v))
+
+    def delete(self, i: int) -> None:
+        self.db.run(f"DELETE FROM t WHERE id = {i}")
+        self.expected += [("d", i, None), (None, i, None)]
+
+
+def _servers(capture: Capture) -> set[str]:
+    return {p.get("server") for p in capture.committed.values()}
+
+
+def test_failover_to_a_replica_reads_every_change_exactly_once(mariadb_db: TestDatabase, spark) -> None:
+    src = Db.of(mariadb_db)
+    with mariadb_replica(mariadb_db) as replica:
+        src.run("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))")
+        raw = {"name": f"cdc-{uuid.uuid4().hex[:6]}", **source_config(mariadb_db, "shop")}
+        raw["batch.max.records"] = "2"
+        primary = _task(raw)
+        capture = Capture(raw["name"])
+        assert capture.plan(primary) is None  # capture starts here
+        writes = Writer(src)
+        writes.insert(1, 2, 3, 4, 5)
+        writes.update(2, "two")
+        writes.delete(1)
+        got: list[Event] = []
+        for _ in range(2):  # some batches commit on the primary
+            plan = capture.plan(primary)
+            assert plan is not None
+            got += read(primary, spark, plan)
+            capture.commit(plan)
+        assert _servers(capture) == {"server_id 1"}
+        assert all(p.get("gtids").startswith("0-") for p in capture.committed.values())
+        pending = capture.plan(primary)  # planned and read, then the primary fails before the commit
+        assert pending is not None
+        sent = read(primary, spark, pending)
+        primary.close()
+
+        replica.caught_up()
+        standby = _task(raw, replica)
+        assert read(standby, spark, pending) == sent  # the re-run on the new server: same records
+        got += sent
+        capture.commit(pending)
+        writes.insert(6, 7)  # written on the primary, read from the replica's binlog
+        writes.update(6, "six")
+        writes.delete(4)
+        replica.caught_up()
+        got += capture.run(standby, spark)
+        standby.close()
+        assert _servers(capture) == {"server_id 2"}  # relocated onto the replica's binlog
+        assert got == writes.expected
+
+
+def test_a_gtid_set_the_new_server_purged_is_data_loss_naming_it(mariadb_db: TestDatabase, spark) -> None:
+    src = Db.of(mariadb_db)
+    with mariadb_replica(mariadb_db) as replica:
+        src.run("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))")
+        raw = {"name": f"cdc-{uuid.uuid4().hex[:6]}", **source_config(mariadb_db, "shop")}
+        primary = _task(raw)
+        capture = Capture(raw["name"])
+        capture.plan(primary)
+        writes = Writer(src)
+        writes.insert(1)
+        assert capture.run(primary, spark) == writes.expected
+        (committed,) = capture.committed.values()
+        primary.close()
+        writes.insert(2, 3)  # replicated, then purged from the replica's binlog
+        replica.caught_up()
+        replica.purge_binlogs()
+        standby = _task(raw, replica)
+        with pytest.raises(DataLossError, match=f"GTID set '{committed.get('gtids')}'"):
+            capture.plan(standby)
+        standby.close()
