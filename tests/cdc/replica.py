@@ -72,7 +72,9 @@ class Replica:
             if GtidSet.parse(pos).covers(wanted):
                 return
             if time.monotonic() > deadline or error:
-                raise AssertionError(f"replica not caught up with {wanted}: at {pos} ({io}/{sql_running}) {error}")
+                raise AssertionError(
+                    f"replica not caught up with {wanted}: at {pos} ({io}/{sql_running}) {error}"
+                )
             time.sleep(0.1)
 
     def purge_binlogs(self, timeout_s: float = 20.0) -> str:

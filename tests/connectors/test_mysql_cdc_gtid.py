@@ -9,7 +9,7 @@ import pytest
 from connectors.cdc.envelope import ChangeRecord
 from connectors.cdc.mysql.changes import COMMIT, GTID, ROWS, BinlogEvent, Change, TableShape, scan
 from connectors.cdc.mysql.failover import gtid_of
-from connectors.cdc.mysql.gtid import GtidFormatError, GtidSet
+from connectors.cdc.mysql.gtid import GtidFormatError, GtidSet, source_filter, source_of
 
 U1 = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 U2 = "8f2b1d6c-0000-11e1-9e33-c80aa9429562"
@@ -96,9 +96,23 @@ def test_flavours_do_not_mix() -> None:
         GtidSet.parse("0-1-1").add(f"{U1}:1")
 
 
-def test_sources_are_filtered_by_pattern() -> None:
-    assert str(GtidSet.parse("0-1-9,1-1-3,2-5-1").only(["0|2"])) == "0-1-9,2-5-1"
-    assert str(GtidSet.parse(f"{U1}:1-3,{U2}:1").only(None, [U2[:8] + ".*"])) == f"{U1}:1-3"
+@pytest.mark.parametrize(
+    ("includes", "excludes", "text", "kept"),
+    [
+        ([], [], "0-1-9,1-1-3", "0-1-9,1-1-3"),
+        (["0|2"], [], "0-1-9,1-1-3,2-5-1", "0-1-9,2-5-1"),  # MariaDB: domain ids
+        ([], ["1"], "0-1-9,1-1-3,11-1-1", "0-1-9,11-1-1"),  # whole-id matches
+        ([], [U2[:8] + ".*"], f"{U1}:1-3,{U2}:1", f"{U1}:1-3"),  # MySQL: server UUIDs
+    ],
+)
+def test_sources_are_filtered_by_pattern(
+    includes: list[str], excludes: list[str], text: str, kept: str
+) -> None:
+    keep = source_filter(includes, excludes)
+    assert str(GtidSet.parse(text).only(keep)) == kept
+    assert [keep(source_of(str(g))) for g in GtidSet.parse(text).domains] == [
+        str(g) in kept.split(",") for g in GtidSet.parse(text).domains
+    ]
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,7 @@ from typing import Any, Final
 
 from connectors.cdc.mysql.binlog import fetch
 from connectors.cdc.mysql.changes import file_index, file_name
-from connectors.cdc.mysql.gtid import GtidSet
+from connectors.cdc.mysql.gtid import GtidSet, source_filter, source_of
 from connectors.data_loss import DataLossError
 from connectors.positions import Position
 
@@ -119,17 +119,23 @@ def gtids_at(conn: Any, server: Server, file: str, pos: int) -> GtidSet:
     return out
 
 
-def locate(conn: Any, logs: Sequence[str], target: GtidSet) -> tuple[str, int] | None:
+def locate(
+    conn: Any, logs: Sequence[str], target: GtidSet, keep: Callable[[str], bool] = lambda _: True
+) -> tuple[str, int] | None:
     """Where on the connected server reading resumes after ``target`` (steps 2-3 of the module
-    docstring); None when the server purged transactions ``target`` lacks."""
-    chosen = next((i for i in range(len(logs) - 1, -1, -1) if target.covers(file_start(conn, logs[i]))), None)
+    docstring), counting only transactions of the sources ``keep`` accepts
+    (``gtid.source.includes``/``excludes``); None when the server purged transactions ``target``
+    lacks."""
+    chosen = next(
+        (i for i in range(len(logs) - 1, -1, -1) if target.covers(file_start(conn, logs[i]).only(keep))), None
+    )
     if chosen is None:
         return None
     last = (logs[chosen], FIRST_EVENT)
     for name in logs[chosen:]:
         for at, end, kind, info in _events(conn, name):
             gtid = gtid_of(kind, info)
-            if gtid is not None and not target.contains(gtid):
+            if gtid is not None and keep(source_of(gtid)) and not target.contains(gtid):
                 return name, at
             last = (name, end)
     return last
@@ -139,10 +145,18 @@ class Gtids:
     """A task's GTID bookkeeping: ``run(fn, *args)`` calls ``fn(conn, *args)`` on the task's
     connection (rebuilt after a failure), ``where`` names the connector in errors."""
 
-    def __init__(self, run: Callable[..., Any], where: str, skip_loss: bool) -> None:
+    def __init__(
+        self,
+        run: Callable[..., Any],
+        where: str,
+        skip_loss: bool,
+        includes: Sequence[str] = (),
+        excludes: Sequence[str] = (),
+    ) -> None:
         self.run = run
         self.where = where
         self.skip_loss = skip_loss
+        self.keep = source_filter(includes, excludes)
         self._server: Server | None = None
         self._stamps: dict[tuple[Any, ...], Position] = {}
 
@@ -193,9 +207,9 @@ class Gtids:
         cache = (self.server().identity, "relocate", str(target))
         if cache in self._stamps:
             return self._stamps[cache]
-        found = self.run(locate, logs, target)
+        found = self.run(locate, logs, target, self.keep)
         if found is None:
-            oldest = self.run(file_start, logs[0])
+            oldest = self.run(file_start, logs[0]).only(self.keep)
             error = DataLossError(
                 f"{self.where} binary log",
                 f"changes after GTID set {str(target)!r} (position {pos})",

@@ -22,7 +22,7 @@ Everything here is pure and table-tested (tests/connectors/test_mysql_cdc_gtid.p
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -179,18 +179,30 @@ class GtidSet:
             return ",".join(str(g) for g in other.domains if not self.contains(g))
         return ",".join(u for u, iv in other.uuids if not self.covers(GtidSet(uuids=((u, iv),))))
 
-    def only(self, keep: Iterable[str] | None = None, drop: Iterable[str] = ()) -> GtidSet:
-        """The set restricted to sources (MariaDB domain ids as text, MySQL UUIDs) matching the
-        regular expressions ``keep`` (None: all) and none of ``drop`` (gtid.source.includes/excludes)."""
-        wanted = [re.compile(p) for p in keep] if keep is not None else None
-        unwanted = [re.compile(p) for p in drop]
-
-        def ok(source: str) -> bool:
-            if wanted is not None and not any(p.fullmatch(source) for p in wanted):
-                return False
-            return not any(p.fullmatch(source) for p in unwanted)
-
+    def only(self, keep: Callable[[str], bool]) -> GtidSet:
+        """The set restricted to the sources ``keep`` accepts (``source_filter``)."""
         return GtidSet(
-            domains=tuple(g for g in self.domains if ok(str(g.domain))),
-            uuids=tuple((u, iv) for u, iv in self.uuids if ok(u)),
+            domains=tuple(g for g in self.domains if keep(str(g.domain))),
+            uuids=tuple((u, iv) for u, iv in self.uuids if keep(u)),
         )
+
+
+def source_of(gtid: str) -> str:
+    """A transaction's source as ``gtid.source.includes`` names it: a MariaDB domain id, a MySQL
+    server UUID."""
+    g = parse_gtid(gtid)
+    return str(g.domain) if isinstance(g, MariaGtid) else g.uuid
+
+
+def source_filter(includes: Iterable[str] = (), excludes: Iterable[str] = ()) -> Callable[[str], bool]:
+    """Debezium's ``gtid.source.includes``/``excludes``: regular expressions of sources whose
+    transactions count when a position is found again on another server (none given: all)."""
+    wanted = [re.compile(p) for p in includes]
+    unwanted = [re.compile(p) for p in excludes]
+
+    def keep(source: str) -> bool:
+        if wanted and not any(p.fullmatch(source) for p in wanted):
+            return False
+        return not any(p.fullmatch(source) for p in unwanted)
+
+    return keep

@@ -92,8 +92,7 @@ class MySqlCdcTask(SourceTask):
         self._committed: dict[str, Position] = {}
         self._origin: Position | None = None
         self._base = ""
-        # (from, to, changes, read on another server than the range's)
-        self._cache: tuple[Position, Position, list[Change], bool] | None = None
+        self._cache: tuple[Position, Position, list[Change], bool] | None = None  # (from, to, _, foreign)
         self.mode = snap.snapshot_mode(config)
         self._snapshots: snap.TableSnapshots | None = None
         self.signal_table = signals.signal_table(config)
@@ -101,7 +100,8 @@ class MySqlCdcTask(SourceTask):
         self._ondemand: od.OnDemand | None = None
         self._behind = False  # the last log read stopped at batch.max.records before the log end
         skip = DataLossPolicy(config.get("data.loss", "fail")) is DataLossPolicy.SKIP
-        self._gtids = Gtids(self._guarded, self.where, skip)
+        sources = (config.get("gtid.source.includes") or [], config.get("gtid.source.excludes") or [])
+        self._gtids = Gtids(self._guarded, self.where, skip, *sources)
 
     # ---- connection and tables -------------------------------------------------------------------
     def _db(self) -> Any:
@@ -177,10 +177,9 @@ class MySqlCdcTask(SourceTask):
 
     # ---- positions -------------------------------------------------------------------------------
     def relocate(self, committed: Mapping[str, Position]) -> dict[str, Position]:
-        """Called first at each planning: a committed position of another server (a failover) or in
-        a purged file is found again by its GTID set, one without a set gets it
-        (connectors.cdc.mysql.failover); it also tells ``earliest_positions`` which tables have
-        committed positions (those are checked against retention)."""
+        """First at each planning: positions of another server (failover) or a purged file are found
+        again by their GTID sets, others get theirs (connectors.cdc.mysql.failover); and
+        ``earliest_positions`` learns which tables have committed positions (retention-checked)."""
         moved = dict(committed)
         mine = [p for p in self._stream() if p in committed]
         if mine:
@@ -298,9 +297,8 @@ class MySqlCdcTask(SourceTask):
         return window.changes, max(end, begin)
 
     def _changes(self, start: Position, end: Position) -> list[Change]:
-        """The changes of the transactions in ``[start, end)`` (the caller picks a table's); a range
-        planned on another server (a failover before its batch committed) is re-read here by its
-        GTID sets: the same transactions, at this server's binlog coordinates."""
+        """The changes of the transactions in ``[start, end)``; a range planned on another server (a
+        failover before its batch committed) is re-read by its GTID sets: the same transactions."""
         cached = self._cache
         if cached is not None and cached[0].key <= start.key and cached[1] == end:
             return cached[2]
@@ -323,7 +321,8 @@ class MySqlCdcTask(SourceTask):
         self._cache = (start, end, changes, False)
         return changes
 
-    def _wanted(self, r: PartitionRange) -> list[Change]:
+    def changes_of(self, r: PartitionRange) -> list[Change]:
+        """The changes of a log range in binlog order: what ``read`` makes its frame of."""
         changes = self._changes(r.start, r.end)
         assert self._cache is not None
         foreign = self._cache[3]  # re-read on another server: its positions are not the range's
@@ -344,7 +343,7 @@ class MySqlCdcTask(SourceTask):
                 if shot is not None:
                     frames.append(shot)
                 continue
-            wanted = self._wanted(r)
+            wanted = self.changes_of(r)
             if not wanted:
                 continue
             wanted = with_offsets(wanted)
