@@ -214,8 +214,8 @@ class Gtids:
                 f"{self.where} binary log",
                 f"changes after GTID set {str(target)!r} (position {pos})",
                 f"are gone on {self.server().identity}: its oldest binlog file {logs[0]!r} starts at "
-                f"GTID set {str(oldest)!r} (transactions {target.beyond(oldest) or str(oldest)!r} and "
-                "before were purged there); keep binlog files longer than a connector may be stopped",
+                f"GTID set {str(oldest)!r} (transactions up to {target.beyond(oldest) or str(oldest)!r} "
+                "were purged there); keep binlog files longer than a connector may be stopped",
             )
             if not self.skip_loss:
                 raise error

@@ -4,7 +4,8 @@ over the replication protocol, as Debezium change events.
 One task (the binlog is one stream); one partition per captured table (``db.table``), each routed
 to its topic ``<topic.prefix>.<db>.<table>`` (connectors.cdc.topics). Positions are
 ``(file index, position, seq)`` (connectors.cdc.mysql.changes); every table's range in a batch ends
-at the same commit point, so the whole batch is one stretch of the binlog.
+at the same commit point, so the whole batch is one stretch of the binlog. With GTIDs a position
+also carries the GTID set reached, which finds it again on another server (connectors.cdc.mysql.failover).
 
 Exactly once into RocketMQ, per batch:
   1. Planning (``latest_positions``) pins the server's binlog end (``SHOW MASTER STATUS``) and reads
