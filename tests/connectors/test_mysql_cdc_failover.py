@@ -202,3 +202,39 @@ def test_the_set_a_batch_carries_is_the_servers_own_and_old_positions_get_theirs
     assert capture.committed[key] == end  # stamped and stored before the plan
     assert plan is not None and read(task, plan) == [("c", 3, "v3")]
     task.close()
+
+
+def test_gtid_source_excludes_leaves_out_the_new_servers_own_domain(mariadb_db: TestDatabase) -> None:
+    """Writes made on the replica itself (its own domain 5) are in no position the primary gave:
+    once the replica purged the files before them, its binlog starts at a set the position lacks
+    — data loss — unless ``gtid.source.excludes`` leaves that domain out (Debezium's key)."""
+    src = Db.of(mariadb_db)
+    with mariadb_replica(mariadb_db) as replica:
+        src.run("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))")
+        raw = {"name": f"cdc-{uuid.uuid4().hex[:6]}", **source_config(mariadb_db, "shop")}
+        primary = _task(raw)
+        capture = Capture(raw["name"])
+        capture.plan(primary)
+        writes = Writer(src)
+        writes.insert(1)
+        assert capture.run(primary, 1) == writes.expected
+        primary.close()
+        replica.caught_up()
+        replica.run(
+            "SET SESSION gtid_domain_id = 5",
+            "CREATE DATABASE replica_local",
+            "CREATE TABLE replica_local.x (id INT PRIMARY KEY)",
+            "INSERT INTO replica_local.x VALUES (1)",
+        )
+        replica.purge_binlogs()
+        standby = _task(raw, replica)
+        with pytest.raises(DataLossError, match="5-2-"):
+            capture.plan(standby)
+        standby.close()
+
+        writes.insert(2)
+        replica.caught_up()
+        standby = _task({**raw, "gtid.source.excludes": "5"}, replica)
+        assert capture.run(standby, 1) == [("c", 2, "v2")]
+        assert _servers(capture) == {"server_id 2"}
+        standby.close()

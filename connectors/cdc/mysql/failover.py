@@ -20,7 +20,9 @@ checks, which stores what moved before it records a plan):
      GTID event starts (the log's end when there is none), with meta ``gtids=T``.
   4. Reading from there skips transactions already in ``T`` (connectors.cdc.mysql.changes.scan),
      so transactions that follow in another order on this server are neither lost nor read twice.
-The server is asked with ``SHOW BINLOG EVENTS`` (paged) and MariaDB's ``BINLOG_GTID_POS``.
+Steps 2-3 count only the sources ``gtid.source.includes``/``excludes`` accept (Debezium's keys):
+a new server's own writes in its own domain are in no position the old server gave. The server is
+asked with ``SHOW BINLOG EVENTS`` (paged) and MariaDB's ``BINLOG_GTID_POS``.
 """
 
 from __future__ import annotations
