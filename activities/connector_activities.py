@@ -8,6 +8,8 @@ block — and run in the worker's thread pool, heartbeating from a side thread.
 from __future__ import annotations
 
 import contextlib
+import logging
+import time
 from collections.abc import Iterator
 
 from temporalio import activity
@@ -35,6 +37,9 @@ from workflows.types import (
 # The ledger keeps the newest batches of each task for inspection; older committed rows go.
 LEDGER_PRUNE_EVERY = 100
 LEDGER_KEEP = 1000
+
+#: Per-batch timings at DEBUG (the worker logs INFO): for benchmarks and profiling.
+timing = logging.getLogger("sluice.timing")
 
 __all__ = ["ConnectorActivities", "validate_config"]  # validate_config: clients import it from here
 
@@ -82,6 +87,7 @@ class ConnectorActivities:
             # Sinks count queue offsets (records); a source says what its positions count.
             meter = BatchMeter(getattr(getattr(runner, "task", None), "position_unit", "records"))
             while not hb.should_stop():
+                t_plan = time.perf_counter()
                 plan, rerun = runner.next_plan()
                 waiting = runner.waiting_for()
                 if waiting != reported:
@@ -96,7 +102,11 @@ class ConnectorActivities:
                 spark.sparkContext.setJobGroup(
                     group, f"{inp.connector} task {inp.task_id} batch {plan.batch_id}"
                 )
+                t0 = time.perf_counter()
                 records = runner.run(plan, rerun)
+                timing.debug("%s task %s batch %s: %s records in %.2f s (planned in %.2f s)",
+                            inp.connector, inp.task_id, plan.batch_id, records,
+                            time.perf_counter() - t0, t0 - t_plan)
                 if plan.batch_id % LEDGER_PRUNE_EVERY == 0:
                     self.ctx.store.prune_ledger(inp.connector, keep_last=LEDGER_KEEP)
                 hb.progress.last_committed_batch = plan.batch_id

@@ -3,10 +3,12 @@
 A change event's value is ``{before, after, source, op, ts_ms}`` (Debezium's envelope): ``before``
 and ``after`` are the row before and after the change (one of them null for creates and deletes),
 ``source`` says where it happened (connector-specific fields: PostgreSQL's LSN and transaction id,
-MySQL's binlog file and position), ``op`` is ``c`` create, ``u`` update, ``d`` delete or ``r`` read
-(a snapshot row). The record key is the primary key as a JSON object; a tombstone (null value, same
-key) may follow a delete so a compacting consumer forgets the key. The JSON converter writes the
-value with or without Kafka's ``{schema, payload}`` wrapper (``value.converter.schemas.enable``).
+MySQL's binlog file and position), ``op`` is ``c`` create, ``u`` update, ``d`` delete, ``r`` read
+(a snapshot row) or ``t`` truncate (the whole table emptied: ``before`` and ``after`` null and no
+record key, as Debezium sends it). The record key is the primary key as a JSON object; a tombstone
+(null value, same key) may follow a delete so a compacting consumer forgets the key. The JSON
+converter writes the value with or without Kafka's ``{schema, payload}`` wrapper
+(``value.converter.schemas.enable``).
 
 Debezium stamps ``ts_ms`` with the time the connector processed the event; Sluice uses the source's
 commit time instead, so re-reading a range gives byte-identical records (exactly-once replay).
@@ -31,6 +33,11 @@ OP_CREATE: Final = "c"
 OP_UPDATE: Final = "u"
 OP_DELETE: Final = "d"
 OP_READ: Final = "r"
+OP_TRUNCATE: Final = "t"
+#: A truncate past ``ExtractNewRecordState`` (``drop.truncates=false``): a record with null key and
+#: value whose header ``__op`` (Debezium's ``add.headers=op`` name) is ``t``; jdbc-sink's
+#: ``truncate.enabled`` acts on it.
+OP_HEADER: Final = "__op"
 ENVELOPE_FIELDS: Final = ("before", "after", "source", "op", "ts_ms")
 
 
@@ -39,7 +46,7 @@ class ChangeRecord:
     """One record of a change stream: an envelope, or a tombstone (``value`` None) after a delete."""
 
     offset: int  # ordered within the batch's partition (the runtime sends in this order)
-    key: Mapping[str, Any]
+    key: Mapping[str, Any] | None  # None: a truncate (it concerns no one row)
     value: Mapping[str, Any] | None
     timestamp_us: int
 
@@ -52,7 +59,7 @@ def envelope(
     ts_ms: int,
 ) -> dict[str, Any]:
     """The envelope value of one change."""
-    if op not in (OP_CREATE, OP_UPDATE, OP_DELETE, OP_READ):
+    if op not in (OP_CREATE, OP_UPDATE, OP_DELETE, OP_READ, OP_TRUNCATE):
         raise ValueError(f"unknown change operation {op!r}")
     return {"before": before, "after": after, "source": dict(source), "op": op, "ts_ms": ts_ms}
 
@@ -149,7 +156,9 @@ def record_frame(
     table = pa.table(
         {
             "offset": pa.array([r.offset for r in records], pa.int64()),
-            "k": pa.array([dict(r.key) for r in records], _arrow_struct(key_fields)),
+            "k": pa.array(
+                [None if r.key is None else dict(r.key) for r in records], _arrow_struct(key_fields)
+            ),
             "value": pa.array([None if r.value is None else dict(r.value) for r in records], value_type),
             "timestamp": pa.array([r.timestamp_us for r in records], pa.timestamp("us", tz="UTC")),
         }

@@ -84,10 +84,16 @@ class LogChange(Protocol):
     def record(self) -> ChangeRecord: ...
 
 
+#: In a ``changed_keys`` set: the table was truncated in the window, so every chunk row is dropped
+#: (read before the truncate it is gone; read after, its key was inserted since and is in the log).
+#: Not a key text (those are JSON lists).
+TRUNCATED: Final = "truncated"
+
+
 def changed_keys(changes: Iterable[LogChange], table: str, keys: Sequence[str], start: Position) -> set[str]:
     """Key texts of ``table``'s changes at or after ``start``: the keys a chunk must drop."""
     return {
-        key_text([c.record.key[k] for k in keys])
+        TRUNCATED if c.record.key is None else key_text([c.record.key[k] for k in keys])
         for c in changes
         if c.partition == table and c.position >= start.key
     }
@@ -110,6 +116,8 @@ def offset_of(raw_key: Sequence[Any]) -> int:
 def kept(rows: snap.Rows, changed: set[str]) -> snap.Rows:
     """The rows of ``rows`` whose key has no change in ``changed`` (key texts)."""
     out = snap.Rows(rows.columns, rows.keys)
+    if TRUNCATED in changed:
+        return out
     for row, raw in zip(rows.rows, rows.row_keys, strict=True):
         if key_text([row[k] for k in rows.keys]) not in changed:
             out.rows.append(row)

@@ -17,6 +17,16 @@ batches), LOAD DATA LOCAL + merge (``write_mysql``: 1.7-1.8x PyMySQL's multi-row
 Both are exactly once, for every ``insert.mode`` and ``pk.mode`` (a keyless ``insert`` too: the
 ledger, not a key, stops the re-run). The choice is made by ``bind_positions`` from the URLs.
 
+TRUNCATE (Debezium JDBC sink's ``truncate.enabled``, default false): a truncate event reaches the
+sink as ``ExtractNewRecordState`` with ``drop.truncates=false`` passes it on — null key and value,
+header ``__op=t``. Such a record is never written as a row. With ``truncate.enabled`` it empties
+its table *in order*: the rows of its topic and partition before it are left out of the batch and
+the table is emptied (PostgreSQL ``TRUNCATE``; MariaDB ``DELETE``, as its TRUNCATE would commit on
+its own) in the batch's transaction, before the rows after it are written — so the table ends as if
+every record had been applied one by one, committed with the positions. Without it the record is
+ignored, as Debezium's sink does. Rows of *other* partitions into the same table are not ordered
+against it (a CDC source sends a table's records to one queue, so this does not arise for them).
+
 Lifecycle (as the runtime drives it):
 
 1. Build the task (``open_sink_task``); the runtime calls ``bind_positions(committer)``.
@@ -43,6 +53,7 @@ from connectors.api import (
     SinkConnector,
     SinkTask,
 )
+from connectors.cdc.envelope import OP_HEADER, OP_TRUNCATE
 from connectors.config import ConfigDef, ConfigError, FieldError
 from connectors.converters import VALUE_SCHEMA_HEADER
 from connectors.jdbc import badrows, ledger
@@ -58,7 +69,7 @@ from connectors.records import position
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, Row, SparkSession
     from pyspark.sql.types import StructType
 
     from connectors.api import PositionCommitter
@@ -110,6 +121,7 @@ class JdbcSinkTask(SinkTask):
         self._schema = str(c.get("schema") or "")
         self._whitelist = [str(f) for f in c.get("fields.whitelist") or []]
         self._chunk = int(c.get("batch.size") or 50_000)
+        self._truncates = bool(c.get("truncate.enabled", False))
         self._committer: PositionCommitter | None = None
         self._own_ledger = True
         self._engine: Engine | None = None
@@ -156,16 +168,32 @@ class JdbcSinkTask(SinkTask):
 
     # ---- rows --------------------------------------------------------------------------------
 
-    def _parts(self, records: DataFrame, plan: BatchPlan) -> list[Part]:
+    def _parts(self, records: DataFrame, plan: BatchPlan) -> tuple[list[Part], list[tuple[str, str]]]:
+        """Each table's rows, and the tables a truncate empties first (``_cut``)."""
         import pyarrow as pa
         from pyspark.sql import functions as F
 
         # The records' topics, not the plan's: a transform (RegexRouter) may have renamed them. When
         # the batch's topics carry different schemas, each record names its own (VALUE_SCHEMA_HEADER).
-        seen = records.select("topic", F.col("headers")[VALUE_SCHEMA_HEADER].alias("own")).distinct()
+        # The same pass finds each topic-partition's last truncate marker (``cut``).
+        marker = F.coalesce(
+            F.col("value").isNull() & (F.col("headers")[OP_HEADER] == F.lit(OP_TRUNCATE)), F.lit(False)
+        )
+        seen = (
+            records.select(
+                "topic",
+                "partition",
+                F.col("headers")[VALUE_SCHEMA_HEADER].alias("own"),
+                F.when(marker, F.col("offset")).alias("cut"),
+            )
+            .groupBy("topic", "partition", "own")
+            .agg(F.max("cut").alias("cut"))
+            .collect()
+        )
+        records, emptied = self._cut(records, marker, seen)
         tables: dict[tuple[str, str], list[str]] = {}
         own_schema: dict[tuple[str, str], str] = {}
-        for row in sorted(seen.collect(), key=lambda r: (str(r["topic"]), str(r["own"]))):
+        for row in sorted(seen, key=lambda r: (str(r["topic"]), str(r["own"]))):
             if not row["topic"]:
                 continue
             key = self.table_for(row["topic"])
@@ -192,7 +220,25 @@ class JdbcSinkTask(SinkTask):
             rows = arrow.select([*names, OP_COLUMN]).add_column(len(names), ORD_COLUMN, ordinal)
             write = TableWrite(schema, table, tuple(names), shaped.pk, self._mode, self._spec.deletes)
             parts.append(Part(write, shaped.fields, rows, arrow.select(list(POSITION_COLUMNS))))
-        return parts
+        return parts, emptied
+
+    def _cut(
+        self, records: DataFrame, marker: Column, seen: list[Row]
+    ) -> tuple[DataFrame, list[tuple[str, str]]]:
+        """Truncate markers never become rows. With ``truncate.enabled`` a topic-partition's rows at
+        offsets below its last marker are left out and its table is emptied before the rest is
+        written (the module docstring says why that equals applying them in order)."""
+        from pyspark.sql import functions as F
+
+        records = records.where(~marker)
+        cuts = {(r["topic"], r["partition"]): r["cut"] for r in seen if r["cut"] is not None}
+        if not self._truncates or not cuts:
+            return records, []
+        gone = F.lit(False)
+        for (topic, partition), cut in sorted(cuts.items()):
+            here = (F.col("topic") == F.lit(topic)) & (F.col("partition") == F.lit(partition))
+            gone = gone | (here & (F.col("offset") < F.lit(cut)))
+        return records.where(~gone), sorted({self.table_for(topic) for topic, _ in cuts})
 
     # ---- the batch ---------------------------------------------------------------------------
 
@@ -211,12 +257,14 @@ class JdbcSinkTask(SinkTask):
                 if applied:
                     committer.commit(plan, None)
                     return
-            parts = self._parts(records, plan)
+            parts, emptied = self._parts(records, plan)
             if self.dialect is Dialect.MYSQL:  # DDL commits implicitly in MySQL: before the data
                 with engine.begin() as conn:
                     for p in parts:
                         types[p.write.target] = self._ensure_table(conn, p, plan)
             with engine.begin() as conn:
+                for schema, table in emptied:  # a truncate goes before the rows that follow it
+                    (pg if self.dialect is Dialect.POSTGRESQL else my).empty_table(conn, schema, table)
                 for p in parts:
                     if self.dialect is Dialect.POSTGRESQL:
                         types[p.write.target] = self._ensure_table(conn, p, plan)

@@ -38,6 +38,13 @@ def fields(
                 False,
                 doc="a null value (tombstone) deletes its key; needs record_key",
             ),
+            ConfigField(
+                "truncate.enabled",
+                bool,
+                False,
+                doc="a truncate event (ExtractNewRecordState drop.truncates=false) empties its table, "
+                "in order with the batch's rows; false: ignored (Debezium JDBC sink's key)",
+            ),
             ConfigField("auto.create", bool, False, doc="create a missing table from the records' fields"),
             ConfigField("auto.evolve", bool, False, doc="add a nullable column for a new field"),
             ConfigField(

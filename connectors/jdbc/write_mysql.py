@@ -190,3 +190,13 @@ def table_columns(conn: Connection, schema: str, table: str) -> dict[str, str] |
         [schema, table],
     )
     return {str(n): str(t).lower() for n, t in found} if found else None
+
+
+def empty_table(conn: Connection, schema: str, table: str) -> bool:
+    """A TRUNCATE event (``truncate.enabled``): the table emptied inside the batch's transaction by
+    ``DELETE`` — MySQL's ``TRUNCATE TABLE`` commits implicitly, which would break exactly once (the
+    rows before it and the ledger row would commit apart). False when the table does not exist."""
+    if table_columns(conn, schema, table) is None:
+        return False
+    run(conn, f"DELETE FROM {qualified(Dialect.MYSQL, schema, table)}")
+    return True

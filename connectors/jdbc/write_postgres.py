@@ -123,3 +123,13 @@ def table_columns(conn: Connection, schema: str, table: str) -> dict[str, str] |
 def lock_table_name(conn: Connection, schema: str, table: str) -> None:
     """Serialise two tasks creating or altering one table (the catalog would race)."""
     run(conn, "SELECT pg_advisory_xact_lock(hashtext(%s))", [f"sluice-ddl/{schema}/{table}"])
+
+
+def empty_table(conn: Connection, schema: str, table: str) -> bool:
+    """A TRUNCATE event (``truncate.enabled``): the table emptied inside the batch's transaction —
+    PostgreSQL's TRUNCATE is transactional, so it commits or rolls back with the rows and positions.
+    False when the table does not exist (nothing to empty)."""
+    if table_columns(conn, schema, table) is None:
+        return False
+    run(conn, f"TRUNCATE TABLE {qualified(Dialect.POSTGRESQL, schema or 'public', table)}")
+    return True

@@ -12,6 +12,10 @@ Debezium's options and defaults:
   tombstones), ``drop``, ``rewrite``, ``rewrite-with-tombstone``.
 - ``add.fields`` / ``add.fields.prefix`` (``__``): envelope fields added to the row: ``op``,
   ``ts_ms``, a ``source`` field by name (``table``, ``lsn``) or as ``source.<name>``.
+- ``drop.truncates`` (true; Sluice's key): a truncate event (``op`` ``t``, no before/after) is
+  dropped, as Debezium's transform always does. ``false`` passes it on as a record with null key and
+  value and the header ``__op=t`` (connectors.cdc.envelope.OP_HEADER), which ``jdbc-sink`` with
+  ``truncate.enabled=true`` turns into emptying the table — the replica path for TRUNCATE.
 
 A value that is not an envelope (no ``op``/``after``) passes unchanged. When one sink batch mixes
 topics of different tables, each record's own-schema header (``sluice.value.schema``) is rewritten
@@ -23,6 +27,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from connectors.cdc.envelope import OP_HEADER, OP_TRUNCATE
 from connectors.config import ConfigDef, ConfigField
 from connectors.converters import VALUE_SCHEMA_HEADER
 from connectors.transforms.base import Transform, register
@@ -66,6 +71,13 @@ class ExtractNewRecordState(Transform):
             ),
             ConfigField("add.fields", list[str], [], doc="envelope fields added to the row"),
             ConfigField("add.fields.prefix", str, "__", doc="prefix of the added fields' names"),
+            ConfigField(
+                "drop.truncates",
+                bool,
+                True,
+                doc="drop truncate events (Debezium's behaviour); false: pass them on as a null record "
+                "with header __op=t (jdbc-sink truncate.enabled empties the table)",
+            ),
         )
     )
 
@@ -107,11 +119,14 @@ class ExtractNewRecordState(Transform):
         mode, drop_tombstones = self._modes()
         value = F.col("value")
         tombstone, is_delete = value.isNull(), value["op"] == F.lit("d")
+        is_truncate = value["op"] == F.lit(OP_TRUNCATE)
         keep = F.lit(True)
         if drop_tombstones:
             keep = keep & ~tombstone
         if mode == "drop":
             keep = keep & (tombstone | ~is_delete)
+        if self.options["drop.truncates"]:
+            keep = keep & (tombstone | ~is_truncate)
         added = self._added(value_type)
         extra = list(added)
         if mode == "rewrite":
@@ -126,7 +141,14 @@ class ExtractNewRecordState(Transform):
             new_value = F.when(is_delete, row_of(value["before"])).otherwise(row_of(value["after"]))
         else:
             new_value = F.when(is_delete, F.lit(None)).otherwise(row_of(value["after"]))
-        out = df.where(keep).withColumn("value", F.when(tombstone, F.lit(None)).otherwise(new_value))
+        out = df.where(keep)
+        if not self.options["drop.truncates"]:  # marked before ``value`` loses its ``op``
+            marker = F.create_map(F.lit(OP_HEADER), F.lit(OP_TRUNCATE))
+            marked = F.map_concat(F.map_filter(F.col("headers"), lambda k, _: k != F.lit(OP_HEADER)), marker)
+            out = out.withColumn(
+                "headers", F.when(~tombstone & is_truncate, marked).otherwise(F.col("headers"))
+            )
+        out = out.withColumn("value", F.when(tombstone | is_truncate, F.lit(None)).otherwise(new_value))
         return self._own_headers(out, [(n, t) for n, _, t in extra])
 
     def _own_headers(self, df: DataFrame, extra: list[tuple[str, Any]]) -> DataFrame:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from connectors.cdc.mysql.changes import COMMIT, GTID, ROWS, BinlogEvent, file_index
+from connectors.cdc.mysql.truncate import truncated_table
 
 #: Privileges on ``*.*`` that let a user read the binary log and list its files.
 _READ_LOG: Final = ("REPLICATION SLAVE", "ALL PRIVILEGES")
@@ -203,6 +204,7 @@ def events(
                 continue  # a fake event the server sends at the start of a stream
             name = str(stream.log_file)
             start = end - int(ev.packet.event_size)  # the header's size: the whole event
+            payload: Any
             if isinstance(ev, GtidEvent | MariadbGtidEvent):
                 kind, payload = GTID, str(ev.gtid)
             elif isinstance(ev, XidEvent):
@@ -211,7 +213,8 @@ def events(
                 query = ev.query.strip().upper() if isinstance(ev.query, str) else ""
                 if query == "BEGIN" or query.startswith("XA "):
                     continue
-                kind, payload = COMMIT, None  # a DDL statement, or COMMIT of a non-transactional change
+                # a DDL statement, or COMMIT of a non-transactional change; a TRUNCATE names its table
+                kind, payload = COMMIT, truncated_table(ev.query, ev.schema)
             else:
                 kind, payload = ROWS, ev
             yield BinlogEvent(

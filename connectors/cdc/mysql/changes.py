@@ -157,6 +157,8 @@ def scan(
             if not skipping:
                 pending.extend(decode(ev, gtid))
         elif ev.kind == COMMIT:
+            if ev.payload is not None and not skipping:  # a TRUNCATE (connectors.cdc.mysql.truncate)
+                pending.extend(decode(ev, gtid))
             window.changes.extend(pending)
             pending = []
             window.end = (ev.file_index, ev.end)

@@ -20,6 +20,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from connectors.cdc.operations import skipped_field
 from connectors.cdc.signals import signal_field
 from connectors.cdc.snapshot import CHUNK_SIZE, mode_problem
 from connectors.config import ConfigField, FieldError, at_least, non_empty
@@ -128,6 +129,7 @@ FIELDS: Final = (
         validator=_regexes,
     ),
     signal_field("shop.debezium_signal"),
+    skipped_field(),
 )
 
 SYSTEM_DATABASES: Final = frozenset({"mysql", "information_schema", "performance_schema", "sys"})

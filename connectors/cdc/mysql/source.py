@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from connectors.api import SourceConnector, SourceTask
 from connectors.cdc import ondemand as od
-from connectors.cdc import signals
+from connectors.cdc import operations, signals
 from connectors.cdc import snapshot as snap
 from connectors.cdc.envelope import record_frame, union_frames
 from connectors.cdc.mysql import binlog as sql
@@ -59,6 +59,7 @@ from connectors.cdc.mysql.config import (
 )
 from connectors.cdc.mysql.failover import GTIDS, Gtids
 from connectors.cdc.mysql.gtid import GtidSet
+from connectors.cdc.mysql.truncate import TruncateDecoder, decoding
 from connectors.cdc.topics import debezium_topic
 from connectors.config import ConfigDef, ConfigError
 from connectors.data_loss import DataLossError
@@ -290,8 +291,11 @@ class MySqlCdcTask(SourceTask):
             self.params, self.replica_id, file_name(self._base, int(begin.key[0])), int(begin.key[1]), schemas
         )
         try:
+            truncates = TruncateDecoder(
+                self._tables(), lambda t: self._guarded(mysnap.columns, t, self.where), server=self.prefix
+            )
             gtids = self._gtids.start_set(begin)
-            window = scan(stream, _point(stop), max_records, decoder.decode, gtids, upto)
+            window = scan(stream, _point(stop), max_records, decoding(decoder.decode, truncates), gtids, upto)
         finally:
             stream.close()
         end = self._gtids.at((*window.end, 0), window.gtids) if window.end is not None else begin
@@ -344,7 +348,8 @@ class MySqlCdcTask(SourceTask):
                 if shot is not None:
                     frames.append(shot)
                 continue
-            wanted = self.changes_of(r)
+            skipped = operations.skipped(self.config)
+            wanted = [c for c in self.changes_of(r) if operations.emitted(c.record, skipped)]
             if not wanted:
                 continue
             wanted = with_offsets(wanted)

@@ -13,7 +13,13 @@ row; ``before`` holds the old row under ``REPLICA IDENTITY FULL``, the old key (
 on deletes and key-changing updates under ``DEFAULT``, and is null on other updates (PostgreSQL
 does not log the old row then). A TOASTed value an UPDATE left unchanged is not in the WAL: it is
 taken from the old row under ``FULL``, else it becomes Debezium's placeholder
-``__debezium_unavailable_value`` (text and bytes columns; others null). TRUNCATE is skipped.
+``__debezium_unavailable_value`` (text and bytes columns; others null).
+
+A TRUNCATE becomes one truncate event (``op`` ``t``, ``before``/``after`` null, no key) per
+truncated captured table, in the order pgoutput lists them (a ``CASCADE`` lists the cascaded tables
+too), at its place in the transaction like any other record — so its position is exact and a
+re-read yields it once, as for a row change. Whether it is sent is ``skipped.operations``'s
+business (connectors.cdc.operations: Debezium skips truncates by default).
 """
 
 from __future__ import annotations
@@ -22,7 +28,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from connectors.cdc.envelope import OP_CREATE, OP_DELETE, OP_UPDATE, ChangeRecord, envelope
+from connectors.cdc.envelope import (
+    OP_CREATE,
+    OP_DELETE,
+    OP_TRUNCATE,
+    OP_UPDATE,
+    ChangeRecord,
+    envelope,
+)
 from connectors.cdc.postgres import pgoutput as pg
 from connectors.cdc.postgres.values import mapped_column, parse_value
 from connectors.jdbc.types import MappedColumn
@@ -124,7 +137,7 @@ class ChangeDecoder:
                 raise pg.PgOutputError(f"{self.where}: Commit at LSN {msg.end_lsn} without a Begin")
             self.last_end_lsn = msg.end_lsn
             return self._changes(txn, msg)
-        elif isinstance(msg, pg.Insert | pg.Update | pg.Delete):
+        elif isinstance(msg, pg.Insert | pg.Update | pg.Delete | pg.Truncate):
             if self._txn is None:
                 raise pg.PgOutputError(f"{self.where}: change at LSN {lsn} outside a transaction")
             self._txn.events.append((lsn, msg))
@@ -167,7 +180,7 @@ class ChangeDecoder:
         ts_ms = commit.commit_time_us // 1000
 
         def emit(
-            shape: TableShape, lsn: int, op: str | None, key: dict[str, Any], before: Any, after: Any
+            shape: TableShape, lsn: int, op: str | None, key: dict[str, Any] | None, before: Any, after: Any
         ) -> None:
             source = {
                 "version": VERSION,
@@ -186,11 +199,15 @@ class ChangeDecoder:
             out.append(Change(shape.partition, (commit.end_lsn, len(out)), record, shape))
 
         for lsn, msg in txn.events:
+            if isinstance(msg, pg.Truncate):
+                for relation_id in msg.relation_ids:
+                    truncated = self._known(relation_id)
+                    if truncated is not None:
+                        emit(truncated, lsn, OP_TRUNCATE, None, None, None)
+                continue
             assert isinstance(msg, pg.Insert | pg.Update | pg.Delete)
-            shape = self.shapes.get(msg.relation_id)
+            shape = self._known(msg.relation_id)
             if shape is None:
-                if msg.relation_id not in self.shapes:
-                    raise pg.PgOutputError(f"{self.where}: change of unknown relation {msg.relation_id}")
                 continue  # a table that is not captured
             if isinstance(msg, pg.Insert):
                 after = self._row(shape, msg.new, None)
@@ -209,6 +226,12 @@ class ChangeDecoder:
                 before = self._row(shape, msg.old, None)
                 self._delete(emit, shape, lsn, _key(shape, before), before)
         return out
+
+    def _known(self, relation_id: int) -> TableShape | None:
+        """The shape of a relation a change names (None: a table that is not captured)."""
+        if relation_id not in self.shapes:
+            raise pg.PgOutputError(f"{self.where}: change of unknown relation {relation_id}")
+        return self.shapes[relation_id]
 
     def _delete(
         self, emit: Callable[..., None], shape: TableShape, lsn: int, key: dict[str, Any], before: Any

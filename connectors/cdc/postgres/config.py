@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from connectors.cdc.operations import skipped_field
 from connectors.cdc.signals import signal_field
 from connectors.cdc.snapshot import CHUNK_SIZE, mode_problem
 from connectors.config import ConfigField, FieldError, at_least, non_empty
@@ -113,6 +114,7 @@ FIELDS: Final = (
     ),
     ConfigField("tombstones.on.delete", bool, True, doc="a tombstone (null value) follows each delete"),
     signal_field("public.debezium_signal"),
+    skipped_field(),
 )
 
 

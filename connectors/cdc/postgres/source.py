@@ -21,6 +21,7 @@ vanished while positions are committed is data loss (``data.loss``), named with 
 ``snapshot.mode=initial`` reads the existing rows first, after the slot exists and while the log is
 held at the slot's start (connectors.cdc.snapshot); ``initial_only`` reads them without a slot.
 ``signal.data.collection``: signals re-snapshot tables while streaming (connectors.cdc.ondemand).
+``skipped.operations`` (connectors.cdc.operations) filters what ``read`` emits, nothing else.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from connectors.api import SourceConnector, SourceTask
 from connectors.cdc import ondemand as od
-from connectors.cdc import signals
+from connectors.cdc import operations, signals
 from connectors.cdc import snapshot as snap
 from connectors.cdc.envelope import record_frame, union_frames
 from connectors.cdc.postgres import slot as sql
@@ -336,11 +337,13 @@ class PostgresCdcTask(SourceTask):
                 if shot is not None:
                     frames.append(shot)
                 continue
-            end = int(r.end.key[0]) - 1
+            end, skip = int(r.end.key[0]) - 1, operations.skipped(self.config)
             wanted = [
                 c
                 for c in self._changes_upto(end, r.start)
-                if c.partition == r.partition and r.start.key <= c.position < r.end.key
+                if c.partition == r.partition
+                and r.start.key <= c.position < r.end.key
+                and operations.emitted(c.record, skip)
             ]
             if not wanted:
                 continue
