@@ -16,6 +16,7 @@ import os
 import pwd
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -49,8 +50,13 @@ def _chown_to_mysql(path: Path) -> None:
 
 
 class MariaDB:
-    def __init__(self, cfg: StackConfig) -> None:
+    """The stack's server; ``server_id`` and ``extra_args`` let tests run a replica of it
+    (tests/cdc/replica.py) from the same code."""
+
+    def __init__(self, cfg: StackConfig, server_id: int = 1, extra_args: Sequence[str] = ()) -> None:
         self.cfg = cfg
+        self.server_id = server_id
+        self.extra_args = list(extra_args)
         self.base = cfg.state_dir / "mariadb"
         self.data_dir = self.base / "data"
         self.socket = self.base / "mariadb.sock"
@@ -87,7 +93,7 @@ class MariaDB:
             f"--port={self.cfg.mariadb_port}",
             f"--bind-address={self.cfg.host}",
             "--skip-name-resolve",
-            "--server-id=1",
+            f"--server-id={self.server_id}",
             f"--log-bin={self.data_dir / 'binlog'}",
             "--binlog-format=ROW",
             "--binlog-row-image=FULL",
@@ -99,6 +105,7 @@ class MariaDB:
             "--max-connections=300",
             "--innodb-buffer-pool-size=256M",
             "--innodb-flush-log-at-trx-commit=1",
+            *self.extra_args,
         ]
         if _as_root():
             argv.append("--user=mysql")

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from connectors.cdc.envelope import OP_CREATE, OP_DELETE, OP_UPDATE, ChangeRecord, envelope
+from connectors.cdc.mysql.gtid import GtidSet
 from connectors.cdc.mysql.values import mapped_column, to_spark
 from connectors.jdbc.types import MappedColumn
 
@@ -108,10 +109,12 @@ class Change:
 
 @dataclass
 class Window:
-    """The changes of the whole transactions read, and where they end (``None``: nothing was read)."""
+    """The changes of the whole transactions read, where they end (``None``: nothing was read) and
+    the GTID set reached there (``None``: the server has no GTIDs)."""
 
     changes: list[Change] = field(default_factory=list)
     end: tuple[int, int] | None = None
+    gtids: GtidSet | None = None
 
 
 def scan(
@@ -119,6 +122,8 @@ def scan(
     stop: tuple[int, int],
     max_records: int | None,
     decode: Callable[[BinlogEvent, str], list[Change]],
+    gtids: GtidSet | None = None,
+    upto: GtidSet | None = None,
 ) -> Window:
     """Read whole transactions from ``events`` (which start at a commit point) up to ``stop`` (a
     commit point: the server's binlog end pinned at planning, or a planned range's end), ending
@@ -126,27 +131,43 @@ def scan(
 
     ``stop`` is reached when an event starts at or after it, or when the stream ends (the server's
     end lies at or beyond ``stop``) with no transaction open: the window then ends at ``stop``.
+
+    ``gtids``, the GTID set at the start, is carried forward over every transaction read (of any
+    table: the set must describe the whole log), and a transaction it already contains is skipped
+    — after a failover the read starts before some transactions that were read on the old server
+    (connectors.cdc.mysql.failover), as a replica skips what it has. ``upto`` (a planned range's
+    end set, re-read on another server) also skips transactions it does not contain and ends the
+    read once the set covers it.
     """
-    window = Window()
+    window = Window(gtids=gtids)
     pending: list[Change] = []
     gtid = ""
+    current, skipping = gtids, False
     for ev in events:
         if (ev.file_index, ev.start) >= stop:
             break
         if ev.kind == GTID:
             gtid = str(ev.payload)
+            if current is not None:
+                if upto is not None and current.covers(upto):
+                    break
+                skipping = current.contains(gtid) or (upto is not None and not upto.contains(gtid))
+                current = current if skipping else current.add(gtid)
         elif ev.kind == ROWS:
-            pending.extend(decode(ev, gtid))
+            if not skipping:
+                pending.extend(decode(ev, gtid))
         elif ev.kind == COMMIT:
-            if ev.payload is not None:  # a TRUNCATE statement (connectors.cdc.mysql.truncate)
+            if ev.payload is not None and not skipping:  # a TRUNCATE (connectors.cdc.mysql.truncate)
                 pending.extend(decode(ev, gtid))
             window.changes.extend(pending)
             pending = []
             window.end = (ev.file_index, ev.end)
+            window.gtids, skipping = current, False
             if max_records is not None and len(window.changes) >= max_records:
                 return window
-    if not pending:
+    if not pending and upto is None:
         window.end = stop if window.end is None or window.end < stop else window.end
+        window.gtids = current
     return window
 
 

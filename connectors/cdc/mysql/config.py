@@ -113,6 +113,21 @@ FIELDS: Final = (
         aliases=("incremental.snapshot.chunk.size",),
     ),
     ConfigField("tombstones.on.delete", bool, True, doc="a tombstone (null value) follows each delete"),
+    ConfigField(
+        "gtid.source.includes",
+        list[str],
+        [],
+        doc="regular expressions of GTID sources (MySQL server UUIDs, MariaDB domain ids) whose "
+        "transactions decide where reading resumes on another server (all when empty)",
+        validator=_regexes,
+    ),
+    ConfigField(
+        "gtid.source.excludes",
+        list[str],
+        [],
+        doc="regular expressions of GTID sources left out when finding a position on another server",
+        validator=_regexes,
+    ),
     signal_field("shop.debezium_signal"),
     skipped_field(),
 )

@@ -4,7 +4,8 @@ over the replication protocol, as Debezium change events.
 One task (the binlog is one stream); one partition per captured table (``db.table``), each routed
 to its topic ``<topic.prefix>.<db>.<table>`` (connectors.cdc.topics). Positions are
 ``(file index, position, seq)`` (connectors.cdc.mysql.changes); every table's range in a batch ends
-at the same commit point, so the whole batch is one stretch of the binlog.
+at the same commit point, so the whole batch is one stretch of the binlog. With GTIDs a position
+also carries the GTID set reached, which finds it again on another server (connectors.cdc.mysql.failover).
 
 Exactly once into RocketMQ, per batch:
   1. Planning (``latest_positions``) pins the server's binlog end (``SHOW MASTER STATUS``) and reads
@@ -56,6 +57,8 @@ from connectors.cdc.mysql.config import (
     server_id,
     table_problems,
 )
+from connectors.cdc.mysql.failover import GTIDS, Gtids
+from connectors.cdc.mysql.gtid import GtidSet
 from connectors.cdc.mysql.truncate import TruncateDecoder, decoding
 from connectors.cdc.topics import debezium_topic
 from connectors.config import ConfigDef, ConfigError
@@ -91,13 +94,16 @@ class MySqlCdcTask(SourceTask):
         self._committed: dict[str, Position] = {}
         self._origin: Position | None = None
         self._base = ""
-        self._cache: tuple[Position, Position, list[Change]] | None = None  # (from, to, changes)
+        self._cache: tuple[Position, Position, list[Change], bool] | None = None  # (from, to, _, foreign)
         self.mode = snap.snapshot_mode(config)
         self._snapshots: snap.TableSnapshots | None = None
         self.signal_table = signals.signal_table(config)
         self._signal_keys: dict[str, tuple[str, ...]] = {}
         self._ondemand: od.OnDemand | None = None
         self._behind = False  # the last log read stopped at batch.max.records before the log end
+        skip = DataLossPolicy(config.get("data.loss", "fail")) is DataLossPolicy.SKIP
+        sources = (config.get("gtid.source.includes") or [], config.get("gtid.source.excludes") or [])
+        self._gtids = Gtids(self._guarded, self.where, skip, *sources)
 
     # ---- connection and tables -------------------------------------------------------------------
     def _db(self) -> Any:
@@ -152,7 +158,7 @@ class MySqlCdcTask(SourceTask):
         if not self._stream():
             return ""
         if self._origin is None:
-            self._origin = self._end()
+            self._origin = self._stamp(self._end())
         return f"{self._origin.key[0]}:{self._origin.key[1]}"
 
     def _logs(self) -> list[str]:
@@ -167,16 +173,28 @@ class MySqlCdcTask(SourceTask):
         self._base = name.rpartition(".")[0]
         return Position((file_index(name), pos, 0))
 
+    def _stamp(self, pos: Position) -> Position:
+        """``pos`` with the GTID set reached there (connectors.cdc.mysql.failover)."""
+        return self._gtids.stamp(pos, self._base, self._logs())
+
     # ---- positions -------------------------------------------------------------------------------
     def relocate(self, committed: Mapping[str, Position]) -> dict[str, Position]:
-        """Nothing moves; called first at each planning, it tells ``earliest_positions`` which
-        tables have committed positions (those are checked against retention)."""
-        self._committed = {p: committed[p] for p in self._stream() if p in committed}
+        """First at each planning: positions of another server (failover) or a purged file are found
+        again by their GTID sets, others get theirs (connectors.cdc.mysql.failover); and
+        ``earliest_positions`` learns which tables have committed positions (retention-checked)."""
+        moved = dict(committed)
+        mine = [p for p in self._stream() if p in committed]
+        if mine:
+            logs = self._logs()
+            for p in mine:
+                foreign = self._gtids.foreign(committed[p], self._base, logs)
+                moved[p] = self._gtids.relocate(committed[p], logs) if foreign else self._stamp(committed[p])
+        self._committed = {p: moved[p] for p in mine}
         origin = snap.origin_of(committed)
         if origin:  # where a snapshot started capture: the log resumes there, in any task
             index, _, pos = origin.partition(":")
-            self._origin = Position((int(index), int(pos), 0))
-        return dict(committed)
+            self._origin = self._stamp(Position((int(index), int(pos), 0))) if self._stream() else None
+        return moved
 
     def earliest_positions(self) -> dict[str, Position]:
         """The oldest retained binlog event for tables with committed positions (a position below it
@@ -186,7 +204,7 @@ class MySqlCdcTask(SourceTask):
             return shots
         first = Position((file_index(self._logs()[0]), FIRST_EVENT, 0))
         if self._origin is None:
-            self._origin = self._end()
+            self._origin = self._stamp(self._end())
         return {**shots, **{p: first if p in self._committed else self._origin for p in self._stream()}}
 
     def _purged(self, start: Position, logs: Sequence[str]) -> bool:
@@ -223,13 +241,14 @@ class MySqlCdcTask(SourceTask):
         begin = min(starts.values())
         if self._purged(begin, logs):
             begin = max(begin, first)
+        begin = self._gtids.stamp(begin, self._base, logs)
         current = self._snap().current(shots, origin)
         if self._ondemand is not None and not self._behind:
             self._ondemand.read_chunks(current)  # before the log end is pinned (connectors.cdc.ondemand)
         stop = self._end()
         changes, end = self._scan(begin, stop, self.max_records)
         self._behind = end < stop
-        self._cache = (begin, end, changes)
+        self._cache = (begin, end, changes, False)
         out = {**current, **{p: max(start, end) for p, start in starts.items()}}
         if self._ondemand is not None:
             moved = self._ondemand.moves(
@@ -256,7 +275,7 @@ class MySqlCdcTask(SourceTask):
 
     # ---- reading ---------------------------------------------------------------------------------
     def _scan(
-        self, begin: Position, stop: Position, max_records: int | None
+        self, begin: Position, stop: Position, max_records: int | None, upto: GtidSet | None = None
     ) -> tuple[list[Change], Position]:
         if begin >= stop:
             return [], begin
@@ -275,25 +294,41 @@ class MySqlCdcTask(SourceTask):
             truncates = TruncateDecoder(
                 self._tables(), lambda t: self._guarded(mysnap.columns, t, self.where), server=self.prefix
             )
-            window = scan(stream, _point(stop), max_records, decoding(decoder.decode, truncates))
+            gtids = self._gtids.start_set(begin)
+            window = scan(stream, _point(stop), max_records, decoding(decoder.decode, truncates), gtids, upto)
         finally:
             stream.close()
-        end = Position((window.end[0], window.end[1], 0)) if window.end is not None else begin
+        end = self._gtids.at((*window.end, 0), window.gtids) if window.end is not None else begin
         return window.changes, max(end, begin)
 
     def _changes(self, start: Position, end: Position) -> list[Change]:
+        """The changes of the transactions in ``[start, end)``; a range planned on another server (a
+        failover before its batch committed) is re-read by its GTID sets: the same transactions."""
         cached = self._cache
-        if cached is not None and cached[0] <= start and cached[1] == end:
+        if cached is not None and cached[0].key <= start.key and cached[1] == end:
             return cached[2]
-        if not self._base:
-            self._logs()
+        logs = self._logs()
+        if self._gtids.foreign(start, self._base, logs) and end.get(GTIDS):
+            upto = GtidSet.parse(end.get(GTIDS))
+            changes, reached = self._scan(self._gtids.relocate(start, logs), self._end(), None, upto)
+            if not GtidSet.parse(reached.get(GTIDS)).covers(upto):  # not replicated yet: retried
+                raise RuntimeError(f"{self.where}: {self._gtids.server().identity} lacks GTIDs {upto} yet")
+            self._cache = (start, end, changes, True)
+            return changes
         changes, reached = self._scan(start, end, None)
-        if reached != end:
+        if reached.key != end.key:
             raise RuntimeError(
                 f"{self.where}: re-reading the binlog from {start} ended at {reached}, not {end}"
             )
-        self._cache = (start, end, changes)
+        self._cache = (start, end, changes, False)
         return changes
+
+    def changes_of(self, r: PartitionRange) -> list[Change]:
+        """The changes of a log range in binlog order: what ``read`` makes its frame of."""
+        changes = self._changes(r.start, r.end)
+        foreign = self._cache is not None and self._cache[3]  # re-read elsewhere: other positions
+        inside = [c for c in changes if foreign or r.start.key <= c.position < r.end.key]
+        return [c for c in inside if c.partition == r.partition]
 
     def read(self, spark: SparkSession, ranges: Sequence[PartitionRange]) -> DataFrame:
         """Records of ``ranges`` (the runtime reads one table per call: ``topic_of``)."""
@@ -306,13 +341,8 @@ class MySqlCdcTask(SourceTask):
                 if shot is not None:
                     frames.append(shot)
                 continue
-            wanted = [
-                c
-                for c in self._changes(r.start, r.end)
-                if c.partition == r.partition
-                and r.start.key <= c.position < r.end.key
-                and operations.emitted(c.record, operations.skipped(self.config))
-            ]
+            skipped = operations.skipped(self.config)
+            wanted = [c for c in self.changes_of(r) if operations.emitted(c.record, skipped)]
             if not wanted:
                 continue
             wanted = with_offsets(wanted)
@@ -345,6 +375,7 @@ class MySqlCdcTask(SourceTask):
         return sorted({self.topic_of(p) for p in self.partitions()})
 
     def close(self) -> None:
+        self._gtids.forget_server()
         if self._conn is not None:
             with contextlib.suppress(Exception):
                 self._conn.close()
