@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from activities.bad_records import checked_records
 from activities.runner import TaskSetup, next_plan
-from connectors.api import CommitListener, ReportsWaiting, RoutesTopics
+from connectors.api import CommitListener, KnowsEmptyRanges, ReportsWaiting, RoutesTopics
 from connectors.converters import OFFSET_PROPERTY, PARTITION_PROPERTY
 from connectors.model import BatchPlan, PartitionRange
 from connectors.planner import view_of
@@ -93,14 +93,12 @@ class SourceRunner:
 
         spark = self.ctx.spark
         register(spark)
+        # Ranges the task knows to be empty cost no Spark job (KnowsEmptyRanges).
+        ranges = [r for r in plan.ranges if self._may_hold_records(r)]
         if self.routing is None:
-            sent = self._run_ranges(plan, rerun, plan.ranges, self.topic)
+            sent = self._run_ranges(plan, rerun, ranges, self.topic) if ranges else 0
         else:  # one partition at a time: its own topic, and its own record shape
-            sent = sum(
-                self._run_ranges(plan, rerun, [r], self.routing.topic_of(r.partition))
-                for r in plan.ranges
-                if not r.is_empty
-            )
+            sent = sum(self._run_ranges(plan, rerun, [r], self.routing.topic_of(r.partition)) for r in ranges)
         self.ctx.store.commit(plan)
         if isinstance(self.task, CommitListener):
             try:
@@ -109,6 +107,11 @@ class SourceRunner:
                 log.warning("connector %s: after-commit step of batch %s failed", self.connector,
                             plan.batch_id, exc_info=True)  # fmt: skip
         return sent
+
+    def _may_hold_records(self, r: PartitionRange) -> bool:
+        if r.is_empty:
+            return False
+        return self.task.holds_records(r) if isinstance(self.task, KnowsEmptyRanges) else True
 
     def _run_ranges(self, plan: BatchPlan, rerun: bool, ranges: Sequence[PartitionRange], topic: str) -> int:
         from pyspark.sql import functions as F

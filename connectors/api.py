@@ -298,6 +298,18 @@ class CommitListener(Protocol):
 
 
 @runtime_checkable
+class KnowsEmptyRanges(Protocol):
+    """Optional ability of a source task: tell, without Spark, that a planned range holds no records.
+
+    Why: a change-capture batch moves every captured table to the same log point, so most of its
+    ranges are usually empty, and the runtime would otherwise run a whole read-convert-send job
+    for each of them (seconds on a busy 2-core machine). ``False`` must be certain; ``True`` may
+    be a guess (the range is then read as usual). Called after planning, before ``read``."""
+
+    def holds_records(self, r: PartitionRange) -> bool: ...
+
+
+@runtime_checkable
 class RoutesTopics(Protocol):
     """Optional ability of a source task: each partition's records go to a topic of their own (a
     JDBC source's table to ``topic.prefix`` + table). The runtime reads, converts and sends one

@@ -330,6 +330,15 @@ class MySqlCdcTask(SourceTask):
         inside = [c for c in changes if foreign or r.start.key <= c.position < r.end.key]
         return [c for c in inside if c.partition == r.partition]
 
+    def _emitted(self, r: PartitionRange) -> list[Change]:
+        skipped = operations.skipped(self.config)
+        return [c for c in self.changes_of(r) if operations.emitted(c.record, skipped)]
+
+    def holds_records(self, r: PartitionRange) -> bool:
+        """KnowsEmptyRanges: a log range holds records only when its table changed in it (a
+        snapshot chunk is read to find out)."""
+        return not r.is_empty and (snap.is_snapshot(r.partition) or bool(self._emitted(r)))
+
     def read(self, spark: SparkSession, ranges: Sequence[PartitionRange]) -> DataFrame:
         """Records of ``ranges`` (the runtime reads one table per call: ``topic_of``)."""
         frames = []
@@ -341,8 +350,7 @@ class MySqlCdcTask(SourceTask):
                 if shot is not None:
                     frames.append(shot)
                 continue
-            skipped = operations.skipped(self.config)
-            wanted = [c for c in self.changes_of(r) if operations.emitted(c.record, skipped)]
+            wanted = self._emitted(r)
             if not wanted:
                 continue
             wanted = with_offsets(wanted)

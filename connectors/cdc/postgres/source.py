@@ -326,6 +326,22 @@ class PostgresCdcTask(SourceTask):
         self._cache = (end, changes)
         return changes
 
+    def _emitted(self, r: PartitionRange) -> list[Change]:
+        """The changes of a log range ``read`` makes records of."""
+        end, skip = int(r.end.key[0]) - 1, operations.skipped(self.config)
+        return [
+            c
+            for c in self._changes_upto(end, r.start)
+            if c.partition == r.partition
+            and r.start.key <= c.position < r.end.key
+            and operations.emitted(c.record, skip)
+        ]
+
+    def holds_records(self, r: PartitionRange) -> bool:
+        """KnowsEmptyRanges: a log range holds records only when its table changed in it (a
+        snapshot chunk is read to find out)."""
+        return not r.is_empty and (snap.is_snapshot(r.partition) or bool(self._emitted(r)))
+
     def read(self, spark: SparkSession, ranges: Sequence[PartitionRange]) -> DataFrame:
         """Records of ``ranges`` (the runtime reads one table per call: ``topic_of``)."""
         frames = []
@@ -337,14 +353,7 @@ class PostgresCdcTask(SourceTask):
                 if shot is not None:
                     frames.append(shot)
                 continue
-            end, skip = int(r.end.key[0]) - 1, operations.skipped(self.config)
-            wanted = [
-                c
-                for c in self._changes_upto(end, r.start)
-                if c.partition == r.partition
-                and r.start.key <= c.position < r.end.key
-                and operations.emitted(c.record, skip)
-            ]
+            wanted = self._emitted(r)
             if not wanted:
                 continue
             wanted = with_offsets(wanted, int(r.start.key[0]))

@@ -1,0 +1,101 @@
+"""KnowsEmptyRanges on both change-capture sources: a batch moves every captured table to the same
+log point, and a table that did not change in it (or whose only changes ``skipped.operations``
+drops) says so without Spark, so the runtime sends nothing for it. ``holds_records`` False must be
+certain: its ``read`` is then empty; a changed table's range holds records."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from connectors.api import KnowsEmptyRanges, SourceTask
+from connectors.cdc.mysql.source import MySqlCdcConnector, MySqlCdcTask
+from connectors.cdc.postgres.source import PostgresCdcConnector, PostgresCdcTask
+from connectors.model import PartitionRange
+from tests.cdc import mysql, pg
+from tests.connectors.jdbc_dbs import Db
+from tests.databases import TestDatabase
+
+
+@pytest.fixture
+def cdc_pg(postgres_db: TestDatabase) -> Iterator[TestDatabase]:
+    with pg.cdc_database(postgres_db) as db:
+        yield db
+
+
+def _mysql_task(db: TestDatabase, **extra: str) -> MySqlCdcTask:
+    raw = {"name": f"cdc-{uuid.uuid4().hex[:6]}", **mysql.source_config(db, "shop", **extra)}
+    connector = MySqlCdcConnector()
+    config = connector.parse(raw)
+    connector.start(config)
+    return MySqlCdcTask(config, 0)
+
+
+def _pg_task(db: TestDatabase, **extra: str) -> PostgresCdcTask:
+    slot = f"s_{uuid.uuid4().hex[:8]}"
+    raw = {"name": "cdc-empty", **pg.source_config(db, "shop", **{"slot.name": slot, **extra})}
+    connector = PostgresCdcConnector()
+    config = connector.parse(raw)
+    connector.start(config)
+    return PostgresCdcTask(config, 0)
+
+
+def _batch(task: SourceTask) -> dict[str, PartitionRange]:
+    start = task.earliest_positions()
+    latest = task.latest_positions({})
+    return {p.rsplit(".", 1)[-1]: PartitionRange(p, start[p], latest[p]) for p in task.partitions()}
+
+
+def _held(task: SourceTask, spark: Any, batch: dict[str, PartitionRange]) -> dict[str, bool]:
+    """Each table's ``holds_records``, checked against what ``read`` gives for a range said empty."""
+    assert isinstance(task, KnowsEmptyRanges)
+    held = {table: task.holds_records(r) for table, r in batch.items()}
+    for table, r in batch.items():
+        if not held[table]:
+            assert task.read(spark, [r]).isEmpty(), f"{table}: said empty but read records"
+    return held
+
+
+SCENARIO = (
+    "INSERT INTO items VALUES (1, 'a'), (2, 'b')",
+    "UPDATE tags SET label = 'y' WHERE id = 1",
+)
+
+
+def test_mysql_cdc_ranges_without_emitted_changes_are_known_empty(mariadb_db: TestDatabase, spark) -> None:
+    src = Db.of(mariadb_db)
+    src.run(
+        "CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR(20))",
+        "CREATE TABLE tags (id INT PRIMARY KEY, label VARCHAR(20))",
+        "CREATE TABLE quiet (id INT PRIMARY KEY)",
+        "INSERT INTO tags VALUES (1, 'x')",
+    )
+    every, no_updates = _mysql_task(mariadb_db), _mysql_task(mariadb_db, **{"skipped.operations": "u"})
+    for task in (every, no_updates):
+        task.latest_positions({})  # capture starts at the log end now
+    src.run(*SCENARIO)
+    assert _held(every, spark, _batch(every)) == {"items": True, "tags": True, "quiet": False}
+    assert _held(no_updates, spark, _batch(no_updates)) == {"items": True, "tags": False, "quiet": False}
+    for task in (every, no_updates):
+        task.close()
+
+
+def test_postgres_cdc_ranges_without_emitted_changes_are_known_empty(cdc_pg: TestDatabase, spark) -> None:
+    src = Db.of(cdc_pg)
+    src.run(
+        "CREATE TABLE items (id INT PRIMARY KEY, name TEXT)",
+        "CREATE TABLE tags (id INT PRIMARY KEY, label TEXT)",
+        "CREATE TABLE quiet (id INT PRIMARY KEY)",
+        "INSERT INTO tags VALUES (1, 'x')",
+    )
+    every, no_updates = _pg_task(cdc_pg), _pg_task(cdc_pg, **{"skipped.operations": "u"})
+    for task in (every, no_updates):
+        task.latest_positions({})  # creates the slot: capture starts now
+    src.run(*SCENARIO)
+    assert _held(every, spark, _batch(every)) == {"items": True, "tags": True, "quiet": False}
+    assert _held(no_updates, spark, _batch(no_updates)) == {"items": True, "tags": False, "quiet": False}
+    for task in (every, no_updates):
+        task.close()
