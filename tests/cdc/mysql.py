@@ -3,8 +3,11 @@ database (each test's database is fresh; the binlog is the server's, shared by a
 
 from __future__ import annotations
 
+import uuid
+
 from sqlalchemy.engine import make_url
 
+from connectors.cdc.mysql.source import MySqlCdcConnector, MySqlCdcTask
 from tests.databases import TestDatabase
 
 
@@ -24,3 +27,13 @@ def source_config(db: TestDatabase, prefix: str, **extra: str) -> dict[str, str]
         "value.converter.schemas.enable": "true",
         **extra,
     }
+
+
+def open_task(db: TestDatabase, **extra: str) -> MySqlCdcTask:
+    """Task 0 of a validated, started ``mysql-cdc`` connector on ``db`` (a unique name)."""
+    raw = {"name": f"cdc-{uuid.uuid4().hex[:6]}", **source_config(db, "shop", **extra)}
+    connector = MySqlCdcConnector()
+    assert connector.validate(raw) == []
+    config = connector.parse(raw)
+    connector.start(config)
+    return MySqlCdcTask(config, 0)

@@ -4,9 +4,11 @@ dropped before the database is (PostgreSQL refuses to drop a database a slot bel
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from connectors.cdc.postgres.source import PostgresCdcConnector, PostgresCdcTask
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase
 
@@ -59,3 +61,14 @@ def source_config(db: TestDatabase, prefix: str, **extra: str) -> dict[str, str]
         "value.converter.schemas.enable": "true",
         **extra,
     }
+
+
+def open_task(db: TestDatabase, slot: str | None = None, **extra: str) -> PostgresCdcTask:
+    """Task 0 of a validated, started ``postgres-cdc`` connector on ``db`` (a new slot unless named)."""
+    slot = slot or f"s_{uuid.uuid4().hex[:8]}"
+    raw = {"name": f"cdc-{uuid.uuid4().hex[:6]}", **source_config(db, "shop", **{"slot.name": slot, **extra})}
+    connector = PostgresCdcConnector()
+    assert connector.validate(raw) == []
+    config = connector.parse(raw)
+    connector.start(config)
+    return PostgresCdcTask(config, 0)

@@ -5,15 +5,12 @@ certain: its ``read`` is then empty; a changed table's range holds records."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from connectors.api import KnowsEmptyRanges, SourceTask
-from connectors.cdc.mysql.source import MySqlCdcConnector, MySqlCdcTask
-from connectors.cdc.postgres.source import PostgresCdcConnector, PostgresCdcTask
 from connectors.model import PartitionRange
 from tests.cdc import mysql, pg
 from tests.connectors.jdbc_dbs import Db
@@ -24,23 +21,6 @@ from tests.databases import TestDatabase
 def cdc_pg(postgres_db: TestDatabase) -> Iterator[TestDatabase]:
     with pg.cdc_database(postgres_db) as db:
         yield db
-
-
-def _mysql_task(db: TestDatabase, **extra: str) -> MySqlCdcTask:
-    raw = {"name": f"cdc-{uuid.uuid4().hex[:6]}", **mysql.source_config(db, "shop", **extra)}
-    connector = MySqlCdcConnector()
-    config = connector.parse(raw)
-    connector.start(config)
-    return MySqlCdcTask(config, 0)
-
-
-def _pg_task(db: TestDatabase, **extra: str) -> PostgresCdcTask:
-    slot = f"s_{uuid.uuid4().hex[:8]}"
-    raw = {"name": "cdc-empty", **pg.source_config(db, "shop", **{"slot.name": slot, **extra})}
-    connector = PostgresCdcConnector()
-    config = connector.parse(raw)
-    connector.start(config)
-    return PostgresCdcTask(config, 0)
 
 
 def _batch(task: SourceTask) -> dict[str, PartitionRange]:
@@ -73,7 +53,10 @@ def test_mysql_cdc_ranges_without_emitted_changes_are_known_empty(mariadb_db: Te
         "CREATE TABLE quiet (id INT PRIMARY KEY)",
         "INSERT INTO tags VALUES (1, 'x')",
     )
-    every, no_updates = _mysql_task(mariadb_db), _mysql_task(mariadb_db, **{"skipped.operations": "u"})
+    every, no_updates = (
+        mysql.open_task(mariadb_db),
+        mysql.open_task(mariadb_db, **{"skipped.operations": "u"}),
+    )
     for task in (every, no_updates):
         task.latest_positions({})  # capture starts at the log end now
     src.run(*SCENARIO)
@@ -91,7 +74,8 @@ def test_postgres_cdc_ranges_without_emitted_changes_are_known_empty(cdc_pg: Tes
         "CREATE TABLE quiet (id INT PRIMARY KEY)",
         "INSERT INTO tags VALUES (1, 'x')",
     )
-    every, no_updates = _pg_task(cdc_pg), _pg_task(cdc_pg, **{"skipped.operations": "u"})
+    every = pg.open_task(cdc_pg)
+    no_updates = pg.open_task(cdc_pg, **{"skipped.operations": "u"})
     for task in (every, no_updates):
         task.latest_positions({})  # creates the slot: capture starts now
     src.run(*SCENARIO)

@@ -8,16 +8,15 @@ statement parser is table-driven."""
 from __future__ import annotations
 
 import json
-import uuid
 from typing import Any
 
 import pytest
 
-from connectors.cdc.mysql.source import MySqlCdcConnector, MySqlCdcTask
+from connectors.cdc.mysql.source import MySqlCdcTask
 from connectors.cdc.mysql.truncate import truncated_table
 from connectors.model import PartitionRange
 from connectors.positions import Position
-from tests.cdc.mysql import source_config
+from tests.cdc.mysql import open_task
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase
 
@@ -36,15 +35,6 @@ from tests.databases import TestDatabase
 )
 def test_truncate_statements_name_their_table(query: str, schema: Any, expected: Any) -> None:
     assert truncated_table(query, schema) == expected
-
-
-def _task(db: TestDatabase, **extra: str) -> MySqlCdcTask:
-    raw = {"name": f"cdc-{uuid.uuid4().hex[:6]}", **source_config(db, "shop", **extra)}
-    connector = MySqlCdcConnector()
-    assert connector.validate(raw) == []
-    config = connector.parse(raw)
-    connector.start(config)
-    return MySqlCdcTask(config, 0)
 
 
 def _ranges(task: MySqlCdcTask, committed: dict[str, Position]) -> list[PartitionRange]:
@@ -73,8 +63,8 @@ def test_a_truncate_is_a_debezium_truncate_event_read_again_identically(
         "CREATE TABLE skipped_table (id INT PRIMARY KEY)",
     )
     db = mariadb_db.name
-    task = _task(mariadb_db, **{"skipped.operations": "none", "table.include.list": f"{db}.items"})
-    default = _task(mariadb_db, **{"table.include.list": f"{db}.items"})
+    task = open_task(mariadb_db, **{"skipped.operations": "none", "table.include.list": f"{db}.items"})
+    default = open_task(mariadb_db, **{"table.include.list": f"{db}.items"})
     assert all(r.is_empty for r in _ranges(task, {})) and all(r.is_empty for r in _ranges(default, {}))
     src.run(
         "INSERT INTO items VALUES (1, 'a'), (2, 'b')",

@@ -8,15 +8,14 @@ operations too (a delete with its tombstone)."""
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from connectors.cdc.postgres.source import PostgresCdcConnector, PostgresCdcTask
+from connectors.cdc.postgres.source import PostgresCdcTask
 from connectors.model import PartitionRange
-from tests.cdc.pg import cdc_database, source_config
+from tests.cdc.pg import cdc_database, open_task
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase
 
@@ -25,16 +24,6 @@ from tests.databases import TestDatabase
 def cdc_pg(postgres_db: TestDatabase) -> Iterator[TestDatabase]:
     with cdc_database(postgres_db) as db:
         yield db
-
-
-def _task(db: TestDatabase, **extra: str) -> PostgresCdcTask:
-    slot = f"s_{uuid.uuid4().hex[:8]}"
-    raw = {"name": "cdc-trunc", **source_config(db, "shop", **{"slot.name": slot, **extra})}
-    connector = PostgresCdcConnector()
-    assert connector.validate(raw) == []
-    config = connector.parse(raw)
-    connector.start(config)
-    return PostgresCdcTask(config, 0)
 
 
 def _records(task: PostgresCdcTask, spark: Any, ranges: list[PartitionRange]) -> dict[str, list[Any]]:
@@ -67,7 +56,9 @@ def test_a_truncate_is_a_debezium_truncate_event_read_again_identically(cdc_pg: 
         "CREATE TABLE tags (id INT PRIMARY KEY, label TEXT)",
         "CREATE TABLE other (id INT PRIMARY KEY)",
     )
-    task = _task(cdc_pg, **{"skipped.operations": "none", "table.include.list": "public.items,public.tags"})
+    task = open_task(
+        cdc_pg, **{"skipped.operations": "none", "table.include.list": "public.items,public.tags"}
+    )
     assert task.latest_positions({}) == task.earliest_positions()  # creates the slot
     src.run(
         "INSERT INTO items VALUES (1, 'a'), (2, 'b')",
@@ -103,8 +94,8 @@ def test_by_default_truncates_are_skipped_and_skipped_operations_skips_others(
 ) -> None:
     src = Db.of(cdc_pg)
     src.run("CREATE TABLE items (id INT PRIMARY KEY, name TEXT)")
-    default = _task(cdc_pg)
-    no_deletes = _task(cdc_pg, **{"skipped.operations": "d,u"})
+    default = open_task(cdc_pg)
+    no_deletes = open_task(cdc_pg, **{"skipped.operations": "d,u"})
     for task in (default, no_deletes):
         task.latest_positions({})
     src.run(

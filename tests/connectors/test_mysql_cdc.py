@@ -18,18 +18,9 @@ from connectors.data_loss import DataLossError
 from connectors.model import PartitionRange
 from connectors.plugins import load_connector_class
 from connectors.positions import Position
-from tests.cdc.mysql import source_config
+from tests.cdc.mysql import open_task, source_config
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase
-
-
-def _task(db: TestDatabase, **extra: str) -> MySqlCdcTask:
-    raw = {"name": f"cdc-{uuid.uuid4().hex[:6]}", **source_config(db, "shop", **extra)}
-    connector = MySqlCdcConnector()
-    assert connector.validate(raw) == []
-    config = connector.parse(raw)
-    connector.start(config)
-    return MySqlCdcTask(config, 0)
 
 
 def _plan(task: MySqlCdcTask, committed: dict[str, Position]) -> list[PartitionRange]:
@@ -63,7 +54,7 @@ def test_a_range_reads_identically_again_with_key_changes_and_an_added_column(
         "day DATE, raw VARBINARY(8), big BIGINT UNSIGNED)",
         "CREATE TABLE tags (id INT PRIMARY KEY, label TEXT)",
     )
-    task = _task(mariadb_db)
+    task = open_task(mariadb_db)
     db = mariadb_db.name
     assert task.partitions() == [f"{db}.items", f"{db}.tags"]
     assert task.topics() == sorted(f"shop_{db}_{t}" for t in ("items", "tags"))
@@ -94,7 +85,7 @@ def test_a_range_reads_identically_again_with_key_changes_and_an_added_column(
     assert _ops(first[f"{db}.tags"]) == ["c"]
 
     src.run("INSERT INTO items (id) VALUES (50)")  # the binlog moves on; the planned range must not
-    again = _task(mariadb_db)
+    again = open_task(mariadb_db)
     committed = {r.partition: r.start for r in ranges}
     again.relocate(committed)
     assert {r.partition: _collect(again, spark, r) for r in ranges} == first
@@ -105,7 +96,7 @@ def test_a_range_reads_identically_again_with_key_changes_and_an_added_column(
 def test_a_batch_ends_on_a_commit_past_the_record_limit(mariadb_db: TestDatabase, spark) -> None:
     src = Db.of(mariadb_db)
     src.run("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
-    task = _task(mariadb_db, **{"batch.max.records": "5"})
+    task = open_task(mariadb_db, **{"batch.max.records": "5"})
     _plan(task, {})
     src.run(
         "INSERT INTO t VALUES (1, 0), (2, 0), (3, 0)",
@@ -123,7 +114,7 @@ def test_a_batch_ends_on_a_commit_past_the_record_limit(mariadb_db: TestDatabase
 
 def test_a_purged_binlog_file_is_data_loss_naming_file_and_position(mariadb_db: TestDatabase) -> None:
     Db.of(mariadb_db).run("CREATE TABLE t (id INT PRIMARY KEY)")
-    task = _task(mariadb_db)
+    task = open_task(mariadb_db)
     gone = Position((0, 1234, 0))  # binlog file 000000: never on the server, as after a purge
     with pytest.raises(DataLossError, match=r"binlog\.000000.*position 1234.*purged"):
         _plan(task, {f"{mariadb_db.name}.t": gone})

@@ -18,7 +18,7 @@ from connectors.data_loss import DataLossError
 from connectors.model import BatchPlan, PartitionRange
 from connectors.plugins import load_connector_class
 from connectors.positions import Position
-from tests.cdc.pg import cdc_database, source_config
+from tests.cdc.pg import cdc_database, open_task, source_config
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase
 
@@ -27,15 +27,6 @@ from tests.databases import TestDatabase
 def cdc_pg(postgres_db: TestDatabase) -> Iterator[TestDatabase]:
     with cdc_database(postgres_db) as db:
         yield db
-
-
-def _task(db: TestDatabase, slot: str, **extra: str) -> PostgresCdcTask:
-    raw = {"name": "cdc-test", **source_config(db, "shop", **{"slot.name": slot, **extra})}
-    connector = PostgresCdcConnector()
-    assert connector.validate(raw) == []
-    config = connector.parse(raw)
-    connector.start(config)
-    return PostgresCdcTask(config, 0)
 
 
 def _collect(task: PostgresCdcTask, spark: Any, r: PartitionRange) -> list[tuple[Any, ...]]:
@@ -60,7 +51,7 @@ def test_a_range_reads_identically_again_and_the_slot_moves_only_after_commit(
         "CREATE TABLE tags (id INT PRIMARY KEY, label TEXT)",
     )
     slot = f"s_{uuid.uuid4().hex[:8]}"
-    task = _task(cdc_pg, slot)
+    task = open_task(cdc_pg, slot)
     assert task.partitions() == ["public.items", "public.tags"]
     assert task.topics() == ["shop_public_items", "shop_public_tags"]
     assert task.earliest_positions() == {}  # no slot yet: the first planning creates it
@@ -104,7 +95,7 @@ def test_a_dropped_slot_is_data_loss_naming_slot_and_position(cdc_pg: TestDataba
     src = Db.of(cdc_pg)
     src.run("CREATE TABLE items (id INT PRIMARY KEY)")
     slot = f"s_{uuid.uuid4().hex[:8]}"
-    task = _task(cdc_pg, slot)
+    task = open_task(cdc_pg, slot)
     task.latest_positions({})
     committed = {"public.items": Position((lsn_int("0/10"), 0))}
     src.run(f"SELECT pg_drop_replication_slot('{slot}')")
@@ -198,7 +189,7 @@ def test_an_idle_capture_on_a_busy_server_still_moves_its_slot(cdc_pg: TestDatab
     src = Db.of(cdc_pg)
     src.run("CREATE TABLE items (id INT PRIMARY KEY)", "CREATE TABLE noise (id INT PRIMARY KEY, pad TEXT)")
     slot = f"s_{uuid.uuid4().hex[:8]}"
-    task = _task(cdc_pg, slot, **{"table.include.list": "public.items",
+    task = open_task(cdc_pg, slot, **{"table.include.list": "public.items",
                                   "publication.autocreate.mode": "filtered"})  # fmt: skip
     committed = task.latest_positions({})
     src.run("INSERT INTO noise SELECT g, repeat('x', 1000) FROM generate_series(1, 3000) g")  # ~3 MiB of WAL

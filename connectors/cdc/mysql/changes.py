@@ -171,6 +171,24 @@ def scan(
     return window
 
 
+def binlog_source(server: str, shape: TableShape, ev: BinlogEvent, gtid: str, row: int) -> dict[str, Any]:
+    """The envelope's ``source`` block of a change read from ``ev`` (Debezium's MySQL fields)."""
+    return {
+        "version": VERSION,
+        "connector": "mysql",
+        "name": server,
+        "ts_ms": ev.timestamp * 1000,
+        "snapshot": "false",
+        "db": shape.db,
+        "table": shape.table,
+        "server_id": ev.server_id,
+        "gtid": gtid or None,
+        "file": ev.file,
+        "pos": ev.start,
+        "row": row,
+    }
+
+
 class RowDecoder:
     """Rows events -> change records of the captured tables (others yield nothing).
 
@@ -247,20 +265,7 @@ class RowDecoder:
         kind = type(rows_event).__name__
 
         def emit(op: str | None, key: dict[str, Any], before: Any, after: Any, row: int) -> None:
-            source = {
-                "version": VERSION,
-                "connector": "mysql",
-                "name": self.server,
-                "ts_ms": ts_ms,
-                "snapshot": "false",
-                "db": shape.db,
-                "table": shape.table,
-                "server_id": ev.server_id,
-                "gtid": gtid or None,
-                "file": ev.file,
-                "pos": ev.start,
-                "row": row,
-            }
+            source = binlog_source(self.server, shape, ev, gtid, row)
             value = None if op is None else envelope(op, before, after, source, ts_ms)
             record = ChangeRecord(0, key, value, ev.timestamp * 1_000_000)
             out.append(Change(shape.partition, (ev.file_index, ev.start, len(out)), record, shape))

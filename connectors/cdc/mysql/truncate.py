@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from connectors.cdc.envelope import ChangeRecord, envelope
-from connectors.cdc.mysql.changes import COMMIT, VERSION, BinlogEvent, Change, TableShape
+from connectors.cdc.mysql.changes import COMMIT, BinlogEvent, Change, TableShape, binlog_source
 from connectors.records import OP_TRUNCATE
 
 _NAME: Final = r"(?:`(?:[^`]|``)+`|[\w$]+)"
@@ -75,22 +75,8 @@ class TruncateDecoder:
         shape = self._shapes.get(partition)
         if shape is None:
             shape = self._shapes[partition] = TableShape(partition, db, table, self.columns(partition), keys)
-        ts_ms = ev.timestamp * 1000
-        source = {
-            "version": VERSION,
-            "connector": "mysql",
-            "name": self.server,
-            "ts_ms": ts_ms,
-            "snapshot": "false",
-            "db": db,
-            "table": table,
-            "server_id": ev.server_id,
-            "gtid": gtid or None,
-            "file": ev.file,
-            "pos": ev.start,
-            "row": 0,
-        }
-        value = envelope(OP_TRUNCATE, None, None, source, ts_ms)
+        source = binlog_source(self.server, shape, ev, gtid, 0)
+        value = envelope(OP_TRUNCATE, None, None, source, ev.timestamp * 1000)
         record = ChangeRecord(0, None, value, ev.timestamp * 1_000_000)
         return [Change(partition, (ev.file_index, ev.start, 0), record, shape)]
 
