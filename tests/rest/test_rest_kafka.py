@@ -153,9 +153,8 @@ async def test_initial_state_and_plugins(http: httpx.AsyncClient, tmp_path: Path
     assert plugins["FileStreamSink"] == "sink"
     definitions = (await http.get("/connector-plugins/FileStreamSink/config")).json()
     assert {"name", "type", "required", "default_value", "documentation"} <= set(definitions[0])
-    result = (
-        await http.put("/connector-plugins/FileStreamSink/config/validate", json={"file": "/tmp/x"})
-    ).json()
+    target = {"file": str(tmp_path / "out.txt")}  # not a fixed path: it must not be a directory here
+    result = (await http.put("/connector-plugins/FileStreamSink/config/validate", json=target)).json()
     assert result["name"] == "FileStreamSink" and result["error_count"] == 1
     [topics] = [c for c in result["configs"] if c["value"]["errors"]]
     assert topics["value"]["name"] == "topics" and "'topics'" in topics["value"]["errors"][0]
