@@ -112,16 +112,20 @@ def _servers(capture: Capture) -> set[str]:
     return {p.get("server") for p in capture.committed.values()}
 
 
+def _capturing(db: TestDatabase, **extra: str) -> tuple[dict[str, str], MySqlCdcTask, Capture, Writer]:
+    """Table ``t`` in ``db``, a task capturing it from now on (nothing read yet), and its writer."""
+    src = Db.of(db)
+    src.run("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))")
+    raw = {"name": f"cdc-{uuid.uuid4().hex[:6]}", **source_config(db, "shop", **extra)}
+    task = _task(raw)
+    capture = Capture(raw["name"])
+    assert capture.plan(task) is None  # capture starts here
+    return raw, task, capture, Writer(src)
+
+
 def test_failover_to_a_replica_reads_every_change_exactly_once(mariadb_db: TestDatabase) -> None:
-    src = Db.of(mariadb_db)
     with mariadb_replica(mariadb_db) as replica:
-        src.run("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))")
-        raw = {"name": f"cdc-{uuid.uuid4().hex[:6]}", **source_config(mariadb_db, "shop")}
-        raw["batch.max.records"] = "2"
-        primary = _task(raw)
-        capture = Capture(raw["name"])
-        assert capture.plan(primary) is None  # capture starts here
-        writes = Writer(src)
+        raw, primary, capture, writes = _capturing(mariadb_db, **{"batch.max.records": "2"})
         writes.insert(1, 2, 3, 4, 5)
         writes.update(2, "two")
         writes.delete(1)
@@ -154,14 +158,8 @@ def test_failover_to_a_replica_reads_every_change_exactly_once(mariadb_db: TestD
 
 
 def test_a_gtid_set_the_new_server_purged_is_data_loss_naming_it(mariadb_db: TestDatabase) -> None:
-    src = Db.of(mariadb_db)
     with mariadb_replica(mariadb_db) as replica:
-        src.run("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))")
-        raw = {"name": f"cdc-{uuid.uuid4().hex[:6]}", **source_config(mariadb_db, "shop")}
-        primary = _task(raw)
-        capture = Capture(raw["name"])
-        capture.plan(primary)
-        writes = Writer(src)
+        raw, primary, capture, writes = _capturing(mariadb_db)
         writes.insert(1)
         assert capture.run(primary, len(writes.expected)) == writes.expected
         (committed,) = capture.committed.values()
@@ -182,18 +180,12 @@ def test_the_set_a_batch_carries_is_the_servers_own_and_old_positions_get_theirs
     """The set is computed from what the batch read; it must be what MariaDB itself says the GTID
     position is at that binlog position. A position stored before sets were kept (no meta) gets its
     set at the next planning, and the planner stores that move."""
-    src = Db.of(mariadb_db)
-    src.run("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))")
-    raw = {"name": f"cdc-{uuid.uuid4().hex[:6]}", **source_config(mariadb_db, "shop")}
-    task = _task(raw)
-    capture = Capture(raw["name"])
-    capture.plan(task)
-    writes = Writer(src)
+    _, task, capture, writes = _capturing(mariadb_db)
     writes.insert(1, 2)
     writes.delete(2)
     assert capture.run(task, len(writes.expected)) == writes.expected
     (key, end), base = next(iter(capture.committed.items())), task._base
-    (server_says,) = src.run(f"SELECT BINLOG_GTID_POS('{base}.{end.key[0]:06d}', {end.key[1]})")
+    (server_says,) = writes.db.run(f"SELECT BINLOG_GTID_POS('{base}.{end.key[0]:06d}', {end.key[1]})")
     assert end.get("gtids") == server_says[0] and end.get("server") == "server_id 1"
 
     capture.committed = {key: Position(end.key)}  # as stored by a Sluice before GTID positions
@@ -208,14 +200,8 @@ def test_gtid_source_excludes_leaves_out_the_new_servers_own_domain(mariadb_db: 
     """Writes made on the replica itself (its own domain 5) are in no position the primary gave:
     once the replica purged the files before them, its binlog starts at a set the position lacks
     — data loss — unless ``gtid.source.excludes`` leaves that domain out (Debezium's key)."""
-    src = Db.of(mariadb_db)
     with mariadb_replica(mariadb_db) as replica:
-        src.run("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))")
-        raw = {"name": f"cdc-{uuid.uuid4().hex[:6]}", **source_config(mariadb_db, "shop")}
-        primary = _task(raw)
-        capture = Capture(raw["name"])
-        capture.plan(primary)
-        writes = Writer(src)
+        raw, primary, capture, writes = _capturing(mariadb_db)
         writes.insert(1)
         assert capture.run(primary, 1) == writes.expected
         primary.close()
