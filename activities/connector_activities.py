@@ -104,9 +104,9 @@ class ConnectorActivities:
                 )
                 t0 = time.perf_counter()
                 records = runner.run(plan, rerun)
+                ran, planned = time.perf_counter() - t0, t0 - t_plan
                 timing.debug("%s task %s batch %s: %s records in %.2f s (planned in %.2f s)",
-                            inp.connector, inp.task_id, plan.batch_id, records,
-                            time.perf_counter() - t0, t0 - t_plan)
+                             inp.connector, inp.task_id, plan.batch_id, records, ran, planned)  # fmt: skip
                 if plan.batch_id % LEDGER_PRUNE_EVERY == 0:
                     self.ctx.store.prune_ledger(inp.connector, keep_last=LEDGER_KEEP)
                 hb.progress.last_committed_batch = plan.batch_id

@@ -39,46 +39,33 @@ def _held(task: SourceTask, spark: Any, batch: dict[str, PartitionRange]) -> dic
     return held
 
 
-SCENARIO = (
+SETUP = (
+    "CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR(20))",
+    "CREATE TABLE tags (id INT PRIMARY KEY, label VARCHAR(20))",
+    "CREATE TABLE quiet (id INT PRIMARY KEY)",
+    "INSERT INTO tags VALUES (1, 'x')",
+)
+CHANGES = (
     "INSERT INTO items VALUES (1, 'a'), (2, 'b')",
     "UPDATE tags SET label = 'y' WHERE id = 1",
 )
+#: Per source: the database fixture and how its task is opened.
+SOURCES = {"mysql-cdc": ("mariadb_db", mysql.open_task), "postgres-cdc": ("cdc_pg", pg.open_task)}
 
 
-def test_mysql_cdc_ranges_without_emitted_changes_are_known_empty(mariadb_db: TestDatabase, spark) -> None:
-    src = Db.of(mariadb_db)
-    src.run(
-        "CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR(20))",
-        "CREATE TABLE tags (id INT PRIMARY KEY, label VARCHAR(20))",
-        "CREATE TABLE quiet (id INT PRIMARY KEY)",
-        "INSERT INTO tags VALUES (1, 'x')",
-    )
-    every, no_updates = (
-        mysql.open_task(mariadb_db),
-        mysql.open_task(mariadb_db, **{"skipped.operations": "u"}),
-    )
+@pytest.mark.parametrize("source", sorted(SOURCES))
+def test_ranges_without_emitted_changes_are_known_empty(
+    source: str, request: pytest.FixtureRequest, spark
+) -> None:
+    fixture, open_task = SOURCES[source]
+    db: TestDatabase = request.getfixturevalue(fixture)
+    src = Db.of(db)
+    src.run(*SETUP)
+    every: SourceTask = open_task(db)
+    no_updates: SourceTask = open_task(db, **{"skipped.operations": "u"})
     for task in (every, no_updates):
-        task.latest_positions({})  # capture starts at the log end now
-    src.run(*SCENARIO)
-    assert _held(every, spark, _batch(every)) == {"items": True, "tags": True, "quiet": False}
-    assert _held(no_updates, spark, _batch(no_updates)) == {"items": True, "tags": False, "quiet": False}
-    for task in (every, no_updates):
-        task.close()
-
-
-def test_postgres_cdc_ranges_without_emitted_changes_are_known_empty(cdc_pg: TestDatabase, spark) -> None:
-    src = Db.of(cdc_pg)
-    src.run(
-        "CREATE TABLE items (id INT PRIMARY KEY, name TEXT)",
-        "CREATE TABLE tags (id INT PRIMARY KEY, label TEXT)",
-        "CREATE TABLE quiet (id INT PRIMARY KEY)",
-        "INSERT INTO tags VALUES (1, 'x')",
-    )
-    every = pg.open_task(cdc_pg)
-    no_updates = pg.open_task(cdc_pg, **{"skipped.operations": "u"})
-    for task in (every, no_updates):
-        task.latest_positions({})  # creates the slot: capture starts now
-    src.run(*SCENARIO)
+        task.latest_positions({})  # capture starts at the log end now (PostgreSQL: creates the slot)
+    src.run(*CHANGES)
     assert _held(every, spark, _batch(every)) == {"items": True, "tags": True, "quiet": False}
     assert _held(no_updates, spark, _batch(no_updates)) == {"items": True, "tags": False, "quiet": False}
     for task in (every, no_updates):
