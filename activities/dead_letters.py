@@ -36,7 +36,7 @@ MAX_DEAD_LETTER_BODY: Final = 4 * 1024 * 1024 - 64 * 1024
 def dead_letters(bad: DataFrame, connector: str, originals: DataFrame | None) -> DataFrame:
     """Message rows (body, keys, properties) for flagged records, in source order."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import BinaryType, StringType
+    from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
 
     from connectors.records import ERROR_COLUMN, RAW_COLUMN
 
@@ -53,14 +53,21 @@ def dead_letters(bad: DataFrame, connector: str, originals: DataFrame | None) ->
     if RAW_COLUMN in bad.columns:  # bytes a source could not decode: exactly what it held
         fallback = F.coalesce(F.col(RAW_COLUMN), fallback)
     rows = bad.withColumn("_fallback", fallback)
+    keys = F.col("keys") if "key" not in bad.columns else F.col("key").cast("string")
+    if "key" in bad.columns and isinstance(bad.schema["key"].dataType, StructType | ArrayType | MapType):
+        keys = F.to_json(F.col("key"))  # a key read from an envelope; the message's own keys win below
     if originals is not None:
         original = originals.select(
-            F.col("partition").alias("_p"), F.col("queue_offset").cast("long").alias("_o"), F.col("body")
+            F.col("partition").alias("_p"),
+            F.col("queue_offset").cast("long").alias("_o"),
+            F.col("body"),
+            F.col("keys").alias("_keys"),
         )
         rows = rows.join(
             original, (rows["partition"] == original["_p"]) & (rows["offset"] == original["_o"]), "left"
         )
         body = F.coalesce(F.col("body"), F.col("_fallback"))
+        keys = F.coalesce(F.col("_keys"), keys)
     else:
         body = F.col("_fallback")
     rows = rows.withColumn("_body", F.coalesce(body, F.lit(b"").cast("binary")))
@@ -82,7 +89,7 @@ def dead_letters(bad: DataFrame, connector: str, originals: DataFrame | None) ->
         .sortWithinPartitions("partition", "offset")
         .select(
             F.substring(F.col("_body"), 1, MAX_DEAD_LETTER_BODY).alias("body"),
-            F.col("key" if "key" in bad.columns else "keys").alias("keys"),
+            keys.alias("keys"),
             properties.alias("properties"),
         )
     )

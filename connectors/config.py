@@ -70,6 +70,9 @@ class ConfigField:
     aliases: tuple[str, ...] = ()
     #: maps a converted value to its canonical spelling (a Java class name to a short name)
     normalize: Callable[[Any], Any] | None = None
+    #: the default when it depends on other keys as the user wrote them (``schemas.enable`` is on
+    #: for Kafka's JsonConverter class name, off for Sluice's ``json``); ``default`` otherwise
+    implied: Callable[[Mapping[str, Any]], Any] | None = None
 
     @property
     def required(self) -> bool:
@@ -199,7 +202,8 @@ class ConfigDef:
                 if f.required:
                     errors.append(FieldError(f.name, f"{self._prefix(f.name)} is required{_doc(f)}"))
                     continue
-                values[f.name] = list(f.default) if isinstance(f.default, list | tuple) else f.default
+                default = f.default if f.implied is None else f.implied(raw)
+                values[f.name] = list(default) if isinstance(default, list | tuple) else default
                 continue
             shown = REDACTED if f.secret else repr(raw[f.name])
             if has_reference(raw[f.name]):
@@ -334,11 +338,46 @@ CONVERTER_ALIASES: Final = {
     "org.apache.rocketmq.connect.runtime.converter.record.StringConverter": "string",
     "org.apache.rocketmq.connect.runtime.converter.record.ByteArrayConverter": "bytes",
 }
+#: Converter class names whose ``schemas.enable`` is true unless the config says otherwise, for keys
+#: and values alike (Kafka's JsonConverterConfig and RocketMQ Connect's record JsonConverterConfig:
+#: SCHEMAS_ENABLE_DEFAULT = true). RocketMQ Connect's older ``converter.JsonConverter`` writes plain
+#: JSON and has no such setting; Sluice's own ``json`` keeps schemas off unless asked.
+SCHEMAS_BY_DEFAULT: Final = frozenset(
+    {
+        "org.apache.kafka.connect.json.JsonConverter",
+        "org.apache.rocketmq.connect.runtime.converter.record.json.JsonConverter",
+    }
+)
 
 
 def converter_name(value: Any) -> Any:
     """Sluice's converter for a converter name or a known Kafka/RocketMQ Connect class name."""
     return CONVERTER_ALIASES.get(str(value).strip(), value)
+
+
+def schemas_by_default(converter_key: str) -> Callable[[Mapping[str, Any]], bool]:
+    """The default of ``<converter_key>.schemas.enable`` for a raw config: on when the converter is
+    named by a class whose runtime turns schemas on by default (:data:`SCHEMAS_BY_DEFAULT`)."""
+
+    def implied(raw: Mapping[str, Any]) -> bool:
+        return str(raw.get(converter_key) or "").strip() in SCHEMAS_BY_DEFAULT
+
+    return implied
+
+
+def converter_fields(converter_key: str) -> tuple[ConfigField, ...]:
+    """The converter and its ``schemas.enable`` for keys or values (``key.converter``/``value.converter``)."""
+    return (
+        ConfigField(converter_key, str, "string", choices=CONVERTER_CHOICES, normalize=converter_name),
+        ConfigField(
+            f"{converter_key}.schemas.enable",
+            bool,
+            False,
+            doc="Connect JSON envelope {schema, payload}; default true for Kafka's and RocketMQ "
+            "Connect's JsonConverter class names, false for 'json'",
+            implied=schemas_by_default(converter_key),
+        ),
+    )
 
 
 _COMMON: Final = (
@@ -353,13 +392,8 @@ _COMMON: Final = (
     ConfigField(
         "tasks.max", int, 1, doc="upper bound on tasks", validator=at_least(1), aliases=("max.tasks",)
     ),
-    ConfigField(
-        "key.converter", str, "string", choices=CONVERTER_CHOICES, normalize=converter_name
-    ),
-    ConfigField(
-        "value.converter", str, "string", choices=CONVERTER_CHOICES, normalize=converter_name
-    ),
-    ConfigField("value.converter.schemas.enable", bool, False, doc="Connect JSON envelope {schema, payload}"),
+    *converter_fields("key.converter"),
+    *converter_fields("value.converter"),
     ConfigField("value.converter.schema", str, "", doc="Spark DDL of the value for the json converter"),
     ConfigField("transforms", list[str], [], doc="comma list of transform aliases, applied in order"),
     ConfigField(

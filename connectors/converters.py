@@ -14,13 +14,12 @@ are messages over the broker's size limit (``to_messages``, connectors.rocketmq.
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from connectors.connect_json import connect_schema, convert_wire, json_text, spark_type, wire_type
-from connectors.connect_schemas import PAYLOAD_KEY, envelope_schemas, merge_schemas
+from connectors.connect_json import json_text
+from connectors.envelopes import decode_envelopes, envelope_text, parse_json
 from connectors.records import ERROR_COLUMN, flag_errors
 
 if TYPE_CHECKING:
@@ -33,6 +32,11 @@ PARTITION_PROPERTY: Final = "sluice.partition"
 #: with their own types.
 VALUE_SCHEMA_HEADER: Final = "sluice.value.schema"
 VALUE_SCHEMA_COLUMN: Final = "_sluice_value_schema"
+#: The same for record keys read from Connect envelopes (``key.converter`` JSON with schemas).
+KEY_SCHEMA_HEADER: Final = "sluice.key.schema"
+KEY_SCHEMA_COLUMN: Final = "_sluice_key_schema"
+_KEY_TEXT: Final = "_sluice_key_text"
+_KEY_VALUE: Final = "_sluice_key"
 OFFSET_PROPERTY: Final = "sluice.offset"
 TAGS_HEADER: Final = "rocketmq.tags"
 #: Marks a message whose record value was null (a tombstone): its body is empty, and an empty body
@@ -79,7 +83,15 @@ SYSTEM_PROPERTIES: Final = frozenset(
 
 
 class Converter(ABC):
-    """Value (de)serialisation; keys, tags, properties and positions are handled here once."""
+    """Value (de)serialisation; keys, tags, properties and positions are handled here once.
+
+    Keys travel in the message's ``KEYS`` property: as they are when they are text, as JSON when
+    they are structured, and as Connect envelopes when ``key_envelopes`` (``key.converter`` is JSON
+    with schemas, as Kafka's JsonConverter is by default), so a sink gets struct keys back typed.
+    """
+
+    #: keys are written and read as Connect JSON envelopes (converter_for sets it from the config)
+    key_envelopes: bool = False
 
     @abstractmethod
     def encode(self, df: DataFrame) -> DataFrame:
@@ -93,10 +105,17 @@ class Converter(ABC):
         """Messages of ``records``; ``extra_properties`` (e.g. the runtime's batch reference) go on
         every message, in the same map as the position (one map built per row, not several)."""
         from pyspark.sql import functions as F
-        from pyspark.sql.types import StringType
+        from pyspark.sql.types import NullType, StringType
 
         key_type = records.schema["key"].dataType
-        keys = F.col("key") if isinstance(key_type, StringType) else json_text(F.col("key"), key_type)
+        if isinstance(key_type, NullType):
+            keys = F.lit(None).cast("string")
+        elif self.key_envelopes:
+            keys = envelope_text(F.col("key"), key_type, records.schema["key"].nullable)
+        elif isinstance(key_type, StringType):
+            keys = F.col("key")
+        else:
+            keys = json_text(F.col("key"), key_type)
         headers = F.map_filter(
             F.coalesce(F.col("headers"), F.create_map().cast("map<string,string>")),
             lambda k, v: ~k.startswith("sluice.") & (k != TAGS_HEADER) & v.isNotNull(),
@@ -147,17 +166,26 @@ class Converter(ABC):
             "body", F.when(is_tombstone, F.lit(None).cast("binary")).otherwise(F.col("body"))
         )
         decoded = self.decode(messages)
+        key = F.when(F.col("keys") != "", F.col("keys"))
+        if self.key_envelopes:
+            decoded = decode_envelopes(
+                decoded.withColumn(_KEY_TEXT, key), F.col(_KEY_TEXT), what="key",
+                setting="key.converter.schemas.enable", out=_KEY_VALUE, own_column=KEY_SCHEMA_COLUMN,
+            )  # fmt: skip
+            key = F.col(_KEY_VALUE)
         extra = [ERROR_COLUMN] if ERROR_COLUMN in decoded.columns else []
-        if VALUE_SCHEMA_COLUMN in decoded.columns:
-            own = F.col(VALUE_SCHEMA_COLUMN)
-            headers = F.when(own.isNull(), headers).otherwise(
-                F.map_concat(headers, F.create_map(F.lit(VALUE_SCHEMA_HEADER), own))
-            )
+        own_schemas = ((VALUE_SCHEMA_COLUMN, VALUE_SCHEMA_HEADER), (KEY_SCHEMA_COLUMN, KEY_SCHEMA_HEADER))
+        for column, header in own_schemas:
+            if column in decoded.columns:
+                own = F.col(column)
+                headers = F.when(own.isNull(), headers).otherwise(
+                    F.map_concat(headers, F.create_map(F.lit(header), own))
+                )
         return decoded.select(
             F.col("topic"),
             F.col("partition"),
             F.col("queue_offset").cast("long").alias("offset"),
-            F.when(F.col("keys") != "", F.col("keys")).alias("key"),
+            key.alias("key"),
             F.col("value"),
             headers.alias("headers"),
             born.cast("timestamp").alias("timestamp"),
@@ -234,15 +262,15 @@ class JsonConverter(Converter):
 
     ``value_schema`` (Spark DDL) parses JSON text values into a struct when writing and bodies when
     reading; without it, reading a schemaless body keeps the JSON text, and reading an envelope takes
-    the Spark type from the first message's schema. A string value without ``value_schema`` is taken
-    to be JSON text already and written unchanged when schemas are off.
+    each topic's Spark type from its messages' schemas. A string value without ``value_schema`` is
+    taken to be JSON text already and written unchanged when schemas are off.
 
     Input that is not JSON is a bad record, never passed through: a body that is not UTF-8 or not
-    one JSON value when reading, a string value that is not JSON text when writing (an empty string
-    is not JSON; a null value or body stays null). Like Kafka's JsonConverter, which fails such a
-    record with a DataException: under ``errors.tolerance=none`` the task fails naming the record's
-    position, under ``all`` the record goes to the dead-letter topic. For free text use the
-    ``string`` converter.
+    one JSON value when reading, a body that is not an envelope while schemas are on, a string
+    value that is not JSON text when writing (an empty string is not JSON; a null value or body
+    stays null). Like Kafka's JsonConverter, which fails such a record with a DataException: under
+    ``errors.tolerance=none`` the task fails naming the record's position, under ``all`` the record
+    goes to the dead-letter topic. For free text use the ``string`` converter.
     """
 
     def __init__(self, schemas_enable: bool = False, value_schema: str | None = None) -> None:
@@ -261,35 +289,6 @@ class JsonConverter(Converter):
                 f"json converter: value schema {self.value_schema!r} is not Spark DDL: {exc}"
             ) from exc
 
-    def _parse(
-        self, df: DataFrame, text: Column, data_type: DataType, envelope: bool, what: str
-    ) -> DataFrame:
-        """``value`` parsed from JSON ``text`` as ``data_type``; rows that do not fit are flagged."""
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import StringType, StructField, StructType
-
-        # Decimals are Kafka's base64 inside a Connect envelope, plain JSON numbers in a bare body.
-        numeric = not envelope
-        wire = wire_type(data_type, numeric)
-        inner = StructType([StructField("payload", wire)]) if envelope else wire
-        if not isinstance(inner, StructType):
-            inner = StructType([StructField("payload", wire)])
-            text = F.concat(F.lit('{"payload":'), text, F.lit("}"))
-            envelope = True
-        schema = StructType([*inner.fields, StructField("_corrupt", StringType())])
-        parsed = F.from_json(text, schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"})
-        df = df.withColumn("_parsed", parsed)
-        failed = text.isNotNull() & (F.col("_parsed").isNull() | F.col("_parsed._corrupt").isNotNull())
-        df = flag_errors(
-            df, failed, F.lit(f"json converter: {what} does not parse as {data_type.simpleString()}")
-        )
-        if envelope:
-            value = F.col("_parsed.payload")
-        else:
-            value = F.struct(*[F.col(f"_parsed.{f.name}").alias(f.name) for f in inner.fields])
-            value = F.when(F.col("_parsed").isNull(), F.lit(None)).otherwise(value)
-        return df.withColumn("value", convert_wire(value, data_type, False, numeric)).drop("_parsed")
-
     def encode(self, df: DataFrame) -> DataFrame:
         from pyspark.sql import functions as F
         from pyspark.sql.types import StringType
@@ -297,18 +296,14 @@ class JsonConverter(Converter):
         data_type = df.schema["value"].dataType
         declared = self._declared_type()
         if isinstance(data_type, StringType) and declared is not None:
-            df = self._parse(df, F.col("value"), declared, envelope=False, what="value")
+            df = parse_json(df, F.col("value"), declared, envelope=False, what="value")
             data_type = declared
         if not self.schemas_enable:
             if isinstance(data_type, StringType):
                 df = _flag_not_json(df, F.col("value"), "value")
                 return df.withColumn("body", F.encode(F.col("value"), "UTF-8"))
             return df.withColumn("body", F.encode(json_text(F.col("value"), data_type), "UTF-8"))
-        nullable = df.schema["value"].nullable
-        schema_json = json.dumps(connect_schema(data_type, nullable), separators=(",", ":"))
-        body = F.concat(
-            F.lit(f'{{"schema":{schema_json},"payload":'), json_text(F.col("value"), data_type), F.lit("}")
-        )
+        body = envelope_text(F.col("value"), data_type, df.schema["value"].nullable)
         return df.withColumn("body", F.encode(body, "UTF-8"))
 
     def decode(self, df: DataFrame) -> DataFrame:
@@ -323,83 +318,51 @@ class JsonConverter(Converter):
         return self._decode_text(df, text).drop(_TEXT_COLUMN)
 
     def _decode_text(self, df: DataFrame, text: Column) -> DataFrame:
-        from pyspark.sql import functions as F
-
         declared = self._declared_type()
         if not self.schemas_enable:
             if declared is None:
                 return _flag_not_json(df, text, "body").withColumn("value", text)
-            return self._parse(df, text, declared, envelope=False, what="body")
+            return parse_json(df, text, declared, envelope=False, what="body")
         if declared is not None:
-            return self._parse(df, text, declared, envelope=True, what="body envelope")
-        by_topic = self._schemas_by_topic(df, text)
-        if not by_topic:  # no messages: nothing to parse
-            return df.withColumn("value", text)
-        data_type, own_types = merge_schemas(by_topic)
-        df = self._parse(df, text, data_type, envelope=True, what="body envelope")
-        if own_types is None:
-            return df
-        own_schema = F.lit(None).cast("string")
-        for topic, own in own_types.items():
-            own_schema = F.when(F.col("topic") == topic, F.lit(own.json())).otherwise(own_schema)
-        return df.withColumn(VALUE_SCHEMA_COLUMN, own_schema)
-
-    @staticmethod
-    def _schemas_by_topic(df: DataFrame, text: Column) -> dict[str, list[DataType]]:
-        """Every distinct envelope schema of the batch, per topic: one sink batch may read several
-        topics (one table each), and a topic's schema may change within a batch (a column added).
-
-        Found without parsing the JSON when it can be (``envelope_schemas``); otherwise, e.g.
-        for a producer that writes ``payload`` first, by a JSON path query over every message.
-        """
-        from pyspark.sql import functions as F
-
-        prefixes = (
-            df.select(F.col("topic"), F.substring_index(text, PAYLOAD_KEY, 1).alias("s"))
-            .where(F.col("s").isNotNull())
-            .distinct()
-            .collect()
-        )
-        schemas = envelope_schemas([(str(row["topic"]), row["s"]) for row in prefixes])
-        if schemas is None:
-            rows = (
-                df.select(F.col("topic"), F.get_json_object(text, "$.schema").alias("s"))
-                .where(F.col("s").isNotNull())
-                .distinct()
-                .collect()
-            )
-            schemas = [(str(row["topic"]), json.loads(row["s"])) for row in rows]
-        found: dict[str, list[DataType]] = {}
-        for topic, schema in sorted(schemas, key=lambda ts: (ts[0], json.dumps(ts[1], sort_keys=True))):
-            try:
-                data_type = spark_type(schema)
-            except (ValueError, KeyError, TypeError) as exc:
-                raise ValueError(
-                    f"json converter: topic {topic!r}: a message's schema is not a Connect schema: {exc}"
-                ) from exc
-            kinds = found.setdefault(topic, [])
-            if data_type not in kinds:
-                kinds.append(data_type)
-        return found
+            return parse_json(df, text, declared, envelope=True, what="body envelope")
+        return decode_envelopes(
+            df, text, what="body", setting="value.converter.schemas.enable", out="value",
+            own_column=VALUE_SCHEMA_COLUMN,
+        )  # fmt: skip
 
 
 _TEXT_COLUMN: Final = "_sluice_text"
 
 
+def schemas_enabled(config: Mapping[str, Any], prefix: str) -> bool:
+    """``<prefix>.schemas.enable`` of a parsed or raw config; when unset, what the converter's
+    name implies (on for Kafka's and RocketMQ Connect's JsonConverter class names)."""
+    from connectors.config import ConfigField, schemas_by_default
+
+    key = f"{prefix}.schemas.enable"
+    if config.get(key) is None or str(config.get(key)).strip() == "":
+        return schemas_by_default(prefix)(config)
+    return bool(ConfigField(key, bool, False).convert(config[key]))
+
+
 def converter_for(config: Mapping[str, Any], prefix: str = "value.converter") -> Converter:
-    """The converter a (parsed or raw) connector config asks for: ``string`` | ``json`` | ``bytes``."""
-    from connectors.config import ConfigField, converter_name
+    """The converter a (parsed or raw) connector config asks for: ``string`` | ``json`` | ``bytes``;
+    its keys travel as Connect envelopes when ``key.converter`` is JSON with schemas."""
+    from connectors.config import converter_name
 
     name = str(converter_name(config.get(prefix) or "string")).strip().lower()
+    converter: Converter
     if name == "string":
-        return StringConverter()
-    if name == "bytes":
-        return BytesConverter()
-    if name == "json":
-        schemas = ConfigField(f"{prefix}.schemas.enable", bool, False).convert(
-            config.get(f"{prefix}.schemas.enable", False)
+        converter = StringConverter()
+    elif name == "bytes":
+        converter = BytesConverter()
+    elif name == "json":
+        converter = JsonConverter(
+            schemas_enable=schemas_enabled(config, prefix),
+            value_schema=str(config.get(f"{prefix}.schema") or "") or None,
         )
-        return JsonConverter(
-            schemas_enable=schemas, value_schema=str(config.get(f"{prefix}.schema") or "") or None
-        )
-    raise ValueError(f"config field {prefix!r}: unknown converter {name!r} (known: string, json, bytes)")
+    else:
+        raise ValueError(f"config field {prefix!r}: unknown converter {name!r} (known: string, json, bytes)")
+    key_name = str(converter_name(config.get("key.converter") or "string")).strip().lower()
+    converter.key_envelopes = key_name == "json" and schemas_enabled(config, "key.converter")
+    return converter

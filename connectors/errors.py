@@ -80,6 +80,11 @@ _CONFIG_ERRNOS: Final = frozenset({errno.EISDIR, errno.ENOTDIR, errno.ENAMETOOLO
 _PERMISSION_ERRNOS: Final = frozenset({errno.EACCES, errno.EPERM})
 
 _BAD_RECORD: Final = re.compile(r"sluice bad record<<(.*?)>>", re.S)
+#: Spark's error classes for a value that cannot be what it is read or cast as: a record's content,
+#: which no retry changes (a sink that decodes bytes which are not text, say).
+_SPARK_DATA_ERRORS: Final = re.compile(
+    r"\[(MALFORMED_CHARACTER_CODING|CAST_INVALID_INPUT|INVALID_UTF8_STRING)\]"
+)
 _RAISED: Final = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception)): (.+)$", re.M)
 _REFUSED_NAME: Final = re.compile(rf"\bcode {INVALID_PARAMETER_CODE}\b")
 
@@ -142,6 +147,12 @@ def classify(exc: BaseException, attempt: int = 1) -> Failure:
     bad_record = _BAD_RECORD.search(text)
     if bad_record:  # connectors.records.fail_on_bad_records, raised inside a Spark job
         return Failure(FailureKind.DATA, shorten(bad_record.group(1)), "RecordError")
+    spark_data = _SPARK_DATA_ERRORS.search(text)
+    if spark_data:  # the line that names it, not the JVM stack around it
+        line_start = text.rfind("\n", 0, spark_data.start()) + 1
+        line_end = text.find("\n", spark_data.end())
+        line = text[line_start : None if line_end < 0 else line_end]
+        return Failure(FailureKind.DATA, shorten(line), spark_data.group(1))
     kind: FailureKind | None = None
     for cls_name in _mro_names(exc):
         kind = _kind_of_name(cls_name, attempt)

@@ -1,6 +1,6 @@
 """The demo's live view: per table, rows in source and target, changes landing per second, and lag.
 
-Everything is measured in the databases themselves, so the view shows what a user of the target
+Everything is read from the databases themselves, so the view shows what a user of the target
 sees, not what the pipeline believes:
 
 - ``rows``: ``COUNT(*)`` on each side;
@@ -10,7 +10,18 @@ sees, not what the pipeline believes:
   second — a lower bound of the events applied;
 - ``lag rows``: source rows changed after the newest change the target holds
   (``updated_at > target's MAX(updated_at)``; the source's ``(updated_at, id)`` index makes it cheap);
-- ``lag s``: the source's newest ``updated_at`` minus the target's.
+- ``lag s``: how long the target has been missing a change the source holds, on ONE clock — the
+  sampler's own (injected; ``time.monotonic`` by default): now minus the first sample at which the
+  source's ``MAX(updated_at)`` was beyond what the target holds now (``lag_seconds``). 0 when caught
+  up; a lower bound with the sampling interval as its resolution (the change happened between that
+  sample and the one before); a change already in the source at the first sample counts from then.
+
+``lag s`` is deliberately not a difference of ``updated_at`` values. The initial bulk load writes
+back-dated ``updated_at`` (2023–2024, ``worker.shop``), so while the target still holds only those
+rows, "source's newest minus target's newest" (a live row's time minus a back-dated one) read years
+(``92147014.7 s``) where the target was seconds behind; and ``updated_at`` is written by MariaDB's
+clock, not the clock that reads "now". Here ``updated_at`` is only an order (which source state the
+target has reached); every time is the sampler's.
 
 In a terminal the table refreshes in place (Rich ``Live``); otherwise (a log, CI) a compact line
 per table is printed every few seconds.
@@ -19,7 +30,7 @@ per table is printed every few seconds.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -49,14 +60,77 @@ class TableSample:
     lag_s: float | None  # None while the target holds nothing yet
 
 
-class ProgressSampler:
-    """Samples source and target once per call; keeps each table's high-water mark between calls."""
+@dataclass(frozen=True)
+class SourceMark:
+    """A source high-water mark and when the sampler first saw it.
 
-    def __init__(self, source: Engine, target: Engine, tables: Sequence[str]) -> None:
+    ``seen_at`` is on the sampler's clock; ``newest`` is the source's ``MAX(updated_at)`` (naive
+    UTC), used only to order source states against what the target holds — never as a time.
+    """
+
+    seen_at: float
+    newest: datetime
+
+
+def remember(marks: Sequence[SourceMark], seen_at: float, newest: datetime | None) -> list[SourceMark]:
+    """``marks`` plus the source's current high-water mark, if it moved past the last one.
+
+    Only the first sighting of each newer mark is kept: that is the earliest the sampler knows the
+    source held the change, which is what ``lag_seconds`` measures from.
+    """
+    if newest is None or (marks and newest <= marks[-1].newest):
+        return list(marks)
+    return [*marks, SourceMark(seen_at, newest)]
+
+
+def outstanding(marks: Sequence[SourceMark], target_newest: datetime | None) -> list[SourceMark]:
+    """The marks the target has not reached yet: the history stays as short as the lag.
+
+    A reached mark matters no more while the target's ``MAX(updated_at)`` only grows; should its
+    newest row be deleted, the lag counts from the next sighting instead (an underestimate).
+    """
+    if target_newest is None:
+        return list(marks)
+    return [m for m in marks if m.newest > target_newest]
+
+
+def lag_seconds(now: float, marks: Sequence[SourceMark], target_newest: datetime | None) -> float | None:
+    """Seconds the target has been missing a change the source holds; ``None`` for an empty target.
+
+    ``now`` and every ``seen_at`` come from the same clock (the sampler's), so the result is a
+    duration on one clock: now minus the first sighting of the oldest source state the target has
+    not reached (``target_newest`` below that state's ``MAX(updated_at)``). ``updated_at`` values are
+    only compared with each other (source against its own copy in the target), so back-dated rows
+    or a database clock that differs from ours cannot turn seconds into years. 0 when caught up.
+    """
+    if target_newest is None:
+        return None
+    for mark in marks:  # oldest first
+        if mark.newest > target_newest:
+            return max(0.0, now - mark.seen_at)
+    return 0.0
+
+
+class ProgressSampler:
+    """Samples source and target once per call; keeps each table's high-water marks between calls.
+
+    ``clock`` (seconds, monotonic by default) is the one clock behind both changes/s and ``lag s``;
+    a test passes a fake one.
+    """
+
+    def __init__(
+        self,
+        source: Engine,
+        target: Engine,
+        tables: Sequence[str],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._source, self._target, self._tables = source, target, list(tables)
+        self._clock = clock
         self._marks: dict[str, datetime | None] = {}
+        self._source_marks: dict[str, list[SourceMark]] = {}
         self._rows: dict[str, int] = {}
-        self._last = time.monotonic()
+        self._last = clock()
 
     def _target_side(self, table: str, mark: datetime | None) -> tuple[int, datetime | None, int]:
         if not inspect(self._target).has_table(table):
@@ -71,12 +145,15 @@ class ProgressSampler:
         return int(rows), _utc(newest), int(newer)
 
     def sample(self) -> list[TableSample]:
-        now = time.monotonic()
+        now = self._clock()
         elapsed = max(now - self._last, 1e-3)
         self._last = now
         samples = []
         for table in self._tables:
             mark = self._marks.get(table)
+            # The target is read first and ``read_at`` taken before it: the source, read after, is at
+            # least as far along, so a mark first seen now makes no lag until a later sample.
+            read_at = self._clock()
             target_rows, target_newest, changed = self._target_side(table, mark)
             with self._source.connect() as conn:
                 source_rows, source_newest = conn.execute(
@@ -86,10 +163,9 @@ class ProgressSampler:
                     text(f"SELECT COUNT(*) FROM `{table}` WHERE updated_at > :m"),
                     {"m": target_newest or datetime(1970, 1, 1)},
                 ).scalar_one()
-            source_newest = _utc(source_newest)
-            lag_s = None
-            if target_newest is not None and source_newest is not None:
-                lag_s = max(0.0, (source_newest - target_newest).total_seconds())
+            marks = remember(self._source_marks.get(table, []), self._clock(), _utc(source_newest))
+            lag_s = lag_seconds(read_at, marks, target_newest)
+            self._source_marks[table] = outstanding(marks, target_newest)
             first = table not in self._marks
             self._marks[table] = target_newest or mark
             changed = max(changed, abs(target_rows - self._rows.get(table, target_rows)))

@@ -37,7 +37,7 @@ class DummySinkTask(FileSinkTask):
                     f"connector {self.name!r}: injected failure writing "
                     f"partition {partition!r} offset {offset}"
                 )
-            fh.write(line.encode("utf-8") + b"\n")
+            fh.write(line + b"\n")
 
     def close(self) -> None:
         super().close()

@@ -5,8 +5,9 @@ Lifecycle per batch: 1. ``prepare(plan)`` records the file's current length in t
 plan wrote), appends the records' lines in (topic, partition, offset) order and fsyncs. Re-running a
 plan therefore always leaves the same file; a plan recorded for an earlier ``file`` (the connector
 was reconfigured before it committed) is restated for the new file (``restate``). Values are written
-as text: strings as they are, binary as UTF-8, structs/arrays/maps as JSON, null as ``null`` (as
-Kafka's FileStreamSink prints it).
+as lines: binary values (``value.converter=bytes``) byte for byte, whatever their encoding — so a
+dead-letter topic of undecodable lines dumps back to the very bytes — strings as UTF-8,
+structs/arrays/maps as JSON, null as ``null`` (as Kafka's FileStreamSink prints it).
 """
 
 from __future__ import annotations
@@ -33,22 +34,23 @@ def _writable_path(value: Any) -> str | None:
     return non_empty(value) or ("is a directory, not a file" if os.path.isdir(str(value)) else None)
 
 
-def value_text(df: DataFrame) -> Column:
-    """The value column as one line of text."""
+def value_line(df: DataFrame) -> Column:
+    """The value column as the bytes of one line: binary as it is (never decoded: it need not be
+    text), anything else as UTF-8 text."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
 
     data_type = df.schema["value"].dataType
     value = F.col("value")
+    if isinstance(data_type, BinaryType):
+        return F.coalesce(value, F.lit(b"null"))
     if isinstance(data_type, StructType | ArrayType | MapType):
         text = F.to_json(value, {"ignoreNullFields": "false"})
-    elif isinstance(data_type, BinaryType):
-        text = F.decode(value, "UTF-8")
     elif isinstance(data_type, StringType):
         text = value
     else:
         text = value.cast("string")
-    return F.coalesce(text, F.lit("null"))
+    return F.encode(F.coalesce(text, F.lit("null")), "UTF-8")
 
 
 class FileSinkTask(SinkTask):
@@ -75,13 +77,13 @@ class FileSinkTask(SinkTask):
         return self.prepare(plan)
 
     def lines(self, records: DataFrame) -> pa.Table:
-        """``partition, offset, line`` of the whole batch, in write order.
+        """``partition, offset, line`` (bytes) of the whole batch, in write order.
 
         Collected as Arrow (one job, ~10x faster than row iteration) and ordered on the driver: a
         batch is bounded by ``batch.max.records``, and collecting before the first byte is written
         means a record that fails its conversion leaves the file untouched.
         """
-        ordered = records.select("topic", "partition", "offset", value_text(records).alias("line"))
+        ordered = records.select("topic", "partition", "offset", value_line(records).alias("line"))
         table = ordered.toArrow().sort_by(
             [("topic", "ascending"), ("partition", "ascending"), ("offset", "ascending")]
         )
@@ -90,7 +92,7 @@ class FileSinkTask(SinkTask):
     def emit(self, fh: IO[bytes], lines: pa.Table) -> None:
         """Append the lines (overridden by the dummy sink to inject faults mid-write)."""
         if lines.num_rows:
-            fh.write(("\n".join(lines.column("line").to_pylist()) + "\n").encode("utf-8"))
+            fh.write(b"\n".join(lines.column("line").to_pylist()) + b"\n")
 
     def write(self, spark: SparkSession, records: DataFrame, plan: BatchPlan) -> None:
         where = f"connector {self.name!r} file {self.path!r} batch {plan.batch_id}"

@@ -54,7 +54,7 @@ from connectors.api import (
     SinkTask,
 )
 from connectors.config import ConfigDef, ConfigError, FieldError
-from connectors.converters import VALUE_SCHEMA_HEADER
+from connectors.converters import KEY_SCHEMA_HEADER, VALUE_SCHEMA_HEADER
 from connectors.jdbc import badrows, ledger
 from connectors.jdbc import write_mysql as my
 from connectors.jdbc import write_postgres as pg
@@ -183,16 +183,18 @@ class JdbcSinkTask(SinkTask):
                 "topic",
                 "partition",
                 F.col("headers")[VALUE_SCHEMA_HEADER].alias("own"),
+                F.col("headers")[KEY_SCHEMA_HEADER].alias("own_key"),
                 F.when(marker, F.col("offset")).alias("cut"),
             )
-            .groupBy("topic", "partition", "own")
+            .groupBy("topic", "partition", "own", "own_key")
             .agg(F.max("cut").alias("cut"))
             .collect()
         )
         records, emptied = self._cut(records, marker, seen)
         tables: dict[tuple[str, str], list[str]] = {}
         own_schema: dict[tuple[str, str], str] = {}
-        for row in sorted(seen, key=lambda r: (str(r["topic"]), str(r["own"]))):
+        own_key: dict[tuple[str, str], str] = {}
+        for row in sorted(seen, key=lambda r: (str(r["topic"]), str(r["own"]), str(r["own_key"]))):
             if not row["topic"]:
                 continue
             key = self.table_for(row["topic"])
@@ -200,12 +202,16 @@ class JdbcSinkTask(SinkTask):
                 tables[key].append(row["topic"])
             if row["own"] is not None:
                 own_schema.setdefault(key, row["own"])
+            if row["own_key"] is not None:
+                own_key.setdefault(key, row["own_key"])
         parts: list[Part] = []
         for (schema, table), topics in tables.items():
             target = f"{schema}.{table}" if schema else table
             subset = records.where(F.col("topic").isin(topics))
             if (schema, table) in own_schema:
-                subset = own_value(subset, own_schema[(schema, table)])
+                subset = own_struct(subset, "value", own_schema[(schema, table)])
+            if (schema, table) in own_key:
+                subset = own_struct(subset, "key", own_key[(schema, table)])
             try:
                 shaped = shape(subset, self._spec)
             except KeySpecError as exc:
@@ -381,14 +387,15 @@ class JdbcSinkConnector(SinkConnector):
         return errors
 
 
-def own_value(records: DataFrame, own_json: str) -> DataFrame:
-    """``value`` narrowed to its topic's own fields and types (the json converter merged the schemas
-    of several topics into one struct for the batch; connectors.connect_schemas.merge_schemas)."""
+def own_struct(records: DataFrame, column: str, own_json: str) -> DataFrame:
+    """``value`` or ``key`` narrowed to its topic's own fields and types (the json converter merged
+    the schemas of several topics into one struct for the batch; connect_schemas.merge_schemas), so
+    a table gets its own columns and, with ``pk.mode=record_key``, its own key fields."""
     import json
 
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
     own = StructType.fromJson(json.loads(own_json))
-    value = F.struct(*[F.col("value")[f.name].cast(f.dataType).alias(f.name) for f in own.fields])
-    return records.withColumn("value", F.when(F.col("value").isNull(), F.lit(None)).otherwise(value))
+    narrowed = F.struct(*[F.col(column)[f.name].cast(f.dataType).alias(f.name) for f in own.fields])
+    return records.withColumn(column, F.when(F.col(column).isNull(), F.lit(None)).otherwise(narrowed))

@@ -8,14 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from connectors.connect_json import connect_schema, spark_type
 from connectors.converters import (
     TOMBSTONE_PROPERTY,
     BytesConverter,
     JsonConverter,
     StringConverter,
-    connect_schema,
     converter_for,
-    spark_type,
 )
 from connectors.records import (
     ERROR_COLUMN,

@@ -153,3 +153,12 @@ def test_task_failure_does_not_prefix_a_message_naming_the_connector_already() -
 def test_an_application_error_passes_through() -> None:
     original = ApplicationError("already decided", type="DataLossError", non_retryable=True)
     assert task_failure("orders", 0, original) is original
+
+
+def test_a_spark_error_about_a_value_is_a_data_error_naming_its_line() -> None:
+    line = "[MALFORMED_CHARACTER_CODING] Invalid value found when performing `decode` with `UTF-8`."
+    failure = classify(
+        RemoteFailure(f"org.apache.spark.SparkRuntimeException: {line}\n" + "\tat x.y(Z.java:1)\n" * 50)
+    )
+    assert failure.kind is FailureKind.DATA and not failure.retriable
+    assert failure.message == f"org.apache.spark.SparkRuntimeException: {line}"

@@ -209,3 +209,19 @@ def test_a_plan_recorded_for_another_file_is_restated_for_the_reconfigured_one(
     task.write(spark, records, restated)
     task.write(spark, records, restated)  # a re-run after a crash truncates to the restated length
     assert (new.read_text(), old.read_text()) == ("kept\nx\n", "a\nb\n")
+
+
+def test_sink_writes_binary_values_byte_for_byte(spark: SparkSession, tmp_path: Path) -> None:
+    """``value.converter=bytes``: a body that is not text (a dead letter of an undecodable line)
+    is written exactly, never decoded."""
+    from pyspark.sql.types import BinaryType
+
+    path = tmp_path / "out.bin"
+    task = sink(path)
+    values = [b"caf\xe9 au lait", b"\xff\xfe\x00", "é".encode(), None]
+    records = make_records(
+        spark, [Record("broker-a:0", i, v, topic="t") for i, v in enumerate(values)], BinaryType()
+    )
+    bare = BatchPlan("out", 0, 1, (PartitionRange("broker-a:0", 0, 4, "t"),))
+    task.write(spark, records, BatchPlan("out", 0, 1, bare.ranges, task.prepare(bare)))
+    assert path.read_bytes() == b"caf\xe9 au lait\n\xff\xfe\x00\n\xc3\xa9\nnull\n"

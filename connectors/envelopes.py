@@ -1,0 +1,169 @@
+"""Connect JSON envelopes in Spark: keys and values written as ``{"schema": ..., "payload": ...}``
+and read back into typed columns.
+
+Kafka's and RocketMQ Connect's JsonConverter with ``schemas.enable`` write every key and value this
+way, and a sink learns each topic's type from the envelopes themselves. Kept apart from
+connectors.converters (which picks a converter per config and moves keys, headers and positions)
+because keys and values share it: a ``key.converter`` with schemas reads keys exactly as the value
+converter reads bodies. The pure parts (schemas from body prefixes, merging a batch's schemas) are
+in connectors.connect_schemas.
+
+A text that is not an envelope while the setting asks for one, or whose schema is not a Connect
+schema, is a bad record flagged in ``_sluice_error`` (as Kafka's converter fails it with a
+DataException), never passed on as something else.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Final
+
+from connectors.connect_json import connect_schema, convert_wire, json_text, spark_type, wire_type
+from connectors.connect_schemas import PAYLOAD_KEY, SCHEMA_KEY, envelope_schemas, merge_schemas
+from connectors.records import flag_errors
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import DataType
+
+_PARSED: Final = "_sluice_parsed"
+
+
+def envelope_text(column: Column, data_type: DataType, nullable: bool) -> Column:
+    """``column`` as the envelope Kafka's JsonConverter writes: its Connect schema (built once, on
+    the driver) spliced before each value's JSON."""
+    from pyspark.sql import functions as F
+
+    schema_json = json.dumps(connect_schema(data_type, nullable), separators=(",", ":"))
+    head = F.lit(f"{SCHEMA_KEY}{schema_json}{PAYLOAD_KEY}")
+    return F.concat(head, json_text(column, data_type), F.lit("}"))
+
+
+def parse_json(
+    df: DataFrame, text: Column, data_type: DataType, *, envelope: bool, what: str, out: str = "value"
+) -> DataFrame:
+    """``out`` parsed from JSON ``text`` (an envelope's payload, or a bare value) as ``data_type``;
+    rows that do not fit are flagged, naming ``what`` was read."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    # Decimals are Kafka's base64 inside a Connect envelope, plain JSON numbers in a bare body.
+    numeric = not envelope
+    wire = wire_type(data_type, numeric)
+    inner = StructType([StructField("payload", wire)]) if envelope else wire
+    if not isinstance(inner, StructType):
+        inner = StructType([StructField("payload", wire)])
+        text = F.concat(F.lit('{"payload":'), text, F.lit("}"))
+        envelope = True
+    schema = StructType([*inner.fields, StructField("_corrupt", StringType())])
+    parsed = F.from_json(text, schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"})
+    df = df.withColumn(_PARSED, parsed)
+    failed = text.isNotNull() & (F.col(_PARSED).isNull() | F.col(f"{_PARSED}._corrupt").isNotNull())
+    problem = F.lit(f"json converter: {what} does not parse as {data_type.simpleString()}")
+    df = flag_errors(df, failed, problem)
+    if envelope:
+        value = F.col(f"{_PARSED}.payload")
+    else:
+        value = F.struct(*[F.col(f"{_PARSED}.{f.name}").alias(f.name) for f in inner.fields])
+        value = F.when(F.col(_PARSED).isNull(), F.lit(None)).otherwise(value)
+    return df.withColumn(out, convert_wire(value, data_type, False, numeric)).drop(_PARSED)
+
+
+def is_envelope(text: Column) -> Column:
+    """Whether ``text`` is one JSON object with exactly the keys ``schema`` and ``payload`` (Kafka's
+    test); the layout Kafka writes is recognised from its first bytes, without parsing."""
+    from pyspark.sql import functions as F
+
+    laid_out = text.startswith(SCHEMA_KEY) & text.contains(PAYLOAD_KEY)
+    keys = F.array_sort(F.json_object_keys(text))
+    return F.when(laid_out, F.lit(True)).otherwise(
+        F.coalesce(keys == F.array(F.lit("payload"), F.lit("schema")), F.lit(False))
+    )
+
+
+def decode_envelopes(
+    df: DataFrame, text: Column, *, what: str, setting: str, out: str, own_column: str
+) -> DataFrame:
+    """``out`` typed from the envelopes in ``text``; when the batch's topics carry different
+    schemas, ``own_column`` holds each record's own topic type (Spark JSON; merge_schemas).
+
+    ``what`` names the text in errors (``body``, ``key``), ``setting`` the config key that asked
+    for envelopes, so a wrong setting is named where it shows.
+    """
+    from pyspark.sql import functions as F
+
+    envelope = is_envelope(text)
+    df = flag_errors(
+        df,
+        text.isNotNull() & ~envelope,
+        F.lit(
+            f'json converter: {what} is not a Connect JSON envelope {{"schema", "payload"}}, as '
+            f"{setting}=true expects (set it to false for plain JSON)"
+        ),
+    )
+    by_topic, refused = _schemas_by_topic(df.where(envelope), text)
+    if refused:
+        reasons = F.create_map(*[F.lit(part) for item in sorted(refused.items()) for part in item])
+        reason = reasons[F.get_json_object(text, "$.schema")]
+        df = flag_errors(df, envelope & reason.isNotNull(), reason)
+    if not by_topic:  # nothing to type: every text is flagged, or null
+        return df.withColumn(out, text)
+    data_type, own_types = merge_schemas(by_topic)
+    df = parse_json(df, text, data_type, envelope=True, what=f"{what} envelope", out=out)
+    if own_types is None:
+        return df
+    own_schema = F.lit(None).cast("string")
+    for topic, own in own_types.items():
+        own_schema = F.when(F.col("topic") == topic, F.lit(own.json())).otherwise(own_schema)
+    return df.withColumn(own_column, own_schema)
+
+
+def _schemas_by_topic(df: DataFrame, text: Column) -> tuple[dict[str, list[DataType]], dict[str, str]]:
+    """Every distinct envelope schema of the batch, per topic (one sink batch may read several
+    topics, one table each, and a topic's schema may change within a batch: a column added), and
+    the schemas that are not Connect schemas, by their JSON text (``$.schema``), with the reason.
+
+    Found without parsing the JSON when it can be (``envelope_schemas``); otherwise, e.g. for a
+    producer that writes ``payload`` first or a schema that is refused, by a JSON path query.
+    """
+    from pyspark.sql import functions as F
+
+    prefixes = (
+        df.select(F.col("topic"), F.substring_index(text, PAYLOAD_KEY, 1).alias("s"))
+        .where(F.col("s").isNotNull())
+        .distinct()
+        .collect()
+    )
+    schemas = envelope_schemas([(str(row["topic"]), row["s"]) for row in prefixes])
+    found: dict[str, list[DataType]] = {}
+    if schemas is not None and _add_types(schemas, found):
+        return found, {}
+    rows = (
+        df.select(F.col("topic"), F.get_json_object(text, "$.schema").alias("s"))
+        .where(F.col("s").isNotNull())
+        .distinct()
+        .collect()
+    )
+    found, refused = {}, {}
+    for row in rows:
+        topic, raw = str(row["topic"]), str(row["s"])
+        problem = _add_types([(topic, json.loads(raw))], found)
+        if problem is not True:
+            refused[raw] = (
+                f"json converter: topic {topic!r}: an envelope's schema is not a Connect schema: {problem}"
+            )
+    return found, refused
+
+
+def _add_types(schemas: list[tuple[str, Any]], found: dict[str, list[DataType]]) -> bool | str:
+    """Add each schema's Spark type to its topic's list in ``found``, in a stable order; True, or
+    the first schema's problem (the caller then finds which messages carry it)."""
+    for topic, schema in sorted(schemas, key=lambda ts: (ts[0], json.dumps(ts[1], sort_keys=True))):
+        try:
+            data_type = spark_type(schema)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            return str(exc)
+        kinds = found.setdefault(topic, [])
+        if data_type not in kinds:
+            kinds.append(data_type)
+    return True
