@@ -38,6 +38,11 @@ from workflows.types import (
 LEDGER_PRUNE_EVERY = 100
 LEDGER_KEEP = 1000
 
+#: How long deleting a connector waits for the broker, well inside the delete activity's 2-minute
+#: start-to-close timeout: a broker that is down or hangs must cost a warning, never a delete that
+#: times out and is retried forever.
+BROKER_CLEANUP_TIMEOUT_S = 45.0
+
 #: Per-batch timings at DEBUG (the worker logs INFO): for benchmarks and profiling.
 timing = logging.getLogger("sluice.timing")
 
@@ -60,7 +65,40 @@ class ConnectorActivities:
 
     @activity.defn(name=DELETE_OFFSETS_ACTIVITY)
     def delete_offsets(self, connector: str) -> None:
+        """Forget the connector's positions: its rows in the offset store, then the broker's copy.
+
+        Run only when the user did not keep offsets. The broker's copy is consumer group
+        ``sluice-<connector>`` (a sink's mirrored offsets) and its ``%RETRY%`` topic, which Sluice
+        created for RocketMQ's tools and nothing else uses; topics a source wrote are data and stay.
+        """
         self.ctx.store.delete_connector(connector)
+        self._delete_broker_group(connector)
+
+    def _delete_broker_group(self, connector: str) -> None:
+        """Best-effort: the store is the truth and is already cleared, so a broker that is down or
+        refuses leaves the group and topic behind with a warning naming them (for ``mqadmin``), not
+        a failed delete. Deleting what does not exist (a source's name) is a no-op on the broker."""
+        from connectors.rocketmq.client import retry_topic
+        from connectors.rocketmq.errors import RocketMQError
+        from connectors.rocketmq.offsets import consumer_group
+
+        group = consumer_group(connector)
+        left = [f"consumer group {group!r}", f"topic {retry_topic(group)!r}"]
+        deadline = time.monotonic() + BROKER_CLEANUP_TIMEOUT_S
+        client = self.ctx.rocketmq
+        try:
+            client.delete_group(group, timeout_s=BROKER_CLEANUP_TIMEOUT_S)
+            left.pop(0)
+            client.delete_topic(retry_topic(group), timeout_s=max(1.0, deadline - time.monotonic()))
+            left.pop(0)
+        except RocketMQError as exc:
+            activity.logger.warning(
+                "connector %s: offsets deleted, but %s may be left on the broker "
+                "(remove with mqadmin deleteSubGroup / deleteTopic): %s",
+                connector,
+                " and ".join(left),
+                exc,
+            )
 
     # no_thread_cancel_exception: cancellation is read between batches (Heartbeater.should_stop).
     # The SDK's default raises it asynchronously in this thread, wherever it is, which once left a

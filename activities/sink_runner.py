@@ -4,8 +4,9 @@ Positions are per (topic, queue) (``PartitionKey(queue, topic)``). The sink's ow
 is recorded with the plan, so a re-run after a crash can undo a partial write; a
 ``TransactionalSink`` (PostgreSQL) commits positions in its own data transaction instead of the
 runtime.
-Consumer-group offsets are mirrored to the broker (group ``sluice-<connector>``) so RocketMQ's own
-tools show the lag; the store stays the truth.
+Consumer-group offsets are mirrored to the broker (group ``sluice-<connector>``, see
+``connectors.rocketmq.offsets.consumer_group``) so RocketMQ's own tools show the lag; the store stays
+the truth, and deleting the connector deletes the group.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from connectors.api import RestatesPlans, TransactionalSink
 from connectors.model import BatchPlan, DataLossPolicy
 from connectors.planner import OffsetView
 from connectors.positions import PartitionKey, Position
+from connectors.rocketmq.offsets import consumer_group
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +99,9 @@ class SinkRunner:
         self.task_count = task_count
         self.topics: list[str] = list(setup.config.get("topics") or [])
         self.pattern = str(setup.config.get("topics.regex") or "")
-        self.group = f"sluice-{setup.connector}"
+        self.group = consumer_group(setup.connector)
+        #: what status shows for the task; None until the first batch was looked at (setting_notice)
+        self.notice: str | None = None
 
     def ensure_topic(self) -> None:
         """Create the named topics; a ``topics.regex`` sink reads only topics that exist."""
@@ -129,7 +133,41 @@ class SinkRunner:
         self.task.close()
 
     def waiting_for(self) -> str:
-        return ""
+        return self.notice or ""
+
+    def setting_notice(self, messages: DataFrame) -> str:
+        """What a batch's messages say about the converter settings, looked at once per task.
+
+        A json converter with schemas off (and no declared schema) writes envelope-carrying
+        messages as JSON text: a valid config with a silently different result (a table with the
+        records' coordinates and their JSON, not their fields). Kafka Connect would do the same
+        without a word; Sluice says so once in status and in the worker log.
+        """
+        from pyspark.sql import functions as F
+
+        from connectors.connect_schemas import SCHEMA_KEY
+        from connectors.converters import JsonConverter
+
+        converter = self.setup.converter
+        if not isinstance(converter, JsonConverter) or converter.schemas_enable or converter.value_schema:
+            return ""
+        head = SCHEMA_KEY.encode()
+        first = (
+            messages.where(F.substring(F.col("body"), 1, len(head)) == F.lit(head))
+            .select("topic", "queue_offset")
+            .limit(1)
+            .collect()
+        )
+        if not first:
+            return ""
+        notice = (
+            f"connector {self.connector}: value.converter.schemas.enable=false, but messages carry the "
+            f"Connect envelope {{schema, payload}} (first at topic {first[0]['topic']!r} offset "
+            f"{first[0]['queue_offset']}): they are written as JSON text, not as their fields; "
+            "set value.converter.schemas.enable=true"
+        )
+        log.warning("%s", notice)
+        return notice
 
     def run(self, plan: BatchPlan, rerun: bool) -> int:
         from pyspark import StorageLevel
@@ -150,6 +188,8 @@ class SinkRunner:
         # topic, dead letters): pull the range from the broker and decode it once.
         messages = messages.persist(StorageLevel.MEMORY_AND_DISK)
         try:
+            if self.notice is None:
+                self.notice = self.setting_notice(messages)
             records = apply_chain(self.setup.chain, self.setup.converter.to_records(messages))
             with checked_records(records, self.setup, originals=messages) as good:
                 good = good.persist(StorageLevel.MEMORY_AND_DISK)

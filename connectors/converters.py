@@ -105,7 +105,7 @@ class Converter(ABC):
         """Messages of ``records``; ``extra_properties`` (e.g. the runtime's batch reference) go on
         every message, in the same map as the position (one map built per row, not several)."""
         from pyspark.sql import functions as F
-        from pyspark.sql.types import NullType, StringType
+        from pyspark.sql.types import ArrayType, MapType, NullType, StringType, StructType
 
         key_type = records.schema["key"].dataType
         if isinstance(key_type, NullType):
@@ -114,6 +114,8 @@ class Converter(ABC):
             keys = envelope_text(F.col("key"), key_type, records.schema["key"].nullable)
         elif isinstance(key_type, StringType):
             keys = F.col("key")
+        elif isinstance(key_type, StructType | ArrayType | MapType):
+            keys = F.to_json(F.col("key"))  # Spark's JSON, as the JDBC and CDC sources always wrote keys
         else:
             keys = json_text(F.col("key"), key_type)
         headers = F.map_filter(

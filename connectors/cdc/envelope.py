@@ -5,7 +5,7 @@ and ``after`` are the row before and after the change (one of them null for crea
 ``source`` says where it happened (connector-specific fields: PostgreSQL's LSN and transaction id,
 MySQL's binlog file and position), ``op`` is ``c`` create, ``u`` update, ``d`` delete, ``r`` read
 (a snapshot row) or ``t`` truncate (the whole table emptied: ``before`` and ``after`` null and no
-record key, as Debezium sends it). The record key is the primary key as a JSON object; a tombstone
+record key, as Debezium sends it). The record key is the primary key as a struct; a tombstone
 (null value, same key) may follow a delete so a compacting consumer forgets the key. The JSON
 converter writes the value with or without Kafka's ``{schema, payload}`` wrapper
 (``value.converter.schemas.enable``).
@@ -132,7 +132,7 @@ def record_frame(
     partition: str,
 ) -> DataFrame:
     """Record columns (connectors.records) of one table's change records: ``key`` the primary key
-    as JSON (Spark's ``to_json``, as the JDBC source writes it), ``value`` the envelope struct."""
+    struct (typed, so a key converter with schemas can describe it), ``value`` the envelope struct."""
     import pyarrow as pa
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
@@ -180,7 +180,7 @@ def record_frame(
         F.lit(topic).alias("topic"),
         F.lit(partition).alias("partition"),
         F.col("offset"),
-        F.to_json(F.col("k")).alias("key"),
+        F.col("k").alias("key"),
         F.col("value"),
         F.create_map().cast("map<string,string>").alias("headers"),
         F.col("timestamp"),

@@ -21,7 +21,7 @@ Batches: a range reads ``(start, end]``; ``batch_end`` finds where ``batch.max.r
 ``ORDER BY key LIMIT 1 OFFSET n``, so the limit holds across key gaps (in timestamp mode a batch
 ends on a timestamp boundary and may exceed the limit by the rows sharing the last timestamp). The
 schema is read from the catalogue per batch: a column added to the table appears in later records.
-Records: ``value`` a struct of the row's columns, ``key`` the primary key as a JSON object
+Records: ``value`` a struct of the row's columns, ``key`` the primary key as a struct
 (null without one), ``offset`` the id (incrementing) or a 63-bit hash of the row's position and key
 (the runtime's re-run de-duplication needs only uniqueness within a batch), ``timestamp`` the
 row's timestamp column in timestamp modes.
@@ -275,14 +275,15 @@ class JdbcSourceTask(SourceTask):
             }
         )
         rows = spark.range(0, len(splits), 1, len(splits)).mapInArrow(partial(db.read_splits, spec), schema)
-        key = F.to_json(F.struct(*[F.col(k) for k in keys])) if keys else F.lit(None).cast("string")
+        key = F.struct(*[F.col(k) for k in keys]) if keys else F.lit(None).cast("string")
         inc_type = next((c.spark_ddl for c in columns if c.name == self.inc), "")
         if self.mode is Mode.INCREMENTING and inc_type in _INTEGRAL[:4]:
             offset = F.col(self.inc).cast("long")
         else:
             parts = [F.coalesce(*[F.col(c) for c in self.ts_cols])] if self.mode.uses_timestamp else []
             parts += [F.col(self.inc)] if self.mode.uses_incrementing else []
-            parts += [key] if keys else [F.to_json(F.struct(*[F.col(c.name) for c in columns]))]
+            # hashed as JSON text, as before keys were structs: a re-read range keeps its offsets
+            parts += [F.to_json(key)] if keys else [F.to_json(F.struct(*[F.col(c.name) for c in columns]))]
             offset = F.xxhash64(*parts).bitwiseAND(F.lit(_HASH_MASK))
         stamp = F.lit(None).cast("timestamp")
         if self.mode.uses_timestamp:

@@ -1,7 +1,8 @@
 """Asyncio RocketMQ client over the remoting protocol (name server + brokers).
 
 What it does for Sluice's micro-batches: routes, min/max offsets, offset by timestamp, pull by exact
-queue offset, batch send, consumer offsets and topic creation. It registers no producer or consumer
+queue offset, batch send, consumer offsets, and the administration a connector's life needs (create
+topics; list and delete consumer groups; delete topics). It registers no producer or consumer
 group with heartbeats: every call is a stateless request, so replaying a range is just pulling it
 again. Connection pooling, retries, route refresh and ACL signing live in transport.py. A send
 retried after a timeout or dropped connection may store the batch twice (at-least-once).
@@ -30,12 +31,13 @@ from connectors.rocketmq.errors import (
     BrokerUnavailableError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
+    ProtocolError,
     RetriableError,
     RocketMQError,
     TopicNotFoundError,
 )
-from connectors.rocketmq.remoting import RequestCode, ResponseCode, request
-from connectors.rocketmq.routing import parse_cluster_info
+from connectors.rocketmq.remoting import RemotingCommand, RequestCode, ResponseCode, request
+from connectors.rocketmq.routing import loads_lenient, parse_cluster_info
 from connectors.rocketmq.transport import BROKER, NAME_SERVER, Transport, header_int
 from connectors.rocketmq.values import (
     Message,
@@ -49,17 +51,22 @@ from connectors.rocketmq.values import (
 
 __all__ = [
     "Message", "MessageQueue", "OutgoingMessage", "PullResult", "RocketMQClient", "SendResult", "TopicRoute",
+    "retry_topic",
 ]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TOPIC = "TBW102"
 PULL_SYSFLAG_SUBSCRIPTION = 0x4
-UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
 SUBSCRIPTION_GROUP_NOT_EXIST = 26
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 # Pauses before re-checking an offset past the queue's end (consume-queue dispatch lag).
 _DISPATCH_GRACE_S = (0.05, 0.1, 0.2, 0.4)
+
+
+def retry_topic(group: str) -> str:
+    """The ``%RETRY%`` topic brokers pair with consumer group ``group`` (MixAll.getRetryTopic)."""
+    return RETRY_GROUP_TOPIC_PREFIX + group
 
 
 def _topic_fields(topic: str, queue_count: int) -> dict[str, object]:
@@ -122,19 +129,10 @@ class RocketMQClient(Transport):
             raise BrokerUnavailableError(f"rocketmq: cannot create topic {topic!r}: no live master broker")
         fields = _topic_fields(topic, queue_count)
         for name in brokers:
-            address = info.masters[name]
             what = f"create topic {topic!r} on broker {name}"
-            for attempt in range(self.max_retries + 1):
-                try:
-                    resp = await self._send(
-                        address, BROKER, request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
-                    )
-                    self._check(resp, what, address, BROKER, topic)
-                    break
-                except RetriableError:
-                    if attempt == self.max_retries:
-                        raise
-                    await self._backoff(attempt)
+            await self._admin_call(
+                info.masters[name], BROKER, RequestCode.UPDATE_AND_CREATE_TOPIC, fields, what, topic
+            )
         # The broker registers the topic with the name server asynchronously; wait for the route.
         deadline = time.monotonic() + self.request_timeout_s
         while True:
@@ -150,6 +148,96 @@ class RocketMQClient(Transport):
                     f"at name server {';'.join(self._namesrvs)}"
                 )
             await asyncio.sleep(0.1)
+
+    async def delete_topic(self, topic: str) -> None:
+        """Delete ``topic`` (its queues and messages) on every master broker, then its route on
+        every name server; a topic nobody knows is a no-op (brokers and name servers answer success).
+
+        Brokers go first because each re-registers the topics it holds with the name servers every
+        30 s: a route deleted first would come back. Every name server is told, not only the first
+        that answers, since each keeps its own route table.
+        """
+        masters = await self._masters(f"delete topic {topic!r}")
+        fields = {"topic": topic}
+        for name, address in sorted(masters.items()):
+            what = f"delete topic {topic!r} on broker {name}"
+            await self._admin_call(address, BROKER, RequestCode.DELETE_TOPIC_IN_BROKER, fields, what, topic)
+        for address in self._namesrvs:
+            what = f"delete topic {topic!r} from the name server"
+            await self._admin_call(
+                address, NAME_SERVER, RequestCode.DELETE_TOPIC_IN_NAMESRV, fields, what, topic
+            )
+        # Forget it here too: a cached route would send requests to queues that are gone, and a
+        # "known" topic missing from the name server would be taken for a restarting broker.
+        self._routes.pop(topic, None)
+        self._known_topics.discard(topic)
+        self._prepared_groups = {(g, a) for g, a in self._prepared_groups if retry_topic(g) != topic}
+
+    # -- consumer groups ----------------------------------------------------------------------------
+
+    async def groups(self) -> list[str]:
+        """Names of the subscription groups any master broker knows (the brokers' built-in ones
+        included), sorted: how tools and tests see which consumer groups exist on the broker."""
+        masters = await self._masters("list consumer groups")
+        names: set[str] = set()
+        for name, address in sorted(masters.items()):
+            what = f"consumer groups of broker {name}"
+            resp = await self._admin_call(
+                address, BROKER, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {}, f"list {what}"
+            )
+            doc = loads_lenient(resp.body, what)
+            table = doc.get("subscriptionGroupTable") if isinstance(doc, dict) else None
+            if not isinstance(table, dict):
+                raise ProtocolError(f"rocketmq: {what} at broker {address} has no subscriptionGroupTable")
+            names.update(str(group) for group in table)
+        return sorted(names)
+
+    async def delete_group(self, group: str) -> None:
+        """Delete consumer group ``group`` and its committed offsets on every master broker; a
+        group a broker does not know is a no-op there (it answers success).
+
+        The group's ``%RETRY%`` topic is a topic of its own: ``delete_topic(retry_topic(group))``.
+        """
+        masters = await self._masters(f"delete consumer group {group!r}")
+        fields = {"groupName": group, "cleanOffset": True}
+        for name, address in sorted(masters.items()):
+            what = f"delete consumer group {group!r} on broker {name}"
+            await self._admin_call(address, BROKER, RequestCode.DELETE_SUBSCRIPTIONGROUP, fields, what)
+        # A later update_consumer_offset for the same name must set the group up again.
+        self._prepared_groups = {(g, a) for g, a in self._prepared_groups if g != group}
+
+    async def _masters(self, what: str) -> dict[str, str]:
+        """Broker name -> master address of every broker in the name server's cluster info.
+
+        Raises BrokerUnavailableError when there is none: an administrative change that reached no
+        broker must not look like one that succeeded.
+        """
+        resp = await self._namesrv_call(RequestCode.GET_BROKER_CLUSTER_INFO, {}, "cluster info")
+        self._check(resp, "cluster info", ";".join(self._namesrvs), NAME_SERVER)
+        masters = parse_cluster_info(resp.body).masters
+        if not masters:
+            raise BrokerUnavailableError(f"rocketmq: cannot {what}: no live master broker")
+        return masters
+
+    async def _admin_call(
+        self, address: str, service: str, code: int, fields: Mapping[str, object], what: str, topic: str = ""
+    ) -> RemotingCommand:
+        """One administrative request to one server, checked, retried with backoff while retriable.
+
+        Administration targets servers by address (every master, every name server), not a topic's
+        route, so ``_broker_call`` and ``_namesrv_call`` (first server that answers) do not fit.
+        """
+        attempt = 0
+        while True:
+            try:
+                resp = await self._send(address, service, request(code, fields))
+                self._check(resp, what, address, service, topic)
+                return resp
+            except RetriableError:
+                if attempt >= self.max_retries:
+                    raise
+                await self._backoff(attempt)
+                attempt += 1
 
     # -- offsets ------------------------------------------------------------------------------------
 
@@ -191,14 +279,14 @@ class RocketMQClient(Transport):
         find a group's queues and offsets through that topic's route. Failing here only costs
         visibility, so it is logged, never raised: the offset itself is already stored.
         """
-        retry_topic = RETRY_GROUP_TOPIC_PREFIX + group
+        topic = retry_topic(group)
         try:
-            if await self.topic_exists(retry_topic):
+            if await self.topic_exists(topic):
                 return
             resp = await self._send(
-                address, BROKER, request(RequestCode.UPDATE_AND_CREATE_TOPIC, _topic_fields(retry_topic, 1))
+                address, BROKER, request(RequestCode.UPDATE_AND_CREATE_TOPIC, _topic_fields(topic, 1))
             )
-            self._check(resp, f"create topic {retry_topic!r}", address, BROKER, retry_topic)
+            self._check(resp, f"create topic {topic!r}", address, BROKER, topic)
         except RocketMQError as exc:
             log.warning(
                 "rocketmq: consumer group %r has no retry topic, tools will not show it: %s", group, exc
@@ -217,7 +305,9 @@ class RocketMQClient(Transport):
             "notifyConsumerIdsChangedEnable": True,
         }
         body = json.dumps(config).encode()
-        resp = await self._send(address, BROKER, request(UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body))
+        resp = await self._send(
+            address, BROKER, request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body)
+        )
         self._check(resp, f"create consumer group {group!r}", address, BROKER)
 
     async def query_consumer_offset(self, group: str, mq: MessageQueue) -> int | None:

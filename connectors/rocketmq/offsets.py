@@ -8,6 +8,9 @@ the broker for the numbers it needs.
 queue ranges, on executors when a pull says the range is no longer (or not) there; planning uses the
 same function through the planner. Policy FAIL raises ``DataLossError`` naming topic, queue and the
 lost range; SKIP narrows the range to what still exists and logs a warning.
+
+``consumer_group`` names the broker consumer group that mirrors a sink's offsets: the sink runner
+writes to it and deleting the connector removes it, so both must agree on the one name.
 """
 
 from __future__ import annotations
@@ -22,7 +25,13 @@ from connectors.positions import Position
 from connectors.rocketmq.errors import RocketMQError
 from connectors.rocketmq.values import MessageQueue
 
-__all__ = ["DataLossError", "check_data_loss", "resolve_start_policy"]
+__all__ = ["DataLossError", "check_data_loss", "consumer_group", "resolve_start_policy"]
+
+
+def consumer_group(connector: str) -> str:
+    """The broker consumer group holding the mirror of sink ``connector``'s offsets (RocketMQ's own
+    tools show its lag); connector names are unique, so no other connector shares it."""
+    return f"sluice-{connector}"
 
 
 class OffsetClient(Protocol):

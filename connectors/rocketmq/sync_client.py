@@ -13,6 +13,7 @@ Lifecycle:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import threading
 from collections.abc import Coroutine, Sequence
@@ -20,7 +21,7 @@ from typing import Any, TypeVar
 
 from connectors.rocketmq.client import RocketMQClient
 from connectors.rocketmq.codec import EncodedBatch
-from connectors.rocketmq.errors import RocketMQError
+from connectors.rocketmq.errors import RequestTimeoutError, RocketMQError
 from connectors.rocketmq.values import (
     Message,
     MessageColumns,
@@ -82,6 +83,20 @@ class SyncRocketMQClient:
         coro: Coroutine[Any, Any, Any] = getattr(client, coro_fn)(*args, **kwargs)
         return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
+    def _run_within(self, timeout_s: float | None, what: str, coro_fn: str, *args: Any) -> Any:
+        """``_run`` with a deadline: past it the call is cancelled and RequestTimeoutError raised.
+
+        For callers that must answer in bounded time (an activity under a start-to-close timeout)
+        whatever every server's retries would add up to.
+        """
+        loop, client = self._current()
+        future = asyncio.run_coroutine_threadsafe(getattr(client, coro_fn)(*args), loop)
+        try:
+            return future.result(timeout_s)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise RequestTimeoutError(f"rocketmq: {what} did not finish within {timeout_s:g} s") from None
+
     def close(self) -> None:
         with self._lock:
             if self._closed:
@@ -120,6 +135,17 @@ class SyncRocketMQClient:
 
     def topic_exists(self, topic: str) -> bool:
         return bool(self._run("topic_exists", topic))
+
+    def delete_topic(self, topic: str, *, timeout_s: float | None = None) -> None:
+        """RocketMQClient.delete_topic; ``timeout_s`` bounds the whole call (RequestTimeoutError)."""
+        self._run_within(timeout_s, f"delete topic {topic!r}", "delete_topic", topic)
+
+    def groups(self) -> list[str]:
+        return list(self._run("groups"))
+
+    def delete_group(self, group: str, *, timeout_s: float | None = None) -> None:
+        """RocketMQClient.delete_group; ``timeout_s`` bounds the whole call (RequestTimeoutError)."""
+        self._run_within(timeout_s, f"delete consumer group {group!r}", "delete_group", group)
 
     def min_offset(self, mq: MessageQueue) -> int:
         return int(self._run("min_offset", mq))

@@ -143,7 +143,7 @@ def _records(task: Any, spark: Any, r: Any) -> list[tuple[int, str, str]]:
     from pyspark.sql import functions as F
 
     df = task.read(spark, [r])
-    rows = df.select("offset", "key", F.to_json("value")).collect()
+    rows = df.select("offset", F.to_json("key"), F.to_json("value")).collect()
     return sorted((int(o), k, v) for o, k, v in rows)
 
 

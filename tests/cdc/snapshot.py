@@ -63,7 +63,10 @@ def read(task: Any, spark: Any, r: PartitionRange) -> list[tuple[str, str | None
     df = task.read(spark, [r])
     if df.isEmpty():
         return []
-    return [(row[0], row[1]) for row in df.orderBy("offset").select("key", F.to_json("value")).collect()]
+    return [
+        (row[0], row[1])
+        for row in df.orderBy("offset").select(F.to_json("key"), F.to_json("value")).collect()
+    ]
 
 
 def run_batches(

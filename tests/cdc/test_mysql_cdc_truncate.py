@@ -50,7 +50,7 @@ def _read(task: MySqlCdcTask, spark: Any, r: PartitionRange) -> list[tuple[Any, 
     read = task.read(spark, [r])
     if read.isEmpty():
         return []
-    df = read.select("topic", "offset", "key", F.to_json("value").alias("v"))
+    df = read.select("topic", "offset", F.to_json("key").alias("key"), F.to_json("value").alias("v"))
     return [(row[0], row[1], row[2], json.loads(row[3])) for row in df.orderBy("offset").collect()]
 
 

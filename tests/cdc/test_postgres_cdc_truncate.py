@@ -31,7 +31,9 @@ def _records(task: PostgresCdcTask, spark: Any, ranges: list[PartitionRange]) ->
 
     out: dict[str, list[Any]] = {}
     for r in ranges:
-        df = task.read(spark, [r]).select("topic", "offset", "key", F.to_json("value").alias("v"))
+        df = task.read(spark, [r]).select(
+            "topic", "offset", F.to_json("key").alias("key"), F.to_json("value").alias("v")
+        )
         out[r.partition] = [
             (row["topic"], row["offset"], row["key"], row["v"] and json.loads(row["v"]))
             for row in df.orderBy("offset").collect()

@@ -77,7 +77,7 @@ def test_incrementing_ranges_are_exact_across_a_million_id_gap(spark, db: Db) ->
         assert whole.rdd.getNumPartitions() == 4
         rows = whole.collect()
         assert sorted(r["offset"] for r in rows) == ids
-        assert {r["key"] for r in rows} == {f'{{"id":{i}}}' for i in ids}
+        assert {r["key"].asDict()["id"] for r in rows} == set(ids)
         assert {r["topic"] for r in rows} == {"jt-items"}
     finally:
         t.close()

@@ -37,7 +37,9 @@ def _collect(task: MySqlCdcTask, spark: Any, r: PartitionRange) -> list[tuple[An
     read = task.read(spark, [r])
     if read.isEmpty():
         return []  # connectors.records.empty_records: no envelope struct to render
-    df = read.select("topic", "partition", "offset", "key", F.to_json("value"), "timestamp")
+    df = read.select(
+        "topic", "partition", "offset", F.to_json("key").alias("key"), F.to_json("value"), "timestamp"
+    )
     return [tuple(row) for row in df.orderBy("offset").collect()]
 
 

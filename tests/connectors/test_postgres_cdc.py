@@ -32,7 +32,9 @@ def cdc_pg(postgres_db: TestDatabase) -> Iterator[TestDatabase]:
 def _collect(task: PostgresCdcTask, spark: Any, r: PartitionRange) -> list[tuple[Any, ...]]:
     from pyspark.sql import functions as F
 
-    df = task.read(spark, [r]).select("topic", "partition", "offset", "key", F.to_json("value"), "timestamp")
+    df = task.read(spark, [r]).select(
+        "topic", "partition", "offset", F.to_json("key").alias("key"), F.to_json("value"), "timestamp"
+    )
     return [tuple(row) for row in df.orderBy("offset").collect()]
 
 

@@ -93,6 +93,88 @@ async def test_errors_tolerance_all_sends_the_bad_record_to_the_dead_letter_topi
     await sluice.delete(sink)
 
 
+# --- sink side: a body the converter cannot decode, as Kafka's JsonConverter defaults it ----------
+
+KAFKA_JSON = "org.apache.kafka.connect.json.JsonConverter"
+PLAIN_LINE = '{"id": 3, "name": "n3"}'  # plain JSON where an envelope is expected
+
+
+def _envelope(record: dict[str, object]) -> str:
+    fields = [
+        {"type": "int32", "optional": False, "field": "id"},
+        {"type": "string", "optional": True, "field": "name"},
+    ]
+    schema = {"type": "struct", "fields": fields, "optional": False}
+    return json.dumps({"schema": schema, "payload": record}, separators=(",", ":"))
+
+
+async def _envelope_pipeline(tmp_path: Path, start_worker, sluice, topic: str, **sink_extra: str):
+    """file (Connect envelopes, one plain JSON line at line 3) -> topic -> file sink whose
+    converter is Kafka's JsonConverter with no schemas.enable line (so: envelopes expected)."""
+    src, dst = tmp_path / "in.jsonl", tmp_path / "out.txt"
+    records: list[dict[str, object]] = [{"id": i, "name": f"n{i}"} for i in range(6)]
+    lines = [_envelope(r) for r in records]
+    src.write_text("\n".join([*lines[:3], PLAIN_LINE, *lines[3:]]) + "\n")
+    start_worker()
+    name = uuid.uuid4().hex[:8]
+    source, sink = f"src-{name}", f"dst-{name}"
+    await sluice.create(
+        source,
+        {"connector.class": "file-source", "file": str(src), "topic": topic, "poll.interval.ms": "200"},
+    )
+    await sluice.create(
+        sink,
+        {"connector.class": "file-sink", "file": str(dst), "topics": topic, "poll.interval.ms": "200",
+         "value.converter": KAFKA_JSON, **sink_extra},
+    )  # fmt: skip
+    return dst, source, sink, records
+
+
+async def test_a_body_without_the_envelope_fails_the_task_naming_message_and_setting(
+    tmp_path: Path, start_worker, sluice, topic_name
+) -> None:
+    dst, source, sink, _ = await _envelope_pipeline(tmp_path, start_worker, sluice, topic_name)
+
+    async def sink_failed() -> bool:
+        status = await sluice.status(sink)
+        return bool(status.tasks) and status.tasks[0].state == TaskState.FAILED
+
+    await wait_for(sink_failed, 180, "the sink task to fail on the plain JSON message")
+    error = (await sluice.status(sink)).tasks[0].error
+    assert f"topic '{topic_name}'" in error and "offset 3" in error, error
+    assert "not a Connect JSON envelope" in error and "value.converter.schemas.enable=true" in error, error
+    assert not dst.exists() or dst.read_text() == "", "nothing of the failed batch may be written"
+    await sluice.delete(source)
+    await sluice.delete(sink)
+
+
+async def test_with_tolerance_a_body_without_the_envelope_is_dead_lettered_and_the_rest_written(
+    tmp_path: Path, start_worker, sluice, topic_name, stack_config
+) -> None:
+    from connectors.rocketmq.sync_client import SyncRocketMQClient
+
+    dlq = f"DLQ_{uuid.uuid4().hex[:8]}"
+    dst, source, sink, records = await _envelope_pipeline(
+        tmp_path, start_worker, sluice, topic_name,
+        **{"errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq},
+    )  # fmt: skip
+
+    def sink_rows() -> list[dict[str, object]]:
+        return [json.loads(line) for line in dst.read_text().splitlines()] if dst.exists() else []
+
+    await wait_for(
+        lambda: sink_rows() == records, 180, "every enveloped record's payload in the sink, in order"
+    )
+    with SyncRocketMQClient(stack_config.namesrv_address) as client:
+        letters = [m for mq in client.queues(dlq) for m in client.pull_range(mq, 0, client.max_offset(mq))]
+    assert [m.body for m in letters] == [PLAIN_LINE.encode()]
+    assert letters[0].properties["sluice.origin.offset"] == "3"
+    assert "value.converter.schemas.enable=true" in letters[0].properties["sluice.error"]
+    assert (await sluice.status(sink)).tasks[0].state == TaskState.RUNNING
+    await sluice.delete(source)
+    await sluice.delete(sink)
+
+
 # --- source side: lines a file source cannot decode, or the broker cannot take -------------------
 
 BIG_LINE = b"B" * (6 * 1024 * 1024)  # over RocketMQ's 4 MiB maximum message size
@@ -173,7 +255,7 @@ async def _tolerant_pipeline(tmp_path: Path, start_worker, sluice, topic: str, d
     await wait_for(lambda: sink_lines() == good, 240, "every good line in the sink, in order")
     assert (await _task_state(sluice, source))[0] == TaskState.RUNNING
     await sluice.delete(sink)
-    return source, at, src
+    return source, at, src, good
 
 
 async def test_with_tolerance_bad_source_lines_go_to_the_dead_letter_topic(
@@ -183,7 +265,7 @@ async def test_with_tolerance_bad_source_lines_go_to_the_dead_letter_topic(
     from connectors.rocketmq.sync_client import SyncRocketMQClient
 
     dlq = f"DLQ_{uuid.uuid4().hex[:8]}"
-    source, at, src = await _tolerant_pipeline(tmp_path, start_worker, sluice, topic_name, dlq)
+    source, at, src, _ = await _tolerant_pipeline(tmp_path, start_worker, sluice, topic_name, dlq)
     with SyncRocketMQClient(stack_config.namesrv_address) as client:
         letters = [m for mq in client.queues(dlq) for m in client.pull_range(mq, 0, client.max_offset(mq))]
     by_offset = {int(m.properties["sluice.origin.offset"]): m for m in letters}
@@ -200,13 +282,29 @@ async def test_with_tolerance_bad_source_lines_go_to_the_dead_letter_topic(
         else:
             assert props["sluice.truncated"] == "false" and by_offset[offset].body == line
             assert props["sluice.error"].startswith("line is not utf-8")
+
+    # The dead-letter topic dumped with Sluice itself: a bytes file sink writes each letter as it is.
+    dump = tmp_path / "dead-letters.bin"
+    dumper = f"dump-{uuid.uuid4().hex[:8]}"
+    await sluice.create(
+        dumper,
+        {"connector.class": "file-sink", "file": str(dump), "topics": dlq, "poll.interval.ms": "200",
+         "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter"},
+    )  # fmt: skip
+    expected = b"".join(by_offset[offset].body + b"\n" for offset in sorted(at))
+    await wait_for(
+        lambda: dump.exists() and dump.read_bytes() == expected, 180, "the dead letters dumped byte for byte"
+    )
+    assert NOT_UTF8 + b"\n" in dump.read_bytes()
+    assert (await _task_state(sluice, dumper))[0] == TaskState.RUNNING
+    await sluice.delete(dumper)
     await sluice.delete(source)
 
 
 async def test_with_tolerance_and_no_dead_letter_topic_bad_source_lines_are_logged_and_skipped(
     tmp_path: Path, start_worker, sluice, topic_name
 ) -> None:
-    source, at, _ = await _tolerant_pipeline(tmp_path, start_worker, sluice, topic_name, dlq="")
+    source, at, _, _ = await _tolerant_pipeline(tmp_path, start_worker, sluice, topic_name, dlq="")
     logs = "".join(p.read_text(errors="replace") for p in tmp_path.glob("worker-*.log"))
     for offset in at:
         assert f"offset {offset}:" in logs, f"bad line at {offset} not logged"
