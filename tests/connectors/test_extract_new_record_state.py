@@ -37,7 +37,9 @@ def _apply(spark: Any, df: Any, **options: str) -> list[tuple[Any, ...]]:
     config = {"transforms": "u", "transforms.u.type": "io.debezium.transforms.ExtractNewRecordState"}
     config.update({f"transforms.u.{k.replace('_', '.')}": v for k, v in options.items()})
     (transform,) = build_chain(config)
-    out = transform.apply(df).orderBy("offset").collect()
+    from pyspark.sql import functions as F
+
+    out = transform.apply(df).withColumn("key", F.to_json("key")).orderBy("offset").collect()
     return [(r["offset"], r["key"], None if r["value"] is None else r["value"].asDict()) for r in out]
 
 

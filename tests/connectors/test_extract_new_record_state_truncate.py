@@ -40,7 +40,9 @@ def _apply(spark: Any, **options: str) -> list[tuple[Any, ...]]:
     config = {"transforms": "u", "transforms.u.type": "io.debezium.transforms.ExtractNewRecordState"}
     config.update({f"transforms.u.{k.replace('_', '.')}": v for k, v in options.items()})
     (transform,) = build_chain(config)
-    out = transform.apply(_records(spark)).orderBy("offset").collect()
+    from pyspark.sql import functions as F
+
+    out = transform.apply(_records(spark)).withColumn("key", F.to_json("key")).orderBy("offset").collect()
     return [
         (
             r["offset"],
