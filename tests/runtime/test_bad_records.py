@@ -175,6 +175,35 @@ async def test_with_tolerance_a_body_without_the_envelope_is_dead_lettered_and_t
     await sluice.delete(sink)
 
 
+async def test_envelopes_read_with_schemas_off_are_written_as_text_and_said_once(
+    tmp_path: Path, start_worker, sluice, topic_name
+) -> None:
+    """An explicit schemas.enable=false works as before (the JSON text is written), and the sink
+    says once, in status and log, that its messages carry envelopes."""
+    dst, source, sink, records = await _envelope_pipeline(
+        tmp_path, start_worker, sluice, topic_name, **{"value.converter.schemas.enable": "false"}
+    )
+    expected = [_envelope(r) for r in records[:3]] + [PLAIN_LINE] + [_envelope(r) for r in records[3:]]
+
+    def sink_lines() -> list[str]:
+        return dst.read_text().splitlines() if dst.exists() else []
+
+    await wait_for(lambda: sink_lines() == expected, 180, "every message written as its JSON text")
+
+    async def said() -> bool:
+        status = await sluice.status(sink)
+        return bool(status.tasks) and "value.converter.schemas.enable=false" in status.tasks[0].detail
+
+    await wait_for(said, 60, "the sink's status to say its messages carry envelopes")
+    detail = (await sluice.status(sink)).tasks[0].detail
+    assert f"topic {topic_name!r} offset " in detail and "set value.converter.schemas.enable=true" in detail
+    logs = "".join(p.read_text(errors="replace") for p in tmp_path.glob("worker-*.log"))
+    assert logs.count("messages carry the Connect envelope") == 1
+    assert (await sluice.status(sink)).tasks[0].state == TaskState.RUNNING
+    await sluice.delete(source)
+    await sluice.delete(sink)
+
+
 # --- source side: lines a file source cannot decode, or the broker cannot take -------------------
 
 BIG_LINE = b"B" * (6 * 1024 * 1024)  # over RocketMQ's 4 MiB maximum message size
