@@ -2,7 +2,7 @@
 
 Row shape: a struct ``value`` gives one column per field. Any other value (a string, JSON text,
 bytes) is written with the record's coordinates ``topic, partition, offset, key, value,
-timestamp``. ``pk.mode`` (Kafka Connect's JDBC sink):
+timestamp`` (``value`` as text, or as bytes when it is binary). ``pk.mode`` (Kafka Connect's JDBC sink):
 
 * ``none``: no key; only ``insert.mode=insert``.
 * ``kafka``: ``__connect_topic, __connect_partition, __connect_offset`` columns are the key.
@@ -85,19 +85,20 @@ def _key_columns(
 def shape(records: DataFrame, spec: KeySpec) -> Shaped:
     """The rows ``records`` become, before the dialect's load form (``wire``)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import LongType, StringType, StructField, StructType
+    from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
     value_type = records.schema["value"].dataType
     struct_value = isinstance(value_type, StructType)
     if struct_value:
         assert isinstance(value_type, StructType)
         cols = [(f.name, F.col("value")[f.name], f.dataType) for f in value_type.fields]
-    else:
+    else:  # binary values (value.converter=bytes) stay bytes: a BYTEA/BLOB column, byte for byte
+        as_text = not isinstance(value_type, BinaryType)
         cols = [
-            (c, F.col(c).cast("string") if c == "value" else F.col(c), records.schema[c].dataType)
+            (c, F.col(c).cast("string") if c == "value" and as_text else F.col(c), records.schema[c].dataType)
             for c in RECORD_FIELDS
         ]
-        cols = [(n, e, StringType() if n == "value" else t) for n, e, t in cols]
+        cols = [(n, e, StringType() if n == "value" and as_text else t) for n, e, t in cols]
     types = {n: t for n, _, t in cols}
     pk: tuple[str, ...] = ()
     if spec.mode == "kafka":

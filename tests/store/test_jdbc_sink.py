@@ -226,3 +226,17 @@ def test_wrong_credentials_fail_clearly_without_the_password(
     assert secret not in message and secret not in repr(err.value.__cause__ or "")
     assert err.value.__cause__ is None  # the driver's error (which may quote the URL) is not chained
     assert store.committed_positions("jdbc-out") == {}
+
+
+def test_binary_values_are_stored_byte_for_byte(
+    spark: SparkSession, store: OffsetStore, db: Any, tasks: list[JdbcSinkTask]
+) -> None:
+    """value.converter=bytes: a body that is not text lands in a binary column exactly."""
+    task = task_for(db, store, tasks, **{"insert.mode": "upsert", "pk.mode": "kafka"})
+    bodies = [b"caf\xe9", b"\x00\xff\xfe", "é".encode(), None]
+    recs = [Record("broker-a:0", i, v, topic="orders") for i, v in enumerate(bodies)]
+    plan = BatchPlan("jdbc-out", 0, 0, (PartitionRange("broker-a:0", 0, len(recs), "orders"),))
+    plan = store.record_plan(BatchPlan("jdbc-out", 0, 0, plan.ranges, task.prepare(plan)))
+    task.write(spark, make_records(spark, recs, T.BinaryType()), plan)
+    got = rows(db, "SELECT __connect_offset, value FROM orders ORDER BY __connect_offset")
+    assert [(o, None if v is None else bytes(v)) for o, v in got] == list(enumerate(bodies))
