@@ -1,6 +1,6 @@
 """The one SparkSession of a process.
 
-A cold SparkSession costs ~7 s and a first job several more (DESIGN.md), so a worker process (and
+A cold SparkSession costs ~7 s and a first job several more (docs/design.md), so a worker process (and
 the test session) builds it once and every task reuses it; the master is configuration (local[*],
 spark://…, k8s://… or a Spark Connect sc:// URL), never code: the caller hands it in from the
 process's settings (worker.settings), so this module reads no configuration of its own.

@@ -4,8 +4,8 @@ Printed side by side in one run against the local stack (a benchmark: nothing is
 1. end to end, change events/s: ROWS rows of about 100 bytes (``bench_rows``, filled before capture
    starts, so they are not captured) are each updated once (``UPDATE … WHERE id BETWEEN`` in
    transactions of 10,000 rows); ``mysql-cdc`` -> RocketMQ -> ``jdbc-sink`` with
-   ``ExtractNewRecordState`` (upsert on the record key, the README's CDC replica config). Timed from
-   the first UPDATE until the target holds every row (an update's ``after`` image upserts its row,
+   ``ExtractNewRecordState`` (upsert on the record key, the CDC replica config of docs/connectors.md).
+   Timed from the first UPDATE until the target holds every row (an update's ``after`` image upserts its row,
    so the target's row count is the number of updates applied). The source's own UPDATE rate is
    printed too: with a fast pipeline, the source is the limit;
 2. the limit: the same binlog range (positions before and after the update load) read alone by
@@ -65,7 +65,7 @@ SNAPSHOT_TABLE = f"snapshot_{BENCH_TABLE}"  # the snapshot run's target table
 def configs(
     dbs: Databases, prefix: str, tables: Sequence[str] = (BENCH_TABLE, db_latency.LATENCY_TABLE)
 ) -> tuple[dict[str, str], dict[str, str]]:
-    """``mysql-cdc`` for ``tables`` and the README's CDC replica sink into the target."""
+    """``mysql-cdc`` for ``tables`` and docs/connectors.md's CDC replica sink into the target."""
     batch = {"batch.max.records": "100000", "poll.interval.ms": "100"}
     source = debezium_mysql_source(dbs.mariadb, dbs.mariadb.password or "", prefix, tables, **batch)
     connection = {"connection.url": dbs.jdbc(dbs.pg_target), "connection.user": dbs.pg_target.username or ""}

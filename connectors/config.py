@@ -328,7 +328,7 @@ def valid_optional_topic(value: Any) -> str | None:
 
 CONVERTER_CHOICES: Final = ("string", "json", "bytes")
 #: Converter class names in Kafka Connect's and RocketMQ Connect's configs, and Sluice's converter
-#: each one means (README, "Aliases").
+#: each one means (docs/connectors.md, "Aliases").
 CONVERTER_ALIASES: Final = {
     "org.apache.kafka.connect.json.JsonConverter": "json",
     "org.apache.kafka.connect.storage.StringConverter": "string",

@@ -59,7 +59,8 @@ BUILTIN_CONNECTORS: Final = {
 }
 
 #: Connector class names from Kafka Connect's and RocketMQ Connect's configs, and the built-in
-#: connector each one runs (README, "Aliases"): a user's existing file runs unchanged.
+#: connector each one runs (docs/connectors.md, "Aliases"): a user's existing file runs
+#: unchanged.
 CONNECTOR_ALIASES: Final = {
     "org.apache.kafka.connect.file.FileStreamSourceConnector": "file-source",
     "FileStreamSource": "file-source",

@@ -83,8 +83,8 @@ def debezium_mysql_source(
 
 
 def cdc_replica_sink(topics: str, connection: Mapping[str, str], **extra: str) -> dict[str, str]:
-    """The README's CDC replica: topics ``<topics><table>`` into tables ``<table>``, new row state
-    upserted by the record key ``id``, deletes by tombstone, tables created from the records."""
+    """The CDC replica of docs/connectors.md: topics ``<topics><table>`` into tables ``<table>``, new
+    row state upserted by the record key ``id``, deletes by tombstone, tables created from the records."""
     return {
         "connector.class": "io.confluent.connect.jdbc.JdbcSinkConnector",
         **connection,
@@ -106,7 +106,7 @@ def cdc_replica_sink(topics: str, connection: Mapping[str, str], **extra: str) -
 
 
 def connector_configs(run_id: str, dbs: DemoDatabases) -> tuple[dict[str, str], dict[str, str]]:
-    """The source and sink configs: Debezium's MySQL connector config and the README's CDC replica.
+    """The source and sink configs: Debezium's MySQL connector config and docs/connectors.md's CDC replica.
 
     Topics are ``<prefix>_<db>_<table>`` (Debezium's ``<prefix>.<db>.<table>``, dots as ``_``),
     the prefix named after the run: a fresh sink on fresh topics.

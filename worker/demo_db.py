@@ -12,7 +12,7 @@
    content (``worker.table_equality``): prints the verdict and exits 1 unless all tables are equal.
 
 The connector configs are plain Kafka Connect JDBC files (Confluent class names and converter), as a
-user migrating from Kafka Connect or RocketMQ Connect already has them; the README shows them.
+user migrating from Kafka Connect or RocketMQ Connect already has them; docs/connectors.md shows them.
 """
 
 from __future__ import annotations
@@ -70,7 +70,8 @@ def demo_databases(cfg: StackConfig, name: str = SHOP) -> DemoDatabases:
 
 
 def connector_configs(run_id: str, dbs: DemoDatabases) -> tuple[dict[str, str], dict[str, str]]:
-    """The source and sink configs (README, "Database pipelines", shows one run's output verbatim).
+    """The source and sink configs (docs/connectors.md, "Database pipelines", shows one run's output
+    verbatim).
 
     Topics are named after the run (``shop-<run>-orders``): a fresh sink on fresh topics, so
     messages of an earlier run never reach this run's target.

@@ -2,7 +2,8 @@
 
 Every error names what it is about (the connector, the Temporal address) in a single line, so a
 Python caller and a shell script get the same clarity: callers catch the class, scripts read
-``$?``. The codes are part of the CLI's interface; change them only with the README.
+``$?``. The codes are part of the CLI's interface; change them only with docs/operating.md
+("Exit codes").
 
 ======  ===========================================================================
  code   meaning

@@ -3,8 +3,8 @@
 Why one object: the stack scripts, the worker, the CLI, the benches and the tests must agree on
 ports and addresses, and a bad value must be refused once, up front, with the variable's name —
 not deep inside a connection attempt. Nothing else in Sluice reads ``SLUICE_*`` variables;
-everything asks :func:`settings`. Defaults are the local stack (README, "Configuration
-reference"); the addresses of the runtime's services default from the local stack's ports, so
+everything asks :func:`settings`. Defaults are the local stack (docs/configuration.md,
+"Configuration reference"); the addresses of the runtime's services default from the local stack's ports, so
 moving a port moves its address too.
 
 A subprocess (a test's worker) reads its own environment once, so tests configure workers by

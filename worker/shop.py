@@ -12,8 +12,8 @@ with the session time zone at UTC (``SET time_zone = '+00:00'``): a TIMESTAMP is
 the equality proof compares instants in UTC.
 
 The load generator deletes only when asked (``deletes_per_s``, used by `make demo-cdc`): timestamp
-and incrementing modes cannot see deletes (README, "Database pipelines"), so `make demo`'s generator
-must not delete, or its proof would fail by design; change data capture sees every delete.
+and incrementing modes cannot see deletes (docs/connectors.md, "Database pipelines"), so `make demo`'s
+generator must not delete, or its proof would fail by design; change data capture sees every delete.
 """
 
 from __future__ import annotations

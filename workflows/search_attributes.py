@@ -1,7 +1,7 @@
 """The search attributes Sluice writes, named once: the workflow upserts them, the local stack
 registers them, the worker checks them at start and clients filter on them.
 
-An unregistered attribute fails every workflow task that upserts it, in a loop (DESIGN.md), so the
+An unregistered attribute fails every workflow task that upserts it, in a loop (docs/design.md), so the
 worker refuses to start without them.
 """
 

@@ -1,6 +1,6 @@
 """The offset store: committed positions and the batch ledger in PostgreSQL.
 
-It is the truth the micro-batch protocol (DESIGN.md) restarts from:
+It is the truth the micro-batch protocol (docs/design.md) restarts from:
 
 1. ``pending_plan(connector, task)``: a plan recorded but never committed is re-run identically.
 2. Otherwise the planner reads ``committed_positions`` and builds batch ``last_batch_id + 1``.

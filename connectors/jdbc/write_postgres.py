@@ -1,6 +1,6 @@
 """PostgreSQL dialect of the JDBC sink: COPY into a staging table, then one merge per action.
 
-COPY in CSV form is the fastest load path measured here (DESIGN.md: Arrow -> CSV -> ``COPY FROM
+COPY in CSV form is the fastest load path measured here (docs/design.md: Arrow -> CSV -> ``COPY FROM
 STDIN`` 761k rows/s, Spark JDBC batched inserts 443k rows/s, row-by-row psycopg 115k rows/s); it
 cannot resolve conflicts, so every mode but a plain keyless insert goes through a temporary
 staging table (dropped at commit) typed like the target, reduced to the last record per key

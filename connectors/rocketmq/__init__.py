@@ -1,4 +1,4 @@
-"""Sluice's own RocketMQ client over the remoting protocol (see DESIGN.md for why).
+"""Sluice's own RocketMQ client over the remoting protocol (see docs/design.md for why).
 
 Import cost is small (no pyspark); ``RocketMQClient`` is asyncio, ``SyncRocketMQClient`` blocks.
 """

@@ -16,7 +16,7 @@ REPO_ROOT = Path(os.path.abspath(__file__)).parents[2]
 
 @dataclass(frozen=True)
 class StackConfig:
-    """Addresses and state folder of the local stack (see README, 'Configuration reference')."""
+    """Addresses and state folder of the local stack (docs/configuration.md, 'Configuration reference')."""
 
     state_dir: Path
     pg_port: int

@@ -2,7 +2,7 @@
 
 State persists in a SQLite file in the state folder, so workflows survive a stack restart. The
 search attributes the runtime writes are registered at start: an unregistered one would fail every
-workflow task in a loop (DESIGN.md).
+workflow task in a loop (docs/design.md).
 """
 
 from __future__ import annotations
