@@ -73,12 +73,62 @@ PROPERTIES = [
     ("dup=1\ndup=2", {"dup": "2"}),
     ("  indented.key = v  ", {"indented.key": "v  "}),
     ("url=jdbc:postgresql://h:5432/db?a=b#frag", {"url": "jdbc:postgresql://h:5432/db?a=b#frag"}),
+    # Comments: only as a line's first non-blank; never continued; a continued line's "#" is data.
+    ("  \t# indented comment\n\f! after a form feed\na=1", {"a": "1"}),
+    ("# comment ending in a backslash \\\na=1", {"a": "1"}),
+    ("a=1 \\\n  # not a comment", {"a": "1 # not a comment"}),
+    ("a=1\n#b=2\n!c=3", {"a": "1"}),
+    # ":" separators: with blanks around, the first unescaped one only, escaped in a key.
+    ("a : 1\nb\t:\t2\nc :=3", {"a": "1", "b": "2", "c": "=3"}),
+    ("time:12:30", {"time": "12:30"}),
+    ("k\\:x:v\nhost\\:port = h:1", {"k:x": "v", "host:port": "h:1"}),
+    ("a:\nb :", {"a": "", "b": ""}),
+    # Continuations: in a key, over CR LF and CR, several in a row, onto a blank line.
+    ("ke\\\n   y = v", {"key": "v"}),
+    ("a=1\\\r\n  2\r\nb=3\\\r  4", {"a": "12", "b": "34"}),
+    ("list = a,\\\n\tb,\\\n\f c", {"list": "a,b,c"}),
+    ("a=1\\\n\nb=2", {"a": "1", "b": "2"}),
+    ("odd=x\\\\\\\n y", {"odd": "x\\y"}),
+    # \uXXXX: either case, in keys, never a separator, a leading blank kept, surrogate pairs joined.
+    ("\\u0041\\u00E9=\\u00c9t\\u00e9", {"A\u00e9": "\u00c9t\u00e9"}),
+    ("a\\u003db\\u003a=c", {"a=b:": "c"}),
+    ("pad=\\u0020 x", {"pad": "  x"}),
+    ("emoji=\\uD83D\\uDE00", {"emoji": "\U0001f600"}),
+    # Lines end at LF, CR LF or CR only (as in Java): \f is a blank, \v, NEL, LS are data.
+    ("a\f=\f1\rb=2", {"a": "1", "b": "2"}),
+    ("a=x\x85y\u2028z\x0bw", {"a": "x\x85y\u2028z\x0bw"}),
 ]
 
 
 @pytest.mark.parametrize(("text", "expected"), PROPERTIES)
 def test_properties_like_java(text: str, expected: dict[str, str]) -> None:
     assert parse_properties(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "items"),
+    [
+        ("b=1\na=2\nc=3", [("b", "1"), ("a", "2"), ("c", "3")]),
+        ("b=1\na=2\nb=3", [("b", "3"), ("a", "2")]),  # a later duplicate wins, in the first's place
+    ],
+)
+def test_properties_keep_the_file_order(text: str, items: list[tuple[str, str]]) -> None:
+    assert list(parse_properties(text).items()) == items
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("u=\\u00zz", 1),
+        ("\\uzz=v", 1),
+        ("a=1\n# c\n\nb=x\\\n  y\nu=\\u12", 6),
+        ("a=1\nlong=x\\\n  \\u00zz", 2),  # the entry's first line
+        ("a=1\r\nb=2\rc=\\u", 3),
+    ],
+)
+def test_malformed_unicode_escape_names_the_line(text: str, line: int) -> None:
+    with pytest.raises(ValueError, match=rf"^line {line}: .*\\u"):
+        parse_properties(text)
 
 
 @pytest.mark.parametrize(
@@ -115,6 +165,7 @@ def test_set_overrides_the_file_in_order(tmp_path: Path, sets: list[str], expect
         ("c.yaml", "a: [unclosed", [], "not valid YAML"),
         ("c.yaml", "- a\n- b\n", [], "must hold a mapping"),
         ("c.properties", "u=\\u00zz", [], "line 1"),
+        ("c.properties", "a=1\n# c\nb=x\\\n  y\nu=\\u00zz", [], "line 5"),
         ("missing.json", None, [], "cannot read config file"),
     ],
 )

@@ -26,6 +26,7 @@ there is one, the key or line.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,81 +154,32 @@ def _as_string(source: str, key: str, value: Any) -> str:
 
 # --- Java .properties (java.util.Properties.load) ---------------------------------------------------
 
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-_WHITESPACE = " \t\f"
+_LINE_BREAK = re.compile(r"\r\n?|\n")  # Properties.load's only line terminators
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    """Java's ``Properties.load`` rules: ``#``/``!`` comments, ``=``, ``:`` or whitespace as the
-    separator, a trailing odd backslash continues the line (the next line's leading blanks dropped),
-    ``\\t \\n \\r \\f \\uXXXX`` escapes, any other escaped character stands for itself. A later key wins."""
+    """Java's ``Properties.load`` rules, read by the ``javaproperties`` library rather than by hand.
+
+    ``#``/``!`` comments, ``=``, ``:`` or whitespace as the separator, a trailing odd backslash
+    continues the line (the next line's leading blanks dropped; at the end of the file it is dropped),
+    ``\\t \\n \\r \\f \\uXXXX`` escapes (a UTF-16 surrogate pair becomes its one character), any
+    other escaped character stands for itself; lines end at LF, CR LF or CR only, as in Java. Keys
+    keep the file's order and a later duplicate wins.
+
+    Why a wrapper rather than ``javaproperties.loads``: the library's error for a malformed
+    ``\\uXXXX`` does not say where it is, and a user with a long connector file needs the line. So
+    the elements are read one by one with :func:`javaproperties.parse`, counting physical lines, and
+    the error becomes a ``ValueError`` that starts with ``line N:`` (the first line of the entry).
+    """
+    import javaproperties  # like yaml: only a properties file needs it
+
     out: dict[str, str] = {}
-    for number, logical in _logical_lines(text):
-        key, value = _split_entry(logical)
-        try:
-            out[_unescape(key)] = _unescape(value)
-        except ValueError as exc:
-            raise ValueError(f"line {number}: {exc}") from exc
+    line = 1  # the first physical line of the element being parsed
+    try:
+        for element in javaproperties.parse(text):
+            if isinstance(element, javaproperties.KeyValue):
+                out[element.key] = element.value
+            line += len(_LINE_BREAK.findall(element.source))
+    except javaproperties.InvalidUEscapeError as exc:
+        raise ValueError(f"line {line}: {exc}") from exc
     return out
-
-
-def _logical_lines(text: str) -> Iterable[tuple[int, str]]:
-    """(first line number, the logical line with continuations joined), comments and blanks skipped."""
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        number, line = i + 1, lines[i].lstrip(_WHITESPACE)
-        i += 1
-        if not line or line[0] in "#!":
-            continue
-        while _continues(line) and i < len(lines):
-            line = line[:-1] + lines[i].lstrip(_WHITESPACE)
-            i += 1
-        if _continues(line):  # a continuation at the end of the file: the backslash is dropped
-            line = line[:-1]
-        yield number, line
-
-
-def _continues(line: str) -> bool:
-    trailing = len(line) - len(line.rstrip("\\"))
-    return trailing % 2 == 1
-
-
-def _split_entry(line: str) -> tuple[str, str]:
-    """The raw key and raw value: the key ends at the first unescaped separator or blank."""
-    i, escaped = 0, False
-    while i < len(line):
-        c = line[i]
-        if escaped:
-            escaped = False
-        elif c == "\\":
-            escaped = True
-        elif c in "=:" or c in _WHITESPACE:
-            break
-        i += 1
-    key, rest = line[:i], line[i:].lstrip(_WHITESPACE)
-    if rest[:1] in ("=", ":"):  # one separator, after the key or after blanks
-        rest = rest[1:].lstrip(_WHITESPACE)
-    return key, rest
-
-
-def _unescape(raw: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(raw):
-        c = raw[i]
-        if c != "\\" or i + 1 >= len(raw):
-            out.append(c)
-            i += 1
-            continue
-        nxt = raw[i + 1]
-        if nxt == "u":
-            digits = raw[i + 2 : i + 6]
-            if len(digits) != 4 or any(d not in "0123456789abcdefABCDEF" for d in digits):
-                raise ValueError(f"malformed \\uXXXX escape {raw[i : i + 6]!r}")
-            out.append(chr(int(digits, 16)))
-            i += 6
-        else:
-            out.append(_ESCAPES.get(nxt, nxt))
-            i += 2
-    return "".join(out)
