@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv up down status demo demo-cdc demo-file test lint bench-rocketmq bench-pipeline bench-db bench-cdc clean-state
+.PHONY: venv up down status demo demo-cdc demo-file test test-fast lint bench-rocketmq bench-pipeline bench-db bench-cdc clean-state
 
 $(STAMP): pyproject.toml
 	@command -v java >/dev/null || (apt-get update -q && apt-get install -y -q openjdk-17-jdk-headless)
@@ -39,8 +39,14 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/mypy workflows activities connectors worker deploy
 
-test: lint up
+# The whole suite against the real local stack (CI runs `make lint` beside it: .ci/run).
+test: up
 	$(BIN)/pytest -q -ra --durations=25 $(PYTEST_ARGS)
+
+# The lane for iterating: every test that needs neither the stack nor a JVM (markers set from the
+# fixtures a test uses: tests/conftest.py), with no set-up beyond the venv.
+test-fast: venv
+	$(BIN)/pytest -q -ra -m "not stack and not spark" --durations=10 $(PYTEST_ARGS)
 
 bench-rocketmq: up
 	$(BIN)/python -m bench.rocketmq_bench

@@ -24,9 +24,48 @@ if TYPE_CHECKING:
     from tests.databases import TestDatabase
 
 
+#: The lanes, named after what a test needs, read from the fixtures it uses (directly or through
+#: other fixtures), so a new test lands in the right lane without anyone marking it.
+LANE_FIXTURES: dict[str, str] = {
+    "stack_config": "stack",  # the local stack's services (PostgreSQL, MariaDB, Temporal, RocketMQ)
+    "spark": "spark",  # a SparkSession: a JVM
+    "wf_env": "temporal",  # a private Temporal dev server (no stack, no JVM)
+}
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "stack: needs the local stack's services (lane, set from fixtures)")
+    config.addinivalue_line("markers", "spark: needs a SparkSession, i.e. a JVM (lane, set from fixtures)")
+    config.addinivalue_line(
+        "markers", "temporal: needs a private Temporal dev server (lane, set from fixtures)"
+    )
     config.addinivalue_line("markers", "fault: injects a real fault (kills or restarts a process)")
     config.addinivalue_line("markers", "slow: takes more than a few seconds")
+    config.addinivalue_line(
+        "markers", "private_worker: runs its own `sluice worker` processes, not the session's shared one"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with the lanes of the fixtures it needs (``make test-fast``: neither stack
+    nor spark)."""
+    for item in items:
+        needs = set(getattr(item, "fixturenames", ()))
+        for fixture, lane in LANE_FIXTURES.items():
+            if fixture in needs:
+                item.add_marker(lane)
+
+
+@pytest.fixture(autouse=True)
+def _lane_guard(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that reaches a lane's fixture only dynamically (``request.getfixturevalue``) is not
+    marked by its fixtures and would run in the wrong lane: fail it, naming the fix."""
+    yield
+    for fixture, lane in LANE_FIXTURES.items():
+        if fixture in request.fixturenames and request.node.get_closest_marker(lane) is None:
+            pytest.fail(
+                f"uses {fixture!r} only through getfixturevalue: take it as a parameter or mark it {lane}"
+            )
 
 
 @pytest.fixture(scope="session")

@@ -95,6 +95,10 @@ class OwnedRuntime:
     def release(self) -> bool:
         """Drop this owner's reference; True when the runtime (and its threads) are gone."""
         self._runtime = None
-        if self._ref() is not None:
+        # A few passes: in a long-lived process (a test session) the runtime can sit behind
+        # objects whose finalizers free it only on a later collection.
+        for _ in range(3):
+            if self._ref() is None:
+                break
             gc.collect()
         return self._ref() is None

@@ -53,6 +53,7 @@ CHANGES = (
 SOURCES = {"mysql-cdc": ("mariadb_db", mysql.open_task), "postgres-cdc": ("cdc_pg", pg.open_task)}
 
 
+@pytest.mark.stack  # the source database through getfixturevalue
 @pytest.mark.parametrize("source", sorted(SOURCES))
 def test_ranges_without_emitted_changes_are_known_empty(
     source: str, request: pytest.FixtureRequest, spark

@@ -274,4 +274,5 @@ def sink_test_class(case: SinkCase) -> type:
             assert case.read_back(env) == before
 
     SinkContract.__name__ = SinkContract.__qualname__ = f"SinkContract[{case.name}]"
-    return SinkContract
+    # its env reaches the stack through getfixturevalue: say which lane it is in (tests/conftest.py)
+    return pytest.mark.stack(SinkContract) if case.needs_database else SinkContract

@@ -138,6 +138,7 @@ def test_postgres_in_the_store_database_truncates_in_order_in_the_batch_transact
     task.close()
 
 
+@pytest.mark.stack  # the target database through getfixturevalue
 @pytest.mark.parametrize("target", ["postgres_db", "mariadb_db"])
 @pytest.mark.parametrize(("enabled", "expected"), [("true", AFTER_TRUNCATE), ("false", IGNORED)])
 def test_another_database_truncates_in_order_or_ignores_the_truncate(

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(params=["mysql", "postgresql"])
-def db(request: pytest.FixtureRequest) -> Db:
+def db(request: pytest.FixtureRequest, stack_config: object) -> Db:  # stack_config: the lane
     return Db.of(request.getfixturevalue("mariadb_db" if request.param == "mysql" else "postgres_db"))
 
 

@@ -47,7 +47,7 @@ NULLS = (2,) + (None,) * 12
 
 
 @pytest.fixture(params=["mysql", "postgresql"])
-def db(request: pytest.FixtureRequest) -> Db:
+def db(request: pytest.FixtureRequest, stack_config: object) -> Db:  # stack_config: the lane
     return Db.of(request.getfixturevalue("mariadb_db" if request.param == "mysql" else "postgres_db"))
 
 

@@ -1,7 +1,18 @@
-"""Runtime fixtures: real `sluice worker` processes (killable) and a client on a private task queue."""
+"""Runtime fixtures: real `sluice worker` processes and a client on their task queue.
+
+Why one shared worker: a worker is a process with a cold JVM and SparkSession (~7 s, and seconds
+more for its first job, competing with the broker's JVMs on two cores). Most runtime tests only
+need *a* worker, so the session starts one, on a task queue and store schema of its own, and every
+test that does not mark itself ``private_worker`` uses it; connectors a test leaves on its queue
+are deleted when it ends, so the next test finds the worker idle. A test that kills, stops or
+restarts a worker or a service (``fault``), or changes the worker's environment, marks itself
+``private_worker`` and gets its own queue, schema and processes, as every test did before.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -9,7 +20,8 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -18,24 +30,39 @@ from deploy.local.config import StackConfig
 from tests.databases import TestDatabase, postgres_database
 from worker.client import SluiceClient
 
+#: Task activities the shared worker runs at once: tests with several tasks, and room for a
+#: connector another test is still deleting.
+SHARED_WORKER_TASKS = "16"
+
 
 @dataclass
 class WorkerProcess:
     proc: subprocess.Popen[bytes]
     log: Path
+    shared: bool = False
+
+    def _own(self, what: str) -> None:
+        if self.shared:
+            raise AssertionError(f"{what} the session's shared worker: mark the test private_worker")
 
     def kill(self) -> None:
         """SIGKILL: no graceful shutdown, the batch in flight is abandoned mid-way."""
+        self._own("cannot kill")
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=30)
 
     def terminate(self) -> None:
+        self._own("cannot stop")
+        self._stop()
+
+    def _stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=40)
             except subprocess.TimeoutExpired:
-                self.kill()
+                self.proc.send_signal(signal.SIGKILL)
+                self.proc.wait(timeout=30)
 
 
 @dataclass(frozen=True)
@@ -45,8 +72,7 @@ class RuntimeEnv:
     env: dict[str, str]
 
 
-@pytest.fixture
-def runtime_env(stack_config: StackConfig, tmp_path: Path) -> RuntimeEnv:
+def _runtime_env(**extra: str) -> RuntimeEnv:
     queue = f"sluice-test-{uuid.uuid4().hex[:8]}"
     schema = f"s_{uuid.uuid4().hex[:10]}"
     env = {
@@ -56,36 +82,124 @@ def runtime_env(stack_config: StackConfig, tmp_path: Path) -> RuntimeEnv:
         # Two cores, as in production: batches are split into several Spark partitions.
         "SLUICE_SPARK_MASTER": "local[2]",
         "SLUICE_SPARK_DRIVER_MEMORY": "1g",
+        **extra,
     }
     return RuntimeEnv(queue, schema, env)
 
 
+def _start_worker(env: RuntimeEnv, log: Path, shared: bool = False) -> WorkerProcess:
+    out = log.open("ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "worker.cli", "worker"],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        env=env.env,
+        start_new_session=True,
+    )
+    wp = WorkerProcess(proc, log, shared)
+    deadline = time.monotonic() + 120
+    while b"sluice worker ready" not in log.read_bytes():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"worker did not start:\n{log.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.5)
+    return wp
+
+
+@dataclass
+class SharedRuntime:
+    """The session's worker, started by the first test that asks for it (and again if it died)."""
+
+    env: RuntimeEnv
+    log: Path
+    worker: WorkerProcess | None = None
+    restarts: int = field(default=0)
+
+    def ensure_started(self) -> WorkerProcess:
+        if self.worker is None or self.worker.proc.poll() is not None:
+            if self.worker is not None:
+                self.restarts += 1
+            self.worker = _start_worker(self.env, self.log, shared=True)
+        return self.worker
+
+
+@pytest.fixture(scope="session")
+def shared_runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedRuntime]:
+    shared = SharedRuntime(
+        _runtime_env(SLUICE_MAX_TASKS=SHARED_WORKER_TASKS),
+        tmp_path_factory.mktemp("shared-worker") / "worker.log",
+    )
+    yield shared
+    if shared.worker is not None:
+        shared.worker._stop()
+
+
+def _private(request: pytest.FixtureRequest) -> bool:
+    """A test with its own worker: it says so, or it injects a fault (kills or restarts something)."""
+    return any(request.node.get_closest_marker(m) is not None for m in ("private_worker", "fault"))
+
+
 @pytest.fixture
-def start_worker(runtime_env: RuntimeEnv, tmp_path: Path) -> Iterator[Callable[[], WorkerProcess]]:
+def runtime_env(request: pytest.FixtureRequest, shared_runtime: SharedRuntime) -> RuntimeEnv:
+    return _runtime_env() if _private(request) else shared_runtime.env
+
+
+@pytest.fixture
+def start_worker(
+    request: pytest.FixtureRequest,
+    stack_config: StackConfig,
+    runtime_env: RuntimeEnv,
+    shared_runtime: SharedRuntime,
+    tmp_path: Path,
+) -> Iterator[Callable[[], WorkerProcess]]:
+    """``start()`` gives a running worker on ``runtime_env``'s queue: a new process for a
+    ``private_worker`` test (each call another one), else the session's shared worker."""
+    private = _private(request)
     started: list[WorkerProcess] = []
 
+    used_shared = False
+
     def start() -> WorkerProcess:
-        log = tmp_path / f"worker-{len(started)}.log"
-        out = log.open("wb")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "worker.cli", "worker"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=runtime_env.env,
-            start_new_session=True,
-        )
-        wp = WorkerProcess(proc, log)
+        nonlocal used_shared
+        if not private:
+            used_shared = True
+            return shared_runtime.ensure_started()
+        wp = _start_worker(runtime_env, tmp_path / f"worker-{len(started)}.log")
         started.append(wp)
-        deadline = time.monotonic() + 120
-        while b"sluice worker ready" not in log.read_bytes():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"worker did not start:\n{log.read_text(errors='replace')[-3000:]}")
-            time.sleep(0.5)
         return wp
 
     yield start
     for wp in started:
-        wp.terminate()
+        wp._stop()
+    if used_shared:  # leave the shared worker idle for the next test
+        _delete_connectors(stack_config.temporal_address, runtime_env.task_queue)
+
+
+def _delete_connectors(temporal_address: str, task_queue: str) -> None:
+    """Delete every connector on ``task_queue`` (whatever created it: the client, the REST API, the
+    ``temporal`` CLI). On its own thread and event loop: a sync fixture's teardown must not touch
+    the loop pytest-asyncio runs the tests on."""
+
+    async def delete_all() -> None:
+        client = await SluiceClient.connect(temporal_address, task_queue=task_queue)
+        for name in await client.list():
+            with contextlib.suppress(Exception):  # deleted meanwhile, or failing: best effort
+                await client.delete(name)
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(asyncio.run, delete_all()).result(timeout=300)
+
+
+@pytest.fixture
+def worker_logs(
+    request: pytest.FixtureRequest, shared_runtime: SharedRuntime, tmp_path: Path
+) -> Callable[[], str]:
+    """``logs()``: what this test's workers logged — its private workers' logs, or what the shared
+    worker logged since the test began."""
+    if _private(request):
+        return lambda: "".join(p.read_text(errors="replace") for p in sorted(tmp_path.glob("worker-*.log")))
+    log = shared_runtime.log
+    start = log.stat().st_size if log.exists() else 0
+    return lambda: log.read_bytes()[start:].decode(errors="replace") if log.exists() else ""
 
 
 @pytest.fixture

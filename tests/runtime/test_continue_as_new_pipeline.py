@@ -88,6 +88,7 @@ async def _running(sluice: SluiceClient, name: str) -> bool:
     return status.state == ConnectorState.RUNNING and all(t.state == TaskState.RUNNING for t in status.tasks)
 
 
+@pytest.mark.private_worker  # stops or kills its worker, or sets its environment
 @pytest.mark.slow
 async def test_file_pipeline_is_exact_across_several_continue_as_new_runs(
     tmp_path: Path,

@@ -11,8 +11,8 @@ import uuid
 from typing import Any
 
 import pytest
-from sqlalchemy.engine import make_url
 
+from tests.cdc.mysql import source_config
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase, table_rows
 from tests.runtime.helpers import wait_for
@@ -30,21 +30,11 @@ def _rows(url: str, table: str) -> list[tuple[Any, ...]]:
 
 
 def _debezium_source(db: TestDatabase, prefix: str) -> dict[str, str]:
-    url = make_url(db.url)
-    return {
-        "connector.class": "io.debezium.connector.mysql.MySqlConnector",
-        "database.hostname": str(url.host),
-        "database.port": str(url.port),
-        "database.user": db.user,
-        "database.password": db.password,
-        "database.server.id": "184054",
-        "topic.prefix": prefix,
-        "database.include.list": db.name,
-        "table.include.list": f"{db.name}.accounts",
-        "snapshot.mode": "initial",
-        "poll.interval.ms": "200",
-        **CONVERTERS,
-    }
+    """Debezium's MySQL connector config with converters named by class only."""
+    config = source_config(db, prefix, **{"table.include.list": f"{db.name}.accounts"})
+    del config["value.converter.schemas.enable"]
+    return {**config, "database.server.id": "184054", "snapshot.mode": "initial",
+            "poll.interval.ms": "200", **CONVERTERS}  # fmt: skip
 
 
 def _confluent_sink(target: TestDatabase, topic: str) -> dict[str, str]:
@@ -81,7 +71,7 @@ async def test_verbatim_debezium_source_and_confluent_sink_replicate_by_content(
     name = uuid.uuid4().hex[:8]
     start_worker()
     await sluice.create(f"src-{name}", _debezium_source(mariadb_db, prefix))
-    # Debezium's <prefix>.<db>.<table>, dots as '_' on RocketMQ (README, "Topic names")
+    # Debezium's <prefix>.<db>.<table>, dots as '_' on RocketMQ (docs/connectors.md, "CDC: MySQL/MariaDB")
     await sluice.create(f"dst-{name}", _confluent_sink(target_pg, f"{prefix}_{mariadb_db.name}_accounts"))
 
     def equal() -> bool:

@@ -27,6 +27,7 @@ def _insert(db: Db, ids: range) -> None:
     )
 
 
+@pytest.mark.private_worker  # stops or kills its worker, or sets its environment
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 async def test_mariadb_table_reaches_postgres_equal_by_content(

@@ -30,7 +30,6 @@ def _equal(src: TestDatabase, dst: TestDatabase) -> bool:
     return all(_rows(dst.url, t) == _rows(src.url, t) for t in TABLES)
 
 
-
 def _schema(src: Db) -> None:
     src.run(
         "CREATE TABLE orders (id BIGINT PRIMARY KEY, customer_id INT NOT NULL, amount DECIMAL(12,2), "
@@ -68,6 +67,7 @@ def _workload(src: Db, start: int, end: int) -> None:
     )
 
 
+@pytest.mark.private_worker  # stops or kills its worker, or sets its environment
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
 async def test_mysql_cdc_replica_equals_source_through_a_worker_kill(

@@ -46,7 +46,6 @@ def _equal(src: TestDatabase, dst: TestDatabase) -> bool:
     return all(_rows(dst.url, t) == _rows(src.url, t) for t in TABLES)
 
 
-
 def _schema(src: Db) -> None:
     src.run(
         "CREATE TABLE orders (id BIGINT PRIMARY KEY, customer_id INT NOT NULL, amount NUMERIC(12,2), "
@@ -86,6 +85,7 @@ def _workload(src: Db, start: int, end: int) -> None:
     )
 
 
+@pytest.mark.private_worker  # SIGKILLs its worker
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
 async def test_postgres_cdc_replica_equals_source_through_a_worker_kill(

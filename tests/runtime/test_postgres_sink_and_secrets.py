@@ -13,6 +13,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
 from sqlalchemy import create_engine, text
 
 from tests.runtime.helpers import wait_for
@@ -21,6 +22,7 @@ from tests.runtime.test_file_pipeline import _lines
 SECRET = f"s3cr3t-{uuid.uuid4().hex[:10]}"
 
 
+@pytest.mark.private_worker  # stops or kills its worker, or sets its environment
 async def test_postgres_sink_gets_every_line_once_and_the_password_never_leaks(
     tmp_path: Path, start_worker, sluice, topic_name, runtime_env, stack_config, fresh_schema
 ) -> None:

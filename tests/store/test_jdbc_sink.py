@@ -48,7 +48,7 @@ class CrashAfterTarget:
 
 
 @pytest.fixture(params=DIALECTS)
-def db(request: pytest.FixtureRequest) -> Any:
+def db(request: pytest.FixtureRequest, stack_config: object) -> Any:  # stack_config: the lane
     return request.getfixturevalue(request.param)
 
 

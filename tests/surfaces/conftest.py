@@ -14,9 +14,14 @@ import pytest
 
 from deploy.local.config import StackConfig
 from deploy.local.temporal import temporal_binary
-from tests.runtime.conftest import runtime_env, sluice, start_worker  # noqa: F401 - fixtures used here
+from tests.runtime.conftest import (  # noqa: F401 - fixtures used here
+    runtime_env,
+    shared_runtime,
+    sluice,
+    start_worker,
+)
 
-__all__ = ["TemporalCli", "runtime_env", "sluice", "start_worker"]
+__all__ = ["TemporalCli", "runtime_env", "shared_runtime", "sluice", "start_worker"]
 
 
 @dataclass(frozen=True)
