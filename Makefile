@@ -27,13 +27,13 @@ status: venv
 	$(BIN)/sluice stack status
 
 demo: up
-	$(BIN)/python -m worker.demo_db $(DEMO_ARGS)
+	$(BIN)/python -m worker.demo.db $(DEMO_ARGS)
 
 demo-cdc: up
-	$(BIN)/python -m worker.demo_cdc $(DEMO_ARGS)
+	$(BIN)/python -m worker.demo.cdc $(DEMO_ARGS)
 
 demo-file: up
-	$(BIN)/python -m worker.demo_file
+	$(BIN)/python -m worker.demo.file
 
 lint: venv
 	$(BIN)/ruff check .

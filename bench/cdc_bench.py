@@ -49,7 +49,7 @@ from connectors.cdc.mysql import binlog
 from connectors.cdc.mysql.changes import ROWS, file_index
 from connectors.cdc.snapshot import CHUNK_SIZE
 from worker.client import SluiceClient
-from worker.demo_cdc import cdc_replica_sink, debezium_mysql_source
+from worker.demo.cdc import cdc_replica_sink, debezium_mysql_source
 from worker.main import build_worker
 from worker.settings import Settings, settings_or_exit
 from worker.temporal_client import connect

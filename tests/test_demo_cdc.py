@@ -21,9 +21,9 @@ from bench.db_baselines import MARIADB_DDL
 from bench.db_bench import Databases
 from deploy.local.config import StackConfig
 from tests.databases import TestDatabase
-from worker.demo_cdc import connector_configs, main, shop_size
-from worker.demo_db import demo_databases, drop_databases
-from worker.shop import LoadGenerator, ShopSize, connect_url, create_shop, create_tables
+from worker.demo.cdc import connector_configs, main, shop_size
+from worker.demo.db import demo_databases, drop_databases
+from worker.demo.shop import LoadGenerator, ShopSize, connect_url, create_shop, create_tables
 
 
 def test_load_generator_deletes_only_when_asked(mariadb_db: TestDatabase) -> None:

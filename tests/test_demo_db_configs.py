@@ -23,7 +23,7 @@ _MISSING = [
 def test_demo_and_bench_configs_validate(stack_config: StackConfig) -> None:
     from activities.connector_activities import validate_config
     from bench.db_bench import Databases, sink_config, source_config
-    from worker.demo_db import connector_configs, demo_databases
+    from worker.demo.db import connector_configs, demo_databases
 
     source, sink = connector_configs("20260101000000", demo_databases(stack_config))
     dbs = Databases(

@@ -17,10 +17,10 @@ import pytest
 from sqlalchemy import text
 
 from tests.databases import TestDatabase
-from worker.live_view import ProgressSampler, SourceMark, lag_seconds, outstanding, remember
-from worker.shop import connect_url
+from worker.demo.live_view import ProgressSampler, SourceMark, lag_seconds, outstanding, remember
+from worker.demo.shop import connect_url
 
-BULK = datetime(2024, 12, 5, 8, 0)  # the newest back-dated bulk-load ``updated_at`` (worker.shop)
+BULK = datetime(2024, 12, 5, 8, 0)  # the newest back-dated bulk-load ``updated_at`` (worker.demo.shop)
 LIVE = datetime(2026, 11, 24, 2, 0)  # a live change written by MariaDB's clock, years later
 
 

@@ -27,9 +27,9 @@ async def wait_for(
 
 
 def replica_sink(target: TestDatabase, topics: str, **extra: str) -> dict[str, str]:
-    """The README's CDC replica sink (worker.demo_cdc.cdc_replica_sink) of topics ``<topics><table>``
+    """The README's CDC replica sink (worker.demo.cdc.cdc_replica_sink) of topics ``<topics><table>``
     into ``target``, with the tests' small batches."""
-    from worker.demo_cdc import cdc_replica_sink
+    from worker.demo.cdc import cdc_replica_sink
 
     connection = {"connection.url": target.jdbc_url, "connection.user": target.user,
                   "connection.password": target.password}  # fmt: skip

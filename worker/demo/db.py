@@ -9,7 +9,7 @@
 3. runs a load generator inserting and updating rows while the copy runs, with a live view of
    rows, changes/s and lag per table;
 4. stops the load, waits until the target has caught up, and compares every table row by row by
-   content (``worker.table_equality``): prints the verdict and exits 1 unless all tables are equal.
+   content (``worker.demo.table_equality``): prints the verdict and exits 1 unless all tables are equal.
 
 The connector configs are plain Kafka Connect JDBC files (Confluent class names and converter), as a
 user migrating from Kafka Connect or RocketMQ Connect already has them; docs/connectors.md shows them.
@@ -33,12 +33,12 @@ from sqlalchemy.engine import URL, Engine, make_url
 
 from deploy.local.config import StackConfig
 from worker.client import SluiceClient
-from worker.demo_file import stack_is_healthy, started_worker
+from worker.demo.file import stack_is_healthy, started_worker
+from worker.demo.live_view import LiveView, ProgressSampler, TableSample
+from worker.demo.shop import TABLES, LoadGenerator, ShopSize, connect_url, create_shop
+from worker.demo.table_equality import TableComparison, compare_tables
 from worker.errors import ConnectorConfigError
-from worker.live_view import LiveView, ProgressSampler, TableSample
 from worker.settings import settings_or_exit
-from worker.shop import TABLES, LoadGenerator, ShopSize, connect_url, create_shop
-from worker.table_equality import TableComparison, compare_tables
 from workflows.types import ConnectorState, workflow_id_for
 
 SHOP = "shop"
@@ -318,7 +318,7 @@ def run_on_stack(demo: Callable[[StackConfig], Coroutine[Any, Any, bool]]) -> in
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = demo_parser("python -m worker.demo_db", __doc__, 300_000, 60, 1200).parse_args(argv)
+    args = demo_parser("python -m worker.demo.db", __doc__, 300_000, 60, 1200).parse_args(argv)
     size = ShopSize(orders=args.orders)
     return run_on_stack(lambda cfg: run_demo(cfg, size, args.load_seconds, args.catch_up_seconds))
 
