@@ -6,6 +6,9 @@ to its topic ``<topic.prefix>.<db>.<table>`` (connectors.cdc.topics). Positions 
 ``(file index, position, seq)`` (connectors.cdc.mysql.changes); every table's range in a batch ends
 at the same commit point, so the whole batch is one stretch of the binlog. With GTIDs a position
 also carries the GTID set reached, which finds it again on another server (connectors.cdc.mysql.failover).
+What both CDC sources share (partitions, topics, snapshots, signals, ``read``) is
+connectors.cdc.log_source; this module is the binlog's part: reading it, its positions, and where
+capture starts.
 
 Exactly once into RocketMQ, per batch:
   1. Planning (``latest_positions``) pins the server's binlog end (``SHOW MASTER STATUS``) and reads
@@ -28,16 +31,14 @@ on (connectors.cdc.signals, connectors.cdc.ondemand).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-from connectors.api import SourceConnector, SourceTask
 from connectors.cdc import ondemand as od
-from connectors.cdc import operations, signals
+from connectors.cdc import signals
 from connectors.cdc import snapshot as snap
-from connectors.cdc.envelope import record_frame, union_frames
+from connectors.cdc.log_source import Keys, LogBatch, LogCdcConnector, LogCdcTask
 from connectors.cdc.mysql import binlog as sql
 from connectors.cdc.mysql import snapshot as mysnap
 from connectors.cdc.mysql.changes import (
@@ -60,14 +61,10 @@ from connectors.cdc.mysql.config import (
 from connectors.cdc.mysql.failover import GTIDS, Gtids
 from connectors.cdc.mysql.gtid import GtidSet
 from connectors.cdc.mysql.truncate import TruncateDecoder, decoding
-from connectors.cdc.topics import debezium_topic
-from connectors.config import ConfigDef, ConfigError
+from connectors.config import ConfigDef, ConfigError, FieldError
 from connectors.data_loss import DataLossError
 from connectors.model import DataLossPolicy, PartitionRange
 from connectors.positions import Position
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 FIRST_EVENT = 4  # a binlog file's first event follows its 4-byte magic number
@@ -77,82 +74,52 @@ def _point(position: Position) -> tuple[int, int]:
     return int(position.key[0]), int(position.key[1])
 
 
-class MySqlCdcTask(SourceTask):
+class MySqlCdcTask(LogCdcTask[Change]):
     """Reads the binlog's changes of its tables; see the module docstring."""
 
-    position_unit: ClassVar[str] = "records"
+    source_fields: ClassVar[Sequence[tuple[str, str]]] = SOURCE_FIELDS
 
     def __init__(self, config: Mapping[str, Any], task_id: int) -> None:
         super().__init__(config, task_id)
-        self.where = f"connector {self.name!r}"
         self.params = params(config)
         self.replica_id = server_id(config, self.name)
-        self.prefix = str(config["topic.prefix"])
-        self.max_records = int(config.get("batch.max.records") or 10_000)
-        self._conn: Any = None
-        self._keys: dict[str, tuple[str, ...]] | None = None
         self._committed: dict[str, Position] = {}
         self._origin: Position | None = None
         self._base = ""
+        self._listed: list[str] = []  # the binlog files the current planning saw
         self._cache: tuple[Position, Position, list[Change], bool] | None = None  # (from, to, _, foreign)
-        self.mode = snap.snapshot_mode(config)
-        self._snapshots: snap.TableSnapshots | None = None
-        self.signal_table = signals.signal_table(config)
-        self._signal_keys: dict[str, tuple[str, ...]] = {}
-        self._ondemand: od.OnDemand | None = None
-        self._behind = False  # the last log read stopped at batch.max.records before the log end
         skip = DataLossPolicy(config.get("data.loss", "fail")) is DataLossPolicy.SKIP
         sources = (config.get("gtid.source.includes") or [], config.get("gtid.source.excludes") or [])
         self._gtids = Gtids(self._guarded, self.where, skip, *sources)
 
     # ---- connection and tables -------------------------------------------------------------------
-    def _db(self) -> Any:
-        if self._conn is None:
-            self._conn = sql.connect(self.params, self.where)
-        return self._conn
+    def _connect(self) -> Any:
+        return sql.connect(self.params, self.where)
 
-    def _guarded(self, fn: Any, *args: Any) -> Any:
-        try:
-            return fn(self._db(), *args)
-        except Exception:
-            self.close()  # a broken connection is rebuilt by the next call
-            raise
+    def _captured_tables(self) -> tuple[Keys, Keys]:
+        keys = self._guarded(sql.list_tables)
+        selected = [t for t in select_tables(self.config, list(keys)) if t != self.signal_table]
+        problems = table_problems(self.where, selected, keys)
+        if self.signal_table and not keys.get(self.signal_table):
+            problems.append(signals.unusable(self.where, self.signal_table, "it has no primary key"))
+        if problems:
+            raise ConfigError(problems)
+        signal = {self.signal_table: keys[self.signal_table]} if self.signal_table else {}
+        return {t: keys[t] for t in selected}, signal
 
-    def _tables(self) -> dict[str, tuple[str, ...]]:
-        """Captured tables and their primary keys, resolved once per task (tables created later
-        are picked up when the task restarts)."""
-        if self._keys is None:
-            keys = self._guarded(sql.list_tables)
-            selected = [t for t in select_tables(self.config, list(keys)) if t != self.signal_table]
-            problems = table_problems(self.where, selected, keys)
-            if self.signal_table and not keys.get(self.signal_table):
-                problems.append(signals.unusable(self.where, self.signal_table, "it has no primary key"))
-            if problems:
-                raise ConfigError(problems)
-            self._keys = {t: keys[t] for t in selected}
-            if self.signal_table:
-                self._signal_keys = {self.signal_table: keys[self.signal_table]}
-        return self._keys
+    def _read_chunk(
+        self,
+        table: str,
+        keys: Sequence[str],
+        after: list[Any] | None,
+        upto: list[Any] | None,
+        limit: int | None,
+    ) -> snap.Rows:
+        return self._guarded(mysnap.read_chunk, table, keys, after, upto, limit, self.where)
 
-    def _stream(self) -> list[str]:
-        """The log's partitions (one per table; none under ``snapshot.mode=initial_only``)."""
-        return [] if self.mode == "initial_only" else list(self._tables())
-
-    def _snap(self) -> snap.TableSnapshots:
-        if self._snapshots is None:
-            keys = self._tables()
-            tables = [] if self.mode == "never" else list(keys)
-            size = int(self.config.get("snapshot.chunk.size") or snap.CHUNK_SIZE)
-            fetch: snap.Fetch = lambda t, after, upto, limit: self._guarded(  # noqa: E731
-                mysnap.read_chunk, t, keys[t], after, upto, limit, self.where
-            )
-            idle = list(keys) if self.signal_table and self._stream() else []
-            self._snapshots = snap.TableSnapshots(tables, size, fetch, idle)
-            self._ondemand = od.OnDemand(size, fetch) if idle else None
-        return self._snapshots
-
-    def partitions(self) -> list[str]:
-        return self._stream() + self._snap().partitions()
+    def _snapshot_source(self, table: str) -> Mapping[str, Any]:
+        db, _, name = table.partition(".")
+        return snapshot_source(self.prefix, db, name)
 
     def _origin_text(self) -> str:
         if not self._stream():
@@ -196,16 +163,13 @@ class MySqlCdcTask(SourceTask):
             self._origin = self._stamp(Position((int(index), int(pos), 0))) if self._stream() else None
         return moved
 
-    def earliest_positions(self) -> dict[str, Position]:
+    def _log_earliest(self) -> dict[str, Position]:
         """The oldest retained binlog event for tables with committed positions (a position below it
         was purged: data loss); for new tables, where this task started capturing."""
-        shots = {p: self._snap().first(p, self._origin_text()) for p in self._snap().partitions()}
-        if not self._stream():
-            return shots
         first = Position((file_index(self._logs()[0]), FIRST_EVENT, 0))
         if self._origin is None:
             self._origin = self._stamp(self._end())
-        return {**shots, **{p: first if p in self._committed else self._origin for p in self._stream()}}
+        return {p: first if p in self._committed else self._origin for p in self._stream()}
 
     def _purged(self, start: Position, logs: Sequence[str]) -> bool:
         name = file_name(self._base, int(start.key[0]))
@@ -222,56 +186,38 @@ class MySqlCdcTask(SourceTask):
         log.warning("%s; data.loss=skip: continuing at the oldest binlog file", error)
         return True
 
-    def latest_positions(self, committed: Mapping[str, Position]) -> dict[str, Position]:
-        """The snapshot's next chunks while it runs (the log held at its start, fixed before any
-        chunk is read: connectors.cdc.snapshot says why), then the log's next batch."""
-        shots = {p: committed[p] for p in self._snap().partitions() if p in committed}
-        if not self._stream():
-            return self._snap().latest(shots, "")
-        mine = {p: committed[p] for p in self._stream() if p in committed}
-        logs = self._logs()
-        first = Position((file_index(logs[0]), FIRST_EVENT, 0))
-        origin = self._origin_text()
+    def _held(self, mine: Mapping[str, Position], shots: Mapping[str, Position]) -> dict[str, Position]:
+        """Committed positions, else capture's start (the binlog end at the first planning, or the
+        snapshot's ``origin``); the binlog files are listed for this planning first."""
+        self._listed = self._logs()
+        self._origin_text()
         assert self._origin is not None
-        starts = {p: mine.get(p, self._origin) for p in self._stream()}
-        if not snap.finished(self._snap().tables, shots):
-            return {**self._snap().latest(shots, origin), **starts}
-        if not starts:
-            return shots
-        begin = min(starts.values())
+        return {p: mine.get(p, self._origin) for p in self._stream()}
+
+    def _log_batch(
+        self, mine: Mapping[str, Position], held: Mapping[str, Position], shots: Mapping[str, Position]
+    ) -> LogBatch:
+        """From the lowest start (a purged one is data loss) to the binlog end pinned now, stopping
+        after the commit that reaches ``batch.max.records``; every table ends at that commit."""
+        logs = self._listed
+        first = Position((file_index(logs[0]), FIRST_EVENT, 0))
+        begin = min(held.values())
         if self._purged(begin, logs):
             begin = max(begin, first)
         begin = self._gtids.stamp(begin, self._base, logs)
-        current = self._snap().current(shots, origin)
-        if self._ondemand is not None and not self._behind:
-            self._ondemand.read_chunks(current)  # before the log end is pinned (connectors.cdc.ondemand)
         stop = self._end()
         changes, end = self._scan(begin, stop, self.max_records)
         self._behind = end < stop
         self._cache = (begin, end, changes, False)
-        out = {**current, **{p: max(start, end) for p, start in starts.items()}}
-        if self._ondemand is not None:
-            moved = self._ondemand.moves(
-                current, changes, starts, self._tables(), self.signal_table, self.where, not self._behind
-            )
-            out.update(moved)
-        return out
+        return LogBatch({p: max(start, end) for p, start in held.items()}, changes, dict(held))
 
     def _changed_since(self, table: str, log: str) -> set[str]:
-        """A re-read's reconciliation: ``table``'s changes from ``log`` to the log end now."""
+        """From ``log`` to the binlog end now."""
         if not self._base:
             self._logs()
         start = Position(tuple(int(p) for p in log.split(":")))
         changes, _ = self._scan(start, self._end(), None)
         return od.changed_keys(changes, table, self._tables()[table], start)
-
-    def backlog(self, partition: str, start: Position, latest: Position) -> int | None:
-        return None  # counted by the bounded read in latest_positions
-
-    def batch_end(self, partition: str, start: Position, latest: Position, budget: int | None) -> Position:
-        """Always ``latest``: the batch limit was applied by the planning read, and every table ends
-        at the same commit point."""
-        return latest
 
     # ---- reading ---------------------------------------------------------------------------------
     def _scan(
@@ -330,67 +276,16 @@ class MySqlCdcTask(SourceTask):
         inside = [c for c in changes if foreign or r.start.key <= c.position < r.end.key]
         return [c for c in inside if c.partition == r.partition]
 
-    def _emitted(self, r: PartitionRange) -> list[Change]:
-        skipped = operations.skipped(self.config)
-        return [c for c in self.changes_of(r) if operations.emitted(c.record, skipped)]
-
-    def holds_records(self, r: PartitionRange) -> bool:
-        """KnowsEmptyRanges: a log range holds records only when its table changed in it (a
-        snapshot chunk is read to find out)."""
-        return not r.is_empty and (snap.is_snapshot(r.partition) or bool(self._emitted(r)))
-
-    def read(self, spark: SparkSession, ranges: Sequence[PartitionRange]) -> DataFrame:
-        """Records of ``ranges`` (the runtime reads one table per call: ``topic_of``)."""
-        frames = []
-        for r in ranges:
-            if r.is_empty:
-                continue
-            if snap.is_snapshot(r.partition):
-                shot = self._snapshot_frame(spark, r)
-                if shot is not None:
-                    frames.append(shot)
-                continue
-            wanted = self._emitted(r)
-            if not wanted:
-                continue
-            wanted = with_offsets(wanted)
-            shape = wanted[-1].shape
-            frames.append(
-                record_frame(
-                    spark,
-                    [c.record for c in wanted],
-                    columns=shape.columns,
-                    key_columns=shape.keys,
-                    source_fields=SOURCE_FIELDS,
-                    topic=self.topic_of(r.partition),
-                    partition=r.partition,
-                )
-            )
-        return union_frames(spark, frames)
-
-    def _snapshot_frame(self, spark: SparkSession, r: PartitionRange) -> DataFrame | None:
-        db, _, table = snap.table_of(r.partition).partition(".")
-        source = snapshot_source(self.prefix, db, table)
-        snapshots = self._snap()  # first: a re-run reads before any planning made the on-demand reader
-        topic = self.topic_of(r.partition)
-        ondemand, changed = self._ondemand, self._changed_since
-        return od.snapshot_frame(spark, r, snapshots, ondemand, changed, source, SOURCE_FIELDS, topic)
-
-    def topic_of(self, partition: str) -> str:
-        return debezium_topic(self.prefix, *snap.table_of(partition).split(".", 1))
-
-    def topics(self) -> list[str]:
-        return sorted({self.topic_of(p) for p in self.partitions()})
+    def _with_offsets(self, changes: list[Change], r: PartitionRange) -> list[Change]:
+        """Their order within the range (connectors.cdc.mysql.changes.with_offsets)."""
+        return with_offsets(changes)
 
     def close(self) -> None:
         self._gtids.forget_server()
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                self._conn.close()
-            self._conn = None
+        super().close()
 
 
-class MySqlCdcConnector(SourceConnector):
+class MySqlCdcConnector(LogCdcConnector):
     """Debezium's MySQL connector keys (connectors.cdc.mysql.config); one task. ``start`` checks the
     server and the tables up front (binary log on in ROW format with full row images, replication
     privileges, a replica id that is not the server's, tables that exist and have primary keys,
@@ -400,10 +295,5 @@ class MySqlCdcConnector(SourceConnector):
     task_class = MySqlCdcTask
     config_def = ConfigDef(FIELDS)
 
-    def start(self, config: Mapping[str, Any]) -> None:
-        errors = start_problems(config, str(config.get("name") or self.plugin_name))
-        if errors:
-            raise ConfigError(errors)
-
-    def task_configs(self, config: Mapping[str, str], max_tasks: int) -> list[dict[str, str]]:
-        return [dict(config)]  # one binlog stream, one reader
+    def server_problems(self, config: Mapping[str, Any], name: str) -> list[FieldError]:
+        return start_problems(config, name)

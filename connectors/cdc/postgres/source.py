@@ -4,7 +4,9 @@ slot decoded with the built-in ``pgoutput`` plugin, as Debezium change events.
 One task (a slot has one reader); one partition per captured table (``schema.table``), each routed
 to its topic ``<topic.prefix>.<schema>.<table>`` (connectors.cdc.topics). Positions are
 ``(end_lsn, seq)`` (connectors.cdc.postgres.changes); every table's range in a batch ends at the
-same transaction boundary, so the whole batch is one stretch of the WAL.
+same transaction boundary, so the whole batch is one stretch of the WAL. What both CDC sources
+share (partitions, topics, snapshots, signals, ``read``) is connectors.cdc.log_source; this module
+is the slot's part: peeking and advancing it, its positions, the publication.
 
 Exactly once into RocketMQ, per batch:
   1. Planning (``latest_positions``) first advances the slot to what the store has committed
@@ -26,16 +28,14 @@ held at the slot's start (connectors.cdc.snapshot); ``initial_only`` reads them 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-from connectors.api import SourceConnector, SourceTask
 from connectors.cdc import ondemand as od
-from connectors.cdc import operations, signals
+from connectors.cdc import signals
 from connectors.cdc import snapshot as snap
-from connectors.cdc.envelope import record_frame, union_frames
+from connectors.cdc.log_source import Keys, LogBatch, LogCdcConnector, LogCdcTask
 from connectors.cdc.postgres import slot as sql
 from connectors.cdc.postgres import snapshot as pgsnap
 from connectors.cdc.postgres.changes import (
@@ -51,13 +51,9 @@ from connectors.cdc.postgres.config import (
     select_tables,
     table_problems,
 )
-from connectors.cdc.topics import debezium_topic
 from connectors.config import ConfigDef, ConfigError, FieldError
 from connectors.model import BatchPlan, DataLossPolicy, PartitionRange
 from connectors.positions import Position
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 #: WAL bytes an idle capture's slot may lag behind the server before an empty batch moves it.
@@ -75,91 +71,61 @@ def _done(position: Position) -> int | None:
     return int(lsn) - 1 if seq == 0 and int(lsn) > 0 else None
 
 
-class PostgresCdcTask(SourceTask):
+class PostgresCdcTask(LogCdcTask[Change]):
     """Reads the slot's changes of its tables; see the module docstring."""
 
-    position_unit: ClassVar[str] = "records"
+    source_fields: ClassVar[Sequence[tuple[str, str]]] = SOURCE_FIELDS
+    #: A missing slot is data loss to name, not a broken connection.
+    keeps_connection: ClassVar[tuple[type[Exception], ...]] = (sql.SlotMissing, LookupError)
 
     def __init__(self, config: Mapping[str, Any], task_id: int) -> None:
         super().__init__(config, task_id)
-        self.where = f"connector {self.name!r}"
         self.params = params(config)
         self.slot, self.publication = _names(config, self.name)
-        self.prefix = str(config["topic.prefix"])
-        self.max_records = int(config.get("batch.max.records") or 10_000)
-        self._conn: Any = None
-        self._keys: dict[str, tuple[str, ...]] | None = None
         self._known: dict[str, Position] = {}
         self._cache: tuple[int, list[Change]] | None = None  # (E, changes up to E)
         self._idle_upto: int | None = None  # the flushed LSN of the last poll that found nothing
-        self.mode = snap.snapshot_mode(config)
-        self._snapshots: snap.TableSnapshots | None = None
-        self.signal_table = signals.signal_table(config)
-        self._signal_keys: dict[str, tuple[str, ...]] = {}
-        self._ondemand: od.OnDemand | None = None
-        self._behind = False  # the last peek stopped at batch.max.records (more may follow)
 
     # ---- connection, tables, slot ----------------------------------------------------------------
-    def _db(self) -> Any:
-        if self._conn is None:
-            self._conn = sql.connect(self.params, self.where)
-        return self._conn
+    def _connect(self) -> Any:
+        return sql.connect(self.params, self.where)
 
-    def _guarded(self, fn: Any, *args: Any) -> Any:
-        try:
-            return fn(self._db(), *args)
-        except (sql.SlotMissing, LookupError):
-            raise
-        except Exception:
-            self.close()  # a broken connection is rebuilt by the next call
-            raise
-
-    def _tables(self) -> dict[str, tuple[str, ...]]:
-        """Captured tables and their primary keys, resolved once per task (tables created later
-        are picked up when the task restarts); the publication is made to match."""
-        if self._keys is None:
-            facts = {t.name: t for t in self._guarded(sql.list_tables)}
-            selected = [t for t in select_tables(self.config, list(facts)) if t != self.signal_table]
-            problems = table_problems(
-                self.where,
-                selected,
-                {t: facts[t].primary_key for t in selected},
-                {t: facts[t].replica_identity for t in selected},
+    def _captured_tables(self) -> tuple[Keys, Keys]:
+        """Also makes the publication match the captured tables (and the signal table)."""
+        facts = {t.name: t for t in self._guarded(sql.list_tables)}
+        selected = [t for t in select_tables(self.config, list(facts)) if t != self.signal_table]
+        problems = table_problems(
+            self.where,
+            selected,
+            {t: facts[t].primary_key for t in selected},
+            {t: facts[t].replica_identity for t in selected},
+        )
+        signal = facts.get(self.signal_table)
+        if self.signal_table and (signal is None or not signal.primary_key):
+            problems.append(
+                signals.unusable(self.where, self.signal_table, "it is gone or has no primary key")
             )
-            signal = facts.get(self.signal_table)
-            if self.signal_table and (signal is None or not signal.primary_key):
-                problems.append(
-                    signals.unusable(self.where, self.signal_table, "it is gone or has no primary key")
-                )
-            if problems:
-                raise ConfigError(problems)
-            mode = str(self.config.get("publication.autocreate.mode") or "all_tables")
-            published = selected + ([self.signal_table] if self.signal_table else [])
-            self._guarded(sql.ensure_publication, self.publication, mode, published)
-            self._keys = {t: facts[t].primary_key for t in selected}
-            if signal is not None:
-                self._signal_keys = {self.signal_table: signal.primary_key}
-        return self._keys
+        if problems:
+            raise ConfigError(problems)
+        mode = str(self.config.get("publication.autocreate.mode") or "all_tables")
+        published = selected + ([self.signal_table] if self.signal_table else [])
+        self._guarded(sql.ensure_publication, self.publication, mode, published)
+        keys = {t: facts[t].primary_key for t in selected}
+        return keys, ({self.signal_table: signal.primary_key} if signal is not None else {})
 
-    def _stream(self) -> list[str]:
-        """The log's partitions (one per table; none under ``snapshot.mode=initial_only``)."""
-        return [] if self.mode == "initial_only" else list(self._tables())
+    def _read_chunk(
+        self,
+        table: str,
+        keys: Sequence[str],
+        after: list[Any] | None,
+        upto: list[Any] | None,
+        limit: int | None,
+    ) -> snap.Rows:
+        return self._guarded(pgsnap.read_chunk, table, keys, after, upto, limit, self.where)
 
-    def _snap(self) -> snap.TableSnapshots:
-        if self._snapshots is None:
-            keys = self._tables()
-            tables = [] if self.mode == "never" else list(keys)
-            size = int(self.config.get("snapshot.chunk.size") or snap.CHUNK_SIZE)
-            fetch: snap.Fetch = lambda t, after, upto, limit: self._guarded(  # noqa: E731
-                pgsnap.read_chunk, t, keys[t], after, upto, limit, self.where
-            )
-            idle = list(keys) if self.signal_table and self._stream() else []
-            self._snapshots = snap.TableSnapshots(tables, size, fetch, idle)
-            self._ondemand = od.OnDemand(size, fetch) if idle else None
-        return self._snapshots
-
-    def partitions(self) -> list[str]:
-        return self._stream() + self._snap().partitions()
+    def _snapshot_source(self, table: str) -> Mapping[str, Any]:
+        schema, _, name = table.partition(".")
+        return snapshot_source(self.prefix, self.params.dbname, schema, name)
 
     def _slot_lost(self, committed: Mapping[str, Position]) -> None:
         error = sql.slot_lost(self.where, self.slot, str(min(committed.values())))
@@ -188,15 +154,12 @@ class PostgresCdcTask(SourceTask):
         return info
 
     # ---- positions -------------------------------------------------------------------------------
-    def earliest_positions(self) -> dict[str, Position]:
+    def _log_earliest(self) -> dict[str, Position]:
         """Where the slot is: ``(confirmed + 1, 0)``; nothing before the slot exists."""
-        out = {p: self._snap().first(p, "") for p in self._snap().partitions()}
-        if not self._stream():
-            return out
         info = self._guarded(sql.slot_info, self.slot)
         if info is None:
-            return out  # latest_positions creates it (or names the data loss)
-        return {**out, **{p: Position((info.confirmed_flush + 1, 0)) for p in self._stream()}}
+            return {}  # latest_positions creates it (or names the data loss)
+        return {p: Position((info.confirmed_flush + 1, 0)) for p in self._stream()}
 
     def _advance(self, positions: Mapping[str, Position]) -> None:
         if not positions:
@@ -205,58 +168,42 @@ class PostgresCdcTask(SourceTask):
         if target is not None:
             self._guarded(sql.advance, self.slot, target)
 
-    def latest_positions(self, committed: Mapping[str, Position]) -> dict[str, Position]:
-        """The snapshot's next chunks while it runs (the log held at its start), then the log's next
-        batch; the slot exists before any chunk is read (connectors.cdc.snapshot says why)."""
-        shots = {p: committed[p] for p in self._snap().partitions() if p in committed}
-        if not self._stream():
-            return self._snap().latest(shots, "")
-        mine = {p: committed[p] for p in self._stream() if p in committed}
+    def _held(self, mine: Mapping[str, Position], shots: Mapping[str, Position]) -> dict[str, Position]:
+        """The slot exists first (its consistent point is capture's start); a table starts at its
+        committed position, never below the slot's."""
         self._known = dict(mine)
         info = self._slot(mine or shots)
-        if not snap.finished(self._snap().tables, shots):
-            earliest = Position((info.confirmed_flush + 1, 0))
-            held = {p: max(mine.get(p, earliest), earliest) for p in self._stream()}
-            return {**self._snap().latest(shots, ""), **held}
-        current = self._snap().current(shots, "")
-        if self._ondemand is not None and not self._behind:
-            self._ondemand.read_chunks(current)  # before the log end is pinned (connectors.cdc.ondemand)
-        return {**current, **self._log_positions(mine, mine or shots, current)}
+        earliest = Position((info.confirmed_flush + 1, 0))
+        return {p: max(mine.get(p, earliest), earliest) for p in self._stream()}
 
-    def _log_positions(
-        self, mine: dict[str, Position], guard: dict[str, Position], current: dict[str, Position]
-    ) -> dict[str, Position]:
-        """The log's next batch; ``guard``: committed positions a missing slot would lose; the
-        on-demand snapshot positions it moves (``current``: every snapshot partition's)."""
+    def _log_batch(
+        self, mine: Mapping[str, Position], held: Mapping[str, Position], shots: Mapping[str, Position]
+    ) -> LogBatch | None:
+        """Advances the slot to what is committed, then peeks up to the flushed WAL; the starts
+        are taken again after that advance. A slot gone now (``data.loss=skip``): None."""
         try:
             self._advance(mine)
-            info = self._slot(guard)
+            info = self._slot(mine or shots)  # committed positions a missing slot would lose
             earliest = Position((info.confirmed_flush + 1, 0))
             upto = self._guarded(sql.flush_lsn)
             rows = self._guarded(sql.peek, self.slot, self.publication, upto, self.max_records)
         except sql.SlotMissing:
             self._slot_lost(mine or {p: Position((0, 0)) for p in self._stream()})
-            return {}
+            return None
         changes, end = self._decode(rows)
         self._behind = len(rows) >= self.max_records
         if end is not None:
             self._cache, self._idle_upto = (end, changes), None
         else:
             end = self._keepalive(info.confirmed_flush, upto)
-        out = {}
-        for p in self._stream():
-            base = max(mine.get(p, earliest), earliest)
-            out[p] = max(base, Position((end + 1, 0))) if end is not None else base
-        if self._ondemand is not None:
-            starts = {p: max(mine.get(p, earliest), earliest) for p in self._stream()}
-            moved = self._ondemand.moves(
-                current, changes, starts, self._tables(), self.signal_table, self.where, not self._behind
-            )
-            out.update(moved)
-        return out
+        starts = {p: max(mine.get(p, earliest), earliest) for p in self._stream()}
+        ends = {
+            p: max(base, Position((end + 1, 0))) if end is not None else base for p, base in starts.items()
+        }
+        return LogBatch(ends, changes, starts)
 
     def _changed_since(self, table: str, log: str) -> set[str]:
-        """A re-read's reconciliation: ``table``'s changes from ``log`` (the slot is not past it)."""
+        """From ``log`` (the slot is not past it) to the flushed WAL."""
         start = Position(tuple(int(p) for p in log.split(":")))
         upto = self._guarded(sql.flush_lsn)
         rows = self._guarded(sql.peek, self.slot, self.publication, upto, None)
@@ -277,14 +224,6 @@ class PostgresCdcTask(SourceTask):
             return None
         self._cache = (previous, [])
         return previous
-
-    def backlog(self, partition: str, start: Position, latest: Position) -> int | None:
-        return None  # counted by the bounded peek in latest_positions
-
-    def batch_end(self, partition: str, start: Position, latest: Position, budget: int | None) -> Position:
-        """Always ``latest``: the batch limit was applied by the peek, and every table must end at the
-        same transaction boundary for the slot to advance past it."""
-        return latest
 
     def committed(self, plan: BatchPlan) -> None:
         """After the runtime committed ``plan``: let the slot go of what every table has committed."""
@@ -326,73 +265,21 @@ class PostgresCdcTask(SourceTask):
         self._cache = (end, changes)
         return changes
 
-    def _emitted(self, r: PartitionRange) -> list[Change]:
-        """The changes of a log range ``read`` makes records of."""
-        end, skip = int(r.end.key[0]) - 1, operations.skipped(self.config)
+    def changes_of(self, r: PartitionRange) -> list[Change]:
+        """The changes of a log range in WAL order, from the peek up to its end ``E``."""
+        end = int(r.end.key[0]) - 1
         return [
             c
             for c in self._changes_upto(end, r.start)
-            if c.partition == r.partition
-            and r.start.key <= c.position < r.end.key
-            and operations.emitted(c.record, skip)
+            if c.partition == r.partition and r.start.key <= c.position < r.end.key
         ]
 
-    def holds_records(self, r: PartitionRange) -> bool:
-        """KnowsEmptyRanges: a log range holds records only when its table changed in it (a
-        snapshot chunk is read to find out)."""
-        return not r.is_empty and (snap.is_snapshot(r.partition) or bool(self._emitted(r)))
-
-    def read(self, spark: SparkSession, ranges: Sequence[PartitionRange]) -> DataFrame:
-        """Records of ``ranges`` (the runtime reads one table per call: ``topic_of``)."""
-        frames = []
-        for r in ranges:
-            if r.is_empty:
-                continue
-            if snap.is_snapshot(r.partition):
-                shot = self._snapshot_frame(spark, r)
-                if shot is not None:
-                    frames.append(shot)
-                continue
-            wanted = self._emitted(r)
-            if not wanted:
-                continue
-            wanted = with_offsets(wanted, int(r.start.key[0]))
-            shape = wanted[-1].shape
-            frames.append(
-                record_frame(
-                    spark,
-                    [c.record for c in wanted],
-                    columns=shape.columns,
-                    key_columns=shape.keys,
-                    source_fields=SOURCE_FIELDS,
-                    topic=self.topic_of(r.partition),
-                    partition=r.partition,
-                )
-            )
-        return union_frames(spark, frames)
-
-    def _snapshot_frame(self, spark: SparkSession, r: PartitionRange) -> DataFrame | None:
-        schema, _, table = snap.table_of(r.partition).partition(".")
-        source = snapshot_source(self.prefix, self.params.dbname, schema, table)
-        snapshots = self._snap()  # first: a re-run reads before any planning made the on-demand reader
-        topic = self.topic_of(r.partition)
-        ondemand, changed = self._ondemand, self._changed_since
-        return od.snapshot_frame(spark, r, snapshots, ondemand, changed, source, SOURCE_FIELDS, topic)
-
-    def topic_of(self, partition: str) -> str:
-        return debezium_topic(self.prefix, *snap.table_of(partition).split(".", 1))
-
-    def topics(self) -> list[str]:
-        return sorted({self.topic_of(p) for p in self.partitions()})
-
-    def close(self) -> None:
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                self._conn.close()
-            self._conn = None
+    def _with_offsets(self, changes: list[Change], r: PartitionRange) -> list[Change]:
+        """From their LSN distance to the range's start (connectors.cdc.postgres.changes.with_offsets)."""
+        return with_offsets(changes, int(r.start.key[0]))
 
 
-class PostgresCdcConnector(SourceConnector):
+class PostgresCdcConnector(LogCdcConnector):
     """Debezium's PostgreSQL connector keys (connectors.cdc.postgres.config); one task. ``start``
     checks the server and the tables up front (wal_level, REPLICATION privilege, tables that exist
     and have primary keys, topic names)."""
@@ -401,10 +288,5 @@ class PostgresCdcConnector(SourceConnector):
     task_class = PostgresCdcTask
     config_def = ConfigDef(FIELDS)
 
-    def start(self, config: Mapping[str, Any]) -> None:
-        errors = start_problems(config, str(config.get("name") or self.plugin_name))
-        if errors:
-            raise ConfigError(errors)
-
-    def task_configs(self, config: Mapping[str, str], max_tasks: int) -> list[dict[str, str]]:
-        return [dict(config)]  # one replication slot, one reader
+    def server_problems(self, config: Mapping[str, Any], name: str) -> list[FieldError]:
+        return start_problems(config, name)
