@@ -1,6 +1,6 @@
 """The configs `make demo` and `make bench-db` create validate against the real JDBC connectors.
 
-The README shows the demo's configs verbatim, so a renamed key or class alias must fail here.
+docs/connectors.md shows the demo's configs verbatim, so a renamed key or class alias must fail here.
 Skipped only while ``jdbc-source``/``jdbc-sink`` are not on this branch yet (they arrive from their
 own branches); once they are, this test runs and can fail.
 """

@@ -69,7 +69,7 @@ TRUNCATE = (1, None, None, "t")
             {"drop_truncates": "false"},
             [(0, '{"id":1}', ROW_A, None), TRUNCATE, (2, '{"id":2}', ROW_B, None)],
         ),
-        (  # the README's replica: deletes as tombstones, truncates passed on
+        (  # the replica of docs/connectors.md: deletes as tombstones, truncates passed on
             {"delete_tombstone_handling_mode": "tombstone", "drop_truncates": "false"},
             [
                 (0, '{"id":1}', ROW_A, None),

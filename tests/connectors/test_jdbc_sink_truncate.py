@@ -28,7 +28,7 @@ TOPIC, PARTITION = "shop_public_items", "public.items"
 
 
 def _batch(spark: Any, changes: list[tuple[str, int | None, str | None]]) -> Any:
-    """Change events of table ``items`` (op, id, name) as the README's replica sink sees them."""
+    """Change events of table ``items`` (op, id, name) as the replica sink of docs/connectors.md sees them."""
     records = []
     for offset, (op, key, name) in enumerate(changes):
         row = None if key is None else {"id": key, "name": name}

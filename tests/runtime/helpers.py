@@ -27,8 +27,8 @@ async def wait_for(
 
 
 def replica_sink(target: TestDatabase, topics: str, **extra: str) -> dict[str, str]:
-    """The README's CDC replica sink (worker.demo.cdc.cdc_replica_sink) of topics ``<topics><table>``
-    into ``target``, with the tests' small batches."""
+    """The CDC replica sink of docs/connectors.md (worker.demo.cdc.cdc_replica_sink) of topics
+    ``<topics><table>`` into ``target``, with the tests' small batches."""
     from worker.demo.cdc import cdc_replica_sink
 
     connection = {"connection.url": target.jdbc_url, "connection.user": target.user,

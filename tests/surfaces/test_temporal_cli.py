@@ -1,4 +1,4 @@
-"""The `temporal` CLI as a front door (README "Temporal CLI and UI"): the exact commands a person
+"""The `temporal` CLI as a front door (docs/operating.md, "Temporal CLI and UI"): the exact commands a person
 copies — start from plain JSON, list by search attribute, query status, pause/resume/restart/stop/
 delete updates with and without input — drive a real file -> RocketMQ -> file pipeline."""
 

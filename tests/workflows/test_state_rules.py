@@ -1,5 +1,5 @@
 """Pure parts of the workflow: the carried state survives Temporal's converter whole, and the
-retry rules (workflows/tasks.py, workflows/failures.py) do what the README says."""
+retry rules (workflows/tasks.py, workflows/failures.py) do what docs/failure-semantics.md says."""
 
 from __future__ import annotations
 
