@@ -16,6 +16,10 @@ import pytest
 from deploy.local.config import StackConfig
 from worker.settings import settings
 
+#: The `sluice worker` fixtures (one worker shared by the session, private ones for fault tests),
+#: registered once here so every directory's tests share the same session worker.
+pytest_plugins = ["tests.runtime.workers"]
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from sqlalchemy.engine import Engine

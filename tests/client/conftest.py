@@ -16,9 +16,6 @@ import pytest
 
 from deploy.local.config import REPO_ROOT
 
-# The runtime tests' real `sluice worker` processes on a private task queue.
-from tests.runtime.conftest import runtime_env, shared_runtime, start_worker  # noqa: F401
-
 
 @dataclass(frozen=True)
 class LightVenv:

