@@ -339,12 +339,13 @@ _TEXT_COLUMN: Final = "_sluice_text"
 def schemas_enabled(config: Mapping[str, Any], prefix: str) -> bool:
     """``<prefix>.schemas.enable`` of a parsed or raw config; when unset, what the converter's
     name implies (on for Kafka's and RocketMQ Connect's JsonConverter class names)."""
-    from connectors.config import ConfigField, schemas_by_default
+    from connectors.config import converter_fields
 
-    key = f"{prefix}.schemas.enable"
-    if config.get(key) is None or str(config.get(key)).strip() == "":
-        return schemas_by_default(prefix)(config)
-    return bool(ConfigField(key, bool, False).convert(config[key]))
+    _, field = converter_fields(prefix)  # the declared field: one place for its default
+    raw = config.get(field.name)
+    if raw is None or str(raw).strip() == "":
+        return bool(field.implied(config) if field.implied else field.default)
+    return bool(field.convert(raw))
 
 
 def converter_for(config: Mapping[str, Any], prefix: str = "value.converter") -> Converter:

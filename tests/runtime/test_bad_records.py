@@ -16,35 +16,41 @@ from workflows.types import TaskState
 BAD_LINE = "{not json"
 
 
-async def _json_pipeline(
-    tmp_path: Path, start_worker, sluice, topic: str, bad_at: int, count: int, **sink_extra: str
-) -> tuple[Path, str, str, list[dict[str, object]]]:
-    """file (JSON lines, one bad) -> topic -> file sink with the JSON converter; returns
-    (sink file, source name, sink name, the good records)."""
+async def _file_pipeline(
+    tmp_path: Path, start_worker, sluice, topic: str, lines: list[str], sink: dict[str, str]
+) -> tuple[Path, str, str]:
+    """file (``lines``) -> topic -> file sink with the ``sink`` settings; returns (sink file,
+    source name, sink name)."""
     src, dst = tmp_path / "in.jsonl", tmp_path / "out.txt"
-    records: list[dict[str, object]] = [{"id": i, "name": f"n{i}"} for i in range(count)]
-    lines = [json.dumps(r) for r in records]
-    src.write_text("\n".join([*lines[:bad_at], BAD_LINE, *lines[bad_at:]]) + "\n")
+    src.write_text("\n".join(lines) + "\n")
     start_worker()
     name = uuid.uuid4().hex[:8]
-    source, sink = f"src-{name}", f"dst-{name}"
+    source, sink_name = f"src-{name}", f"dst-{name}"
     await sluice.create(
         source,
         {"connector.class": "file-source", "file": str(src), "topic": topic, "poll.interval.ms": "200"},
     )
     await sluice.create(
-        sink,
-        {
-            "connector.class": "file-sink",
-            "file": str(dst),
-            "topics": topic,
-            "poll.interval.ms": "200",
-            "value.converter": "json",
-            "value.converter.schema": "id INT, name STRING",
-            **sink_extra,
-        },
-    )
-    return dst, source, sink, records
+        sink_name,
+        {"connector.class": "file-sink", "file": str(dst), "topics": topic, "poll.interval.ms": "200",
+         **sink},
+    )  # fmt: skip
+    return dst, source, sink_name
+
+
+async def _json_pipeline(
+    tmp_path: Path, start_worker, sluice, topic: str, bad_at: int, count: int, **sink_extra: str
+) -> tuple[Path, str, str, list[dict[str, object]]]:
+    """file (JSON lines, one bad) -> topic -> file sink with the JSON converter; returns
+    (sink file, source name, sink name, the good records)."""
+    records: list[dict[str, object]] = [{"id": i, "name": f"n{i}"} for i in range(count)]
+    lines = [json.dumps(r) for r in records]
+    converter = {"value.converter": "json", "value.converter.schema": "id INT, name STRING"}
+    made = await _file_pipeline(
+        tmp_path, start_worker, sluice, topic, [*lines[:bad_at], BAD_LINE, *lines[bad_at:]],
+        {**converter, **sink_extra},
+    )  # fmt: skip
+    return (*made, records)
 
 
 @pytest.mark.parametrize(
@@ -122,23 +128,13 @@ def _envelope(record: dict[str, object]) -> str:
 async def _envelope_pipeline(tmp_path: Path, start_worker, sluice, topic: str, **sink_extra: str):
     """file (Connect envelopes, one plain JSON line at line 3) -> topic -> file sink whose
     converter is Kafka's JsonConverter with no schemas.enable line (so: envelopes expected)."""
-    src, dst = tmp_path / "in.jsonl", tmp_path / "out.txt"
     records: list[dict[str, object]] = [{"id": i, "name": f"n{i}"} for i in range(6)]
     lines = [_envelope(r) for r in records]
-    src.write_text("\n".join([*lines[:3], PLAIN_LINE, *lines[3:]]) + "\n")
-    start_worker()
-    name = uuid.uuid4().hex[:8]
-    source, sink = f"src-{name}", f"dst-{name}"
-    await sluice.create(
-        source,
-        {"connector.class": "file-source", "file": str(src), "topic": topic, "poll.interval.ms": "200"},
-    )
-    await sluice.create(
-        sink,
-        {"connector.class": "file-sink", "file": str(dst), "topics": topic, "poll.interval.ms": "200",
-         "value.converter": KAFKA_JSON, **sink_extra},
+    made = await _file_pipeline(
+        tmp_path, start_worker, sluice, topic, [*lines[:3], PLAIN_LINE, *lines[3:]],
+        {"value.converter": KAFKA_JSON, **sink_extra},
     )  # fmt: skip
-    return dst, source, sink, records
+    return (*made, records)
 
 
 async def test_with_tolerance_a_body_without_the_envelope_is_dead_lettered_and_the_rest_written(
