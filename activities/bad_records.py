@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from activities.runner import TaskSetup
+    from sluice.activities.runner import TaskSetup
 
 
 @contextmanager
@@ -30,8 +30,8 @@ def checked_records(
     follows reuses them. ``originals`` are the batch's messages as read (sinks), so a dead letter
     keeps the exact bytes; a source's undecodable records carry theirs (``_sluice_raw``).
     """
-    from activities.dead_letters import route_bad_records
-    from connectors.records import ERROR_COLUMN, bad_record_error, fail_on_bad_records
+    from sluice.activities.dead_letters import route_bad_records
+    from sluice.connectors.records import ERROR_COLUMN, bad_record_error, fail_on_bad_records
 
     if ERROR_COLUMN not in records.columns:
         yield records

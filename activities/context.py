@@ -7,20 +7,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from activities.spark import get_spark
+from sluice.activities.spark import get_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from activities.reports import TaskReporter
-    from activities.store import OffsetStore
-    from connectors.rocketmq.sync_client import SyncRocketMQClient
+    from sluice.activities.reports import TaskReporter
+    from sluice.activities.store import OffsetStore
+    from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
 
 
 @dataclass(frozen=True)
 class RuntimeSettings:
-    """Where the runtime's services are: a plain value handed in (``worker.settings.settings().runtime``),
-    so activities never read the environment themselves."""
+    """Where the runtime's services are: a plain value handed in
+    (``sluice.worker.settings.settings().runtime``), so activities never read the environment themselves."""
 
     database_url: str
     namesrv: str
@@ -46,7 +46,7 @@ class RuntimeContext:
         """Config providers that need the runtime: ``sealed`` when a sealing key is configured."""
         if self.settings.sealing_key is None:
             return {}
-        from connectors.sealing import PROVIDER, Sealer
+        from sluice.connectors.sealing import PROVIDER, Sealer
 
         return {PROVIDER: Sealer(self.settings.sealing_key).unseal}
 
@@ -55,7 +55,7 @@ class RuntimeContext:
         # Task threads ask concurrently; the lock makes sure only one store (and migration) exists.
         with self._lock:
             if self._store is None:
-                from activities.store import OffsetStore
+                from sluice.activities.store import OffsetStore
 
                 self._store = OffsetStore(self.settings.database_url, schema=self.settings.store_schema)
                 self._store.migrate()
@@ -65,7 +65,7 @@ class RuntimeContext:
     def rocketmq(self) -> SyncRocketMQClient:
         with self._lock:
             if self._rocketmq is None:
-                from connectors.rocketmq.sync_client import SyncRocketMQClient
+                from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
 
                 self._rocketmq = SyncRocketMQClient(self.settings.namesrv)
             return self._rocketmq

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from activities.runner import TaskSetup
+    from sluice.activities.runner import TaskSetup
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ def dead_letters(bad: DataFrame, connector: str, originals: DataFrame | None) ->
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
 
-    from connectors.records import ERROR_COLUMN, RAW_COLUMN
+    from sluice.connectors.records import ERROR_COLUMN, RAW_COLUMN
 
     value = F.col("value")
     value_type = bad.schema["value"].dataType if "value" in bad.columns else None
@@ -99,7 +99,7 @@ def route_bad_records(records: DataFrame, setup: TaskSetup, originals: DataFrame
     """Send flagged records to the dead-letter topic (if one is set) and return the good ones."""
     from pyspark.sql import functions as F
 
-    from connectors.records import ERROR_COLUMN, RAW_COLUMN, bad_records, position
+    from sluice.connectors.records import ERROR_COLUMN, RAW_COLUMN, bad_records, position
 
     bad = records.where(F.col(ERROR_COLUMN).isNotNull())
     count = bad.count()

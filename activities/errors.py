@@ -13,7 +13,7 @@ import logging
 
 from temporalio.exceptions import ApplicationError
 
-from connectors.errors import Failure, FailureKind, classify, shorten
+from sluice.connectors.errors import Failure, FailureKind, classify, shorten
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ database. One entry per stored partition::
     {"partition": {"partition": "<source partition or queue>", "topic": "<topic, sinks only>"},
      "offset": {"position": {"v": 1, "key": [...], "meta": {...}}}}
 
-``position`` is :meth:`connectors.positions.Position.to_json`, so what ``offsets`` returns is
+``position`` is :meth:`sluice.connectors.positions.Position.to_json`, so what ``offsets`` returns is
 exactly what ``alter_offsets`` accepts (a bare integer is accepted too, for offset positions); an
 entry whose ``offset`` is ``null`` forgets that partition, as in Kafka Connect. Parsing lives here,
 as pure functions, because the workflow parses nothing a user typed and clients check the same
@@ -23,9 +23,9 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.context import RuntimeContext
-from connectors.positions import PartitionKey, Position, PositionFormatError
-from workflows.types import (
+from sluice.activities.context import RuntimeContext
+from sluice.connectors.positions import PartitionKey, Position, PositionFormatError
+from sluice.workflows.types import (
     ALTER_OFFSETS_ACTIVITY,
     OFFSETS_ERROR,
     READ_OFFSETS_ACTIVITY,

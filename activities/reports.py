@@ -12,7 +12,7 @@ import asyncio
 import logging
 from typing import Any
 
-from workflows.types import TaskReport
+from sluice.workflows.types import TaskReport
 
 log = logging.getLogger(__name__)
 

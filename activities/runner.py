@@ -6,13 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from connectors.model import BatchPlan, DataLossPolicy
-from connectors.planner import PlanRequest, PositionView, plan_next
+from sluice.connectors.model import BatchPlan, DataLossPolicy
+from sluice.connectors.planner import PlanRequest, PositionView, plan_next
 
 if TYPE_CHECKING:
-    from activities.context import RuntimeContext
-    from connectors.converters import Converter
-    from connectors.transforms import Transform
+    from sluice.activities.context import RuntimeContext
+    from sluice.connectors.converters import Converter
+    from sluice.connectors.transforms import Transform
 
 
 @dataclass(frozen=True)

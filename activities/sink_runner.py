@@ -5,7 +5,7 @@ is recorded with the plan, so a re-run after a crash can undo a partial write; a
 ``TransactionalSink`` (PostgreSQL) commits positions in its own data transaction instead of the
 runtime.
 Consumer-group offsets are mirrored to the broker (group ``sluice-<connector>``, see
-``connectors.rocketmq.offsets.consumer_group``) so RocketMQ's own tools show the lag; the store stays
+``sluice.connectors.rocketmq.offsets.consumer_group``) so RocketMQ's own tools show the lag; the store stays
 the truth, and deleting the connector deletes the group.
 """
 
@@ -17,22 +17,22 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from activities.bad_records import checked_records
-from activities.runner import TaskSetup, next_plan
-from connectors.api import RestatesPlans, TransactionalSink
-from connectors.model import BatchPlan, DataLossPolicy
-from connectors.planner import OffsetView
-from connectors.positions import PartitionKey, Position
-from connectors.rocketmq.offsets import consumer_group
+from sluice.activities.bad_records import checked_records
+from sluice.activities.runner import TaskSetup, next_plan
+from sluice.connectors.api import RestatesPlans, TransactionalSink
+from sluice.connectors.model import BatchPlan, DataLossPolicy
+from sluice.connectors.planner import OffsetView
+from sluice.connectors.positions import PartitionKey, Position
+from sluice.connectors.rocketmq.offsets import consumer_group
 
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from connectors.api import RejectedRecordsError, SinkTask
-    from connectors.rocketmq.client import MessageQueue
-    from connectors.rocketmq.sync_client import SyncRocketMQClient
+    from sluice.connectors.api import RejectedRecordsError, SinkTask
+    from sluice.connectors.rocketmq.client import MessageQueue
+    from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
 
 
 #: Rounds of "write, dead-letter what the target refused, write the rest" before giving up.
@@ -49,7 +49,7 @@ def flag_rejected(records: DataFrame, exc: RejectedRecordsError) -> DataFrame:
     """``records`` with the refused ones flagged in the error column (the reason as the error)."""
     from pyspark.sql import functions as F
 
-    from connectors.records import flag_errors
+    from sluice.connectors.records import flag_errors
 
     spark = records.sparkSession
     refused = spark.createDataFrame(
@@ -145,8 +145,8 @@ class SinkRunner:
         """
         from pyspark.sql import functions as F
 
-        from connectors.connect_schemas import SCHEMA_KEY
-        from connectors.converters import JsonConverter
+        from sluice.connectors.connect_schemas import SCHEMA_KEY
+        from sluice.connectors.converters import JsonConverter
 
         converter = self.setup.converter
         if not isinstance(converter, JsonConverter) or converter.schemas_enable or converter.value_schema:
@@ -172,8 +172,8 @@ class SinkRunner:
     def run(self, plan: BatchPlan, rerun: bool) -> int:
         from pyspark import StorageLevel
 
-        from connectors.rocketmq.spark_source import plan_to_json, register
-        from connectors.transforms import apply_chain
+        from sluice.connectors.rocketmq.spark_source import plan_to_json, register
+        from sluice.connectors.transforms import apply_chain
 
         spark = self.ctx.spark
         register(spark)
@@ -207,9 +207,9 @@ class SinkRunner:
     def _write(self, records: DataFrame, plan: BatchPlan, messages: DataFrame) -> None:
         """``task.write``; records the target refuses fail the task (naming them) or, with
         ``errors.tolerance=all``, go to the dead-letter topic while the rest is written again."""
-        from activities.dead_letters import route_bad_records
-        from connectors.api import RejectedRecordsError
-        from connectors.records import RecordError
+        from sluice.activities.dead_letters import route_bad_records
+        from sluice.connectors.api import RejectedRecordsError
+        from sluice.connectors.records import RecordError
 
         tolerate = self.config.get("errors.tolerance") == "all"
         for _ in range(MAX_REJECTION_ROUNDS):
@@ -226,8 +226,8 @@ class SinkRunner:
         )
 
     def _mirror_consumer_offsets(self, plan: BatchPlan) -> None:
-        from connectors.model import parse_queue_partition
-        from connectors.rocketmq.client import MessageQueue
+        from sluice.connectors.model import parse_queue_partition
+        from sluice.connectors.rocketmq.client import MessageQueue
 
         for r in plan.ranges:
             broker, queue_id = parse_queue_partition(r.partition)

@@ -16,17 +16,17 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from activities.bad_records import checked_records
-from activities.runner import TaskSetup, next_plan
-from connectors.api import CommitListener, KnowsEmptyRanges, ReportsWaiting, RoutesTopics
-from connectors.converters import OFFSET_PROPERTY, PARTITION_PROPERTY
-from connectors.model import BatchPlan, PartitionRange
-from connectors.planner import view_of
+from sluice.activities.bad_records import checked_records
+from sluice.activities.runner import TaskSetup, next_plan
+from sluice.connectors.api import CommitListener, KnowsEmptyRanges, ReportsWaiting, RoutesTopics
+from sluice.connectors.converters import OFFSET_PROPERTY, PARTITION_PROPERTY
+from sluice.connectors.model import BatchPlan, PartitionRange
+from sluice.connectors.planner import view_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from connectors.api import SourceTask
+    from sluice.connectors.api import SourceTask
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class SourceRunner:
 
     def run(self, plan: BatchPlan, rerun: bool) -> int:
         """Send the plan's records; return how many were sent. Commits the plan."""
-        from connectors.rocketmq.spark_source import register
+        from sluice.connectors.rocketmq.spark_source import register
 
         spark = self.ctx.spark
         register(spark)
@@ -116,7 +116,7 @@ class SourceRunner:
     def _run_ranges(self, plan: BatchPlan, rerun: bool, ranges: Sequence[PartitionRange], topic: str) -> int:
         from pyspark.sql import functions as F
 
-        from connectors.transforms import apply_chain
+        from sluice.connectors.transforms import apply_chain
 
         records = apply_chain(self.setup.chain, self.task.read(self.ctx.spark, ranges))
         with (
@@ -140,7 +140,7 @@ class SourceRunner:
         write chunks of one batch concurrently). The count comes from the writer's own summary, so
         the batch is computed once, by the write.
         """
-        from connectors.rocketmq.spark_writer import read_write_summary
+        from sluice.connectors.rocketmq.spark_writer import read_write_summary
 
         with tempfile.TemporaryDirectory(prefix="sluice-send-") as tmp:
             summary = os.path.join(tmp, "summary.json")

@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
-from connectors.model import BatchPlan
-from workflows.types import TaskMetrics
+from sluice.connectors.model import BatchPlan
+from sluice.workflows.types import TaskMetrics
 
 REPORT_EVERY_S = 5.0
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from workflows.types import TaskOptions, ValidationResult
+from sluice.workflows.types import TaskOptions, ValidationResult
 
 # Fields the workflow itself uses: read at validation, before secrets are resolved in a task.
 _RUNTIME_FIELDS = {
@@ -38,8 +38,8 @@ def validate_config(
     lists a database's tables must log in); ``task_configs`` and the result keep the references, so
     no secret enters the workflow's history.
     """
-    from connectors.api import SinkConnector
-    from connectors.plugins import PluginNotFoundError, load_connector_class
+    from sluice.connectors.api import SinkConnector
+    from sluice.connectors.plugins import PluginNotFoundError, load_connector_class
 
     bad = [k for k, v in config.items() if not isinstance(k, str) or not isinstance(v, str)]
     if bad:
@@ -109,8 +109,8 @@ def _resolved(
 ) -> dict[str, Any]:
     """``typed`` with secret references resolved, when they resolve here (else as it is: a client
     process may lack the worker's environment; the task reports it when it starts)."""
-    from connectors.config import ConfigError
-    from connectors.secrets import SecretResolutionError, has_reference, resolve_secrets
+    from sluice.connectors.config import ConfigError
+    from sluice.connectors.secrets import SecretResolutionError, has_reference, resolve_secrets
 
     if not any(has_reference(v) for v in raw.values()):
         return typed
@@ -123,7 +123,7 @@ def _resolved(
 def secret_fields(config: Mapping[str, Any]) -> frozenset[str]:
     """The fields ``config``'s connector declares secret (none when its class cannot be loaded:
     the caller then relies on secret-looking key names, connectors.sealing)."""
-    from connectors.plugins import PluginNotFoundError, load_connector_class
+    from sluice.connectors.plugins import PluginNotFoundError, load_connector_class
 
     class_name = str(config.get("connector.class") or config.get("connector-class") or "")
     try:

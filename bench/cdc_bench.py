@@ -9,7 +9,7 @@ Printed side by side in one run against the local stack (a benchmark: nothing is
    so the target's row count is the number of updates applied). The source's own UPDATE rate is
    printed too: with a fast pipeline, the source is the limit;
 2. the limit: the same binlog range (positions before and after the update load) read alone by
-   ``pymysqlreplication``, the connector's own reader (``connectors.cdc.mysql.binlog.events``),
+   ``pymysqlreplication``, the connector's own reader (``sluice.connectors.cdc.mysql.binlog.events``),
    decoding every row: what capture could do with nothing else to do;
 3. latency p50/p99, row committed in MariaDB -> visible in PostgreSQL, at a steady 1,000 changes/s
    (inserts) for 30 s after a 5 s warm-up, through the same connectors (``bench.db_latency``);
@@ -41,18 +41,18 @@ from dataclasses import dataclass
 import pymysql
 from sqlalchemy.engine import URL
 
-from activities.context import RuntimeContext
 from bench import db_baselines, db_latency
 from bench.db_baselines import BENCH_TABLE, Timed
 from bench.db_bench import Databases, _count, _dsn, drop_databases, make_databases
-from connectors.cdc.mysql import binlog
-from connectors.cdc.mysql.changes import ROWS, file_index
-from connectors.cdc.snapshot import CHUNK_SIZE
-from worker.client import SluiceClient
-from worker.demo.cdc import cdc_replica_sink, debezium_mysql_source
-from worker.main import build_worker
-from worker.settings import Settings, settings_or_exit
-from worker.temporal_client import connect
+from sluice.activities.context import RuntimeContext
+from sluice.connectors.cdc.mysql import binlog
+from sluice.connectors.cdc.mysql.changes import ROWS, file_index
+from sluice.connectors.cdc.snapshot import CHUNK_SIZE
+from sluice.worker.client import SluiceClient
+from sluice.worker.demo.cdc import cdc_replica_sink, debezium_mysql_source
+from sluice.worker.main import build_worker
+from sluice.worker.settings import Settings, settings_or_exit
+from sluice.worker.temporal_client import connect
 
 UPDATE_CHUNK = 10_000  # rows per UPDATE transaction of the load
 LATENCY_RATE = 1_000  # changes/s of the latency run

@@ -32,14 +32,14 @@ import psycopg
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import URL, make_url
 
-from activities.context import RuntimeContext
 from bench import db_baselines, db_latency
 from bench.db_baselines import BENCH_TABLE, Timed
 from bench.pipeline_bench import RawRates, raw_rates
-from worker.client import SluiceClient
-from worker.main import build_worker
-from worker.settings import Settings, settings_or_exit
-from worker.temporal_client import connect
+from sluice.activities.context import RuntimeContext
+from sluice.worker.client import SluiceClient
+from sluice.worker.main import build_worker
+from sluice.worker.settings import Settings, settings_or_exit
+from sluice.worker.temporal_client import connect
 
 ROWS = 1_000_000  # main() sets it from the first argument or BENCH_ROWS (not at import: tests import this)
 WARM_UP_ROWS = 200_000

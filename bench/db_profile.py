@@ -21,19 +21,19 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from activities.context import RuntimeContext
-from activities.runner import TaskSetup
-from activities.sink_runner import SinkRunner
-from activities.source_runner import SourceRunner
 from bench import db_baselines
 from bench.db_bench import Databases, drop_databases, make_databases, sink_config, source_config
-from connectors.api import open_sink_task, open_source_task
-from connectors.converters import converter_for
-from connectors.jdbc.sink import JdbcSinkConnector
-from connectors.jdbc.source import JdbcSourceConnector
-from connectors.model import PartitionRange
-from connectors.transforms import build_chain
-from worker.settings import settings_or_exit
+from sluice.activities.context import RuntimeContext
+from sluice.activities.runner import TaskSetup
+from sluice.activities.sink_runner import SinkRunner
+from sluice.activities.source_runner import SourceRunner
+from sluice.connectors.api import open_sink_task, open_source_task
+from sluice.connectors.converters import converter_for
+from sluice.connectors.jdbc.sink import JdbcSinkConnector
+from sluice.connectors.jdbc.source import JdbcSourceConnector
+from sluice.connectors.model import PartitionRange
+from sluice.connectors.transforms import build_chain
+from sluice.worker.settings import settings_or_exit
 
 
 def _timed(label: str, rows: int, fn: Callable[[], Any]) -> float:
@@ -90,7 +90,7 @@ def profile(ctx: RuntimeContext, dbs: Databases, source: Any, rows: int, label: 
     assert sink_plan is not None
 
     def pull_decode() -> None:
-        from connectors.rocketmq.spark_source import plan_to_json, register
+        from sluice.connectors.rocketmq.spark_source import plan_to_json, register
 
         register(spark)
         messages = (

@@ -20,14 +20,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from connectors.api import open_source_task
-from connectors.jdbc import read as db
-from connectors.jdbc.queries import Sql
-from connectors.jdbc.source import JdbcSourceConnector
-from connectors.model import PartitionRange
+from sluice.connectors.api import open_source_task
+from sluice.connectors.jdbc import read as db
+from sluice.connectors.jdbc.queries import Sql
+from sluice.connectors.jdbc.source import JdbcSourceConnector
+from sluice.connectors.model import PartitionRange
+from sluice.worker.settings import settings
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import mariadb_database, postgres_database
-from worker.settings import settings
 
 
 def _fill(d: Db, rows: int) -> None:
@@ -105,7 +105,7 @@ def bench(d: Db, rows: int, spark: object) -> dict[str, float]:
 
 
 def main() -> None:
-    from activities.spark import get_spark
+    from sluice.activities.spark import get_spark
 
     rows = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
     env = settings()

@@ -4,7 +4,7 @@ Run with ``.venv/bin/python -m bench.mysql_write_bench [rows]`` (the local stack
 up). Both paths start from what the sink holds — an Arrow table of the rows in their load form
 (text), ~100 bytes a row — and end with the rows committed in a keyed InnoDB table, upserting:
 
-1. ``load_data``: ``connectors.jdbc.write_mysql.apply`` — Arrow builds the tab-separated file,
+1. ``load_data``: ``sluice.connectors.jdbc.write_mysql.apply`` — Arrow builds the tab-separated file,
    ``LOAD DATA LOCAL INFILE`` into a temporary stage, ``INSERT … SELECT … ON DUPLICATE KEY UPDATE``
    of the last record per key (what the sink runs).
 2. ``multirow``: the rows as Python tuples, PyMySQL's ``executemany`` of
@@ -27,9 +27,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlalchemy import Connection, create_engine, text
 
-from connectors.jdbc import write_mysql as my
-from connectors.jdbc.writes import OP_COLUMN, ORD_COLUMN, TableWrite
-from worker.settings import settings_or_exit
+from sluice.connectors.jdbc import write_mysql as my
+from sluice.connectors.jdbc.writes import OP_COLUMN, ORD_COLUMN, TableWrite
+from sluice.worker.settings import settings_or_exit
 
 COLUMNS = ("id", "customer", "amount", "status", "note", "created_at")
 CREATE = (

@@ -27,16 +27,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from activities.connector_activities import validate_config
-from activities.context import RuntimeContext
-from activities.runner import TaskSetup
-from activities.source_runner import SourceRunner
-from deploy.local.config import StackConfig
-from deploy.local.rocketmq import create_topic
-from worker.client import SluiceClient
-from worker.main import build_worker
-from worker.settings import Settings, settings_or_exit
-from worker.temporal_client import connect
+from sluice.activities.connector_activities import validate_config
+from sluice.activities.context import RuntimeContext
+from sluice.activities.runner import TaskSetup
+from sluice.activities.source_runner import SourceRunner
+from sluice.deploy.local.config import StackConfig
+from sluice.deploy.local.rocketmq import create_topic
+from sluice.worker.client import SluiceClient
+from sluice.worker.main import build_worker
+from sluice.worker.settings import Settings, settings_or_exit
+from sluice.worker.temporal_client import connect
 
 RECORDS = 1_000_000  # main() sets it from the first argument (not at import: other benches import this)
 # The first copy warms up the Spark JVM's JIT (Catalyst and codegen paths keep compiling for about
@@ -84,7 +84,7 @@ def raw_rates(ctx: RuntimeContext, cfg: StackConfig, count: int) -> RawRates:
     properties a source adds) in batches of 1000 over 4 queues, then pull them all back twice:
     with the bulk (columnar) path and with the Message API. Building the message objects is not
     timed (the strongest baseline); encoding and sending them is."""
-    from connectors.rocketmq.client import OutgoingMessage
+    from sluice.connectors.rocketmq.client import OutgoingMessage
 
     topic = f"bench-raw-{uuid.uuid4().hex[:8]}"
     create_topic(cfg, topic, queues=4)
@@ -159,9 +159,9 @@ async def end_to_end(ctx: RuntimeContext, settings: Settings, work: Path, counts
 
 def batch_overhead(ctx: RuntimeContext, work: Path) -> tuple[float, float]:
     """Median seconds of an empty batch (plan finds nothing) and of a one-record batch."""
-    from connectors.api import open_source_task
-    from connectors.converters import converter_for
-    from connectors.file.source import FileSourceConnector
+    from sluice.connectors.api import open_source_task
+    from sluice.connectors.converters import converter_for
+    from sluice.connectors.file.source import FileSourceConnector
 
     src = work / "overhead.txt"
     src.write_text("")

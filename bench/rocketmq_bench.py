@@ -23,8 +23,8 @@ import uuid
 from collections.abc import Callable
 
 from bench.rocketmq import java_tools, official_python, sluice_client
-from connectors.rocketmq.sync_client import SyncRocketMQClient
-from worker.settings import settings_or_exit
+from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
+from sluice.worker.settings import settings_or_exit
 
 BATCH = 1000
 SEND_100B_MAX = (600_000, 12.0)  # (messages, seconds)

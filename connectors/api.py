@@ -5,7 +5,7 @@ micro-batches: a source task does not ``poll`` — it reports positions and read
 range as a Spark DataFrame, so a recorded plan can be replayed identically. A sink task writes one
 planned batch and must give the same result when the same plan is re-run.
 
-Source batch lifecycle (driven by the runtime, one task; ``connectors.planner`` plans every batch):
+Source batch lifecycle (driven by the runtime, one task; ``sluice.connectors.planner`` plans every batch):
   1. The task is built from its parsed, secret-resolved config; ``partitions()`` names what it reads.
   2. Per batch: ``earliest_positions()`` and ``latest_positions(committed)`` (exclusive ends; a
      source whose partitions can be replaced puts an ``id`` in the positions' meta, and the planner
@@ -43,16 +43,16 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
-from connectors.config import (
+from sluice.connectors.config import (
     COMMON_SINK_FIELDS,
     COMMON_SOURCE_FIELDS,
     ConfigDef,
     FieldError,
 )
-from connectors.model import BatchPlan, PartitionRange
-from connectors.positions import Position, offset_backlog, offset_batch_end
-from connectors.records import RecordError
-from connectors.transforms import chain_errors
+from sluice.connectors.model import BatchPlan, PartitionRange
+from sluice.connectors.positions import Position, offset_backlog, offset_batch_end
+from sluice.connectors.records import RecordError
+from sluice.connectors.transforms import chain_errors
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

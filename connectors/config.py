@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from connectors.secrets import REDACTED, has_reference, redact
+from sluice.connectors.secrets import REDACTED, has_reference, redact
 
 
 class _Required:

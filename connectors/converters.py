@@ -18,9 +18,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from connectors.connect_json import json_text
-from connectors.envelopes import decode_envelopes, envelope_text, parse_json
-from connectors.records import ERROR_COLUMN, flag_errors
+from sluice.connectors.connect_json import json_text
+from sluice.connectors.envelopes import decode_envelopes, envelope_text, parse_json
+from sluice.connectors.records import ERROR_COLUMN, flag_errors
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -200,7 +200,7 @@ def _flag_unsendable(messages: DataFrame) -> DataFrame:
     (connectors.rocketmq.limits): a record over the limit is a bad record, not a failed batch."""
     from pyspark.sql import functions as F
 
-    from connectors.rocketmq.limits import size_problem
+    from sluice.connectors.rocketmq.limits import size_problem
 
     problem = size_problem(F.col("body"), F.col("keys"), F.col("tags"), F.col("properties"), F.col("topic"))
     return flag_errors(messages, problem.isNotNull(), problem)
@@ -339,7 +339,7 @@ _TEXT_COLUMN: Final = "_sluice_text"
 def schemas_enabled(config: Mapping[str, Any], prefix: str) -> bool:
     """``<prefix>.schemas.enable`` of a parsed or raw config; when unset, what the converter's
     name implies (on for Kafka's and RocketMQ Connect's JsonConverter class names)."""
-    from connectors.config import converter_fields
+    from sluice.connectors.config import converter_fields
 
     _, field = converter_fields(prefix)  # the declared field: one place for its default
     raw = config.get(field.name)
@@ -351,7 +351,7 @@ def schemas_enabled(config: Mapping[str, Any], prefix: str) -> bool:
 def converter_for(config: Mapping[str, Any], prefix: str = "value.converter") -> Converter:
     """The converter a (parsed or raw) connector config asks for: ``string`` | ``json`` | ``bytes``;
     its keys travel as Connect envelopes when ``key.converter`` is JSON with schemas."""
-    from connectors.config import converter_name
+    from sluice.connectors.config import converter_name
 
     name = str(converter_name(config.get(prefix) or "string")).strip().lower()
     converter: Converter

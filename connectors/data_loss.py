@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from connectors.model import DataLossPolicy, PartitionRange
-from connectors.positions import Position
+from sluice.connectors.model import DataLossPolicy, PartitionRange
+from sluice.connectors.positions import Position
 
 log = logging.getLogger(__name__)
 

@@ -1,9 +1,9 @@
 """Finding plugin classes by name: installed entry points and ``package.module:Class`` paths.
 
-The generic half of plugin loading, kept apart from what is loaded: ``connectors.plugins`` checks
-for a :class:`~connectors.api.Connector`, ``connectors.transforms`` for a ``Transform``, and both
-build on this module, which imports neither — so the contract, the transforms and the plugin
-registry import one another without a cycle.
+The generic half of plugin loading, kept apart from what is loaded: ``sluice.connectors.plugins``
+checks for a :class:`~sluice.connectors.api.Connector`, ``sluice.connectors.transforms`` for a
+``Transform``, and both build on this module, which imports neither — so the contract, the
+transforms and the plugin registry import one another without a cycle.
 """
 
 from __future__ import annotations
@@ -15,6 +15,11 @@ from typing import Any, Final
 
 CONNECTOR_GROUP: Final = "sluice.connectors"
 TRANSFORM_GROUP: Final = "sluice.transforms"
+
+#: The repository's folders, importable only as ``sluice.<folder>`` since 0.1's one module identity.
+#: A config written earlier may name a class by the old top-level path (``connectors.file.source:…``);
+#: it still loads (stored configs and workflow histories keep working).
+_FOLDERS: Final = frozenset({"workflows", "activities", "connectors", "worker", "deploy"})
 
 
 class PluginNotFoundError(LookupError):
@@ -45,6 +50,8 @@ def import_path(path: str) -> Any:
         module_name, _, attr = path.rpartition(".")
     if not module_name or not attr:
         raise ImportError(f"not a 'module:Class' path: {path!r}")
+    if module_name.partition(".")[0] in _FOLDERS:
+        module_name = f"sluice.{module_name}"
     obj: Any = importlib.import_module(module_name)
     for part in attr.split("."):
         obj = getattr(obj, part)

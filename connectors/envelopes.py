@@ -18,9 +18,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Final
 
-from connectors.connect_json import connect_schema, convert_wire, json_text, spark_type, wire_type
-from connectors.connect_schemas import PAYLOAD_KEY, SCHEMA_KEY, envelope_schemas, merge_schemas
-from connectors.records import flag_errors
+from sluice.connectors.connect_json import connect_schema, convert_wire, json_text, spark_type, wire_type
+from sluice.connectors.connect_schemas import PAYLOAD_KEY, SCHEMA_KEY, envelope_schemas, merge_schemas
+from sluice.connectors.records import flag_errors
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

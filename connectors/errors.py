@@ -26,7 +26,7 @@ retriable              everything else: a service down, a timeout, a lock, a res
 Spark runs Python code in worker processes, so an error raised there reaches the driver as text
 inside a JVM or ``PythonException``: the classification then goes by the exception class names
 and markers in that text. No temporalio or pyspark import here: connectors and tests use it
-directly; ``activities.errors`` turns a :class:`Failure` into Temporal's ApplicationError.
+directly; ``sluice.activities.errors`` turns a :class:`Failure` into Temporal's ApplicationError.
 """
 
 from __future__ import annotations

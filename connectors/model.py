@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from connectors.positions import PartitionKey, Position, as_position
+from sluice.connectors.positions import PartitionKey, Position, as_position
 
 
 class DataLossPolicy(StrEnum):

@@ -8,7 +8,7 @@ source task's partitions, or the RocketMQ queues a sink reads. Steps, in order:
 2. ``relocate`` (optional ability): a source whose partitions move (a rotated file) re-keys the
    committed positions to where their data is now.
 3. Where each partition starts: its committed position, or the start policy for a new partition.
-4. Data loss, through the one :func:`connectors.data_loss.check_range`: a vanished partition, a
+4. Data loss, through the one :func:`sluice.connectors.data_loss.check_range`: a vanished partition, a
    partition that is another object now (position meta ``id`` differs), a start below what is still
    retained or beyond the current end. Under policy skip the start moves, and the move is returned
    so the caller stores it before recording the plan (a commit never moves a position backwards).
@@ -25,10 +25,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from connectors.data_loss import check_range
-from connectors.model import BatchPlan, DataLossPolicy, PartitionRange
-from connectors.planning import Earliest, StartPolicy, natural_key, resolve_start, share_budget
-from connectors.positions import PartitionKey, Position, offset_backlog, offset_batch_end
+from sluice.connectors.data_loss import check_range
+from sluice.connectors.model import BatchPlan, DataLossPolicy, PartitionRange
+from sluice.connectors.planning import Earliest, StartPolicy, natural_key, resolve_start, share_budget
+from sluice.connectors.positions import PartitionKey, Position, offset_backlog, offset_batch_end
 
 IDENTITY_META = "id"
 
@@ -200,7 +200,7 @@ def view_of(task: SourceTaskLike) -> SourceTaskView:
 
 
 class SourceTaskLike(Protocol):
-    """The planning half of ``connectors.api.SourceTask`` (kept here to avoid importing the contract)."""
+    """The planning half of ``sluice.connectors.api.SourceTask`` (here: no import of the contract)."""
 
     def partitions(self) -> list[str]: ...
     def earliest_positions(self) -> dict[str, Position]: ...

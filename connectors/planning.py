@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from connectors.model import PartitionRange
-from connectors.positions import Position, as_position
+from sluice.connectors.model import PartitionRange
+from sluice.connectors.positions import Position, as_position
 
 
 class PlanningError(ValueError):
@@ -54,7 +54,7 @@ class AtTimestamp:
     """Start at the first record stored at or after ``timestamp_ms`` (epoch milliseconds).
 
     Resolving it needs the source (RocketMQ's search-by-timestamp), so ``resolve_start`` refuses it;
-    see ``connectors.rocketmq.offsets.resolve_start_policy``.
+    see ``sluice.connectors.rocketmq.offsets.resolve_start_policy``.
     """
 
     timestamp_ms: int
@@ -107,7 +107,7 @@ def resolve_start(
     if isinstance(policy, AtTimestamp):
         raise PlanningError(
             "start policy: a timestamp must be resolved by the source (e.g. "
-            "connectors.rocketmq.offsets.resolve_start_policy), not by resolve_start"
+            "sluice.connectors.rocketmq.offsets.resolve_start_policy), not by resolve_start"
         )
     raise TypeError(f"not a start policy: {policy!r}")
 

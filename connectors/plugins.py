@@ -10,7 +10,7 @@ A third-party package declares, in its pyproject.toml::
 Names are resolved in this order: built-in short name, entry point name, dotted path
 (``package.module:Class`` or ``package.module.Class``). No plugin module is imported until its
 name is asked for, so listing plugins stays cheap. The name-to-object machinery is
-``connectors.discovery``; transforms are loaded by ``connectors.transforms`` (re-exported here).
+``sluice.connectors.discovery``; transforms are loaded by ``sluice.connectors.transforms`` (re-exported here).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from collections.abc import Iterable
 from importlib.metadata import EntryPoint
 from typing import Final
 
-from connectors.api import Connector
-from connectors.discovery import (
+from sluice.connectors.api import Connector
+from sluice.connectors.discovery import (
     CONNECTOR_GROUP,
     TRANSFORM_GROUP,
     PluginNotFoundError,
@@ -29,7 +29,7 @@ from connectors.discovery import (
     looks_like_path,
     transform_entry_points,
 )
-from connectors.transforms import load_transform_class
+from sluice.connectors.transforms import load_transform_class
 
 __all__ = [
     "BUILTIN_CONNECTORS",
@@ -47,15 +47,15 @@ __all__ = [
 ]
 
 BUILTIN_CONNECTORS: Final = {
-    "file-source": "connectors.file.source:FileSourceConnector",
-    "file-sink": "connectors.file.sink:FileSinkConnector",
-    "dummy-source": "connectors.dummy:DummySourceConnector",
-    "dummy-sink": "connectors.dummy:DummySinkConnector",
-    "postgres-sink": "connectors.postgres.sink:PostgresSinkConnector",
-    "jdbc-source": "connectors.jdbc.source:JdbcSourceConnector",
-    "jdbc-sink": "connectors.jdbc.sink:JdbcSinkConnector",
-    "postgres-cdc": "connectors.cdc.postgres.source:PostgresCdcConnector",
-    "mysql-cdc": "connectors.cdc.mysql.source:MySqlCdcConnector",
+    "file-source": "sluice.connectors.file.source:FileSourceConnector",
+    "file-sink": "sluice.connectors.file.sink:FileSinkConnector",
+    "dummy-source": "sluice.connectors.dummy:DummySourceConnector",
+    "dummy-sink": "sluice.connectors.dummy:DummySinkConnector",
+    "postgres-sink": "sluice.connectors.postgres.sink:PostgresSinkConnector",
+    "jdbc-source": "sluice.connectors.jdbc.source:JdbcSourceConnector",
+    "jdbc-sink": "sluice.connectors.jdbc.sink:JdbcSinkConnector",
+    "postgres-cdc": "sluice.connectors.cdc.postgres.source:PostgresCdcConnector",
+    "mysql-cdc": "sluice.connectors.cdc.mysql.source:MySqlCdcConnector",
 }
 
 #: Connector class names from Kafka Connect's and RocketMQ Connect's configs, and the built-in

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
-from connectors.errors import ConnectorDataError
+from sluice.connectors.errors import ConnectorDataError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

@@ -2,7 +2,7 @@
 
 Kafka Connect's and RocketMQ Connect's users keep ``connection.password=…`` in their files. The
 config is a workflow input, so a literal secret would sit in Temporal's history in plaintext. Every
-surface that starts or reconfigures a connector (``worker.client.SluiceClient``: the CLI, the REST
+surface that starts or reconfigures a connector (``sluice.worker.client.SluiceClient``: the CLI, the REST
 API, Python callers) therefore seals, with a Fernet key shared by clients and workers, each value
 that is secret — a field the connector declares secret, a key that looks secret (``password``,
 ``token`` …), or a URL that carries a password — into a ``${sealed:<token>}`` reference. Like
@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from connectors.secrets import SecretResolutionError, has_reference, is_secret_key
+from sluice.connectors.secrets import SecretResolutionError, has_reference, is_secret_key
 
 PROVIDER: Final = "sealed"
 # A URL with a password in it: scheme://user:password@host or ?password= / &password=.

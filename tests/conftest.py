@@ -1,6 +1,6 @@
 """Session fixtures shared by every test: the real local stack, one SparkSession, fresh names.
 
-The stack is started by the project's own scripts (``deploy.local.stack.up``) and left running
+The stack is started by the project's own scripts (``sluice.deploy.local.stack.up``) and left running
 after the session, so a second ``make test`` reuses it; every test gets its own PostgreSQL schema
 and RocketMQ topic so tests never see each other's data.
 """
@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from deploy.local.config import StackConfig
-from worker.settings import settings
+from sluice.deploy.local.config import StackConfig
+from sluice.worker.settings import settings
 
 #: The `sluice worker` fixtures (one worker shared by the session, private ones for fault tests),
 #: registered once here so every directory's tests share the same session worker.
@@ -74,7 +74,7 @@ def _lane_guard(request: pytest.FixtureRequest) -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def stack_config() -> StackConfig:
-    from deploy.local import stack
+    from sluice.deploy.local import stack
 
     cfg = settings().stack
     statuses = stack.up(cfg)
@@ -85,7 +85,7 @@ def stack_config() -> StackConfig:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    from activities.spark import get_spark
+    from sluice.activities.spark import get_spark
 
     env = settings()
     session = get_spark(env.spark_master, driver_memory=env.spark_driver_memory, app_name="sluice-tests")
@@ -117,7 +117,7 @@ def fresh_schema(pg_engine: Engine) -> Iterator[str]:
 @pytest.fixture
 def topic_name(stack_config: StackConfig) -> str:
     """A fresh topic with 4 queues, created with RocketMQ's own admin tool."""
-    from deploy.local.rocketmq import create_topic
+    from sluice.deploy.local.rocketmq import create_topic
 
     name = f"T_{uuid.uuid4().hex[:12]}"
     create_topic(stack_config, name, queues=4)
@@ -129,8 +129,8 @@ async def start_workflow_environment() -> WorkflowEnvironment:
     download), for workflow-only tests that need neither the stack nor Spark."""
     from temporalio.testing import WorkflowEnvironment
 
-    from deploy.local.temporal import temporal_binary
-    from workflows import search_attributes
+    from sluice.deploy.local.temporal import temporal_binary
+    from sluice.workflows import search_attributes
 
     return await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal_binary()),

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from deploy.local.config import StackConfig
+from sluice.deploy.local.config import StackConfig
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from deploy.local.config import StackConfig
-from worker.cli import main
-from worker.errors import (
+from sluice.deploy.local.config import StackConfig
+from sluice.worker.cli import main
+from sluice.worker.errors import (
     ConnectorConfigError,
     ConnectorExistsError,
     ConnectorNotFoundError,
@@ -25,7 +25,7 @@ from worker.errors import (
     UsageError,
     one_line,
 )
-from worker.temporal_client import OwnedRuntime, connect
+from sluice.worker.temporal_client import OwnedRuntime, connect
 
 
 @pytest.mark.parametrize(
@@ -131,7 +131,7 @@ def test_main_releases_the_runtime_after_an_error(
     stack_config: StackConfig, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The error's traceback (which references the client) must not keep the command's runtime."""
-    from worker.cli_common import UNRELEASED_RUNTIMES
+    from sluice.worker.cli_common import UNRELEASED_RUNTIMES
 
     code = main(["connector", "status", "surely-not-a-connector-name"])
     assert code == 3
@@ -157,8 +157,8 @@ def test_watch_frame_shows_records_rate_last_batch_and_lag() -> None:
     """The watch view's arithmetic: records/s between two heartbeats of one run, reset on a new run."""
     from rich.console import Console
 
-    from worker.cli_watch import Beat, Rates, frame
-    from workflows.types import ConnectorState, ConnectorStatus, TaskState, TaskStatus
+    from sluice.worker.cli_watch import Beat, Rates, frame
+    from sluice.workflows.types import ConnectorState, ConnectorStatus, TaskState, TaskStatus
 
     status = ConnectorStatus(
         name="w1",

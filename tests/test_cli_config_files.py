@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from worker.config_files import LoadedConfig, load_config, parse_properties, read_config_file
-from worker.errors import UsageError
+from sluice.worker.config_files import LoadedConfig, load_config, parse_properties, read_config_file
+from sluice.worker.errors import UsageError
 
 KAFKA_STANDALONE = r"""# Kafka's config/connect-file-source.properties
 name=local-file-source

@@ -19,11 +19,11 @@ from bench import db_latency
 from bench.cdc_bench import configs
 from bench.db_baselines import MARIADB_DDL
 from bench.db_bench import Databases
-from deploy.local.config import StackConfig
+from sluice.deploy.local.config import StackConfig
+from sluice.worker.demo.cdc import connector_configs, main, shop_size
+from sluice.worker.demo.db import demo_databases, drop_databases
+from sluice.worker.demo.shop import LoadGenerator, ShopSize, connect_url, create_shop, create_tables
 from tests.databases import TestDatabase
-from worker.demo.cdc import connector_configs, main, shop_size
-from worker.demo.db import demo_databases, drop_databases
-from worker.demo.shop import LoadGenerator, ShopSize, connect_url, create_shop, create_tables
 
 
 def test_load_generator_deletes_only_when_asked(mariadb_db: TestDatabase) -> None:
@@ -49,7 +49,7 @@ def test_load_generator_deletes_only_when_asked(mariadb_db: TestDatabase) -> Non
 def test_demo_and_bench_configs_validate(mariadb_db: TestDatabase, stack_config: StackConfig) -> None:
     """The configs `make demo-cdc` and `make bench-cdc` create pass the real connectors' checks
     (mysql-cdc connects to MariaDB and checks binlog settings, privileges and include lists)."""
-    from activities.connector_activities import validate_config
+    from sluice.activities.connector_activities import validate_config
 
     engine = connect_url(mariadb_db.url)
     try:

@@ -13,9 +13,9 @@ from decimal import Decimal
 import pytest
 from sqlalchemy import text
 
+from sluice.worker.demo.shop import TABLES, LoadGenerator, ShopSize, connect_url, create_shop
+from sluice.worker.demo.table_equality import Kind, canonical, compare_table, compare_tables
 from tests.databases import TestDatabase
-from worker.demo.shop import TABLES, LoadGenerator, ShopSize, connect_url, create_shop
-from worker.demo.table_equality import Kind, canonical, compare_table, compare_tables
 
 SMALL = ShopSize(customers=300, products=40, orders=3_000)
 
@@ -102,7 +102,7 @@ def test_equality_proof_across_databases(mariadb_db: TestDatabase, postgres_db: 
         assert all(r.source_digest == r.target_digest for r in results)
         # Without MariaDB's client on PATH the rows come through PyMySQL: the same canonical rows.
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr("worker.demo.table_equality.shutil.which", lambda _name: None)
+            patch.setattr("sluice.worker.demo.table_equality.shutil.which", lambda _name: None)
             again = compare_tables(source, target, TABLES)
         assert [r.source_digest for r in again] == [r.source_digest for r in results]
 

@@ -12,18 +12,20 @@ import importlib.util
 import pytest
 from sqlalchemy.engine import make_url
 
-from deploy.local.config import StackConfig
+from sluice.deploy.local.config import StackConfig
 
 _MISSING = [
-    m for m in ("connectors.jdbc.source", "connectors.jdbc.sink") if importlib.util.find_spec(m) is None
+    m
+    for m in ("sluice.connectors.jdbc.source", "sluice.connectors.jdbc.sink")
+    if importlib.util.find_spec(m) is None
 ]
 
 
 @pytest.mark.skipif(bool(_MISSING), reason=f"not merged yet: {', '.join(_MISSING)}")
 def test_demo_and_bench_configs_validate(stack_config: StackConfig) -> None:
-    from activities.connector_activities import validate_config
     from bench.db_bench import Databases, sink_config, source_config
-    from worker.demo.db import connector_configs, demo_databases
+    from sluice.activities.connector_activities import validate_config
+    from sluice.worker.demo.db import connector_configs, demo_databases
 
     source, sink = connector_configs("20260101000000", demo_databases(stack_config))
     dbs = Databases(

@@ -10,13 +10,14 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from deploy.local.config import REPO_ROOT
+from sluice.deploy.local.config import REPO_ROOT
 
 PACKAGES = ("workflows", "activities", "connectors", "worker", "deploy")
 
 
 def _module_name(root: Path, path: Path) -> str:
-    parts = list(path.relative_to(root).with_suffix("").parts)
+    """``worker/cli.py`` -> ``sluice.worker.cli``: pyproject.toml maps the folders under ``sluice``."""
+    parts = ["sluice", *path.relative_to(root).with_suffix("").parts]
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -80,19 +81,20 @@ def test_the_graph_sees_imports_inside_functions(tmp_path: Path) -> None:
     pkg = tmp_path / "connectors"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
-    (pkg / "a.py").write_text("from connectors.b import x\n")
-    (pkg / "b.py").write_text("def f():\n    from connectors import a\n    from . import c\n")
+    (pkg / "a.py").write_text("from sluice.connectors.b import x\n")
+    (pkg / "b.py").write_text("def f():\n    from sluice.connectors import a\n    from . import c\n")
     (pkg / "c.py").write_text("")
     for package in PACKAGES:
         (tmp_path / package).mkdir(exist_ok=True)
     graph = import_graph(tmp_path)
-    assert graph["connectors.b"] == {"connectors.a", "connectors.c"}
-    assert cycles(graph) == [frozenset({"connectors.a", "connectors.b"})]
+    assert graph["sluice.connectors.b"] == {"sluice.connectors.a", "sluice.connectors.c"}
+    assert cycles(graph) == [frozenset({"sluice.connectors.a", "sluice.connectors.b"})]
 
 
 def test_no_import_cycles() -> None:
     graph = import_graph()
-    assert "connectors.rocketmq.spark_options" in graph["connectors.rocketmq.spark_reader"]  # sanity
+    sanity = graph["sluice.connectors.rocketmq.spark_reader"]
+    assert "sluice.connectors.rocketmq.spark_options" in sanity
     assert [sorted(c) for c in cycles(graph)] == []
 
 
@@ -103,7 +105,31 @@ def test_layers_only_import_downwards() -> None:
         (module, target)
         for module, targets in graph.items()
         for target in targets
-        if (module.startswith(("activities", "connectors")) and target.startswith("worker"))
-        or (module.startswith("workflows") and target.startswith(("activities", "connectors", "worker")))
+        if (
+            module.startswith(("sluice.activities", "sluice.connectors"))
+            and target.startswith("sluice.worker")
+        )
+        or (
+            module.startswith("sluice.workflows")
+            and target.startswith(("sluice.activities", "sluice.connectors", "sluice.worker"))
+        )
     }
     assert upward == set()
+
+
+def test_every_import_of_our_code_says_sluice() -> None:
+    """One module identity: nothing (code, tests, benchmarks) imports a folder by its bare name.
+
+    ``import worker.cli`` would load a second copy of the module beside ``sluice.worker.cli`` (two
+    sets of globals, two registries), so the bare names must not come back.
+    """
+    bare = []
+    for folder in (*PACKAGES, "tests", "bench"):
+        for path in (REPO_ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                if isinstance(node, ast.ImportFrom) and not node.level:
+                    names = [node.module or ""]
+                bare += [f"{path.relative_to(REPO_ROOT)}:{node.lineno} {n}" for n in names
+                         if n.partition(".")[0] in PACKAGES]
+    assert bare == []

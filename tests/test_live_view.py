@@ -16,9 +16,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import text
 
+from sluice.worker.demo.live_view import ProgressSampler, SourceMark, lag_seconds, outstanding, remember
+from sluice.worker.demo.shop import connect_url
 from tests.databases import TestDatabase
-from worker.demo.live_view import ProgressSampler, SourceMark, lag_seconds, outstanding, remember
-from worker.demo.shop import connect_url
 
 BULK = datetime(2024, 12, 5, 8, 0)  # the newest back-dated bulk-load ``updated_at`` (worker.demo.shop)
 LIVE = datetime(2026, 11, 24, 2, 0)  # a live change written by MariaDB's clock, years later

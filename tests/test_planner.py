@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from connectors.data_loss import DataLossError
-from connectors.model import BatchPlan, DataLossPolicy, PartitionRange
-from connectors.planner import OffsetView, PlanRequest, plan_next
-from connectors.planning import Latest, SpecificPositions, StartPolicy
-from connectors.positions import PartitionKey, Position
+from sluice.connectors.data_loss import DataLossError
+from sluice.connectors.model import BatchPlan, DataLossPolicy, PartitionRange
+from sluice.connectors.planner import OffsetView, PlanRequest, plan_next
+from sluice.connectors.planning import Latest, SpecificPositions, StartPolicy
+from sluice.connectors.positions import PartitionKey, Position
 
 FAIL, SKIP = DataLossPolicy.FAIL, DataLossPolicy.SKIP
 

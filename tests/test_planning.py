@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from connectors.model import PartitionRange
-from connectors.planning import (
+from sluice.connectors.model import PartitionRange
+from sluice.connectors.planning import (
     AtTimestamp,
     Earliest,
     Latest,
@@ -19,7 +19,7 @@ from connectors.planning import (
     resolve_start,
     split_ranges,
 )
-from connectors.positions import Position
+from sluice.connectors.positions import Position
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from cryptography.fernet import Fernet
 
-from deploy.local.config import REPO_ROOT, StackConfig
-from worker.codec import FernetCodec, payload_codec
-from worker.settings import Settings, SettingsError, load_settings, settings
+from sluice.deploy.local.config import REPO_ROOT, StackConfig
+from sluice.worker.codec import FernetCodec, payload_codec
+from sluice.worker.settings import Settings, SettingsError, load_settings, settings
 
 
 @pytest.fixture
@@ -146,7 +146,7 @@ def test_overrides_in_process_keep_the_rest(clean_env: pytest.MonkeyPatch) -> No
 
 def _sluice(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "worker.cli", *args],
+        [sys.executable, "-m", "sluice.worker.cli", *args],
         env={**os.environ, **env},
         capture_output=True,
         text=True,

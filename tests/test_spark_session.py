@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import threading
 
-from activities.spark import get_spark
-from connectors.rocketmq.spark_source import register
-from connectors.rocketmq.sync_client import SyncRocketMQClient
-from deploy.local.config import StackConfig
+from sluice.activities.spark import get_spark
+from sluice.connectors.rocketmq.spark_source import register
+from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
+from sluice.deploy.local.config import StackConfig
 
 
 def test_rocketmq_write_from_another_thread_finds_the_data_source(

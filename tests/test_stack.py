@@ -17,10 +17,10 @@ from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from deploy.local import stack
-from deploy.local.config import StackConfig
-from deploy.local.process import StackError
-from deploy.local.rocketmq import create_topic, mqadmin
+from sluice.deploy.local import stack
+from sluice.deploy.local.config import StackConfig
+from sluice.deploy.local.process import StackError
+from sluice.deploy.local.rocketmq import create_topic, mqadmin
 
 
 @activity.defn
@@ -54,7 +54,7 @@ async def test_temporal_workflow_round_trip_with_a_real_worker(stack_config: Sta
 
 
 def test_temporal_has_the_runtime_search_attributes(stack_config: StackConfig) -> None:
-    from deploy.local.temporal import SEARCH_ATTRIBUTES, Temporal
+    from sluice.deploy.local.temporal import SEARCH_ATTRIBUTES, Temporal
 
     assert Temporal(stack_config).missing_search_attributes() == []
     assert {"ConnectorName", "ConnectorClass", "ConnectorState"} <= set(SEARCH_ATTRIBUTES)
@@ -88,7 +88,7 @@ def test_rocketmq_send_and_consume_with_the_official_tools(
 
 def test_status_json_reports_every_service_healthy(stack_config: StackConfig) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "worker.cli", "stack", "status", "--output", "json"],
+        [sys.executable, "-m", "sluice.worker.cli", "stack", "status", "--output", "json"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -123,7 +123,7 @@ def private_stack(stack_config: StackConfig) -> Iterator[StackConfig]:
     """
     import shutil
 
-    from deploy.local.rocketmq import lib_dir
+    from sluice.deploy.local.rocketmq import lib_dir
 
     state = stack_config.state_dir / "test-stacks" / uuid.uuid4().hex[:8]
     cfg = dataclasses.replace(

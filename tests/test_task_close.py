@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from activities.connector_activities import ConnectorActivities
-from connectors.api import open_sink_task
-from connectors.dummy import DummySinkConnector
-from connectors.dummy.faults import InjectedFault
-from workflows.types import TaskInput
+from sluice.activities.connector_activities import ConnectorActivities
+from sluice.connectors.api import open_sink_task
+from sluice.connectors.dummy import DummySinkConnector
+from sluice.connectors.dummy.faults import InjectedFault
+from sluice.workflows.types import TaskInput
 
 
 class Runner:

@@ -1,7 +1,7 @@
 """The `sluice` command line (Typer + Rich): the local stack, the worker, connectors and plugins.
 
 Commands live in ``worker/cli_*.py``; this module assembles them and owns the process's exit:
-:func:`main` turns every failure into one stderr line and a documented exit code (``worker.errors``;
+:func:`main` turns every failure into one stderr line and a documented exit code (``sluice.worker.errors``;
 ``--debug`` adds the traceback), and :func:`entry` is the console script.
 """
 
@@ -14,8 +14,8 @@ from typing import Annotated
 
 import typer
 
-from worker import cli_connector, cli_offsets, cli_plugins, cli_watch
-from worker.cli_common import (
+from sluice.worker import cli_connector, cli_offsets, cli_plugins, cli_watch
+from sluice.worker.cli_common import (
     DEBUG_HELP,
     STATE,
     UNRELEASED_RUNTIMES,
@@ -27,8 +27,8 @@ from worker.cli_common import (
     describe,
     report,
 )
-from worker.errors import EXIT_USAGE
-from worker.settings import settings, settings_or_exit
+from sluice.worker.errors import EXIT_USAGE
+from sluice.worker.settings import settings, settings_or_exit
 
 EXIT_CODES_HELP = cli_connector.EXIT_CODES_HELP
 
@@ -57,8 +57,8 @@ def stack_command(
     debug: DebugOpt = False,
 ) -> None:
     """The local stack of real services (PostgreSQL, Temporal, RocketMQ)."""
-    from deploy.local import stack as local
-    from deploy.local.process import StackError
+    from sluice.deploy.local import stack as local
+    from sluice.deploy.local.process import StackError
 
     begin(ctx, debug)
     if action not in ("up", "down", "status"):
@@ -90,7 +90,7 @@ def stack_command(
 @app.command("worker")
 def worker_command(ctx: typer.Context, debug: DebugOpt = False) -> None:
     """Run a Temporal worker (connector workflows and task activities)."""
-    from worker.main import main as worker_main
+    from sluice.worker.main import main as worker_main
 
     begin(ctx, debug)
     worker_main()
@@ -104,7 +104,7 @@ def rest_command(
     debug: DebugOpt = False,
 ) -> None:
     """Serve RocketMQ Connect's and Kafka Connect's REST APIs (worker/rest)."""
-    from worker.rest.server import serve
+    from sluice.worker.rest.server import serve
 
     begin(ctx, debug)
     serve(host, port)
@@ -124,7 +124,7 @@ def keygen(ctx: typer.Context) -> None:
 )
 def mqadmin(ctx: typer.Context) -> None:
     """RocketMQ's admin tool against the configured name server (arguments passed through)."""
-    from deploy.local.rocketmq import mqadmin as run_mqadmin
+    from sluice.deploy.local.rocketmq import mqadmin as run_mqadmin
 
     begin(ctx)
     result = run_mqadmin(settings().stack, *ctx.args)
@@ -143,7 +143,7 @@ app.command("plugins")(cli_plugins.plugins)
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit code and never exits the caller (tests call it in-process).
 
-    Exit codes: see ``worker.errors`` (0 ok, 1 unexpected, 2 usage/config, 3 not found, ...).
+    Exit codes: see ``sluice.worker.errors`` (0 ok, 1 unexpected, 2 usage/config, 3 not found, ...).
     """
     # Typer vendors Click (typer>=0.29); its exceptions are only reachable under ``typer._click``.
     from typer._click.exceptions import ClickException, NoArgsIsHelpError

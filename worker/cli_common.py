@@ -1,7 +1,7 @@
 """What every `sluice` command shares: options, the client call, and failures as one line + exit code.
 
 Why commands call :func:`call` instead of ``asyncio.run`` directly: each command runs on a Temporal
-runtime of its own, released before the process exits (see ``worker.temporal_client``: the SDK's
+runtime of its own, released before the process exits (see ``sluice.worker.temporal_client``: the SDK's
 default runtime is torn down during interpreter finalization and then crashes the process with
 exit 134/139 after a success). A failure is turned into a :class:`CommandFailed` *after* that
 release — the original exception's traceback references the client, which would keep the runtime
@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
-from worker.errors import EXIT_INTERRUPTED, EXIT_UNEXPECTED, SluiceError, one_line
+from sluice.worker.errors import EXIT_INTERRUPTED, EXIT_UNEXPECTED, SluiceError, one_line
 
 if TYPE_CHECKING:
-    from worker.client import SluiceClient
-    from worker.temporal_client import OwnedRuntime
+    from sluice.worker.client import SluiceClient
+    from sluice.worker.temporal_client import OwnedRuntime
 
 T = TypeVar("T")
 
@@ -97,7 +97,7 @@ def report(failure: CommandFailed) -> None:
 
 def call(action: Callable[[SluiceClient], Awaitable[T]]) -> T:
     """Connect (settings from ``SLUICE_*``), run ``action``, release the runtime; raise CommandFailed."""
-    from worker.temporal_client import OwnedRuntime
+    from sluice.worker.temporal_client import OwnedRuntime
 
     owned = OwnedRuntime()
     failure: CommandFailed | None = None
@@ -115,8 +115,8 @@ def call(action: Callable[[SluiceClient], Awaitable[T]]) -> T:
 
 
 async def _with_client(action: Callable[[SluiceClient], Awaitable[T]], owned: OwnedRuntime) -> T:
-    from worker.client import SluiceClient
-    from worker.settings import settings
+    from sluice.worker.client import SluiceClient
+    from sluice.worker.settings import settings
 
     env = settings()
     client = await SluiceClient.connect(

@@ -1,9 +1,9 @@
 """`sluice connector ...`: create and manage connectors, as Kafka Connect's and RocketMQ Connect's
 users expect (their config files, their restart flags), with tables for people and JSON for scripts.
 
-Every command is a thin layer over :class:`worker.client.SluiceClient`: the connector's workflow is
+Every command is a thin layer over :class:`sluice.worker.client.SluiceClient`: the connector's workflow is
 the only state, so what these commands show is what the REST API, the ``temporal`` CLI and the
-Temporal UI show. Failures are one stderr line and an exit code (``worker.errors``).
+Temporal UI show. Failures are one stderr line and an exit code (``sluice.worker.errors``).
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from worker import cli_render as render
-from worker.cli_common import DebugOpt, Output, OutputOpt, begin, call
-from worker.errors import ConnectorConfigError, ConnectorNotAnsweringError, UsageError
+from sluice.worker import cli_render as render
+from sluice.worker.cli_common import DebugOpt, Output, OutputOpt, begin, call
+from sluice.worker.errors import ConnectorConfigError, ConnectorNotAnsweringError, UsageError
 
 if TYPE_CHECKING:
-    from worker.client import SluiceClient
-    from workflows.types import ConnectorStatus
+    from sluice.worker.client import SluiceClient
+    from sluice.workflows.types import ConnectorStatus
 
 EXIT_CODES_HELP = """\b
 Exit codes:
@@ -60,7 +60,7 @@ def _show(status: ConnectorStatus, output: Output) -> None:
 
 def _named(name: str, file: str | None, sets: list[str] | None) -> tuple[str, dict[str, str], str]:
     """The connector's name (argument or file), its config and initial state, before any connection."""
-    from worker.config_files import load_config
+    from sluice.worker.config_files import load_config
 
     loaded = load_config(file, sets or [])
     if name and loaded.name and name != loaded.name:
@@ -109,12 +109,12 @@ def validate(
     debug: DebugOpt = False,
 ) -> None:
     """Check a config without creating anything: every field error is listed (exit 2 if any)."""
-    from activities.validation import validate_config
+    from sluice.activities.validation import validate_config
 
     begin(ctx, debug)
     if not file and not sets:
         raise UsageError("give a config FILE or --set KEY=VALUE entries to validate")
-    from worker.config_files import load_config
+    from sluice.worker.config_files import load_config
 
     loaded = load_config(file, sets or [])
     name = name or loaded.name or "unnamed"  # only error messages use it
@@ -173,7 +173,7 @@ def list_(
 
 
 async def _status_or_why(client: SluiceClient, name: str) -> tuple[str, ConnectorStatus | None, str]:
-    from worker.errors import ConnectorError
+    from sluice.worker.errors import ConnectorError
 
     try:
         return name, await client.status(name), ""

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from worker import cli_render as render
-from worker.cli_common import DebugOpt, Output, OutputOpt, begin, call
-from worker.errors import UsageError
+from sluice.worker import cli_render as render
+from sluice.worker.cli_common import DebugOpt, Output, OutputOpt, begin, call
+from sluice.worker.errors import UsageError
 
 if TYPE_CHECKING:
-    from worker.client import SluiceClient
+    from sluice.worker.client import SluiceClient
 
 app = typer.Typer(
     help="A connector's committed offsets: get, alter or reset (alter/reset need a STOPPED connector).",

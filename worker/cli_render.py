@@ -19,7 +19,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from workflows.types import ConnectorStatus, TaskStatus
+from sluice.workflows.types import ConnectorStatus, TaskStatus
 
 STATE_STYLES = {
     "RUNNING": "green",
@@ -33,7 +33,7 @@ _FIELD = re.compile(r"field '([^']+)'")
 
 
 def console() -> Console:
-    from worker.cli_common import wide_enough
+    from sluice.worker.cli_common import wide_enough
 
     return Console(width=wide_enough(), highlight=False, soft_wrap=False)
 
@@ -52,7 +52,7 @@ def secret_fields(connector_class: str) -> frozenset[str]:
     if not connector_class:
         return frozenset()
     try:
-        from connectors.plugins import load_connector_class
+        from sluice.connectors.plugins import load_connector_class
 
         return load_connector_class(connector_class).full_config_def().secret_names
     except Exception:  # noqa: BLE001 - masking by key pattern still applies
@@ -60,7 +60,7 @@ def secret_fields(connector_class: str) -> frozenset[str]:
 
 
 def masked(config: Mapping[str, Any], connector_class: str = "") -> dict[str, Any]:
-    from connectors.secrets import redact
+    from sluice.connectors.secrets import redact
 
     cls = connector_class or str(config.get("connector.class", ""))
     return redact(config, secret_fields(cls))

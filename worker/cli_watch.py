@@ -4,7 +4,7 @@ Where the numbers come from (nothing here holds state of its own):
 
 1. the ``status`` query — each task's state, attempt, retry, detail and errors;
 2. the workflow's pending task activities (``describe``) — each running task's heartbeat details
-   (``activities.heartbeat.Progress``: records and batches of the current run, the last committed
+   (``sluice.activities.heartbeat.Progress``: records and batches of the current run, the last committed
    batch, the phase), and when the server received them; records/s is the change in ``records``
    between two heartbeats of the same run. Heartbeats reach the server at Temporal's throttle
    interval (about 0.8 x the heartbeat timeout), so the rate moves in steps of that size;
@@ -30,13 +30,13 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from worker import cli_render as render
-from worker.cli_common import CommandFailed, DebugOpt, Output, OutputOpt, begin, call
-from worker.errors import EXIT_INTERRUPTED, ConnectorNotFoundError, UsageError
-from workflows.types import ConnectorState, ConnectorStatus, TaskStatus
+from sluice.worker import cli_render as render
+from sluice.worker.cli_common import CommandFailed, DebugOpt, Output, OutputOpt, begin, call
+from sluice.worker.errors import EXIT_INTERRUPTED, ConnectorNotFoundError, UsageError
+from sluice.workflows.types import ConnectorState, ConnectorStatus, TaskStatus
 
 if TYPE_CHECKING:
-    from worker.client import SluiceClient
+    from sluice.worker.client import SluiceClient
 
 ENDED = (ConnectorState.STOPPED, ConnectorState.FAILED, ConnectorState.DELETED)
 _ACTIVITY_ID = re.compile(r"^task-(\d+)-g\d+-a\d+$")

@@ -3,7 +3,7 @@
 Light on purpose: this module and everything it imports need only ``temporalio`` (and
 ``cryptography`` to seal secrets), so ``pip install sluice`` gives it without PySpark or plugins.
 What needs plugin code — which fields are secret, whether a config is valid — is answered by a
-:class:`~worker.client_checks.Checks`: a worker of the task queue for the light client (short
+:class:`~sluice.worker.client_checks.Checks`: a worker of the task queue for the light client (short
 workflows, workflows/checks.py), in-process for :class:`SluiceClient` (CLI, REST, demos).
 
 Configs are validated before any connector workflow starts, so a bad config is rejected with
@@ -12,7 +12,7 @@ Literal secrets are sealed (``${sealed:…}``, connectors.sealing) before the co
 Temporal. Every operation is a Temporal update or query on the connector's workflow; the
 Temporal UI and CLI see the same state.
 
-Failures are typed (:mod:`worker.errors`) and name the connector: an unknown, deleted or ended
+Failures are typed (:mod:`sluice.worker.errors`) and name the connector: an unknown, deleted or ended
 connector is :class:`ConnectorNotFoundError` from every method, a second create of a running
 name is :class:`ConnectorExistsError`, an operation the workflow's update validator refuses is
 :class:`ConnectorStateError`, and an unreachable frontend is :class:`TemporalUnavailableError` —
@@ -44,10 +44,10 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from connectors.sealing import Sealer, needs_sealing, seal_config
-from worker.client_checks import Checks, WorkerChecks
-from worker.client_config import ConfigLike, ConnectorConfig, env_key, flat
-from worker.errors import (
+from sluice.connectors.sealing import Sealer, needs_sealing, seal_config
+from sluice.worker.client_checks import Checks, WorkerChecks
+from sluice.worker.client_config import ConfigLike, ConnectorConfig, env_key, flat
+from sluice.worker.errors import (
     ConnectorConfigError,
     ConnectorError,
     ConnectorExistsError,
@@ -57,9 +57,9 @@ from worker.errors import (
     ConnectorStateError,
     TemporalUnavailableError,
 )
-from worker.temporal_client import connect_with_key
-from workflows import search_attributes, status_text
-from workflows.types import (
+from sluice.worker.temporal_client import connect_with_key
+from sluice.workflows import search_attributes, status_text
+from sluice.workflows.types import (
     OFFSETS_ERROR,
     AlterOffsets,
     ConnectorState,
@@ -129,7 +129,7 @@ class Client:
         ``sealing_key`` is the workers' ``SLUICE_SECRETS_KEY`` (default: that variable, else
         ``$SLUICE_STATE_DIR/secrets.key``); without one, a config holding a literal secret is refused.
         ``payload_key`` is their ``SLUICE_PAYLOAD_KEY`` when payloads are encrypted. Short-lived
-        processes pass a runtime they release (``worker.temporal_client.OwnedRuntime``).
+        processes pass a runtime they release (``sluice.worker.temporal_client.OwnedRuntime``).
         """
         sealing, payload = cls._keys(sealing_key, payload_key)
         temporal = await connect_with_key(address, namespace, runtime, payload)
@@ -398,13 +398,13 @@ class SluiceClient(Client):
     def _keys(
         cls, sealing: str | bytes | None, payload: str | bytes | None
     ) -> tuple[str | bytes | None, str | bytes | None]:
-        from worker.settings import settings
+        from sluice.worker.settings import settings
 
         env = settings()
         key = env.payload_key.get_secret_value() if env.payload_key is not None else None
         return sealing or env.sealing_key(), payload or key
 
     def _default_checks(self) -> Checks:
-        from worker.local_checks import LocalChecks
+        from sluice.worker.local_checks import LocalChecks
 
         return LocalChecks()

@@ -21,8 +21,8 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 from temporalio.service import RPCError, RPCStatusCode
 
-from worker.errors import ConnectorError, ConnectorNotAnsweringError, TemporalUnavailableError
-from workflows.types import ConnectorSpec, ValidationResult
+from sluice.worker.errors import ConnectorError, ConnectorNotAnsweringError, TemporalUnavailableError
+from sluice.workflows.types import ConnectorSpec, ValidationResult
 
 # workflows/checks.py's names, as strings: the client never imports workflow code it does not run.
 SECRET_FIELDS_WORKFLOW = "SluiceSecretFields"

@@ -1,4 +1,4 @@
-"""``sluice.SyncClient``: the async :class:`~worker.client.Client` for code without an event loop.
+"""``sluice.SyncClient``: the async :class:`~sluice.worker.client.Client` for code without an event loop.
 
 One private event loop (``asyncio.Runner``) runs every call, so the Temporal client stays on the
 loop it was made on. The client gets a Temporal runtime of its own, released by :meth:`close`
@@ -12,10 +12,10 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from worker.client import Client
-from worker.client_config import ConfigLike
-from worker.temporal_client import OwnedRuntime
-from workflows.types import ConnectorState, ConnectorStatus, ValidationResult
+from sluice.worker.client import Client
+from sluice.worker.client_config import ConfigLike
+from sluice.worker.temporal_client import OwnedRuntime
+from sluice.workflows.types import ConnectorState, ConnectorStatus, ValidationResult
 
 T = TypeVar("T")
 

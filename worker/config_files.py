@@ -19,7 +19,7 @@ Rules (table-driven tests in tests/test_cli_config_files.py):
    comma-joined (``topics: [a, b]`` -> ``a,b``); a nested mapping or a null is an error naming the key.
 4. ``--set KEY=VALUE`` entries apply last, in order, overriding the file.
 
-Every failure is a :class:`worker.errors.UsageError` (exit code 2) naming the file and, where
+Every failure is a :class:`sluice.worker.errors.UsageError` (exit code 2) naming the file and, where
 there is one, the key or line.
 """
 
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from worker.errors import UsageError
+from sluice.worker.errors import UsageError
 
 INITIAL_STATES = ("RUNNING", "PAUSED", "STOPPED")
 _JSON = (".json",)

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import sys
 
-_OURS = {"worker", "connectors", "workflows", "activities", "deploy", "sluice"}
+_OURS = {"sluice"}
 
 
 def entry() -> None:
     try:
-        from worker.cli import entry as cli_entry
+        from sluice.worker.cli import entry as cli_entry
     except ModuleNotFoundError as exc:
         missing = (exc.name or "").split(".")[0]
         if not missing or missing in _OURS:

@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from worker.errors import ConnectorOffsetsError
-from workflows.types import ValidationResult
+from sluice.worker.errors import ConnectorOffsetsError
+from sluice.workflows.types import ValidationResult
 
 
 class LocalChecks:
     async def secret_fields(self, config: Mapping[str, str]) -> frozenset[str]:
-        from activities.validation import secret_fields
+        from sluice.activities.validation import secret_fields
 
         return secret_fields(config)
 
@@ -23,12 +23,12 @@ class LocalChecks:
         self, name: str, plain: Mapping[str, str], sealed: Mapping[str, str]
     ) -> ValidationResult:
         """The plain config: in this process it never reaches Temporal (``${env:…}`` resolve here)."""
-        from activities.validation import validate_config
+        from sluice.activities.validation import validate_config
 
         return validate_config(name, plain)
 
     def check_offsets(self, name: str, offsets: list[dict[str, Any]]) -> None:
-        from activities.offsets import OffsetsFormatError, parse_offsets
+        from sluice.activities.offsets import OffsetsFormatError, parse_offsets
 
         try:
             parse_offsets(name, offsets)

@@ -18,15 +18,15 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities.connector_activities import ConnectorActivities
-from activities.context import RuntimeContext
-from activities.offsets import OffsetActivities
-from activities.reports import TaskReporter
-from worker.settings import Settings, settings
-from worker.temporal_client import connect
-from workflows import search_attributes
-from workflows.checks import SecretFieldsWorkflow, ValidateConfigWorkflow
-from workflows.connector import ConnectorWorkflow
+from sluice.activities.connector_activities import ConnectorActivities
+from sluice.activities.context import RuntimeContext
+from sluice.activities.offsets import OffsetActivities
+from sluice.activities.reports import TaskReporter
+from sluice.worker.settings import Settings, settings
+from sluice.worker.temporal_client import connect
+from sluice.workflows import search_attributes
+from sluice.workflows.checks import SecretFieldsWorkflow, ValidateConfigWorkflow
+from sluice.workflows.connector import ConnectorWorkflow
 
 log = logging.getLogger("sluice.worker")
 

@@ -26,8 +26,8 @@ from typing import Annotated, Any, Final
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from activities.context import RuntimeSettings
-from deploy.local.config import REPO_ROOT, StackConfig
+from sluice.activities.context import RuntimeSettings
+from sluice.deploy.local.config import REPO_ROOT, StackConfig
 
 ENV_PREFIX: Final = "SLUICE_"
 Port = Annotated[int, Field(ge=1, le=65535)]

@@ -22,8 +22,8 @@ from temporalio.client import Client
 from temporalio.converter import DataConverter
 from temporalio.runtime import Runtime, TelemetryConfig
 
-from worker.codec import FernetCodec
-from worker.errors import TemporalUnavailableError
+from sluice.worker.codec import FernetCodec
+from sluice.worker.errors import TemporalUnavailableError
 
 
 async def connect(address: str, namespace: str, runtime: Runtime | None = None) -> Client:
@@ -31,7 +31,7 @@ async def connect(address: str, namespace: str, runtime: Runtime | None = None) 
 
     ``runtime`` None uses the SDK's process-wide default (right for long-lived workers).
     """
-    from worker.settings import settings  # pydantic: not in the light client's imports
+    from sluice.worker.settings import settings  # pydantic: not in the light client's imports
 
     key = settings().payload_key
     return await connect_with_key(address, namespace, runtime, key.get_secret_value() if key else None)

@@ -23,8 +23,13 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.failures import NON_RETRYABLE_ERRORS
-    from workflows.types import SECRET_FIELDS_ACTIVITY, VALIDATE_ACTIVITY, ConnectorSpec, ValidationResult
+    from sluice.workflows.failures import NON_RETRYABLE_ERRORS
+    from sluice.workflows.types import (
+        SECRET_FIELDS_ACTIVITY,
+        VALIDATE_ACTIVITY,
+        ConnectorSpec,
+        ValidationResult,
+    )
 
 VALIDATE_RETRY = RetryPolicy(maximum_attempts=3, non_retryable_error_types=list(NON_RETRYABLE_ERRORS))
 SECRET_FIELDS_WORKFLOW = "SluiceSecretFields"

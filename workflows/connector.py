@@ -30,14 +30,14 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import search_attributes as sa
-    from workflows import start_input
-    from workflows import tasks as task_rules
-    from workflows.checks import validate_in_workflow
-    from workflows.failures import NON_RETRYABLE_ERRORS, Failure, FailureKind, classify, clip
-    from workflows.offsets import OffsetUpdates
-    from workflows.status_text import details
-    from workflows.types import (
+    from sluice.workflows import search_attributes as sa
+    from sluice.workflows import start_input
+    from sluice.workflows import tasks as task_rules
+    from sluice.workflows.checks import validate_in_workflow
+    from sluice.workflows.failures import NON_RETRYABLE_ERRORS, Failure, FailureKind, classify, clip
+    from sluice.workflows.offsets import OffsetUpdates
+    from sluice.workflows.status_text import details
+    from sluice.workflows.types import (
         DELETE_OFFSETS_ACTIVITY,
         RUN_TASK_ACTIVITY,
         ConnectorState,

@@ -19,7 +19,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.types import (
+    from sluice.workflows.types import (
         ALTER_OFFSETS_ACTIVITY,
         READ_OFFSETS_ACTIVITY,
         RESET_OFFSETS_ACTIVITY,

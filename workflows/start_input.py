@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from workflows.failures import clip
-from workflows.types import ConnectorState, WorkflowState, workflow_id_for
+from sluice.workflows.failures import clip
+from sluice.workflows.types import ConnectorState, WorkflowState, workflow_id_for
 
 EXAMPLE = '{"name": "NAME", "config": {"connector.class": "file-source", "file": "/in.txt", "topic": "t"}}'
 ACCEPTED = ("name", "config")

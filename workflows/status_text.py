@@ -8,7 +8,7 @@ Pure functions of the status (no clock, no I/O): the workflow calls them on ever
 
 from __future__ import annotations
 
-from workflows.types import ConnectorStatus, TaskMetrics, TaskState, TaskStatus
+from sluice.workflows.types import ConnectorStatus, TaskMetrics, TaskState, TaskStatus
 
 # The UI shows details inline; the full error text is in the status query.
 _ERROR_CHARS = 600

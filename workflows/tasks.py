@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from workflows.failures import Failure, FailureKind, retry_delay
-from workflows.types import TaskOptions, TaskState, TaskStatus
+from sluice.workflows.failures import Failure, FailureKind, retry_delay
+from sluice.workflows.types import TaskOptions, TaskState, TaskStatus
 
 
 def _at(text: str) -> datetime | None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from connectors.model import BatchPlan, PartitionRange
+from sluice.connectors.model import BatchPlan, PartitionRange
 
 
 @dataclass(frozen=True)

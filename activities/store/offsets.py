@@ -38,24 +38,30 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, delete, func, select, text, update
 from sqlalchemy.engine import URL, make_url
 
-from activities.store import rows
-from activities.store.errors import (
+from sluice.activities.store import rows
+from sluice.activities.store.errors import (
     BatchAlreadyCommittedError,
     PlanConflictError,
     PlanNotRecordedError,
     PositionRegressionError,
     batch_ref,
 )
-from activities.store.ledger import (
+from sluice.activities.store.ledger import (
     BatchRecord,
     ranges_to_json,
     record_from_row,
     same_ranges,
 )
-from activities.store.schema import COMMITTED, PLANNED, advisory_lock_key, check_identifier, store_tables
-from activities.store.schema import migrate as run_migrations
-from connectors.model import BatchPlan
-from connectors.positions import PartitionKey, Position, as_position
+from sluice.activities.store.schema import (
+    COMMITTED,
+    PLANNED,
+    advisory_lock_key,
+    check_identifier,
+    store_tables,
+)
+from sluice.activities.store.schema import migrate as run_migrations
+from sluice.connectors.model import BatchPlan
+from sluice.connectors.positions import PartitionKey, Position, as_position
 
 ADMIN_TASK = -1
 _LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})

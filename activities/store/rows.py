@@ -1,6 +1,6 @@
 """Row-level SQL of the offset store: position upserts, locked reads, registry.
 
-Kept apart from :mod:`activities.store.offsets` so the store class reads as the protocol
+Kept apart from :mod:`sluice.activities.store.offsets` so the store class reads as the protocol
 (record, commit, admin) while the statements it runs live here. Every function takes the caller's
 connection: none of them opens or ends a transaction.
 """
@@ -12,10 +12,10 @@ from collections.abc import Iterable
 from sqlalchemy import Connection, and_, delete, func, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from activities.store.errors import batch_ref
-from activities.store.schema import StoreTables
-from connectors.model import BatchPlan, PartitionRange
-from connectors.positions import PartitionKey, Position
+from sluice.activities.store.errors import batch_ref
+from sluice.activities.store.schema import StoreTables
+from sluice.connectors.model import BatchPlan, PartitionRange
+from sluice.connectors.positions import PartitionKey, Position
 
 
 def fmt_ranges(ranges: tuple[PartitionRange, ...]) -> str:

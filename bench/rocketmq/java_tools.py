@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 import subprocess
 
-from deploy.local.config import StackConfig
-from deploy.local.rocketmq import java_tool
+from sluice.deploy.local.config import StackConfig
+from sluice.deploy.local.rocketmq import java_tool
 
 PRODUCER = "org.apache.rocketmq.example.benchmark.Producer"
 CONSUMER = "org.apache.rocketmq.example.benchmark.Consumer"

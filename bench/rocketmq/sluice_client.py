@@ -11,8 +11,8 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from connectors.rocketmq.client import RocketMQClient
-from connectors.rocketmq.values import MessageQueue, OutgoingMessage
+from sluice.connectors.rocketmq.client import RocketMQClient
+from sluice.connectors.rocketmq.values import MessageQueue, OutgoingMessage
 
 # Messages asked for per pull request; the local broker is configured to return up to 2,048
 # (deploy/local/rocketmq.py), RocketMQ's default caps a pull at 32.

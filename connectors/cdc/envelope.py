@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from connectors.jdbc.types import MappedColumn
-from connectors.records import OP_TRUNCATE
+from sluice.connectors.jdbc.types import MappedColumn
+from sluice.connectors.records import OP_TRUNCATE
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -104,14 +104,14 @@ def envelope_spark_type(
 def _arrow_struct(fields: Sequence[tuple[str, str]]) -> pa.DataType:
     import pyarrow as pa
 
-    from connectors.jdbc.read import arrow_type
+    from sluice.connectors.jdbc.read import arrow_type
 
     return pa.struct([pa.field(name, arrow_type(ddl)) for name, ddl in fields])
 
 
 def union_frames(spark: SparkSession, frames: Sequence[DataFrame]) -> DataFrame:
     """One DataFrame of a read's per-range frames (the runtime's empty records when there are none)."""
-    from connectors.records import empty_records
+    from sluice.connectors.records import empty_records
 
     if not frames:
         return empty_records(spark)

@@ -24,16 +24,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
-from connectors.api import SourceConnector, SourceTask
-from connectors.cdc import ondemand as od
-from connectors.cdc import operations, signals
-from connectors.cdc import snapshot as snap
-from connectors.cdc.envelope import record_frame, union_frames
-from connectors.cdc.topics import debezium_topic
-from connectors.config import ConfigError, FieldError
-from connectors.jdbc.types import MappedColumn
-from connectors.model import PartitionRange
-from connectors.positions import Position
+from sluice.connectors.api import SourceConnector, SourceTask
+from sluice.connectors.cdc import ondemand as od
+from sluice.connectors.cdc import operations, signals
+from sluice.connectors.cdc import snapshot as snap
+from sluice.connectors.cdc.envelope import record_frame, union_frames
+from sluice.connectors.cdc.topics import debezium_topic
+from sluice.connectors.config import ConfigError, FieldError
+from sluice.connectors.jdbc.types import MappedColumn
+from sluice.connectors.model import PartitionRange
+from sluice.connectors.positions import Position
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

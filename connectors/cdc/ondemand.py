@@ -53,11 +53,11 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from connectors.cdc import snapshot as snap
-from connectors.cdc.envelope import OP_READ, ChangeRecord, envelope, record_frame
-from connectors.cdc.signals import EXECUTE, Signal, signals_in
-from connectors.model import PartitionRange
-from connectors.positions import Position
+from sluice.connectors.cdc import snapshot as snap
+from sluice.connectors.cdc.envelope import OP_READ, ChangeRecord, envelope, record_frame
+from sluice.connectors.cdc.signals import EXECUTE, Signal, signals_in
+from sluice.connectors.model import PartitionRange
+from sluice.connectors.positions import Position
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

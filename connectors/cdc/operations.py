@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from connectors.cdc.envelope import OP_CREATE, OP_DELETE, OP_UPDATE, ChangeRecord
-from connectors.config import ConfigField
-from connectors.records import OP_TRUNCATE
+from sluice.connectors.cdc.envelope import OP_CREATE, OP_DELETE, OP_UPDATE, ChangeRecord
+from sluice.connectors.config import ConfigField
+from sluice.connectors.records import OP_TRUNCATE
 
 FIELD_NAME: Final = "skipped.operations"
 SKIPPABLE: Final = (OP_CREATE, OP_UPDATE, OP_DELETE, OP_TRUNCATE)

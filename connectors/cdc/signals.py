@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from connectors.config import ConfigField, FieldError
+from sluice.connectors.config import ConfigField, FieldError
 
 log = logging.getLogger(__name__)
 

@@ -44,9 +44,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final
 
-from connectors.cdc.envelope import OP_READ, ChangeRecord, envelope, record_frame
-from connectors.jdbc.types import MappedColumn
-from connectors.positions import Position
+from sluice.connectors.cdc.envelope import OP_READ, ChangeRecord, envelope, record_frame
+from sluice.connectors.jdbc.types import MappedColumn
+from sluice.connectors.positions import Position
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

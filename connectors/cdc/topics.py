@@ -9,8 +9,8 @@ names it with ``RegexRouter``/``table.name.format``.
 
 from __future__ import annotations
 
-from connectors.config import topic_name_problem
-from connectors.jdbc.config import topic_for
+from sluice.connectors.config import topic_name_problem
+from sluice.connectors.jdbc.config import topic_for
 
 
 def debezium_topic(prefix: str, *parts: str) -> str:

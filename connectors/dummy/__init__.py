@@ -1,6 +1,6 @@
 """Deterministic test connectors with fault injection (dlt's ``dummy`` destination, Singer test taps)."""
 
-from connectors.dummy.sink import DummySinkConnector, DummySinkTask
-from connectors.dummy.source import DummySourceConnector, DummySourceTask
+from sluice.connectors.dummy.sink import DummySinkConnector, DummySinkTask
+from sluice.connectors.dummy.source import DummySourceConnector, DummySourceTask
 
 __all__ = ["DummySinkConnector", "DummySinkTask", "DummySourceConnector", "DummySourceTask"]

@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from connectors.config import ConfigField
+from sluice.connectors.config import ConfigField
 
 FAULT_FIELDS = (
     ConfigField("fail.at.offset", int, -1, doc="raise when a batch reaches this record offset (-1: never)"),

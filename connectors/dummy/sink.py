@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import IO, TYPE_CHECKING
 
-from connectors.api import Delivery
-from connectors.config import ConfigDef, ConfigField, non_empty
-from connectors.dummy.faults import FAULT_FIELDS, InjectedFault, fail_once, sleep_if_slow
-from connectors.file.sink import FileSinkConnector, FileSinkTask
+from sluice.connectors.api import Delivery
+from sluice.connectors.config import ConfigDef, ConfigField, non_empty
+from sluice.connectors.dummy.faults import FAULT_FIELDS, InjectedFault, fail_once, sleep_if_slow
+from sluice.connectors.file.sink import FileSinkConnector, FileSinkTask
 
 if TYPE_CHECKING:
     import pyarrow as pa

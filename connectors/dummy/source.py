@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from connectors.api import SourceConnector, SourceTask, split_round_robin
-from connectors.config import ConfigDef, ConfigField, at_least
-from connectors.dummy.faults import FAULT_FIELDS, InjectedFault, fail_once, sleep_if_slow
-from connectors.model import PartitionRange
-from connectors.positions import Position
-from connectors.records import empty_records
+from sluice.connectors.api import SourceConnector, SourceTask, split_round_robin
+from sluice.connectors.config import ConfigDef, ConfigField, at_least
+from sluice.connectors.dummy.faults import FAULT_FIELDS, InjectedFault, fail_once, sleep_if_slow
+from sluice.connectors.model import PartitionRange
+from sluice.connectors.positions import Position
+from sluice.connectors.records import empty_records
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

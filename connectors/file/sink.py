@@ -16,9 +16,9 @@ import os
 from collections.abc import Mapping
 from typing import IO, TYPE_CHECKING, Any, Final
 
-from connectors.api import Delivery, SinkConnector, SinkTask
-from connectors.config import ConfigDef, ConfigError, ConfigField, FieldError, non_empty
-from connectors.model import BatchPlan
+from sluice.connectors.api import Delivery, SinkConnector, SinkTask
+from sluice.connectors.config import ConfigDef, ConfigError, ConfigField, FieldError, non_empty
+from sluice.connectors.model import BatchPlan
 
 if TYPE_CHECKING:
     import pyarrow as pa

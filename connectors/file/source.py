@@ -21,12 +21,12 @@ from collections.abc import Mapping, Sequence
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
-from connectors.api import SourceConnector, SourceTask, split_round_robin
-from connectors.config import ConfigDef, ConfigField, FieldError
-from connectors.file.lines import Lines, split_lines
-from connectors.model import PartitionRange
-from connectors.positions import Position, offset_batch_end
-from connectors.records import empty_records, records_from_columns
+from sluice.connectors.api import SourceConnector, SourceTask, split_round_robin
+from sluice.connectors.config import ConfigDef, ConfigField, FieldError
+from sluice.connectors.file.lines import Lines, split_lines
+from sluice.connectors.model import PartitionRange
+from sluice.connectors.positions import Position, offset_batch_end
+from sluice.connectors.records import empty_records, records_from_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

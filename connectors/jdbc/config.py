@@ -13,10 +13,16 @@ from collections.abc import Mapping
 from typing import Any, Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from connectors.config import ConfigField, FieldError, at_least, topic_name_problem, valid_optional_topic
-from connectors.jdbc.connection_config import connection_fields
-from connectors.jdbc.queries import Mode
-from connectors.secrets import has_reference
+from sluice.connectors.config import (
+    ConfigField,
+    FieldError,
+    at_least,
+    topic_name_problem,
+    valid_optional_topic,
+)
+from sluice.connectors.jdbc.connection_config import connection_fields
+from sluice.connectors.jdbc.queries import Mode
+from sluice.connectors.secrets import has_reference
 
 _NOT_TOPIC_CHARS: Final = re.compile(r"[^%|a-zA-Z0-9_-]")
 QUERY_PARTITION: Final = "query"

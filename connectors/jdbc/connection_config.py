@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from connectors.config import ConfigField
-from connectors.jdbc.urls import engine_url
+from sluice.connectors.config import ConfigField
+from sluice.connectors.jdbc.urls import engine_url
 
 URL_DOC = "jdbc:mysql://host:3306/db, jdbc:mariadb://…, jdbc:postgresql://host:5432/db or a SQLAlchemy URL"
 

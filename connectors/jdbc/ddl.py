@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from connectors.jdbc.urls import Dialect
+from sluice.connectors.jdbc.urls import Dialect
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructField, StructType

@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, Final
 
 from sqlalchemy import text
 
-from connectors.jdbc.urls import Dialect
+from sluice.connectors.jdbc.urls import Dialect
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
-    from connectors.model import BatchPlan
+    from sluice.connectors.model import BatchPlan
 
 TABLE: Final = "sluice_sink_batches"
 NONCE_KEY: Final = "jdbc.nonce"

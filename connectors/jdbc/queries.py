@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
-from connectors.jdbc.urls import Dialect
+from sluice.connectors.jdbc.urls import Dialect
 
 #: The position before every row: Kafka's incrementing default is -1; Sluice starts below any id.
 INCREMENTING_FLOOR: Final = -(2**63)

@@ -2,7 +2,7 @@
 
 Sluice reads with the Python drivers it already ships (PyMySQL, psycopg 3) *inside Spark tasks*
 (``mapInArrow``), one task per key range, each building Arrow record batches with the exact types
-of ``connectors.jdbc.types``. A large range (the initial load) is split into sub-ranges of
+of ``sluice.connectors.jdbc.types``. A large range (the initial load) is split into sub-ranges of
 ``read.split.rows`` rows found with the planner's own ``ORDER BY key LIMIT 1 OFFSET n`` query, so
 splits hold equal row counts even across key gaps, and are read by parallel Spark tasks.
 
@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
-from connectors.config import ConfigError, FieldError
-from connectors.jdbc.queries import Sql, columns_query
-from connectors.jdbc.types import (
+from sluice.connectors.config import ConfigError, FieldError
+from sluice.connectors.jdbc.queries import Sql, columns_query
+from sluice.connectors.jdbc.types import (
     ColumnInfo,
     MappedColumn,
     UnsupportedColumnType,
@@ -45,7 +45,7 @@ from connectors.jdbc.types import (
     mysql_info_from_field,
     postgres_info_from_oid,
 )
-from connectors.jdbc.urls import Dialect
+from sluice.connectors.jdbc.urls import Dialect
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from connectors.jdbc.urls import Dialect
-from connectors.jdbc.writes import OP_COLUMN, POSITION_COLUMNS
+from sluice.connectors.jdbc.urls import Dialect
+from sluice.connectors.jdbc.writes import OP_COLUMN, POSITION_COLUMNS
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

@@ -1,6 +1,6 @@
 """``jdbc-sink``: RocketMQ topics into MySQL/MariaDB or PostgreSQL tables, exactly once.
 
-Kafka Connect JDBC sink keys (``connectors.jdbc.sink_config``); the dialect comes from
+Kafka Connect JDBC sink keys (``sluice.connectors.jdbc.sink_config``); the dialect comes from
 ``connection.url``. Each micro-batch is written per target table (``table.name.format``, default
 ``${topic}``) through the dialect's bulk path, chosen by measurement — COPY + merge
 (``write_postgres``: Arrow -> CSV -> COPY measured at 761k rows/s against 443k for Spark JDBC
@@ -12,7 +12,7 @@ batches), LOAD DATA LOCAL + merge (``write_mysql``: 1.7-1.8x PyMySQL's multi-row
 * **Any other database** (MariaDB, another PostgreSQL database): the rows and a row of the target's
   ``sluice_sink_batches`` ledger commit in one transaction, the store's positions right after; a
   re-run after a crash between the two sees the ledger row and writes nothing again
-  (``connectors.jdbc.ledger``).
+  (``sluice.connectors.jdbc.ledger``).
 
 Both are exactly once, for every ``insert.mode`` and ``pk.mode`` (a keyless ``insert`` too: the
 ledger, not a key, stops the re-run). The choice is made by ``bind_positions`` from the URLs.
@@ -33,7 +33,7 @@ Lifecycle (as the runtime drives it):
 2. ``prepare(plan)`` returns ``{"jdbc.nonce": <random>}``, recorded with the plan (ledger identity).
 3. ``write(spark, records, plan)`` writes *and commits* positions; the runtime does not.
    A batch the target refuses row-wise raises ``RejectedRecordsError`` naming every refused record
-   (found by bisection, ``connectors.jdbc.badrows``) after rolling everything back.
+   (found by bisection, ``sluice.connectors.jdbc.badrows``) after rolling everything back.
 4. ``close()`` disposes the connection pool.
 """
 
@@ -46,32 +46,32 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from sqlalchemy import Connection, Engine, create_engine
 
-from connectors.api import (
+from sluice.connectors.api import (
     Delivery,
     Rejected,
     RejectedRecordsError,
     SinkConnector,
     SinkTask,
 )
-from connectors.config import ConfigDef, ConfigError, FieldError
-from connectors.converters import KEY_SCHEMA_HEADER, VALUE_SCHEMA_HEADER
-from connectors.jdbc import badrows, ledger
-from connectors.jdbc import write_mysql as my
-from connectors.jdbc import write_postgres as pg
-from connectors.jdbc.ddl import UnsupportedTypeError, add_columns_sql, create_table_sql
-from connectors.jdbc.shape import KeySpec, KeySpecError, shape, wire
-from connectors.jdbc.sink_config import cross_field_errors, fields
-from connectors.jdbc.urls import Dialect, dialect_of, engine_url
-from connectors.jdbc.writes import OP_COLUMN, ORD_COLUMN, POSITION_COLUMNS, TableWrite
-from connectors.model import BatchPlan
-from connectors.records import OP_HEADER, OP_TRUNCATE, position
+from sluice.connectors.config import ConfigDef, ConfigError, FieldError
+from sluice.connectors.converters import KEY_SCHEMA_HEADER, VALUE_SCHEMA_HEADER
+from sluice.connectors.jdbc import badrows, ledger
+from sluice.connectors.jdbc import write_mysql as my
+from sluice.connectors.jdbc import write_postgres as pg
+from sluice.connectors.jdbc.ddl import UnsupportedTypeError, add_columns_sql, create_table_sql
+from sluice.connectors.jdbc.shape import KeySpec, KeySpecError, shape, wire
+from sluice.connectors.jdbc.sink_config import cross_field_errors, fields
+from sluice.connectors.jdbc.urls import Dialect, dialect_of, engine_url
+from sluice.connectors.jdbc.writes import OP_COLUMN, ORD_COLUMN, POSITION_COLUMNS, TableWrite
+from sluice.connectors.model import BatchPlan
+from sluice.connectors.records import OP_HEADER, OP_TRUNCATE, position
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame, Row, SparkSession
     from pyspark.sql.types import StructType
 
-    from connectors.api import PositionCommitter
+    from sluice.connectors.api import PositionCommitter
 
 
 class JdbcSinkError(RuntimeError):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from connectors.config import ConfigDef, ConfigField, FieldError, at_least, non_empty
-from connectors.jdbc.connection_config import connection_fields, url_problem
+from sluice.connectors.config import ConfigDef, ConfigField, FieldError, at_least, non_empty
+from sluice.connectors.jdbc.connection_config import connection_fields, url_problem
 
 
 def fields(

@@ -37,11 +37,17 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 from zoneinfo import ZoneInfo
 
-from connectors.api import SourceConnector, SourceTask, split_round_robin
-from connectors.config import ConfigDef, FieldError
-from connectors.jdbc import read as db
-from connectors.jdbc.config import DEFAULT_SPLIT_ROWS, FIELDS, QUERY_PARTITION, config_problems, topic_for
-from connectors.jdbc.queries import (
+from sluice.connectors.api import SourceConnector, SourceTask, split_round_robin
+from sluice.connectors.config import ConfigDef, FieldError
+from sluice.connectors.jdbc import read as db
+from sluice.connectors.jdbc.config import (
+    DEFAULT_SPLIT_ROWS,
+    FIELDS,
+    QUERY_PARTITION,
+    config_problems,
+    topic_for,
+)
+from sluice.connectors.jdbc.queries import (
     INCREMENTING_FLOOR,
     TIMESTAMP_FLOOR,
     Mode,
@@ -54,10 +60,10 @@ from connectors.jdbc.queries import (
     range_query,
     tables_query,
 )
-from connectors.jdbc.types import MappedColumn
-from connectors.jdbc.urls import dialect_of, engine_url
-from connectors.model import PartitionRange
-from connectors.positions import Position
+from sluice.connectors.jdbc.types import MappedColumn
+from sluice.connectors.jdbc.urls import dialect_of, engine_url
+from sluice.connectors.model import PartitionRange
+from sluice.connectors.positions import Position
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -302,7 +308,7 @@ class JdbcSourceTask(SourceTask):
     def read(self, spark: SparkSession, ranges: Sequence[PartitionRange]) -> DataFrame:
         """Records of ``ranges``; several tables only when their rows have one shape (the runtime
         reads one table per call: ``topic_of``)."""
-        from connectors.records import empty_records
+        from sluice.connectors.records import empty_records
 
         frames = [self.read_range(spark, r) for r in ranges if not r.is_empty]
         if not frames:
@@ -354,7 +360,7 @@ class JdbcSourceConnector(SourceConnector):
 
     @staticmethod
     def _list_tables(parsed: Mapping[str, Any]) -> list[str]:
-        from connectors.secrets import resolve_secrets
+        from sluice.connectors.secrets import resolve_secrets
 
         resolved = resolve_secrets({k: v for k, v in parsed.items() if k.startswith("connection.")})
         url = engine_url(

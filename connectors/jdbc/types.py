@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from connectors.jdbc.urls import Dialect
+from sluice.connectors.jdbc.urls import Dialect
 
 MAX_DECIMAL_PRECISION: Final = 38
 

@@ -32,10 +32,10 @@ import tempfile
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from connectors.jdbc.ddl import qualified
-from connectors.jdbc.ddl import quote as _quote
-from connectors.jdbc.urls import Dialect
-from connectors.jdbc.writes import OP_COLUMN, ORD_COLUMN, TableWrite
+from sluice.connectors.jdbc.ddl import qualified
+from sluice.connectors.jdbc.ddl import quote as _quote
+from sluice.connectors.jdbc.urls import Dialect
+from sluice.connectors.jdbc.writes import OP_COLUMN, ORD_COLUMN, TableWrite
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -3,6 +3,6 @@
 Cheap to import: pyspark is imported only when a batch is written.
 """
 
-from connectors.postgres.sink import PostgresSinkConnector, PostgresSinkError, PostgresSinkTask
+from sluice.connectors.postgres.sink import PostgresSinkConnector, PostgresSinkError, PostgresSinkTask
 
 __all__ = ["PostgresSinkConnector", "PostgresSinkError", "PostgresSinkTask"]

@@ -2,7 +2,7 @@
 
 Kept so existing configs run unchanged: ``table`` (an alias of ``table.name.format``),
 ``schema`` (default ``public``), ``pk.fields`` without ``pk.mode`` (default ``record_value``), and
-only PostgreSQL URLs. Everything else is ``connectors.jdbc.sink``.
+only PostgreSQL URLs. Everything else is ``sluice.connectors.jdbc.sink``.
 """
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from connectors.api import SinkTask
-from connectors.config import ConfigDef
-from connectors.jdbc.connection_config import url_problem
-from connectors.jdbc.sink import JdbcSinkConnector, JdbcSinkError, JdbcSinkTask
-from connectors.jdbc.sink_config import fields
-from connectors.jdbc.urls import Dialect, dialect_of
+from sluice.connectors.api import SinkTask
+from sluice.connectors.config import ConfigDef
+from sluice.connectors.jdbc.connection_config import url_problem
+from sluice.connectors.jdbc.sink import JdbcSinkConnector, JdbcSinkError, JdbcSinkTask
+from sluice.connectors.jdbc.sink_config import fields
+from sluice.connectors.jdbc.urls import Dialect, dialect_of
 
 PostgresSinkError = JdbcSinkError
 

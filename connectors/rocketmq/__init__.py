@@ -3,8 +3,8 @@
 Import cost is small (no pyspark); ``RocketMQClient`` is asyncio, ``SyncRocketMQClient`` blocks.
 """
 
-from connectors.rocketmq.client import RocketMQClient
-from connectors.rocketmq.errors import (
+from sluice.connectors.rocketmq.client import RocketMQClient
+from sluice.connectors.rocketmq.errors import (
     AuthError,
     BrokerUnavailableError,
     MessageTooLargeError,
@@ -16,8 +16,8 @@ from connectors.rocketmq.errors import (
     RocketMQError,
     TopicNotFoundError,
 )
-from connectors.rocketmq.sync_client import SyncRocketMQClient
-from connectors.rocketmq.values import (
+from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
+from sluice.connectors.rocketmq.values import (
     Message,
     MessageQueue,
     OutgoingMessage,

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from connectors.rocketmq.codec import (
+from sluice.connectors.rocketmq.codec import (
     NAME_VALUE_SEPARATOR,
     PROP_KEYS,
     PROP_TAGS,
@@ -30,7 +30,7 @@ from connectors.rocketmq.codec import (
     SYSTEM_PROPERTIES,
     decode_properties,
 )
-from connectors.rocketmq.values import MessageColumns, MessageQueue
+from sluice.connectors.rocketmq.values import MessageColumns, MessageQueue
 
 if TYPE_CHECKING:
     import numpy as np

@@ -18,8 +18,8 @@ import zlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
-from connectors.errors import ConnectorDataError
-from connectors.rocketmq.codec import (
+from sluice.connectors.errors import ConnectorDataError
+from sluice.connectors.rocketmq.codec import (
     BATCH_HEAD_SIZE,
     MAX_PROPERTIES_BYTES,
     NAME_VALUE_SEPARATOR,
@@ -31,7 +31,7 @@ from connectors.rocketmq.codec import (
     SYSTEM_PROPERTIES,
     EncodedBatch,
 )
-from connectors.rocketmq.errors import MessageTooLargeError
+from sluice.connectors.rocketmq.errors import MessageTooLargeError
 
 _POSITION_PROPERTIES: Final = ("sluice.partition", "sluice.offset")  # connectors.converters sets them
 

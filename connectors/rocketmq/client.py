@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from connectors.rocketmq.codec import (
+from sluice.connectors.rocketmq.codec import (
     EncodedBatch,
     decode_columns,
     decode_messages,
@@ -27,7 +27,7 @@ from connectors.rocketmq.codec import (
     messages_from_columns,
     stored_size,
 )
-from connectors.rocketmq.errors import (
+from sluice.connectors.rocketmq.errors import (
     BrokerUnavailableError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
@@ -36,10 +36,10 @@ from connectors.rocketmq.errors import (
     RocketMQError,
     TopicNotFoundError,
 )
-from connectors.rocketmq.remoting import RemotingCommand, RequestCode, ResponseCode, request
-from connectors.rocketmq.routing import loads_lenient, parse_cluster_info
-from connectors.rocketmq.transport import BROKER, NAME_SERVER, Transport, header_int
-from connectors.rocketmq.values import (
+from sluice.connectors.rocketmq.remoting import RemotingCommand, RequestCode, ResponseCode, request
+from sluice.connectors.rocketmq.routing import loads_lenient, parse_cluster_info
+from sluice.connectors.rocketmq.transport import BROKER, NAME_SERVER, Transport, header_int
+from sluice.connectors.rocketmq.values import (
     Message,
     MessageColumns,
     MessageQueue,

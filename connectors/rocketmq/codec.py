@@ -32,8 +32,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
-from connectors.rocketmq.errors import MessageTooLargeError, ProtocolError
-from connectors.rocketmq.values import Message, MessageColumns, OutgoingMessage
+from sluice.connectors.rocketmq.errors import MessageTooLargeError, ProtocolError
+from sluice.connectors.rocketmq.values import Message, MessageColumns, OutgoingMessage
 
 MAGIC_V1 = -626843481
 MAGIC_V2 = -626843477

@@ -19,14 +19,14 @@ import asyncio
 import contextlib
 import logging
 
-from connectors.rocketmq.errors import (
+from sluice.connectors.rocketmq.errors import (
     BrokerUnavailableError,
     NameServerUnavailableError,
     ProtocolError,
     RequestTimeoutError,
     RetriableError,
 )
-from connectors.rocketmq.remoting import RemotingCommand, decode_payload, encode_frame, frame_length
+from sluice.connectors.rocketmq.remoting import RemotingCommand, decode_payload, encode_frame, frame_length
 
 log = logging.getLogger(__name__)
 

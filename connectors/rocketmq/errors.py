@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from connectors.rocketmq.values import MessageQueue
+    from sluice.connectors.rocketmq.values import MessageQueue
 
 
 class RocketMQError(Exception):

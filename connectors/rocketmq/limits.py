@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from connectors.rocketmq.codec import MAX_PROPERTIES_BYTES, STORED_OVERHEAD
+from sluice.connectors.rocketmq.codec import MAX_PROPERTIES_BYTES, STORED_OVERHEAD
 
 if TYPE_CHECKING:
     from pyspark.sql import Column

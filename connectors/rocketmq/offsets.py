@@ -4,7 +4,7 @@ A position is a queue offset, "the next message to read", keyed by the queue's p
 ("broker-a:3"). The planner (connectors.planning) is pure; this module is the thin layer that asks
 the broker for the numbers it needs.
 
-``check_data_loss`` applies the one data-loss function (``connectors.data_loss.check_range``) to
+``check_data_loss`` applies the one data-loss function (``sluice.connectors.data_loss.check_range``) to
 queue ranges, on executors when a pull says the range is no longer (or not) there; planning uses the
 same function through the planner. Policy FAIL raises ``DataLossError`` naming topic, queue and the
 lost range; SKIP narrows the range to what still exists and logs a warning.
@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from connectors.data_loss import DataLossError, check_range
-from connectors.model import DataLossPolicy, PartitionRange
-from connectors.planning import AtTimestamp, SpecificPositions, StartPolicy, resolve_start
-from connectors.positions import Position
-from connectors.rocketmq.errors import RocketMQError
-from connectors.rocketmq.values import MessageQueue
+from sluice.connectors.data_loss import DataLossError, check_range
+from sluice.connectors.model import DataLossPolicy, PartitionRange
+from sluice.connectors.planning import AtTimestamp, SpecificPositions, StartPolicy, resolve_start
+from sluice.connectors.positions import Position
+from sluice.connectors.rocketmq.errors import RocketMQError
+from sluice.connectors.rocketmq.values import MessageQueue
 
 __all__ = ["DataLossError", "check_data_loss", "consumer_group", "resolve_start_policy"]
 
@@ -87,7 +87,7 @@ def check_data_loss(
     *,
     max_offsets: Mapping[str, int] | None = None,
 ) -> tuple[PartitionRange, ...]:
-    """Queue ranges narrowed to what the queues still hold (``connectors.data_loss.check_range``
+    """Queue ranges narrowed to what the queues still hold (``sluice.connectors.data_loss.check_range``
     per range, with the queues' min and max offsets): a queue absent from ``min_offsets`` vanished,
     a start below min was removed by retention, an end beyond max was lost by the broker. Under
     SKIP the ranges keep their bounds clipped (possibly empty) so callers can still commit them."""

@@ -28,7 +28,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from connectors.rocketmq.errors import ProtocolError
+from sluice.connectors.rocketmq.errors import ProtocolError
 
 SERIALIZE_JSON = 0
 SERIALIZE_ROCKETMQ = 1

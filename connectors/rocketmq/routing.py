@@ -12,8 +12,8 @@ import json
 import re
 from dataclasses import dataclass
 
-from connectors.rocketmq.errors import ProtocolError
-from connectors.rocketmq.values import MessageQueue, TopicRoute
+from sluice.connectors.rocketmq.errors import ProtocolError
+from sluice.connectors.rocketmq.values import MessageQueue, TopicRoute
 
 PERM_READ = 0x4
 PERM_WRITE = 0x2

@@ -14,8 +14,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from connectors.model import BatchPlan, PartitionRange
-from connectors.rocketmq.sync_client import SyncRocketMQClient
+from sluice.connectors.model import BatchPlan, PartitionRange
+from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
 
 PLAN_VERSION: Final = 1
 

@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from connectors.model import DataLossPolicy, PartitionRange, parse_queue_partition
-from connectors.planning import split_ranges
-from connectors.rocketmq.arrow_decode import to_record_batch
-from connectors.rocketmq.errors import OffsetOutOfRangeError
-from connectors.rocketmq.offsets import check_data_loss
-from connectors.rocketmq.spark_options import (
+from sluice.connectors.model import DataLossPolicy, PartitionRange, parse_queue_partition
+from sluice.connectors.planning import split_ranges
+from sluice.connectors.rocketmq.arrow_decode import to_record_batch
+from sluice.connectors.rocketmq.errors import OffsetOutOfRangeError
+from sluice.connectors.rocketmq.offsets import check_data_loss
+from sluice.connectors.rocketmq.spark_options import (
     bool_option,
     client_options,
     executor_client,
@@ -45,7 +45,7 @@ from connectors.rocketmq.spark_options import (
     plan_from_json,
     require_option,
 )
-from connectors.rocketmq.values import MessageQueue
+from sluice.connectors.rocketmq.values import MessageQueue
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter
 from pyspark.sql.types import StructType
 
-from connectors.rocketmq.spark_options import PLAN_VERSION, plan_from_json, plan_to_json
-from connectors.rocketmq.spark_reader import RocketMQReader
-from connectors.rocketmq.spark_writer import RocketMQWriter
+from sluice.connectors.rocketmq.spark_options import PLAN_VERSION, plan_from_json, plan_to_json
+from sluice.connectors.rocketmq.spark_reader import RocketMQReader
+from sluice.connectors.rocketmq.spark_writer import RocketMQWriter
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

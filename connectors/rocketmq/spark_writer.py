@@ -41,24 +41,24 @@ from typing import TYPE_CHECKING
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
-from connectors.planning import natural_key
-from connectors.rocketmq.arrow_encode import encode_rows, row_position
-from connectors.rocketmq.codec import EncodedBatch, stored_size
-from connectors.rocketmq.errors import MessageTooLargeError, TopicNotFoundError
-from connectors.rocketmq.limits import MAX_MESSAGE_BYTES
-from connectors.rocketmq.spark_options import (
+from sluice.connectors.planning import natural_key
+from sluice.connectors.rocketmq.arrow_encode import encode_rows, row_position
+from sluice.connectors.rocketmq.codec import EncodedBatch, stored_size
+from sluice.connectors.rocketmq.errors import MessageTooLargeError, TopicNotFoundError
+from sluice.connectors.rocketmq.limits import MAX_MESSAGE_BYTES
+from sluice.connectors.rocketmq.spark_options import (
     client_options,
     executor_client,
     get_option,
     int_option,
     require_option,
 )
-from connectors.rocketmq.values import MessageQueue, SendResult
+from sluice.connectors.rocketmq.values import MessageQueue, SendResult
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from connectors.rocketmq.sync_client import SyncRocketMQClient
+    from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
 
 log = logging.getLogger(__name__)
 

@@ -19,10 +19,10 @@ import threading
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
-from connectors.rocketmq.client import RocketMQClient
-from connectors.rocketmq.codec import EncodedBatch
-from connectors.rocketmq.errors import RequestTimeoutError, RocketMQError
-from connectors.rocketmq.values import (
+from sluice.connectors.rocketmq.client import RocketMQClient
+from sluice.connectors.rocketmq.codec import EncodedBatch
+from sluice.connectors.rocketmq.errors import RequestTimeoutError, RocketMQError
+from sluice.connectors.rocketmq.values import (
     Message,
     MessageColumns,
     MessageQueue,

@@ -18,9 +18,9 @@ import time
 from collections.abc import Mapping
 from typing import Self
 
-from connectors.rocketmq.codec import UniqueIdGenerator
-from connectors.rocketmq.connection import Connection
-from connectors.rocketmq.errors import (
+from sluice.connectors.rocketmq.codec import UniqueIdGenerator
+from sluice.connectors.rocketmq.connection import Connection
+from sluice.connectors.rocketmq.errors import (
     AuthError,
     BrokerUnavailableError,
     MessageTooLargeError,
@@ -30,9 +30,9 @@ from connectors.rocketmq.errors import (
     RocketMQError,
     TopicNotFoundError,
 )
-from connectors.rocketmq.remoting import RemotingCommand, RequestCode, ResponseCode, request, sign
-from connectors.rocketmq.routing import parse_topic_route
-from connectors.rocketmq.values import TopicRoute
+from sluice.connectors.rocketmq.remoting import RemotingCommand, RequestCode, ResponseCode, request, sign
+from sluice.connectors.rocketmq.routing import parse_topic_route
+from sluice.connectors.rocketmq.values import TopicRoute
 
 log = logging.getLogger(__name__)
 

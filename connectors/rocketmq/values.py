@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from connectors.model import queue_partition
+from sluice.connectors.model import queue_partition
 
 
 @dataclass(frozen=True)

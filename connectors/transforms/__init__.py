@@ -26,13 +26,18 @@ from collections.abc import Iterable, Mapping
 from importlib.metadata import EntryPoint
 from typing import TYPE_CHECKING, Any, Final
 
-from connectors.config import ConfigError, FieldError, split_list
-from connectors.discovery import PluginNotFoundError, import_path, looks_like_path, transform_entry_points
-from connectors.records import check_record_columns
+from sluice.connectors.config import ConfigError, FieldError, split_list
+from sluice.connectors.discovery import (
+    PluginNotFoundError,
+    import_path,
+    looks_like_path,
+    transform_entry_points,
+)
+from sluice.connectors.records import check_record_columns
 
 # The built-in transforms register themselves on import (cheap: they import pyspark only when used).
-from connectors.transforms import extract_new_record_state, fields, filter, route, sql  # noqa: F401
-from connectors.transforms.base import REGISTRY, Transform, TransformFactory, register
+from sluice.connectors.transforms import extract_new_record_state, fields, filter, route, sql  # noqa: F401
+from sluice.connectors.transforms.base import REGISTRY, Transform, TransformFactory, register
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

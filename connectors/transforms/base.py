@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-from connectors.config import ConfigDef, ConfigError, FieldError
+from sluice.connectors.config import ConfigDef, ConfigError, FieldError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -27,10 +27,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from connectors.config import ConfigDef, ConfigField
-from connectors.converters import VALUE_SCHEMA_HEADER
-from connectors.records import OP_HEADER, OP_TRUNCATE
-from connectors.transforms.base import Transform, register
+from sluice.connectors.config import ConfigDef, ConfigField
+from sluice.connectors.converters import VALUE_SCHEMA_HEADER
+from sluice.connectors.records import OP_HEADER, OP_TRUNCATE
+from sluice.connectors.transforms.base import Transform, register
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from connectors.config import ConfigDef, ConfigField
-from connectors.records import flag_errors
-from connectors.transforms.base import Transform, register
+from sluice.connectors.config import ConfigDef, ConfigField
+from sluice.connectors.records import flag_errors
+from sluice.connectors.transforms.base import Transform, register
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

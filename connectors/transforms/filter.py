@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from connectors.config import ConfigDef, ConfigField
-from connectors.transforms.base import Transform, register
+from sluice.connectors.config import ConfigDef, ConfigField
+from sluice.connectors.transforms.base import Transform, register
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

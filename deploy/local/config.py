@@ -1,6 +1,6 @@
 """Where every service of the local stack listens and keeps its state.
 
-A plain frozen value built from the process's settings (``worker.settings.settings().stack``), so
+A plain frozen value built from the process's settings (``sluice.worker.settings.settings().stack``), so
 the stack scripts, the runtime and the tests agree on ports without passing them around or reading
 the environment themselves. Everything binds to 127.0.0.1 only.
 """

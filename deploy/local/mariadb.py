@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from deploy.local.config import StackConfig
-from deploy.local.process import ManagedProcess, StackError, apt_install, ensure_port_free, wait_until
+from sluice.deploy.local.config import StackConfig
+from sluice.deploy.local.process import ManagedProcess, StackError, apt_install, ensure_port_free, wait_until
 
 SERVICE = "mariadb"
 SERVER: Final = Path("/usr/sbin/mariadbd")

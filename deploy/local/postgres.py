@@ -15,8 +15,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-from deploy.local.config import StackConfig
-from deploy.local.process import ManagedProcess, StackError, apt_install, ensure_port_free, wait_until
+from sluice.deploy.local.config import StackConfig
+from sluice.deploy.local.process import ManagedProcess, StackError, apt_install, ensure_port_free, wait_until
 
 SERVICE = "postgres"
 

@@ -15,8 +15,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from deploy.local.config import REPO_ROOT, StackConfig
-from deploy.local.process import ManagedProcess, StackError, ensure_port_free, port_open, wait_until
+from sluice.deploy.local.config import REPO_ROOT, StackConfig
+from sluice.deploy.local.process import ManagedProcess, StackError, ensure_port_free, port_open, wait_until
 
 POM = REPO_ROOT / "deploy" / "rocketmq" / "pom.xml"
 BROKER_NAME = "broker-a"

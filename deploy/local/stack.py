@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Protocol
 
-from deploy.local.config import StackConfig
-from deploy.local.mariadb import MariaDB
-from deploy.local.postgres import Postgres
-from deploy.local.process import StackError
-from deploy.local.rocketmq import Broker, NameServer, ensure_jars
-from deploy.local.temporal import Temporal
+from sluice.deploy.local.config import StackConfig
+from sluice.deploy.local.mariadb import MariaDB
+from sluice.deploy.local.postgres import Postgres
+from sluice.deploy.local.process import StackError
+from sluice.deploy.local.rocketmq import Broker, NameServer, ensure_jars
+from sluice.deploy.local.temporal import Temporal
 
 
 class Service(Protocol):

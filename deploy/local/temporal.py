@@ -12,9 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from deploy.local.config import StackConfig
-from deploy.local.process import ManagedProcess, StackError, ensure_port_free, wait_until
-from workflows import search_attributes
+from sluice.deploy.local.config import StackConfig
+from sluice.deploy.local.process import ManagedProcess, StackError, ensure_port_free, wait_until
+from sluice.workflows import search_attributes
 
 SERVICE = "temporal"
 

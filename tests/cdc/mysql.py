@@ -7,7 +7,7 @@ import uuid
 
 from sqlalchemy.engine import make_url
 
-from connectors.cdc.mysql.source import MySqlCdcConnector, MySqlCdcTask
+from sluice.connectors.cdc.mysql.source import MySqlCdcConnector, MySqlCdcTask
 from tests.databases import TestDatabase
 
 

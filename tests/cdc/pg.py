@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from connectors.cdc.postgres.source import PostgresCdcConnector, PostgresCdcTask
+from sluice.connectors.cdc.postgres.source import PostgresCdcConnector, PostgresCdcTask
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase
 

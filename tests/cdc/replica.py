@@ -22,10 +22,10 @@ from typing import Any
 
 import pymysql
 
-from connectors.cdc.mysql.gtid import GtidSet
-from deploy.local.mariadb import MariaDB
+from sluice.connectors.cdc.mysql.gtid import GtidSet
+from sluice.deploy.local.mariadb import MariaDB
+from sluice.worker.settings import settings
 from tests.databases import TestDatabase
-from worker.settings import settings
 
 
 def _free_port() -> int:

@@ -8,8 +8,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from connectors.cdc.snapshot import Chunk, partition_of
-from connectors.positions import Position
+from sluice.connectors.cdc.snapshot import Chunk, partition_of
+from sluice.connectors.positions import Position
 from tests.cdc.snapshot import Replica, Writer, _create, drain, plan, read, run_batches, source_rows
 from tests.connectors.jdbc_dbs import Db
 
@@ -161,7 +161,7 @@ def bad_signals_are_skipped(
     committed: dict[str, Position] = {}
     replica = Replica()
     run_batches(task, spark, committed, replica, batches=1)
-    with caplog.at_level(logging.WARNING, logger="connectors.cdc.signals"):
+    with caplog.at_level(logging.WARNING, logger="sluice.connectors.cdc.signals"):
         signal(db, "bad-json", "execute-snapshot", "{not json")
         execute(db, "bad-table", qualify("nope"))
         signal(db, "bad-type", "pause-snapshot", {})

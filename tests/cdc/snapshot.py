@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from connectors.model import BatchPlan, PartitionRange
-from connectors.positions import Position
+from sluice.connectors.model import BatchPlan, PartitionRange
+from sluice.connectors.positions import Position
 from tests.connectors.jdbc_dbs import Db
 
 
@@ -172,7 +172,7 @@ def _create(db: Db, table: str, ids: range) -> None:
 
 
 def until_snapshot_done(task: Any, spark: Any, committed: dict[str, Position], replica: Replica) -> int:
-    from connectors.cdc.snapshot import finished
+    from sluice.connectors.cdc.snapshot import finished
 
     tables = [p.removeprefix("snapshot:") for p in task.partitions() if p.startswith("snapshot:")]
     for n in range(100):

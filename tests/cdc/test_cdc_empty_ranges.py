@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from connectors.api import KnowsEmptyRanges, SourceTask
-from connectors.model import PartitionRange
+from sluice.connectors.api import KnowsEmptyRanges, SourceTask
+from sluice.connectors.model import PartitionRange
 from tests.cdc import mysql, pg
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from connectors.cdc.mysql.source import MySqlCdcTask
-from connectors.cdc.mysql.truncate import truncated_table
-from connectors.model import PartitionRange
-from connectors.positions import Position
+from sluice.connectors.cdc.mysql.source import MySqlCdcTask
+from sluice.connectors.cdc.mysql.truncate import truncated_table
+from sluice.connectors.model import PartitionRange
+from sluice.connectors.positions import Position
 from tests.cdc.mysql import open_task
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase

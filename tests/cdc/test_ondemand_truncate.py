@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from connectors.cdc import ondemand as od
-from connectors.cdc import snapshot as snap
-from connectors.cdc.envelope import ChangeRecord, envelope
-from connectors.cdc.postgres.changes import Change, TableShape
-from connectors.jdbc.types import MappedColumn
-from connectors.positions import Position
+from sluice.connectors.cdc import ondemand as od
+from sluice.connectors.cdc import snapshot as snap
+from sluice.connectors.cdc.envelope import ChangeRecord, envelope
+from sluice.connectors.cdc.postgres.changes import Change, TableShape
+from sluice.connectors.jdbc.types import MappedColumn
+from sluice.connectors.positions import Position
 
 COLUMNS = (MappedColumn("id", "int4", "INT", False),)
 SHAPE = TableShape("public.t", "public", "t", COLUMNS, ("id",))

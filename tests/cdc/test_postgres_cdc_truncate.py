@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from connectors.cdc.postgres.source import PostgresCdcTask
-from connectors.model import PartitionRange
+from sluice.connectors.cdc.postgres.source import PostgresCdcTask
+from sluice.connectors.model import PartitionRange
 from tests.cdc.pg import cdc_database, open_task
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase

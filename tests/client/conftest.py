@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy.local.config import REPO_ROOT
+from sluice.deploy.local.config import REPO_ROOT
 
 
 @dataclass(frozen=True)
@@ -43,8 +43,18 @@ def _build(root: Path) -> LightVenv:
     dist, venv, home = root / "dist", root / "venv", root / "home"
     home.mkdir()
     pip_quiet = ["--disable-pip-version-check", "-q"]
+    # The sdist first, then the wheel from it (what pip does with a source release), so both the
+    # sdist and the wheel are proven to carry the package as pyproject.toml maps it.
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", *pip_quiet, "--no-deps", "-w", str(dist), str(REPO_ROOT)],
+        [sys.executable, "-c", f"from setuptools import build_meta; build_meta.build_sdist({str(dist)!r})"],
+        cwd=REPO_ROOT,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (sdist,) = dist.glob("sluice-*.tar.gz")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", *pip_quiet, "--no-deps", "-w", str(dist), str(sdist)],
         check=True,
         capture_output=True,
         timeout=300,

@@ -11,11 +11,11 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 
-from deploy.local.config import StackConfig
+from sluice.deploy.local.config import StackConfig
+from sluice.worker.settings import settings
+from sluice.worker.temporal_client import connect
 from tests.client.conftest import LightVenv
 from tests.runtime.workers import RuntimeEnv
-from worker.settings import settings
-from worker.temporal_client import connect
 
 HERE = Path(__file__).parent
 GENERIC = ("worker", "connectors", "workflows", "activities", "deploy")
@@ -117,10 +117,10 @@ def test_the_wheel_installs_only_the_light_client_under_sluice(light_venv: Light
 def test_the_client_modules_import_no_plugin_spark_or_settings_code() -> None:
     """The light closure, checked in the repository too (the wheel test only sees what is missing)."""
     probe = (
-        "import sys, worker.client, worker.client_sync, worker.client_checks; "
-        "print(sorted({m.split('.')[0] for m in sys.modules} & "
-        f"{set(HEAVY) | {'activities', 'rich', 'yaml'}!r}), "
-        "sorted(m for m in sys.modules if m.startswith(('connectors.plugins', 'connectors.api'))))"
+        "import sys, sluice, sluice.worker.client, sluice.worker.client_sync, sluice.worker.client_checks; "
+        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY) | {'rich', 'yaml'}!r}), "
+        "sorted(m for m in sys.modules if m.startswith("
+        "('sluice.connectors.plugins', 'sluice.connectors.api', 'sluice.activities'))))"
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == "[] []", result

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from connectors.api import (
+from sluice.connectors.api import (
     Delivery,
     SinkConnector,
     SinkTask,
@@ -27,14 +27,14 @@ from connectors.api import (
     open_sink_task,
     open_source_task,
 )
-from connectors.model import BatchPlan, PartitionRange
-from connectors.positions import Position
-from connectors.records import RECORD_COLUMNS, Record, check_record_columns, make_records
+from sluice.connectors.model import BatchPlan, PartitionRange
+from sluice.connectors.positions import Position
+from sluice.connectors.records import RECORD_COLUMNS, Record, check_record_columns, make_records
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from activities.store import OffsetStore
+    from sluice.activities.store import OffsetStore
 
 
 def _nothing(_: Path) -> None:
@@ -184,7 +184,7 @@ def sink_test_class(case: SinkCase) -> type:
         def env(self, tmp_path: Path, request: pytest.FixtureRequest) -> SinkEnv:
             if not case.needs_database:
                 return SinkEnv(tmp_path)
-            from activities.store import OffsetStore
+            from sluice.activities.store import OffsetStore
 
             url = request.getfixturevalue("stack_config").database_url
             schema = request.getfixturevalue("fresh_schema")

@@ -9,11 +9,11 @@ import logging
 
 import pytest
 
-from connectors.cdc import ondemand as od
-from connectors.cdc.signals import EXECUTE, STOP, Signal, parse
-from connectors.cdc.snapshot import Chunk, Rows, finished, first_position, partition_of
-from connectors.jdbc.types import MappedColumn
-from connectors.positions import Position
+from sluice.connectors.cdc import ondemand as od
+from sluice.connectors.cdc.signals import EXECUTE, STOP, Signal, parse
+from sluice.connectors.cdc.snapshot import Chunk, Rows, finished, first_position, partition_of
+from sluice.connectors.jdbc.types import MappedColumn
+from sluice.connectors.positions import Position
 
 CAPTURED = ["shop.orders", "shop.customers", "shop.order_lines"]
 
@@ -71,7 +71,7 @@ def test_signals_debezium_users_write_are_understood(
 def test_bad_signals_are_skipped_with_a_warning_naming_the_id(
     row: dict[str, str], why: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="connectors.cdc.signals"):
+    with caplog.at_level(logging.WARNING, logger="sluice.connectors.cdc.signals"):
         assert parse(row, 1, CAPTURED, "connector 'c'") is None
     assert f"connector 'c': signal '{row['id']}'" in caplog.text and why in caplog.text, caplog.text
 

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from activities.validation import validate_config
-from connectors.config import ConfigDef, ConfigField
-from connectors.file.sink import FileSinkConnector
-from connectors.file.source import FileSourceConnector
-from connectors.plugins import load_connector_class
+from sluice.activities.validation import validate_config
+from sluice.connectors.config import ConfigDef, ConfigField
+from sluice.connectors.file.sink import FileSinkConnector
+from sluice.connectors.file.source import FileSourceConnector
+from sluice.connectors.plugins import load_connector_class
 
 FIELDS = ConfigDef(
     (

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from connectors.secrets import SecretResolutionError, parse_properties, redact, resolve_secrets
+from sluice.connectors.secrets import SecretResolutionError, parse_properties, redact, resolve_secrets
 
 
 def test_env_and_file_references_resolve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -87,7 +87,7 @@ def test_redact_masks_declared_and_secret_looking_keys() -> None:
 def test_validation_defers_provider_references_to_the_task() -> None:
     """A ${env:…} value cannot be checked where the config is validated (the client, the
     workflow's validate activity); the task checks the resolved value when it parses its config."""
-    from connectors.config import ConfigDef, ConfigError, ConfigField
+    from sluice.connectors.config import ConfigDef, ConfigError, ConfigField
 
     def url_like(value: str) -> str | None:
         return None if "://" in value else "not a URL"

@@ -11,7 +11,7 @@ from decimal import Decimal
 
 import pytest
 
-from connectors.connect_json import _unscaled_bytes, decimal_from_base64, decimal_to_base64
+from sluice.connectors.connect_json import _unscaled_bytes, decimal_from_base64, decimal_to_base64
 
 
 def _reference_read(text: str | None, precision: int, scale: int) -> Decimal | None:

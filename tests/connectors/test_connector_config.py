@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from connectors.config import (
+from sluice.connectors.config import (
     COMMON_SINK_FIELDS,
     REDACTED,
     ConfigDef,
@@ -15,8 +15,8 @@ from connectors.config import (
     FieldError,
     at_least,
 )
-from connectors.file.sink import FileSinkConnector
-from connectors.file.source import FileSourceConnector
+from sluice.connectors.file.sink import FileSinkConnector
+from sluice.connectors.file.source import FileSourceConnector
 
 DEF = ConfigDef(
     (

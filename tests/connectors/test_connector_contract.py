@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from connectors.dummy import DummySinkConnector, DummySourceConnector
-from connectors.file.sink import FileSinkConnector
-from connectors.file.source import FileSourceConnector
-from connectors.jdbc.sink import JdbcSinkConnector
-from connectors.postgres import PostgresSinkConnector
+from sluice.connectors.dummy import DummySinkConnector, DummySourceConnector
+from sluice.connectors.file.sink import FileSinkConnector
+from sluice.connectors.file.source import FileSourceConnector
+from sluice.connectors.jdbc.sink import JdbcSinkConnector
+from sluice.connectors.postgres import PostgresSinkConnector
 from tests.connectors.contract import SinkCase, SinkEnv, SourceCase, sink_test_class, source_test_class
 
 

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from connectors.connect_schemas import envelope_schemas, merge_schemas
-from connectors.converters import VALUE_SCHEMA_HEADER, JsonConverter
+from sluice.connectors.connect_schemas import envelope_schemas, merge_schemas
+from sluice.connectors.converters import VALUE_SCHEMA_HEADER, JsonConverter
 from tests.connectors.test_converters import BORN, READ_SCHEMA
 
 if TYPE_CHECKING:

@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from connectors.connect_json import connect_schema, spark_type
-from connectors.converters import (
+from sluice.connectors.connect_json import connect_schema, spark_type
+from sluice.connectors.converters import (
     TOMBSTONE_PROPERTY,
     BytesConverter,
     JsonConverter,
     StringConverter,
     converter_for,
 )
-from connectors.records import (
+from sluice.connectors.records import (
     ERROR_COLUMN,
     Record,
     RecordError,
@@ -437,7 +437,7 @@ def test_json_schemaless_write_flags_string_values_that_are_not_json(spark: Spar
 
 
 def test_messages_over_the_broker_limit_are_flagged_per_record(spark: SparkSession) -> None:
-    from connectors.rocketmq.limits import MAX_MESSAGE_BYTES
+    from sluice.connectors.rocketmq.limits import MAX_MESSAGE_BYTES
 
     big = "x" * MAX_MESSAGE_BYTES
     records = make_records(
@@ -454,10 +454,10 @@ def test_the_size_check_agrees_with_the_encoder(spark: SparkSession) -> None:
     """The Spark-side stored size (limits.py) equals what the writer encodes and the broker stores."""
     from pyspark.sql import functions as F
 
-    from connectors.rocketmq.arrow_encode import encode_rows
-    from connectors.rocketmq.codec import stored_size
-    from connectors.rocketmq.limits import properties_size
-    from connectors.rocketmq.limits import stored_size as stored_size_column
+    from sluice.connectors.rocketmq.arrow_encode import encode_rows
+    from sluice.connectors.rocketmq.codec import stored_size
+    from sluice.connectors.rocketmq.limits import properties_size
+    from sluice.connectors.rocketmq.limits import stored_size as stored_size_column
 
     records = make_records(
         spark,

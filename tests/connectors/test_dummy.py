@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from connectors.api import open_sink_task, open_source_task
-from connectors.dummy import DummySinkConnector, DummySourceConnector
-from connectors.dummy.faults import InjectedFault
-from connectors.model import BatchPlan, PartitionRange
-from connectors.records import Record, make_records
+from sluice.connectors.api import open_sink_task, open_source_task
+from sluice.connectors.dummy import DummySinkConnector, DummySourceConnector
+from sluice.connectors.dummy.faults import InjectedFault
+from sluice.connectors.model import BatchPlan, PartitionRange
+from sluice.connectors.records import Record, make_records
 from tests.store.helpers import offsets
 
 if TYPE_CHECKING:

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from connectors.cdc.envelope import ChangeRecord, envelope, record_frame
-from connectors.converters import VALUE_SCHEMA_HEADER
-from connectors.jdbc.types import MappedColumn
-from connectors.transforms import build_chain
+from sluice.connectors.cdc.envelope import ChangeRecord, envelope, record_frame
+from sluice.connectors.converters import VALUE_SCHEMA_HEADER
+from sluice.connectors.jdbc.types import MappedColumn
+from sluice.connectors.transforms import build_chain
 
 COLUMNS = (MappedColumn("id", "int4", "INT", False), MappedColumn("name", "text", "STRING", True))
 SOURCE = (("table", "STRING"), ("lsn", "BIGINT"), ("ts_ms", "BIGINT"))
@@ -123,7 +123,7 @@ def test_modes(spark: Any, options: dict[str, str], expected: list[tuple[Any, ..
 
 
 def test_a_value_that_is_not_an_envelope_passes_unchanged(spark: Any) -> None:
-    from connectors.records import Record, make_records
+    from sluice.connectors.records import Record, make_records
 
     df = make_records(spark, [Record("p", 0, "plain text")])
     (transform,) = build_chain({"transforms": "u", "transforms.u.type": "ExtractNewRecordState"})

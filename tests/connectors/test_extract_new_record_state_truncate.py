@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from connectors.cdc.envelope import ChangeRecord, envelope, record_frame
-from connectors.jdbc.types import MappedColumn
-from connectors.records import OP_HEADER
-from connectors.transforms import build_chain
+from sluice.connectors.cdc.envelope import ChangeRecord, envelope, record_frame
+from sluice.connectors.jdbc.types import MappedColumn
+from sluice.connectors.records import OP_HEADER
+from sluice.connectors.transforms import build_chain
 
 COLUMNS = (MappedColumn("id", "int4", "INT", False), MappedColumn("name", "text", "STRING", True))
 SOURCE = (("table", "STRING"), ("lsn", "BIGINT"), ("ts_ms", "BIGINT"))

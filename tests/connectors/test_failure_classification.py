@@ -8,10 +8,10 @@ import pytest
 from psycopg import errors as pg_errors
 from temporalio.exceptions import ApplicationError
 
-from activities.errors import task_failure
-from activities.store.errors import PlanConflictError
-from connectors.config import ConfigError, FieldError
-from connectors.errors import (
+from sluice.activities.errors import task_failure
+from sluice.activities.store.errors import PlanConflictError
+from sluice.connectors.config import ConfigError, FieldError
+from sluice.connectors.errors import (
     MAX_MESSAGE_CHARS,
     PERMISSION_ATTEMPTS,
     ConnectorDataError,
@@ -19,8 +19,8 @@ from connectors.errors import (
     classify,
     shorten,
 )
-from connectors.records import RecordError
-from connectors.rocketmq.errors import (
+from sluice.connectors.records import RecordError
+from sluice.connectors.rocketmq.errors import (
     AuthError,
     BrokerUnavailableError,
     MessageTooLargeError,
@@ -30,7 +30,7 @@ from connectors.rocketmq.errors import (
     RocketMQError,
     TopicNotFoundError,
 )
-from connectors.rocketmq.offsets import DataLossError
+from sluice.connectors.rocketmq.offsets import DataLossError
 
 RETRIABLE, DATA, CONFIG = FailureKind.RETRIABLE, FailureKind.DATA, FailureKind.CONFIG
 
@@ -67,7 +67,7 @@ CASES: list[tuple[str, BaseException, int, FailureKind]] = [
     ),
     (
         "too large, from a Spark worker",
-        remote("connectors.rocketmq.errors.MessageTooLargeError: rocketmq sink: record at offset 9"),
+        remote("sluice.connectors.rocketmq.errors.MessageTooLargeError: rocketmq sink: record at offset 9"),
         1,
         DATA,
     ),
@@ -120,7 +120,7 @@ def test_a_bad_record_raised_in_spark_keeps_only_its_own_message() -> None:
 
 
 def test_a_worker_traceback_is_reduced_to_its_raised_line() -> None:
-    raised = "connectors.rocketmq.errors.MessageTooLargeError: record at partition 'f' offset 12"
+    raised = "sluice.connectors.rocketmq.errors.MessageTooLargeError: record at partition 'f' offset 12"
     failure = classify(RemoteFailure(SPARK_TEXT.format(raised=raised) + "\tat x.y(Z.java:1)\n" * 5000))
     assert failure.message == "MessageTooLargeError: record at partition 'f' offset 12"
 

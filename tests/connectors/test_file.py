@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from connectors.api import open_sink_task, open_source_task
-from connectors.file.sink import LENGTH_STATE, PATH_STATE, FileSinkConnector
-from connectors.file.source import FileSourceConnector, FileSourceTask
-from connectors.model import BatchPlan, PartitionRange
-from connectors.records import Record, make_records
+from sluice.connectors.api import open_sink_task, open_source_task
+from sluice.connectors.file.sink import LENGTH_STATE, PATH_STATE, FileSinkConnector
+from sluice.connectors.file.source import FileSourceConnector, FileSourceTask
+from sluice.connectors.model import BatchPlan, PartitionRange
+from sluice.connectors.records import Record, make_records
 from tests.store.helpers import offsets
 
 if TYPE_CHECKING:

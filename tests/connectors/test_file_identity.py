@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from connectors.api import open_source_task
-from connectors.data_loss import DataLossError
-from connectors.file.source import FileSourceConnector, FileSourceTask
-from connectors.model import BatchPlan, DataLossPolicy
-from connectors.planner import PlanRequest, plan_next, view_of
-from connectors.positions import PartitionKey, Position
+from sluice.connectors.api import open_source_task
+from sluice.connectors.data_loss import DataLossError
+from sluice.connectors.file.source import FileSourceConnector, FileSourceTask
+from sluice.connectors.model import BatchPlan, DataLossPolicy
+from sluice.connectors.planner import PlanRequest, plan_next, view_of
+from sluice.connectors.positions import PartitionKey, Position
 
 
 def task_for(tmp: Path, **extra: str) -> FileSourceTask:

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from connectors.api import open_source_task
-from connectors.file.lines import split_lines
-from connectors.file.source import FileSourceConnector
-from connectors.model import PartitionRange
-from connectors.records import ERROR_COLUMN, RAW_COLUMN, RecordError, fail_on_bad_records
+from sluice.connectors.api import open_source_task
+from sluice.connectors.file.lines import split_lines
+from sluice.connectors.file.source import FileSourceConnector
+from sluice.connectors.model import PartitionRange
+from sluice.connectors.records import ERROR_COLUMN, RAW_COLUMN, RecordError, fail_on_bad_records
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

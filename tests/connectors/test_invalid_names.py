@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from activities.connector_activities import validate_config
-from connectors.api import open_sink_task
-from connectors.config import ConfigError, topic_name_problem
-from connectors.errors import FailureKind, classify
-from connectors.file.sink import LENGTH_STATE, FileSinkConnector
-from connectors.model import BatchPlan
-from connectors.records import Record, make_records
+from sluice.activities.connector_activities import validate_config
+from sluice.connectors.api import open_sink_task
+from sluice.connectors.config import ConfigError, topic_name_problem
+from sluice.connectors.errors import FailureKind, classify
+from sluice.connectors.file.sink import LENGTH_STATE, FileSinkConnector
+from sluice.connectors.model import BatchPlan
+from sluice.connectors.records import Record, make_records
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -8,8 +8,8 @@ import threading
 
 from sqlalchemy import create_engine, text
 
-from connectors.jdbc import ledger
-from connectors.jdbc.urls import Dialect
+from sluice.connectors.jdbc import ledger
+from sluice.connectors.jdbc.urls import Dialect
 from tests.databases import TestDatabase
 
 

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, text
 
-from activities.store import OffsetStore
-from connectors.api import open_sink_task
-from connectors.cdc.envelope import ChangeRecord, envelope, record_frame
-from connectors.jdbc.sink import JdbcSinkConnector, JdbcSinkTask
-from connectors.jdbc.types import MappedColumn
-from connectors.model import BatchPlan, PartitionRange
-from connectors.transforms import build_chain
+from sluice.activities.store import OffsetStore
+from sluice.connectors.api import open_sink_task
+from sluice.connectors.cdc.envelope import ChangeRecord, envelope, record_frame
+from sluice.connectors.jdbc.sink import JdbcSinkConnector, JdbcSinkTask
+from sluice.connectors.jdbc.types import MappedColumn
+from sluice.connectors.model import BatchPlan, PartitionRange
+from sluice.connectors.transforms import build_chain
 from tests.connectors.contract import _Crash, _CrashingCommitter
 
 COLUMNS = (MappedColumn("id", "int4", "INT", False), MappedColumn("name", "text", "STRING", True))

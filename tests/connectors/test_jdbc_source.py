@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from connectors.api import open_source_task
-from connectors.jdbc.read import JdbcAuthError, JdbcSourceConfigError
-from connectors.jdbc.source import JdbcSourceConnector, JdbcSourceTask
-from connectors.model import PartitionRange
-from connectors.positions import Position
+from sluice.connectors.api import open_source_task
+from sluice.connectors.jdbc.read import JdbcAuthError, JdbcSourceConfigError
+from sluice.connectors.jdbc.source import JdbcSourceConnector, JdbcSourceTask
+from sluice.connectors.model import PartitionRange
+from sluice.connectors.positions import Position
 from tests.connectors.jdbc_dbs import Db
 
 pytestmark = pytest.mark.slow

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.jdbc.config import config_problems, topic_for
-from connectors.jdbc.queries import (
+from sluice.connectors.jdbc.config import config_problems, topic_for
+from sluice.connectors.jdbc.queries import (
     Mode,
     SelectColumn,
     Source,
@@ -15,8 +15,8 @@ from connectors.jdbc.queries import (
     range_query,
     select_list,
 )
-from connectors.jdbc.types import ColumnInfo, UnsupportedColumnType, map_column
-from connectors.jdbc.urls import Dialect
+from sluice.connectors.jdbc.types import ColumnInfo, UnsupportedColumnType, map_column
+from sluice.connectors.jdbc.urls import Dialect
 
 MY, PG = Dialect.MYSQL, Dialect.POSTGRESQL
 INC = Source(MY, Mode.INCREMENTING, table="shop.orders", incrementing="id")
@@ -231,7 +231,7 @@ def test_config_rules(raw, fields) -> None:
 def test_connect_decimal_bytes_are_kafkas(value: str, scale: int, hex_bytes: str) -> None:
     from decimal import Decimal
 
-    from connectors.connect_json import _unscaled_bytes
+    from sluice.connectors.connect_json import _unscaled_bytes
 
     assert _unscaled_bytes(Decimal(value), scale).hex() == hex_bytes
 
@@ -239,7 +239,7 @@ def test_connect_decimal_bytes_are_kafkas(value: str, scale: int, hex_bytes: str
 def test_connect_decimal_schema_both_ways() -> None:
     from pyspark.sql.types import DecimalType
 
-    from connectors.connect_json import connect_schema, spark_type
+    from sluice.connectors.connect_json import connect_schema, spark_type
 
     schema = connect_schema(DecimalType(20, 0), optional=False)
     assert schema == {

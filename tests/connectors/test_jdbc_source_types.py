@@ -11,10 +11,10 @@ from decimal import Context, Decimal
 
 import pytest
 
-from connectors.api import open_source_task
-from connectors.converters import JsonConverter
-from connectors.jdbc.source import JdbcSourceConnector
-from connectors.model import PartitionRange
+from sluice.connectors.api import open_source_task
+from sluice.connectors.converters import JsonConverter
+from sluice.connectors.jdbc.source import JdbcSourceConnector
+from sluice.connectors.model import PartitionRange
 from tests.connectors.jdbc_dbs import Db
 from tests.connectors.test_converters import as_messages
 

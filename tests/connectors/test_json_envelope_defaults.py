@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from connectors.config import COMMON_SINK_FIELDS, ConfigDef
-from connectors.converters import KEY_SCHEMA_HEADER, VALUE_SCHEMA_HEADER, JsonConverter, converter_for
-from connectors.records import ERROR_COLUMN, Record, make_records
+from sluice.connectors.config import COMMON_SINK_FIELDS, ConfigDef
+from sluice.connectors.converters import KEY_SCHEMA_HEADER, VALUE_SCHEMA_HEADER, JsonConverter, converter_for
+from sluice.connectors.records import ERROR_COLUMN, Record, make_records
 from tests.connectors.test_converters import BORN, READ_SCHEMA, as_messages
 
 if TYPE_CHECKING:

@@ -14,9 +14,15 @@ from temporalio import activity
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.connector_activities import validate_config
-from workflows.connector import ConnectorWorkflow
-from workflows.types import VALIDATE_ACTIVITY, ConnectorSpec, ConnectorState, ValidationResult, WorkflowState
+from sluice.activities.connector_activities import validate_config
+from sluice.workflows.connector import ConnectorWorkflow
+from sluice.workflows.types import (
+    VALIDATE_ACTIVITY,
+    ConnectorSpec,
+    ConnectorState,
+    ValidationResult,
+    WorkflowState,
+)
 
 SOURCE = {"connector.class": "file-source", "file": "/tmp/in.txt", "topic": "t1"}
 SINK = {"connector.class": "file-sink", "file": "/tmp/out.txt", "topics": "t1"}

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from connectors.cdc.mysql.source import MySqlCdcConnector, MySqlCdcTask
-from connectors.config import ConfigError
-from connectors.data_loss import DataLossError
-from connectors.model import PartitionRange
-from connectors.plugins import load_connector_class
-from connectors.positions import Position
+from sluice.connectors.cdc.mysql.source import MySqlCdcConnector, MySqlCdcTask
+from sluice.connectors.config import ConfigError
+from sluice.connectors.data_loss import DataLossError
+from sluice.connectors.model import PartitionRange
+from sluice.connectors.plugins import load_connector_class
+from sluice.connectors.positions import Position
 from tests.cdc.mysql import open_task, source_config
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase

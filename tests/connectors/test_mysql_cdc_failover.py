@@ -11,11 +11,11 @@ import uuid
 
 import pytest
 
-from connectors.cdc.mysql.source import MySqlCdcConnector, MySqlCdcTask
-from connectors.data_loss import DataLossError
-from connectors.model import BatchPlan
-from connectors.planner import PlanRequest, plan_next, view_of
-from connectors.positions import PartitionKey, Position
+from sluice.connectors.cdc.mysql.source import MySqlCdcConnector, MySqlCdcTask
+from sluice.connectors.data_loss import DataLossError
+from sluice.connectors.model import BatchPlan
+from sluice.connectors.planner import PlanRequest, plan_next, view_of
+from sluice.connectors.positions import PartitionKey, Position
 from tests.cdc.mysql import source_config
 from tests.cdc.replica import Replica, mariadb_replica
 from tests.connectors.jdbc_dbs import Db

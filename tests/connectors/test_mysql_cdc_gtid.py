@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.cdc.envelope import ChangeRecord
-from connectors.cdc.mysql.changes import COMMIT, GTID, ROWS, BinlogEvent, Change, TableShape, scan
-from connectors.cdc.mysql.failover import gtid_of
-from connectors.cdc.mysql.gtid import GtidFormatError, GtidSet, source_filter, source_of
+from sluice.connectors.cdc.envelope import ChangeRecord
+from sluice.connectors.cdc.mysql.changes import COMMIT, GTID, ROWS, BinlogEvent, Change, TableShape, scan
+from sluice.connectors.cdc.mysql.failover import gtid_of
+from sluice.connectors.cdc.mysql.gtid import GtidFormatError, GtidSet, source_filter, source_of
 
 U1 = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 U2 = "8f2b1d6c-0000-11e1-9e33-c80aa9429562"

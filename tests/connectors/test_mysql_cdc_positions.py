@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from connectors.cdc.envelope import ChangeRecord
-from connectors.cdc.mysql.changes import (
+from sluice.connectors.cdc.envelope import ChangeRecord
+from sluice.connectors.cdc.mysql.changes import (
     COMMIT,
     GTID,
     ROWS,
@@ -19,7 +19,7 @@ from connectors.cdc.mysql.changes import (
     file_name,
     scan,
 )
-from connectors.cdc.mysql.config import SERVER_ID_BASE, select_tables, server_id
+from sluice.connectors.cdc.mysql.config import SERVER_ID_BASE, select_tables, server_id
 
 SHAPE = TableShape("d.t", "d", "t", (), ("id",))
 

@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-from connectors.cdc.mysql.source import MySqlCdcConnector, MySqlCdcTask
-from connectors.config import ConfigError
+from sluice.connectors.cdc.mysql.source import MySqlCdcConnector, MySqlCdcTask
+from sluice.connectors.config import ConfigError
 from tests.cdc.mysql import source_config
 from tests.cdc.signal import (
     SIGNALS,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 
-from connectors.cdc.mysql.source import MySqlCdcConnector, MySqlCdcTask
+from sluice.connectors.cdc.mysql.source import MySqlCdcConnector, MySqlCdcTask
 from tests.cdc.mysql import source_config
 from tests.cdc.snapshot import (
     concurrent_snapshot_converges,

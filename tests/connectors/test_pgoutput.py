@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from connectors.cdc.postgres import pgoutput as pg
-from connectors.cdc.postgres.changes import UNAVAILABLE, ChangeDecoder, with_offsets
-from connectors.cdc.postgres.values import column_info, mapped_column, parse_value
+from sluice.connectors.cdc.postgres import pgoutput as pg
+from sluice.connectors.cdc.postgres.changes import UNAVAILABLE, ChangeDecoder, with_offsets
+from sluice.connectors.cdc.postgres.values import column_info, mapped_column, parse_value
 
 
 def s(text: str) -> bytes:

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from connectors.api import SinkConnector, SourceConnector
-from connectors.dummy import DummySinkConnector, DummySourceConnector
-from connectors.file.sink import FileSinkConnector
-from connectors.file.source import FileSourceConnector
-from connectors.jdbc.sink import JdbcSinkConnector
-from connectors.plugins import (
+from sluice.connectors.api import SinkConnector, SourceConnector
+from sluice.connectors.dummy import DummySinkConnector, DummySourceConnector
+from sluice.connectors.file.sink import FileSinkConnector
+from sluice.connectors.file.source import FileSourceConnector
+from sluice.connectors.jdbc.sink import JdbcSinkConnector
+from sluice.connectors.plugins import (
     CONNECTOR_GROUP,
     TRANSFORM_GROUP,
     PluginNotFoundError,
@@ -20,8 +20,8 @@ from connectors.plugins import (
     load_connector_class,
     load_transform_class,
 )
-from connectors.transforms import Transform, create_transform, known_transforms
-from connectors.transforms.fields import InsertField
+from sluice.connectors.transforms import Transform, create_transform, known_transforms
+from sluice.connectors.transforms.fields import InsertField
 
 
 class ThirdPartySource(DummySourceConnector):
@@ -48,8 +48,9 @@ THIRD_PARTY = [
         ("file-sink", FileSinkConnector),
         ("dummy-source", DummySourceConnector),
         ("dummy-sink", DummySinkConnector),
-        ("connectors.file.source:FileSourceConnector", FileSourceConnector),
-        ("connectors.file.sink.FileSinkConnector", FileSinkConnector),
+        ("sluice.connectors.file.source:FileSourceConnector", FileSourceConnector),
+        ("sluice.connectors.file.sink.FileSinkConnector", FileSinkConnector),
+        ("connectors.file.sink:FileSinkConnector", FileSinkConnector),  # a path from before sluice.<folder>
         (" dummy-sink ", DummySinkConnector),
         ("jdbc-sink", JdbcSinkConnector),
         ("io.confluent.connect.jdbc.JdbcSinkConnector", JdbcSinkConnector),
@@ -103,8 +104,11 @@ def test_unknown_connector_lists_known_names() -> None:
     [
         ("broken", "connector 'broken' resolves to <object"),
         ("no.such.module:Thing", "connector 'no.such.module:Thing' cannot be loaded: No module named 'no'"),
-        ("connectors.file.source:Nope", "connector 'connectors.file.source:Nope' cannot be loaded"),
-        ("connectors.config:ConfigDef", "is not a Connector subclass"),
+        (
+            "sluice.connectors.file.source:Nope",
+            "connector 'sluice.connectors.file.source:Nope' cannot be loaded",
+        ),
+        ("sluice.connectors.config:ConfigDef", "is not a Connector subclass"),
     ],
 )
 def test_bad_connector_names(name: str, message: str) -> None:

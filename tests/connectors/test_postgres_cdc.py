@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from connectors.cdc.postgres.slot import lsn_int
-from connectors.cdc.postgres.source import PostgresCdcConnector, PostgresCdcTask
-from connectors.config import ConfigError
-from connectors.data_loss import DataLossError
-from connectors.model import BatchPlan, PartitionRange
-from connectors.plugins import load_connector_class
-from connectors.positions import Position
+from sluice.connectors.cdc.postgres.slot import lsn_int
+from sluice.connectors.cdc.postgres.source import PostgresCdcConnector, PostgresCdcTask
+from sluice.connectors.config import ConfigError
+from sluice.connectors.data_loss import DataLossError
+from sluice.connectors.model import BatchPlan, PartitionRange
+from sluice.connectors.plugins import load_connector_class
+from sluice.connectors.positions import Position
 from tests.cdc.pg import cdc_database, open_task, source_config
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase

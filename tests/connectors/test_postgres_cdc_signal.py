@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from connectors.cdc.postgres.source import PostgresCdcConnector, PostgresCdcTask
-from connectors.config import ConfigError
+from sluice.connectors.cdc.postgres.source import PostgresCdcConnector, PostgresCdcTask
+from sluice.connectors.config import ConfigError
 from tests.cdc.pg import cdc_database, source_config
 from tests.cdc.signal import (
     SIGNALS,

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from connectors.cdc.postgres.source import PostgresCdcConnector, PostgresCdcTask
-from connectors.positions import Position
+from sluice.connectors.cdc.postgres.source import PostgresCdcConnector, PostgresCdcTask
+from sluice.connectors.positions import Position
 from tests.cdc.pg import cdc_database, slot_exists, source_config
 from tests.cdc.snapshot import (
     Replica,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from cryptography.fernet import Fernet
 
-from connectors.sealing import Sealer, needs_sealing, seal_config
-from connectors.secrets import SecretResolutionError, resolve_secrets
+from sluice.connectors.sealing import Sealer, needs_sealing, seal_config
+from sluice.connectors.secrets import SecretResolutionError, resolve_secrets
 
 
 @pytest.mark.parametrize(

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from connectors.cdc import operations
-from connectors.cdc.envelope import ChangeRecord
-from connectors.cdc.mysql.source import MySqlCdcConnector
-from connectors.cdc.postgres.source import PostgresCdcConnector
+from sluice.connectors.cdc import operations
+from sluice.connectors.cdc.envelope import ChangeRecord
+from sluice.connectors.cdc.mysql.source import MySqlCdcConnector
+from sluice.connectors.cdc.postgres.source import PostgresCdcConnector
 
 BASE = {
     "database.hostname": "localhost",

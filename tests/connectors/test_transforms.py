@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from connectors.config import ConfigError
-from connectors.records import ERROR_COLUMN, Record, RecordError, make_records, raise_on_bad_records
-from connectors.transforms import apply_chain, build_chain
+from sluice.connectors.config import ConfigError
+from sluice.connectors.records import ERROR_COLUMN, Record, RecordError, make_records, raise_on_bad_records
+from sluice.connectors.transforms import apply_chain, build_chain
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

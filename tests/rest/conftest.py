@@ -17,10 +17,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from deploy.local.config import StackConfig
-from worker.client import SluiceClient
-from worker.rest.app import create_app
-from worker.rest.deps import RestSettings
+from sluice.deploy.local.config import StackConfig
+from sluice.worker.client import SluiceClient
+from sluice.worker.rest.app import create_app
+from sluice.worker.rest.deps import RestSettings
 
 TOKEN = "t0ken-for-tests"
 
@@ -44,7 +44,7 @@ def rest_worker(stack_config: StackConfig, tmp_path_factory: pytest.TempPathFact
     log = tmp_path_factory.mktemp("rest-worker") / "worker.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "worker.cli", "worker"],
+            [sys.executable, "-m", "sluice.worker.cli", "worker"],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import httpx
 
+from sluice.worker.client import SluiceClient
 from tests.rest.conftest import TOKEN, make_http
-from worker.client import SluiceClient
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 

@@ -23,11 +23,11 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from deploy.local.config import StackConfig
+from sluice.deploy.local.config import StackConfig
+from sluice.worker.client import SluiceClient
+from sluice.worker.rest.app import create_app
+from sluice.worker.rest.deps import RestSettings
 from tests.rest.conftest import RestWorker
-from worker.client import SluiceClient
-from worker.rest.app import create_app
-from worker.rest.deps import RestSettings
 
 
 def _free_port() -> int:

@@ -20,12 +20,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from connectors.rocketmq.arrow_decode import parse_properties, to_record_batch
-from connectors.rocketmq.codec import SYSTEM_PROPERTIES, decode_columns, decode_messages
-from connectors.rocketmq.sync_client import SyncRocketMQClient
-from connectors.rocketmq.values import MessageColumns, MessageQueue, OutgoingMessage
-from deploy.local.config import StackConfig
-from deploy.local.rocketmq import BROKER_NAME
+from sluice.connectors.rocketmq.arrow_decode import parse_properties, to_record_batch
+from sluice.connectors.rocketmq.codec import SYSTEM_PROPERTIES, decode_columns, decode_messages
+from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
+from sluice.connectors.rocketmq.values import MessageColumns, MessageQueue, OutgoingMessage
+from sluice.deploy.local.config import StackConfig
+from sluice.deploy.local.rocketmq import BROKER_NAME
 
 pytestmark = pytest.mark.timeout(300)
 

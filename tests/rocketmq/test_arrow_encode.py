@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from connectors.rocketmq.arrow_encode import encode_rows
-from connectors.rocketmq.codec import EncodedBatch, UniqueIdGenerator, encode_batch_entries
-from connectors.rocketmq.errors import MessageTooLargeError
-from connectors.rocketmq.values import OutgoingMessage
+from sluice.connectors.rocketmq.arrow_encode import encode_rows
+from sluice.connectors.rocketmq.codec import EncodedBatch, UniqueIdGenerator, encode_batch_entries
+from sluice.connectors.rocketmq.errors import MessageTooLargeError
+from sluice.connectors.rocketmq.values import OutgoingMessage
 from tests.rocketmq.test_codec_fuzz import FUZZ, outgoing  # the codec's own message strategy
 
 SCHEMA = pa.schema(

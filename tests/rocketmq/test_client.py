@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from activities.sink_runner import matching_topics
-from connectors.rocketmq import (
+from sluice.activities.sink_runner import matching_topics
+from sluice.connectors.rocketmq import (
     MessageQueue,
     MessageTooLargeError,
     NameServerUnavailableError,
@@ -30,10 +30,10 @@ from connectors.rocketmq import (
     SyncRocketMQClient,
     TopicNotFoundError,
 )
-from connectors.rocketmq.client import pull_offset_verdict
-from connectors.rocketmq.remoting import ResponseCode
-from deploy.local.config import StackConfig
-from deploy.local.rocketmq import BROKER_NAME, mqadmin
+from sluice.connectors.rocketmq.client import pull_offset_verdict
+from sluice.connectors.rocketmq.remoting import ResponseCode
+from sluice.deploy.local.config import StackConfig
+from sluice.deploy.local.rocketmq import BROKER_NAME, mqadmin
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -279,7 +279,7 @@ def test_sync_client_from_threads(stack_config: StackConfig, topic_name: str) ->
 def test_broker_restart_during_a_send_loop_loses_no_acknowledged_message(
     stack_config: StackConfig, topic_name: str
 ) -> None:
-    from deploy.local.stack import restart_service
+    from sluice.deploy.local.stack import restart_service
 
     mq = _mq(topic_name, 0)
     acked: list[bytes] = []

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from connectors.rocketmq.codec import (
+from sluice.connectors.rocketmq.codec import (
     MAGIC_V1,
     SYSFLAG_COMPRESSED,
     SYSTEM_PROPERTIES,
@@ -30,8 +30,8 @@ from connectors.rocketmq.codec import (
     encode_properties,
     encode_stored_message,
 )
-from connectors.rocketmq.errors import MessageTooLargeError, ProtocolError
-from connectors.rocketmq.remoting import (
+from sluice.connectors.rocketmq.errors import MessageTooLargeError, ProtocolError
+from sluice.connectors.rocketmq.remoting import (
     SERIALIZE_JSON,
     SERIALIZE_ROCKETMQ,
     RemotingCommand,
@@ -39,8 +39,8 @@ from connectors.rocketmq.remoting import (
     encode_frame,
     sign,
 )
-from connectors.rocketmq.routing import loads_lenient, parse_cluster_info, parse_topic_route
-from connectors.rocketmq.values import Message, MessageQueue, OutgoingMessage
+from sluice.connectors.rocketmq.routing import loads_lenient, parse_cluster_info, parse_topic_route
+from sluice.connectors.rocketmq.values import Message, MessageQueue, OutgoingMessage
 
 # No per-example deadline (timings vary on a shared machine); a hang still fails via the timeout.
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -14,13 +14,13 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from connectors.rocketmq.connection import Connection
-from connectors.rocketmq.errors import (
+from sluice.connectors.rocketmq.connection import Connection
+from sluice.connectors.rocketmq.errors import (
     BrokerUnavailableError,
     NameServerUnavailableError,
     RequestTimeoutError,
 )
-from connectors.rocketmq.remoting import (
+from sluice.connectors.rocketmq.remoting import (
     FLAG_RESPONSE,
     RemotingCommand,
     decode_payload,

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import pytest_asyncio
 
-from connectors.rocketmq import (
+from sluice.connectors.rocketmq import (
     MessageQueue,
     OutgoingMessage,
     RequestTimeoutError,
@@ -23,12 +23,12 @@ from connectors.rocketmq import (
     RocketMQError,
     SyncRocketMQClient,
 )
-from connectors.rocketmq.client import retry_topic
-from connectors.rocketmq.offsets import consumer_group
-from connectors.rocketmq.routing import loads_lenient
-from connectors.rocketmq.transport import BROKER
-from deploy.local.config import StackConfig
-from deploy.local.rocketmq import BROKER_NAME
+from sluice.connectors.rocketmq.client import retry_topic
+from sluice.connectors.rocketmq.offsets import consumer_group
+from sluice.connectors.rocketmq.routing import loads_lenient
+from sluice.connectors.rocketmq.transport import BROKER
+from sluice.deploy.local.config import StackConfig
+from sluice.deploy.local.rocketmq import BROKER_NAME
 
 pytestmark = pytest.mark.timeout(300)
 

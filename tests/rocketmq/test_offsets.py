@@ -13,21 +13,21 @@ from collections.abc import Iterator
 
 import pytest
 
-from activities.sink_runner import QueueView
-from connectors.model import BatchPlan, DataLossPolicy, PartitionRange
-from connectors.planner import PlanRequest, plan_next
-from connectors.planning import AtTimestamp, Earliest, Latest, SpecificPositions
-from connectors.rocketmq.errors import TopicNotFoundError
-from connectors.rocketmq.offsets import (
+from sluice.activities.sink_runner import QueueView
+from sluice.connectors.model import BatchPlan, DataLossPolicy, PartitionRange
+from sluice.connectors.planner import PlanRequest, plan_next
+from sluice.connectors.planning import AtTimestamp, Earliest, Latest, SpecificPositions
+from sluice.connectors.rocketmq.errors import TopicNotFoundError
+from sluice.connectors.rocketmq.offsets import (
     DataLossError,
     check_data_loss,
     earliest_offsets,
     latest_offsets,
     resolve_start_policy,
 )
-from connectors.rocketmq.sync_client import SyncRocketMQClient
-from connectors.rocketmq.values import MessageQueue, OutgoingMessage
-from deploy.local.config import StackConfig
+from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
+from sluice.connectors.rocketmq.values import MessageQueue, OutgoingMessage
+from sluice.deploy.local.config import StackConfig
 from tests.store.helpers import offsets
 
 
@@ -158,7 +158,7 @@ def test_check_data_loss(
     fail_message: str | None,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="connectors.data_loss"):
+    with caplog.at_level(logging.WARNING, logger="sluice.connectors.data_loss"):
         assert check_data_loss(ranges, MINS, DataLossPolicy.SKIP, max_offsets=maxes) == skipped
     if fail_message is None:
         assert check_data_loss(ranges, MINS, DataLossPolicy.FAIL, max_offsets=maxes) == skipped

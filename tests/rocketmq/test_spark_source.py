@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from activities.sink_runner import QueueView
-from connectors.model import DataLossPolicy, PartitionRange
-from connectors.planner import PlanRequest, plan_next
-from connectors.rocketmq.offsets import check_data_loss, earliest_offsets, latest_offsets
-from connectors.rocketmq.spark_source import plan_from_json, plan_to_json, register
-from connectors.rocketmq.spark_writer import read_write_summary
-from connectors.rocketmq.sync_client import SyncRocketMQClient
-from deploy.local.config import StackConfig
+from sluice.activities.sink_runner import QueueView
+from sluice.connectors.model import DataLossPolicy, PartitionRange
+from sluice.connectors.planner import PlanRequest, plan_next
+from sluice.connectors.rocketmq.offsets import check_data_loss, earliest_offsets, latest_offsets
+from sluice.connectors.rocketmq.spark_source import plan_from_json, plan_to_json, register
+from sluice.connectors.rocketmq.spark_writer import read_write_summary
+from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
+from sluice.deploy.local.config import StackConfig
 
 # Spark's Python workers must run this interpreter (the venv has pyarrow and this project); set it
 # before the session fixture starts Spark in case nothing else did.

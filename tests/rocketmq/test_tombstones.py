@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from activities.sink_runner import QueueView
-from connectors.converters import TOMBSTONE_PROPERTY, BytesConverter, Converter, StringConverter
-from connectors.planner import PlanRequest, plan_next
-from connectors.records import Record, make_records
-from connectors.rocketmq.spark_source import plan_to_json, register
-from connectors.rocketmq.sync_client import SyncRocketMQClient
-from deploy.local.config import StackConfig
+from sluice.activities.sink_runner import QueueView
+from sluice.connectors.converters import TOMBSTONE_PROPERTY, BytesConverter, Converter, StringConverter
+from sluice.connectors.planner import PlanRequest, plan_next
+from sluice.connectors.records import Record, make_records
+from sluice.connectors.rocketmq.spark_source import plan_to_json, register
+from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
+from sluice.deploy.local.config import StackConfig
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.rocketmq.codec import EncodedBatch, stored_size
-from connectors.rocketmq.spark_writer import _Sender
-from connectors.rocketmq.values import MessageQueue, SendResult
+from sluice.connectors.rocketmq.codec import EncodedBatch, stored_size
+from sluice.connectors.rocketmq.spark_writer import _Sender
+from sluice.connectors.rocketmq.values import MessageQueue, SendResult
 
 QUEUES = [MessageQueue("T", "broker-a", i) for i in range(3)]
 

@@ -23,9 +23,9 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from sluice.worker.client import SluiceClient
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase, table_rows
-from worker.client import SluiceClient
 
 TABLES = ("orders", "customers")
 MOVED = 1_000_000  # a primary-key change moves an order to id + MOVED

@@ -29,7 +29,7 @@ async def wait_for(
 def replica_sink(target: TestDatabase, topics: str, **extra: str) -> dict[str, str]:
     """The CDC replica sink of docs/connectors.md (worker.demo.cdc.cdc_replica_sink) of topics
     ``<topics><table>`` into ``target``, with the tests' small batches."""
-    from worker.demo.cdc import cdc_replica_sink
+    from sluice.worker.demo.cdc import cdc_replica_sink
 
     connection = {"connection.url": target.jdbc_url, "connection.user": target.user,
                   "connection.password": target.password}  # fmt: skip

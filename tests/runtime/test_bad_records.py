@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from sluice.workflows.types import TaskState
 from tests.runtime.helpers import wait_for
-from workflows.types import TaskState
 
 BAD_LINE = "{not json"
 
@@ -87,7 +87,7 @@ async def test_an_undecodable_message_fails_the_sink_task_naming_topic_queue_and
 async def test_errors_tolerance_all_sends_the_bad_record_to_the_dead_letter_topic(
     tmp_path: Path, start_worker, sluice, topic_name, stack_config
 ) -> None:
-    from connectors.rocketmq.sync_client import SyncRocketMQClient
+    from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
 
     dlq = f"DLQ_{uuid.uuid4().hex[:8]}"
     dst, source, sink, records = await _json_pipeline(
@@ -140,7 +140,7 @@ async def _envelope_pipeline(tmp_path: Path, start_worker, sluice, topic: str, *
 async def test_with_tolerance_a_body_without_the_envelope_is_dead_lettered_and_the_rest_written(
     tmp_path: Path, start_worker, sluice, topic_name, stack_config
 ) -> None:
-    from connectors.rocketmq.sync_client import SyncRocketMQClient
+    from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
 
     dlq = f"DLQ_{uuid.uuid4().hex[:8]}"
     dst, source, sink, records = await _envelope_pipeline(
@@ -279,8 +279,8 @@ async def _tolerant_pipeline(tmp_path: Path, start_worker, sluice, topic: str, d
 async def test_with_tolerance_bad_source_lines_go_to_the_dead_letter_topic(
     tmp_path: Path, start_worker, sluice, topic_name, stack_config
 ) -> None:
-    from activities.dead_letters import MAX_DEAD_LETTER_BODY
-    from connectors.rocketmq.sync_client import SyncRocketMQClient
+    from sluice.activities.dead_letters import MAX_DEAD_LETTER_BODY
+    from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
 
     dlq = f"DLQ_{uuid.uuid4().hex[:8]}"
     source, at, src, _ = await _tolerant_pipeline(tmp_path, start_worker, sluice, topic_name, dlq)

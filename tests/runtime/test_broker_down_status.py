@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from deploy.local.stack import services
+from sluice.deploy.local.stack import services
+from sluice.workflows.types import ConnectorState, TaskState
 from tests.runtime.helpers import wait_for
 from tests.runtime.test_file_pipeline import _lines, _pipeline_configs, _read
-from workflows.types import ConnectorState, TaskState
 
 
 @pytest.mark.fault

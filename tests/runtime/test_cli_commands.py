@@ -13,7 +13,8 @@ import json
 import sys
 from pathlib import Path
 
-from connectors.secrets import REDACTED
+from sluice.connectors.secrets import REDACTED
+from sluice.workflows.types import ConnectorState
 from tests.runtime import test_cli_exit_codes as base
 from tests.runtime.helpers import wait_for
 from tests.runtime.test_cli_exit_codes import (
@@ -25,7 +26,6 @@ from tests.runtime.test_cli_exit_codes import (
     assert_one_line_error,
     sluice,
 )
-from workflows.types import ConnectorState
 
 cli = base.cli  # the fixture: a worker on a private task queue
 
@@ -184,7 +184,7 @@ async def test_watch_refreshes_until_the_connector_stops(cli: CliEnv) -> None:
     assert_ok(await sluice(cli, "connector", "create", name, *DUMMY))
     await wait_for(lambda: _is_running(cli.sluice, name), 30, f"{name} RUNNING")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "worker.cli", "connector", "watch", name, "--interval", "0.5",
+        sys.executable, "-m", "sluice.worker.cli", "connector", "watch", name, "--interval", "0.5",
         env=cli.env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert proc.stdout is not None and proc.stderr is not None

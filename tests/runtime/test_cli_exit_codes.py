@@ -29,13 +29,12 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.worker import Worker
 
-from activities.connector_activities import validate_config
-from activities.context import RuntimeContext
-from activities.heartbeat import Progress
-from activities.offsets import OffsetActivities
-from deploy.local.config import StackConfig
-from tests.runtime.helpers import wait_for
-from worker.client import (
+from sluice.activities.connector_activities import validate_config
+from sluice.activities.context import RuntimeContext
+from sluice.activities.heartbeat import Progress
+from sluice.activities.offsets import OffsetActivities
+from sluice.deploy.local.config import StackConfig
+from sluice.worker.client import (
     ConnectorConfigError,
     ConnectorExistsError,
     ConnectorNotAnsweringError,
@@ -43,9 +42,9 @@ from worker.client import (
     ConnectorStateError,
     SluiceClient,
 )
-from worker.settings import settings
-from workflows.connector import ConnectorWorkflow
-from workflows.types import (
+from sluice.worker.settings import settings
+from sluice.workflows.connector import ConnectorWorkflow
+from sluice.workflows.types import (
     DELETE_OFFSETS_ACTIVITY,
     RUN_TASK_ACTIVITY,
     VALIDATE_ACTIVITY,
@@ -55,6 +54,7 @@ from workflows.types import (
     TaskOutcome,
     ValidationResult,
 )
+from tests.runtime.helpers import wait_for
 
 # Markers of a process that died in interpreter finalization or leaked a traceback.
 CRASH_MARKERS = ("Fatal Python error", "Traceback", "Segmentation fault", "PyGILState")
@@ -131,7 +131,7 @@ async def sluice(cli: CliEnv, *args: str, env: dict[str, str] | None = None) -> 
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "worker.cli",
+        "sluice.worker.cli",
         *args,
         env=env or cli.env,
         stdout=asyncio.subprocess.PIPE,

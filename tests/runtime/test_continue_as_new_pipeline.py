@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from deploy.local.temporal import temporal_binary
+from sluice.deploy.local.temporal import temporal_binary
+from sluice.worker.client import SluiceClient
+from sluice.workflows import search_attributes
+from sluice.workflows.types import ConnectorState, TaskState
 from tests.runtime.helpers import wait_for
 from tests.runtime.test_file_pipeline import _lines, _pipeline_configs, _read
 from tests.runtime.workers import RuntimeEnv, WorkerProcess
-from worker.client import SluiceClient
-from workflows import search_attributes
-from workflows.types import ConnectorState, TaskState
 
 SUGGEST_AFTER_EVENTS = 30
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
+from sluice.workflows.types import TaskState
 from tests.cdc.mysql import source_config
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase, table_rows
 from tests.runtime.helpers import wait_for
-from workflows.types import TaskState
 
 KAFKA_JSON = "org.apache.kafka.connect.json.JsonConverter"
 CONVERTERS = {"key.converter": KAFKA_JSON, "value.converter": KAFKA_JSON}

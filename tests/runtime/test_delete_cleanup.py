@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from activities.connector_activities import ConnectorActivities
-from activities.context import RuntimeContext
-from connectors.positions import PartitionKey
-from connectors.rocketmq import SyncRocketMQClient
-from connectors.rocketmq.client import retry_topic
-from connectors.rocketmq.offsets import consumer_group
-from deploy.local.config import StackConfig
+from sluice.activities.connector_activities import ConnectorActivities
+from sluice.activities.context import RuntimeContext
+from sluice.connectors.positions import PartitionKey
+from sluice.connectors.rocketmq import SyncRocketMQClient
+from sluice.connectors.rocketmq.client import retry_topic
+from sluice.connectors.rocketmq.offsets import consumer_group
+from sluice.deploy.local.config import StackConfig
+from sluice.worker.settings import settings
 from tests.runtime.helpers import wait_for
-from worker.settings import settings
 
 pytestmark = pytest.mark.timeout(600)
 

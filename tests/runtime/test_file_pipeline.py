@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from sluice.workflows.types import ConnectorState
 from tests.runtime.helpers import wait_for
-from workflows.types import ConnectorState
 
 
 def _lines(start: int, count: int) -> str:

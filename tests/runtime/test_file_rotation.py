@@ -10,8 +10,8 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+from sluice.workflows.types import TaskState
 from tests.runtime.helpers import wait_for
-from workflows.types import TaskState
 
 
 def _lines(prefix: str, start: int, count: int) -> str:

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from deploy.local.config import StackConfig
-from deploy.local.stack import restart_service
+from sluice.deploy.local.config import StackConfig
+from sluice.deploy.local.stack import restart_service
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase, table_rows
 from tests.runtime.helpers import wait_for

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
-from connectors.rocketmq.sync_client import SyncRocketMQClient
+from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
+from sluice.workflows.types import TaskState
 from tests.databases import table_rows
 from tests.runtime.helpers import wait_for
-from workflows.types import TaskState
 
 BAD_ID = 10_000
 FAST = {"poll.interval.ms": "200"}

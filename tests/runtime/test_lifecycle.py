@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from temporalio.service import RPCError
 
-from activities.store import OffsetStore
+from sluice.activities.store import OffsetStore
+from sluice.worker.client import ConnectorConfigError
+from sluice.workflows.types import ConnectorState, TaskState
 from tests.runtime.helpers import wait_for
 from tests.runtime.test_file_pipeline import _lines, _pipeline_configs, _read
-from worker.client import ConnectorConfigError
-from workflows.types import ConnectorState, TaskState
 
 
 async def test_lifecycle_operations_keep_offsets_and_report_state(

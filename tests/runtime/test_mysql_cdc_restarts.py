@@ -13,8 +13,8 @@ import uuid
 
 import pytest
 
-from deploy.local.config import StackConfig
-from deploy.local.stack import restart_service
+from sluice.deploy.local.config import StackConfig
+from sluice.deploy.local.stack import restart_service
 from tests.cdc.mysql import source_config
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase

@@ -9,14 +9,14 @@ import dataclasses
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from activities.context import RuntimeContext
-from activities.offsets import OFFSETS_ERROR, OffsetActivities
-from activities.store import OffsetStore
-from connectors.model import BatchPlan, PartitionRange
-from connectors.positions import PartitionKey, Position
-from deploy.local.config import StackConfig
-from worker.settings import settings
-from workflows.types import OffsetsChange
+from sluice.activities.context import RuntimeContext
+from sluice.activities.offsets import OFFSETS_ERROR, OffsetActivities
+from sluice.activities.store import OffsetStore
+from sluice.connectors.model import BatchPlan, PartitionRange
+from sluice.connectors.positions import PartitionKey, Position
+from sluice.deploy.local.config import StackConfig
+from sluice.worker.settings import settings
+from sluice.workflows.types import OffsetsChange
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from deploy.local.config import StackConfig
-from deploy.local.stack import restart_service
+from sluice.deploy.local.config import StackConfig
+from sluice.deploy.local.stack import restart_service
 from tests.cdc.pg import cdc_database, slot_exists, source_config
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase

@@ -95,7 +95,7 @@ async def test_postgres_sink_gets_every_line_once_and_the_password_never_leaks(
     assert b"${sealed:" in literal_raw, "the client sealed the literal URL before starting the workflow"
     assert SECRET.encode() not in literal_raw
     status = subprocess.run(
-        [sys.executable, "-m", "worker.cli", "connector", "status", sink],
+        [sys.executable, "-m", "sluice.worker.cli", "connector", "status", sink],
         capture_output=True,
         text=True,
         env=runtime_env.env,

@@ -8,17 +8,17 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from activities.context import RuntimeContext
-from activities.runner import TaskSetup
-from activities.source_runner import SourceRunner
-from connectors.api import open_source_task
-from connectors.converters import converter_for
-from connectors.dummy import DummySourceConnector
-from connectors.dummy.source import DummySourceTask
-from connectors.model import PartitionRange
-from connectors.positions import PartitionKey, Position
-from deploy.local.config import StackConfig
-from worker.settings import settings
+from sluice.activities.context import RuntimeContext
+from sluice.activities.runner import TaskSetup
+from sluice.activities.source_runner import SourceRunner
+from sluice.connectors.api import open_source_task
+from sluice.connectors.converters import converter_for
+from sluice.connectors.dummy import DummySourceConnector
+from sluice.connectors.dummy.source import DummySourceTask
+from sluice.connectors.model import PartitionRange
+from sluice.connectors.positions import PartitionKey, Position
+from sluice.deploy.local.config import StackConfig
+from sluice.worker.settings import settings
 
 
 class QuietPartitionSource(DummySourceTask):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy.local import stack
+from sluice.deploy.local import stack
 from tests.runtime.helpers import wait_for
 from tests.runtime.test_file_pipeline import _lines, _pipeline_configs, _read
 

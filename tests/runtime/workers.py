@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from deploy.local.config import StackConfig
+from sluice.deploy.local.config import StackConfig
+from sluice.worker.client import SluiceClient
 from tests.databases import TestDatabase, postgres_database
-from worker.client import SluiceClient
 
 #: Task activities the shared worker runs at once: tests with several tasks, and room for a
 #: connector another test is still deleting.
@@ -90,7 +90,7 @@ def _runtime_env(**extra: str) -> RuntimeEnv:
 def _start_worker(env: RuntimeEnv, log: Path, shared: bool = False) -> WorkerProcess:
     out = log.open("ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "worker.cli", "worker"],
+        [sys.executable, "-m", "sluice.worker.cli", "worker"],
         stdout=out,
         stderr=subprocess.STDOUT,
         env=env.env,

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy.engine import Engine
 
-from activities.store import OffsetStore
-from deploy.local.config import StackConfig
+from sluice.activities.store import OffsetStore
+from sluice.deploy.local.config import StackConfig
 
 
 @pytest.fixture

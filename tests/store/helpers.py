@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from connectors.positions import PartitionKey, Position
+from sluice.connectors.positions import PartitionKey, Position
 
 
 def offsets(positions: Mapping[PartitionKey, Position]) -> dict[str, int]:

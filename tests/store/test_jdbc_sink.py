@@ -13,12 +13,12 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 from sqlalchemy import create_engine, text
 
-from activities.store import OffsetStore
-from connectors.api import RejectedRecordsError
-from connectors.jdbc.shape import KAFKA_FIELDS
-from connectors.jdbc.sink import JdbcAuthError, JdbcSinkConnector, JdbcSinkTask
-from connectors.model import BatchPlan, PartitionRange
-from connectors.records import Record, make_records
+from sluice.activities.store import OffsetStore
+from sluice.connectors.api import RejectedRecordsError
+from sluice.connectors.jdbc.shape import KAFKA_FIELDS
+from sluice.connectors.jdbc.sink import JdbcAuthError, JdbcSinkConnector, JdbcSinkTask
+from sluice.connectors.model import BatchPlan, PartitionRange
+from sluice.connectors.records import Record, make_records
 from tests.store.helpers import offsets
 
 VALUE = T.StructType(

@@ -10,16 +10,16 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine
 
-from activities.store import (
+from sluice.activities.store import (
     BatchAlreadyCommittedError,
     OffsetStore,
     PlanConflictError,
     PlanNotRecordedError,
     PositionRegressionError,
 )
-from activities.store.schema import MIGRATIONS, current_version
-from connectors.model import BatchPlan, PartitionRange, queue_partition
-from deploy.local.config import StackConfig
+from sluice.activities.store.schema import MIGRATIONS, current_version
+from sluice.connectors.model import BatchPlan, PartitionRange, queue_partition
+from sluice.deploy.local.config import StackConfig
 from tests.store.helpers import offsets
 
 LATEST = max(m.version for m in MIGRATIONS)

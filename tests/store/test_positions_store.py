@@ -6,11 +6,11 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
-from activities.store import OffsetStore, PositionRegressionError
-from activities.store.schema import MIGRATIONS, migrate
-from connectors.model import BatchPlan, PartitionRange
-from connectors.positions import PartitionKey, Position, PositionFormatError
-from deploy.local.config import StackConfig
+from sluice.activities.store import OffsetStore, PositionRegressionError
+from sluice.activities.store.schema import MIGRATIONS, migrate
+from sluice.connectors.model import BatchPlan, PartitionRange
+from sluice.connectors.positions import PartitionKey, Position, PositionFormatError
+from sluice.deploy.local.config import StackConfig
 
 
 def test_upgrade_from_integer_positions_keeps_positions_and_pending_plans(

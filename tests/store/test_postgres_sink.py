@@ -13,13 +13,13 @@ from pyspark.sql import types as T
 from sqlalchemy import Connection, text
 from sqlalchemy.engine import Engine
 
-from activities.store import BatchAlreadyCommittedError, OffsetStore
-from connectors.api import TransactionalSink
-from connectors.config import ConfigError
-from connectors.model import BatchPlan, PartitionRange
-from connectors.postgres import PostgresSinkConnector, PostgresSinkError, PostgresSinkTask
-from connectors.records import Record, make_records
-from deploy.local.config import StackConfig
+from sluice.activities.store import BatchAlreadyCommittedError, OffsetStore
+from sluice.connectors.api import TransactionalSink
+from sluice.connectors.config import ConfigError
+from sluice.connectors.model import BatchPlan, PartitionRange
+from sluice.connectors.postgres import PostgresSinkConnector, PostgresSinkError, PostgresSinkTask
+from sluice.connectors.records import Record, make_records
+from sluice.deploy.local.config import StackConfig
 from tests.store.helpers import offsets
 
 VALUE = T.StructType(

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from deploy.local.config import StackConfig
-from deploy.local.temporal import temporal_binary
+from sluice.deploy.local.config import StackConfig
+from sluice.deploy.local.temporal import temporal_binary
 
 __all__ = ["TemporalCli"]
 

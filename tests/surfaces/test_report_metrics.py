@@ -10,12 +10,12 @@ from collections.abc import AsyncIterator
 import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
 
+from sluice.worker.client import SluiceClient
+from sluice.workflows.connector import ConnectorWorkflow
+from sluice.workflows.types import TaskMetrics, TaskReport
 from tests.workflows.conftest import WorkerFactory, connector_worker, wait_for  # noqa: F401 - fixture
 from tests.workflows.stand_ins import STAND_INS, starts_of
 from tests.workflows.test_connector_workflow import _start
-from worker.client import SluiceClient
-from workflows.connector import ConnectorWorkflow
-from workflows.types import TaskMetrics, TaskReport
 
 
 @pytest.fixture

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from activities.task_metrics import REPORT_EVERY_S, BatchMeter, lag_after, partition_lag
-from connectors.model import BatchPlan, PartitionRange
-from connectors.positions import Position
-from workflows import start_input
-from workflows.status_text import details, summary
-from workflows.types import ConnectorState, ConnectorStatus, TaskMetrics, TaskState, TaskStatus
+from sluice.activities.task_metrics import REPORT_EVERY_S, BatchMeter, lag_after, partition_lag
+from sluice.connectors.model import BatchPlan, PartitionRange
+from sluice.connectors.positions import Position
+from sluice.workflows import start_input
+from sluice.workflows.status_text import details, summary
+from sluice.workflows.types import ConnectorState, ConnectorStatus, TaskMetrics, TaskState, TaskStatus
 
 
 def _plan(*ranges: PartitionRange, batch_id: int = 3) -> BatchPlan:

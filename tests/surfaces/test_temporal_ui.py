@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from deploy.local.config import StackConfig
+from sluice.deploy.local.config import StackConfig
+from sluice.worker.client import SluiceClient
+from sluice.workflows.types import ConnectorState
 from tests.runtime.helpers import wait_for
-from worker.client import SluiceClient
-from workflows.types import ConnectorState
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, Page

@@ -19,7 +19,7 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from workflows.connector import ConnectorWorkflow
+from sluice.workflows.connector import ConnectorWorkflow
 
 WorkerFactory = Callable[[Sequence[Callable[..., Any]]], AbstractAsyncContextManager[tuple[Client, str]]]
 

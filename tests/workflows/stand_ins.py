@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from workflows.types import (
+from sluice.workflows.types import (
     DELETE_OFFSETS_ACTIVITY,
     RUN_TASK_ACTIVITY,
     VALIDATE_ACTIVITY,

@@ -18,11 +18,9 @@ from temporalio.client import Client, WorkflowHistory, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
-from tests.workflows.conftest import WorkerFactory, wait_for
-from tests.workflows.stand_ins import STAND_INS, deleted, starts_of
-from worker.client import SluiceClient
-from workflows.connector import ConnectorWorkflow
-from workflows.types import (
+from sluice.worker.client import SluiceClient
+from sluice.workflows.connector import ConnectorWorkflow
+from sluice.workflows.types import (
     ConnectorState,
     ConnectorStatus,
     Reconfigure,
@@ -30,6 +28,8 @@ from workflows.types import (
     WorkflowState,
     workflow_id_for,
 )
+from tests.workflows.conftest import WorkerFactory, wait_for
+from tests.workflows.stand_ins import STAND_INS, deleted, starts_of
 
 HISTORIES = Path(__file__).parent / "histories"
 # Recorded by 0.1 (before typed options, workflow-side retries and continue-as-new that keeps tasks).
@@ -49,7 +49,7 @@ async def _start(sluice: SluiceClient, name: str, config: dict[str, str], **inte
     not a real plugin); ``internal`` sets WorkflowState fields such as the continue-as-new threshold."""
     from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-    from workflows.search_attributes import CONNECTOR_NAME
+    from sluice.workflows.search_attributes import CONNECTOR_NAME
 
     await sluice.client.start_workflow(
         ConnectorWorkflow.run,
@@ -157,7 +157,7 @@ async def test_encrypting_codec_keeps_configs_out_of_history_in_plaintext(
     from cryptography.fernet import Fernet
     from temporalio.converter import DataConverter
 
-    from worker.codec import FernetCodec
+    from sluice.worker.codec import FernetCodec
 
     address = wf_env.client.service_client.config.target_host
     plain = await Client.connect(address)

@@ -13,12 +13,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from sluice.worker.client import SluiceClient
+from sluice.workflows.connector import ConnectorWorkflow
+from sluice.workflows.types import ConnectorState, ConnectorStatus, Reconfigure, TaskState
 from tests.workflows.conftest import WorkerFactory, wait_for
 from tests.workflows.stand_ins import STAND_INS, deleted, starts_of
 from tests.workflows.test_connector_workflow import _start, _tasks_are
-from worker.client import SluiceClient
-from workflows.connector import ConnectorWorkflow
-from workflows.types import ConnectorState, ConnectorStatus, Reconfigure, TaskState
 
 THRESHOLD = 30
 

@@ -12,14 +12,11 @@ import pytest
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.offsets import OFFSETS_ERROR, OffsetsFormatError, offsets_to_json, parse_offsets
-from connectors.positions import PartitionKey, Position, as_position
-from tests.workflows.conftest import WorkerFactory, wait_for
-from tests.workflows.stand_ins import STAND_INS
-from tests.workflows.test_connector_workflow import _start, _tasks_are
-from worker.client import SluiceClient
-from worker.errors import ConnectorOffsetsError, ConnectorStateError
-from workflows.types import (
+from sluice.activities.offsets import OFFSETS_ERROR, OffsetsFormatError, offsets_to_json, parse_offsets
+from sluice.connectors.positions import PartitionKey, Position, as_position
+from sluice.worker.client import SluiceClient
+from sluice.worker.errors import ConnectorOffsetsError, ConnectorStateError
+from sluice.workflows.types import (
     ALTER_OFFSETS_ACTIVITY,
     READ_OFFSETS_ACTIVITY,
     RESET_OFFSETS_ACTIVITY,
@@ -28,6 +25,9 @@ from workflows.types import (
     OffsetsChange,
     TaskState,
 )
+from tests.workflows.conftest import WorkerFactory, wait_for
+from tests.workflows.stand_ins import STAND_INS
+from tests.workflows.test_connector_workflow import _start, _tasks_are
 
 stored: dict[str, dict[PartitionKey, Position]] = {}
 
@@ -132,7 +132,7 @@ async def test_malformed_alter_is_refused_naming_the_entry(
 
 async def test_offsets_of_unknown_and_deleted_connectors_are_not_found(sluice: SluiceClient) -> None:
     """Deleted connectors have no offsets to read; unknown ones are not found."""
-    from worker.errors import ConnectorNotFoundError
+    from sluice.worker.errors import ConnectorNotFoundError
 
     with pytest.raises(ConnectorNotFoundError):
         await sluice.offsets(f"never-{uuid.uuid4().hex[:6]}")

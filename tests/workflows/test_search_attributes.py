@@ -10,9 +10,9 @@ from google.protobuf.duration_pb2 import Duration
 from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.testing import WorkflowEnvironment
 
-from deploy.local.temporal import SEARCH_ATTRIBUTES
-from worker.main import MissingSearchAttributesError, check_search_attributes
-from workflows import search_attributes
+from sluice.deploy.local.temporal import SEARCH_ATTRIBUTES
+from sluice.worker.main import MissingSearchAttributesError, check_search_attributes
+from sluice.workflows import search_attributes
 
 
 async def test_registered_attributes_pass(wf_env: WorkflowEnvironment) -> None:

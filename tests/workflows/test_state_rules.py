@@ -9,9 +9,9 @@ import pytest
 from temporalio.converter import DataConverter
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, RetryState
 
-from workflows import tasks as rules
-from workflows.failures import FailureKind, classify, clip, retry_delay
-from workflows.types import (
+from sluice.workflows import tasks as rules
+from sluice.workflows.failures import FailureKind, classify, clip, retry_delay
+from sluice.workflows.types import (
     ConnectorStatus,
     DeleteRequest,
     TaskOptions,

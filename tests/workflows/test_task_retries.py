@@ -11,13 +11,13 @@ from collections.abc import AsyncIterator
 import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
 
+from sluice.worker.client import SluiceClient
+from sluice.workflows.connector import ConnectorWorkflow
+from sluice.workflows.failures import MAX_ERROR_CHARS
+from sluice.workflows.types import ConnectorState, TaskReport, TaskState, TaskStatus
 from tests.workflows.conftest import WorkerFactory, wait_for
 from tests.workflows.stand_ins import STAND_INS, starts_of
 from tests.workflows.test_connector_workflow import _start
-from worker.client import SluiceClient
-from workflows.connector import ConnectorWorkflow
-from workflows.failures import MAX_ERROR_CHARS
-from workflows.types import ConnectorState, TaskReport, TaskState, TaskStatus
 
 
 @pytest.fixture

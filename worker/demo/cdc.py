@@ -1,7 +1,7 @@
 """`make demo-cdc`: replicate a live MariaDB shop into PostgreSQL by change data capture, and prove it.
 
-1. creates the MariaDB database ``shop`` with its three tables *empty* (``worker.demo.shop``) and an empty
-   PostgreSQL database ``shop``;
+1. creates the MariaDB database ``shop`` with its three tables *empty* (``sluice.worker.demo.shop``)
+   and an empty PostgreSQL database ``shop``;
 2. starts a `sluice worker` process and creates two connectors through the Python client:
    ``mysql-cdc`` (a Debezium MySQL config, ``snapshot.mode=never``) reading the binary log into one
    RocketMQ topic per table, and ``jdbc-sink`` with Debezium's ``ExtractNewRecordState`` (upsert on
@@ -10,11 +10,11 @@
    deleted), and only then loads the shop's rows: with ``snapshot.mode=never`` every row reaches
    the replica through the binlog — ``LOAD DATA`` is row events like any INSERT;
 4. runs the load generator with inserts, updates *and deletes* (which only a log-based capture
-   sees), with the live view of changes/s and lag per table (``worker.demo.live_view``);
+   sees), with the live view of changes/s and lag per table (``sluice.worker.demo.live_view``);
 5. stops the load, waits for catch-up and compares every table by content
-   (``worker.demo.table_equality``): prints the verdict and exits 1 unless all tables are equal.
+   (``sluice.worker.demo.table_equality``): prints the verdict and exits 1 unless all tables are equal.
 
-The second half (live view, catch-up, proof) is `make demo`'s (``worker.demo.db.watch_and_prove``).
+The second half (live view, catch-up, proof) is `make demo`'s (``sluice.worker.demo.db.watch_and_prove``).
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from datetime import UTC, datetime
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import URL, Engine
 
-from deploy.local.config import StackConfig
-from worker.client import SluiceClient
-from worker.demo.db import (
+from sluice.deploy.local.config import StackConfig
+from sluice.worker.client import SluiceClient
+from sluice.worker.demo.db import (
     PASSWORD_ENV,
     SHOP,
     DemoDatabases,
@@ -43,8 +43,8 @@ from worker.demo.db import (
     run_on_stack,
     watch_and_prove,
 )
-from worker.demo.file import started_worker
-from worker.demo.shop import TABLES, LoadGenerator, ShopSize, connect_url, create_tables, load_shop
+from sluice.worker.demo.file import started_worker
+from sluice.worker.demo.shop import TABLES, LoadGenerator, ShopSize, connect_url, create_tables, load_shop
 
 JSON_WITH_SCHEMAS = {
     "value.converter": "org.apache.kafka.connect.json.JsonConverter",

@@ -9,7 +9,8 @@
 3. runs a load generator inserting and updating rows while the copy runs, with a live view of
    rows, changes/s and lag per table;
 4. stops the load, waits until the target has caught up, and compares every table row by row by
-   content (``worker.demo.table_equality``): prints the verdict and exits 1 unless all tables are equal.
+   content (``sluice.worker.demo.table_equality``): prints the verdict and exits 1 unless all tables
+   are equal.
 
 The connector configs are plain Kafka Connect JDBC files (Confluent class names and converter), as a
 user migrating from Kafka Connect or RocketMQ Connect already has them; docs/connectors.md shows them.
@@ -31,15 +32,15 @@ from urllib.parse import quote
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import URL, Engine, make_url
 
-from deploy.local.config import StackConfig
-from worker.client import SluiceClient
-from worker.demo.file import stack_is_healthy, started_worker
-from worker.demo.live_view import LiveView, ProgressSampler, TableSample
-from worker.demo.shop import TABLES, LoadGenerator, ShopSize, connect_url, create_shop
-from worker.demo.table_equality import TableComparison, compare_tables
-from worker.errors import ConnectorConfigError
-from worker.settings import settings_or_exit
-from workflows.types import ConnectorState, workflow_id_for
+from sluice.deploy.local.config import StackConfig
+from sluice.worker.client import SluiceClient
+from sluice.worker.demo.file import stack_is_healthy, started_worker
+from sluice.worker.demo.live_view import LiveView, ProgressSampler, TableSample
+from sluice.worker.demo.shop import TABLES, LoadGenerator, ShopSize, connect_url, create_shop
+from sluice.worker.demo.table_equality import TableComparison, compare_tables
+from sluice.worker.errors import ConnectorConfigError
+from sluice.worker.settings import settings_or_exit
+from sluice.workflows.types import ConnectorState, workflow_id_for
 
 SHOP = "shop"
 PASSWORD_ENV = "SHOP_MARIADB_PASSWORD"  # the source's password reaches the worker as ${env:...}

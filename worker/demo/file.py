@@ -19,11 +19,11 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from urllib.parse import quote
 
-from deploy.local import stack
-from deploy.local.config import StackConfig
-from worker.client import SluiceClient
-from worker.settings import settings_or_exit
-from workflows.types import workflow_id_for
+from sluice.deploy.local import stack
+from sluice.deploy.local.config import StackConfig
+from sluice.worker.client import SluiceClient
+from sluice.worker.settings import settings_or_exit
+from sluice.workflows.types import workflow_id_for
 
 
 def _lines(start: int, count: int) -> str:
@@ -58,7 +58,7 @@ async def started_worker(
     log = cfg.log_dir / f"{log_name}.log"
     print(f"starting a sluice worker (log: {log})", flush=True)
     worker = subprocess.Popen(
-        [sys.executable, "-m", "worker.cli", "worker"],
+        [sys.executable, "-m", "sluice.worker.cli", "worker"],
         env={**os.environ, **env},
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,

@@ -17,7 +17,7 @@ sees, not what the pipeline believes:
   sample and the one before); a change already in the source at the first sample counts from then.
 
 ``lag s`` is deliberately not a difference of ``updated_at`` values. The initial bulk load writes
-back-dated ``updated_at`` (2023–2024, ``worker.demo.shop``), so while the target still holds only those
+back-dated ``updated_at`` (2023–2024, ``sluice.worker.demo.shop``), so while the target still holds only those
 rows, "source's newest minus target's newest" (a live row's time minus a back-dated one) read years
 (``92147014.7 s``) where the target was seconds behind; and ``updated_at`` is written by MariaDB's
 clock, not the clock that reads "now". Here ``updated_at`` is only an order (which source state the
@@ -41,7 +41,7 @@ from rich.table import Table
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Engine
 
-from worker.demo.shop import LoadStats
+from sluice.worker.demo.shop import LoadStats
 
 
 def _utc(value: datetime | None) -> datetime | None:

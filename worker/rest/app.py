@@ -15,16 +15,16 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 
-from worker.client import SluiceClient
-from worker.errors import SluiceError, one_line
-from worker.rest import kafka, rocketmq
-from worker.rest.deps import KAFKA_TAG, ROCKETMQ_TAG, RestSettings, flavour_of
-from worker.rest.errors import RestError, error_response, status_of
-from worker.rest.plugins import version
+from sluice.worker.client import SluiceClient
+from sluice.worker.errors import SluiceError, one_line
+from sluice.worker.rest import kafka, rocketmq
+from sluice.worker.rest.deps import KAFKA_TAG, ROCKETMQ_TAG, RestSettings, flavour_of
+from sluice.worker.rest.errors import RestError, error_response, status_of
+from sluice.worker.rest.plugins import version
 
 
 async def _connect_from_settings() -> SluiceClient:
-    from worker.settings import settings as env
+    from sluice.worker.settings import settings as env
 
     s = env()
     return await SluiceClient.connect(s.temporal_address, s.temporal_namespace, s.task_queue)

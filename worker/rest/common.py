@@ -7,10 +7,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from worker.client import SluiceClient
-from worker.errors import ConnectorNotFoundError
-from worker.rest.errors import RestError
-from workflows.types import ConnectorStatus
+from sluice.worker.client import SluiceClient
+from sluice.worker.errors import ConnectorNotFoundError
+from sluice.worker.rest.errors import RestError
+from sluice.workflows.types import ConnectorStatus
 
 # Names become Temporal workflow ids and search-attribute values: printable, bounded.
 _NAME = re.compile(r"^[^\x00-\x1f\x7f/\\]{1,200}$")

@@ -11,8 +11,8 @@ from typing import Any
 from fastapi import Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from worker.client import SluiceClient
-from worker.rest.errors import Flavour, RestError
+from sluice.worker.client import SluiceClient
+from sluice.worker.rest.errors import Flavour, RestError
 
 ROCKETMQ_TAG = "RocketMQ Connect"
 KAFKA_TAG = "Kafka Connect"

@@ -11,7 +11,7 @@ from enum import StrEnum
 
 from starlette.responses import JSONResponse
 
-from worker.errors import (
+from sluice.worker.errors import (
     ConnectorConfigError,
     ConnectorExistsError,
     ConnectorNotAnsweringError,

@@ -17,10 +17,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from activities.offsets import OffsetsFormatError, parse_offsets
-from worker.errors import ConnectorNotFoundError, ConnectorStateError, SluiceError
-from worker.rest import plugins, views
-from worker.rest.common import (
+from sluice.activities.offsets import OffsetsFormatError, parse_offsets
+from sluice.worker.errors import ConnectorNotFoundError, ConnectorStateError, SluiceError
+from sluice.worker.rest import plugins, views
+from sluice.worker.rest.common import (
     KafkaError,
     all_statuses,
     check_name,
@@ -28,7 +28,7 @@ from worker.rest.common import (
     error_responses,
     worker_label,
 )
-from worker.rest.deps import (
+from sluice.worker.rest.deps import (
     KAFKA_TAG,
     client_of,
     json_body,
@@ -37,7 +37,7 @@ from worker.rest.deps import (
     string_config,
     writer,
 )
-from worker.rest.errors import Flavour, RestError, error_response, status_of
+from sluice.worker.rest.errors import Flavour, RestError, error_response, status_of
 
 READ = [Depends(reader)]
 WRITE = [Depends(writer)]
@@ -105,7 +105,7 @@ async def _create(
     client = client_of(request)
     status = await client.create(check_new_name(name), config)
     if not status.kind:  # not validated by the workflow yet: the kind the client's check found
-        from activities.validation import validate_config
+        from sluice.activities.validation import validate_config
 
         status.kind = validate_config(name, config).kind
     if initial == "PAUSED":
@@ -189,7 +189,7 @@ def make_router(*, shared_with_rocketmq: bool) -> APIRouter:
         try:
             await writer(request)
             parsed = string_config(parse_json(config, "query param 'config'"), "config")
-            from worker.rest.rocketmq import create
+            from sluice.worker.rest.rocketmq import create
 
             return (await create(request, name, parsed)).model_dump()
         except RestError as exc:

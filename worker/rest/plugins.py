@@ -12,8 +12,8 @@ import importlib.metadata
 from collections.abc import Mapping
 from typing import Any
 
-from connectors.config import ConfigField, FieldError
-from worker.rest.errors import RestError
+from sluice.connectors.config import ConfigField, FieldError
+from sluice.worker.rest.errors import RestError
 
 _TYPES = {str: "STRING", int: "INT", float: "DOUBLE", bool: "BOOLEAN", list: "LIST"}
 
@@ -26,7 +26,7 @@ def version() -> str:
 
 
 def _connector_class(name: str) -> type[Any]:
-    from connectors.plugins import PluginNotFoundError, load_connector_class
+    from sluice.connectors.plugins import PluginNotFoundError, load_connector_class
 
     try:
         return load_connector_class(name)
@@ -37,14 +37,14 @@ def _connector_class(name: str) -> type[Any]:
 
 
 def kind_of(cls: type[Any]) -> str:
-    from connectors.api import SinkConnector
+    from sluice.connectors.api import SinkConnector
 
     return "sink" if issubclass(cls, SinkConnector) else "source"
 
 
 def plugins() -> list[tuple[str, str]]:
     """(class name, "source"|"sink") for every name a config may give, sorted by name."""
-    from connectors.plugins import connector_aliases, known_connectors
+    from sluice.connectors.plugins import connector_aliases, known_connectors
 
     out: list[tuple[str, str]] = []
     for name in sorted({*known_connectors(), *connector_aliases()}):

@@ -19,9 +19,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from worker.errors import ConnectorNotFoundError
-from worker.rest import plugins, views
-from worker.rest.common import (
+from sluice.worker.errors import ConnectorNotFoundError
+from sluice.worker.rest import plugins, views
+from sluice.worker.rest.common import (
     Envelope,
     RocketMQError,
     all_statuses,
@@ -31,8 +31,8 @@ from worker.rest.common import (
     worker_ids,
     worker_label,
 )
-from worker.rest.deps import ROCKETMQ_TAG, client_of, json_body, reader, string_config, writer
-from worker.rest.errors import RestError
+from sluice.worker.rest.deps import ROCKETMQ_TAG, client_of, json_body, reader, string_config, writer
+from sluice.worker.rest.errors import RestError
 
 router = APIRouter(
     tags=[ROCKETMQ_TAG],

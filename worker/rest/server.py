@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from worker.rest.app import create_app
-from worker.rest.deps import RestSettings
+from sluice.worker.rest.app import create_app
+from sluice.worker.rest.deps import RestSettings
 
 
 def rest_settings() -> RestSettings:
-    from worker.settings import settings
+    from sluice.worker.settings import settings
 
     s = settings()
     return RestSettings(
@@ -21,7 +21,7 @@ def serve(host: str | None = None, port: int | None = None) -> int:
     """Run until interrupted; 127.0.0.1:8082 unless configured (RocketMQ Connect's port)."""
     import uvicorn
 
-    from worker.settings import settings
+    from sluice.worker.settings import settings
 
     s = settings()
     uvicorn.run(

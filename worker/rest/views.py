@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from connectors.secrets import redact
-from workflows.types import ConnectorStatus, TaskState, TaskStatus
+from sluice.connectors.secrets import redact
+from sluice.workflows.types import ConnectorStatus, TaskState, TaskStatus
 
 
 def mask(config: Mapping[str, Any]) -> dict[str, Any]:
     """``config`` with secret values replaced: the connector's declared secret fields (when its
     class loads) and every secret-looking key."""
-    from connectors.plugins import load_connector_class
+    from sluice.connectors.plugins import load_connector_class
 
     secret: frozenset[str] = frozenset()
     cls_name = str(config.get("connector.class") or config.get("connector-class") or "")

@@ -14,8 +14,8 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from connectors.cdc.mysql.changes import COMMIT, GTID, ROWS, BinlogEvent, file_index
-from connectors.cdc.mysql.truncate import truncated_table
+from sluice.connectors.cdc.mysql.changes import COMMIT, GTID, ROWS, BinlogEvent, file_index
+from sluice.connectors.cdc.mysql.truncate import truncated_table
 
 #: Privileges on ``*.*`` that let a user read the binary log and list its files.
 _READ_LOG: Final = ("REPLICATION SLAVE", "ALL PRIVILEGES")

@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from connectors.cdc.envelope import OP_CREATE, OP_DELETE, OP_UPDATE, ChangeRecord, envelope
-from connectors.cdc.mysql.gtid import GtidSet
-from connectors.cdc.mysql.values import mapped_column, to_spark
-from connectors.jdbc.types import MappedColumn
+from sluice.connectors.cdc.envelope import OP_CREATE, OP_DELETE, OP_UPDATE, ChangeRecord, envelope
+from sluice.connectors.cdc.mysql.gtid import GtidSet
+from sluice.connectors.cdc.mysql.values import mapped_column, to_spark
+from sluice.connectors.jdbc.types import MappedColumn
 
 #: The ``source`` block of a MySQL change event (Debezium's field names), as Spark DDL.
 SOURCE_FIELDS: Final = (

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from connectors.cdc import signals
-from connectors.cdc import snapshot as snap
-from connectors.cdc.mysql import binlog as sql
-from connectors.cdc.mysql.config import select_tables, server_id, table_problems, unmatched_includes
-from connectors.cdc.topics import topic_problem
-from connectors.config import FieldError
+from sluice.connectors.cdc import signals
+from sluice.connectors.cdc import snapshot as snap
+from sluice.connectors.cdc.mysql import binlog as sql
+from sluice.connectors.cdc.mysql.config import select_tables, server_id, table_problems, unmatched_includes
+from sluice.connectors.cdc.topics import topic_problem
+from sluice.connectors.config import FieldError
 
 
 def params(config: Mapping[str, Any]) -> sql.Params:

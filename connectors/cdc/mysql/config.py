@@ -20,10 +20,10 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from connectors.cdc.operations import skipped_field
-from connectors.cdc.signals import signal_field
-from connectors.cdc.snapshot import CHUNK_SIZE, mode_problem
-from connectors.config import ConfigField, FieldError, at_least, non_empty
+from sluice.connectors.cdc.operations import skipped_field
+from sluice.connectors.cdc.signals import signal_field
+from sluice.connectors.cdc.snapshot import CHUNK_SIZE, mode_problem
+from sluice.connectors.config import ConfigField, FieldError, at_least, non_empty
 
 #: The first server id the default derivation hands out (low ids are usually real servers').
 SERVER_ID_BASE: Final = 100_000

@@ -33,11 +33,11 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from connectors.cdc.mysql.binlog import fetch
-from connectors.cdc.mysql.changes import file_index, file_name
-from connectors.cdc.mysql.gtid import GtidSet, source_filter, source_of
-from connectors.data_loss import DataLossError
-from connectors.positions import Position
+from sluice.connectors.cdc.mysql.binlog import fetch
+from sluice.connectors.cdc.mysql.changes import file_index, file_name
+from sluice.connectors.cdc.mysql.gtid import GtidSet, source_filter, source_of
+from sluice.connectors.data_loss import DataLossError
+from sluice.connectors.positions import Position
 
 log = logging.getLogger(__name__)
 

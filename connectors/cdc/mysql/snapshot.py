@@ -2,7 +2,7 @@
 
 Columns are described as the binlog's table map describes them (``information_schema`` types
 folded onto the binlog's kinds: every TEXT is ``text``, every BLOB ``blob``, BINARY/VARBINARY
-``varbinary``) and mapped by the same ``connectors.cdc.mysql.values.mapped_column``; PyMySQL's
+``varbinary``) and mapped by the same ``sluice.connectors.cdc.mysql.values.mapped_column``; PyMySQL's
 values go through the same ``to_spark``. So a snapshot row and a streamed row of a table have the
 same Spark types and values (the session runs in UTC, as the binlog's TIMESTAMPs are).
 """
@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from connectors.cdc.mysql.binlog import fetch
-from connectors.cdc.mysql.values import to_spark
-from connectors.cdc.snapshot import Rows
-from connectors.jdbc.types import ColumnInfo, map_column
-from connectors.jdbc.urls import Dialect
+from sluice.connectors.cdc.mysql.binlog import fetch
+from sluice.connectors.cdc.mysql.values import to_spark
+from sluice.connectors.cdc.snapshot import Rows
+from sluice.connectors.jdbc.types import ColumnInfo, map_column
+from sluice.connectors.jdbc.urls import Dialect
 
 _KINDS = {
     "tinytext": "text",

@@ -35,13 +35,13 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from connectors.cdc import ondemand as od
-from connectors.cdc import signals
-from connectors.cdc import snapshot as snap
-from connectors.cdc.log_source import Keys, LogBatch, LogCdcConnector, LogCdcTask
-from connectors.cdc.mysql import binlog as sql
-from connectors.cdc.mysql import snapshot as mysnap
-from connectors.cdc.mysql.changes import (
+from sluice.connectors.cdc import ondemand as od
+from sluice.connectors.cdc import signals
+from sluice.connectors.cdc import snapshot as snap
+from sluice.connectors.cdc.log_source import Keys, LogBatch, LogCdcConnector, LogCdcTask
+from sluice.connectors.cdc.mysql import binlog as sql
+from sluice.connectors.cdc.mysql import snapshot as mysnap
+from sluice.connectors.cdc.mysql.changes import (
     SOURCE_FIELDS,
     Change,
     RowDecoder,
@@ -51,20 +51,20 @@ from connectors.cdc.mysql.changes import (
     snapshot_source,
     with_offsets,
 )
-from connectors.cdc.mysql.checks import params, start_problems
-from connectors.cdc.mysql.config import (
+from sluice.connectors.cdc.mysql.checks import params, start_problems
+from sluice.connectors.cdc.mysql.config import (
     FIELDS,
     select_tables,
     server_id,
     table_problems,
 )
-from connectors.cdc.mysql.failover import GTIDS, Gtids
-from connectors.cdc.mysql.gtid import GtidSet
-from connectors.cdc.mysql.truncate import TruncateDecoder, decoding
-from connectors.config import ConfigDef, ConfigError, FieldError
-from connectors.data_loss import DataLossError
-from connectors.model import DataLossPolicy, PartitionRange
-from connectors.positions import Position
+from sluice.connectors.cdc.mysql.failover import GTIDS, Gtids
+from sluice.connectors.cdc.mysql.gtid import GtidSet
+from sluice.connectors.cdc.mysql.truncate import TruncateDecoder, decoding
+from sluice.connectors.config import ConfigDef, ConfigError, FieldError
+from sluice.connectors.data_loss import DataLossError
+from sluice.connectors.model import DataLossPolicy, PartitionRange
+from sluice.connectors.positions import Position
 
 log = logging.getLogger(__name__)
 FIRST_EVENT = 4  # a binlog file's first event follows its 4-byte magic number

@@ -3,12 +3,12 @@
 MySQL and MariaDB log a TRUNCATE as a statement (a query event, even under ``binlog_format=ROW``),
 not as row events; it commits on its own. Debezium's MySQL connector turns a TRUNCATE of a captured
 table into a truncate event (``op`` ``t``, no before/after, no key) on the table's topic unless
-``skipped.operations`` has ``t`` (its default). Sluice does the same: ``connectors.cdc.mysql.binlog``
+``skipped.operations`` has ``t`` (its default). Sluice does the same: ``sluice.connectors.cdc.mysql.binlog``
 hands the statement's table with its commit event, ``scan`` asks ``decode`` for its records before
 closing the window, and this module makes the one record. Its position is ``(file, start of the
 query event, 0)``, inside the window the statement ends, so a re-read of the range yields it again
 once. The table's columns (the envelope's type) are information_schema's now, mapped like the
-snapshot's (``connectors.cdc.mysql.snapshot.columns``).
+snapshot's (``sluice.connectors.cdc.mysql.snapshot.columns``).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from connectors.cdc.envelope import ChangeRecord, envelope
-from connectors.cdc.mysql.changes import COMMIT, BinlogEvent, Change, TableShape, binlog_source
-from connectors.records import OP_TRUNCATE
+from sluice.connectors.cdc.envelope import ChangeRecord, envelope
+from sluice.connectors.cdc.mysql.changes import COMMIT, BinlogEvent, Change, TableShape, binlog_source
+from sluice.connectors.records import OP_TRUNCATE
 
 _NAME: Final = r"(?:`(?:[^`]|``)+`|[\w$]+)"
 _TRUNCATE: Final = re.compile(

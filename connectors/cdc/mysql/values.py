@@ -4,7 +4,7 @@ A table map event describes each column by its binlog type code and metadata (de
 and scale, bit width, character set — ``binary`` for VARBINARY/BLOB — and, with
 ``binlog_row_metadata=FULL``, signedness and names). That becomes the same ``ColumnInfo`` the JDBC
 source builds from ``information_schema`` and goes through the one
-``connectors.jdbc.types.map_column``, so a table reads with the same Spark types whether it is
+``sluice.connectors.jdbc.types.map_column``, so a table reads with the same Spark types whether it is
 captured or queried (``DATETIME`` -> local date-time, ``TIMESTAMP`` -> instant, ``TIME`` -> its
 text, ``BIGINT UNSIGNED`` -> ``DECIMAL(20,0)``). The binlog cannot tell ``TINYINT(1)`` from
 ``TINYINT``; both are TINYINT, as the JDBC source reads them.
@@ -20,8 +20,8 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Final
 
-from connectors.jdbc.types import ColumnInfo, MappedColumn, map_column
-from connectors.jdbc.urls import Dialect
+from sluice.connectors.jdbc.types import ColumnInfo, MappedColumn, map_column
+from sluice.connectors.jdbc.urls import Dialect
 
 _TYPES: Final = {
     0: "decimal",

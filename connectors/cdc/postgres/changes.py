@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from connectors.cdc.envelope import (
+from sluice.connectors.cdc.envelope import (
     OP_CREATE,
     OP_DELETE,
     OP_TRUNCATE,
@@ -36,9 +36,9 @@ from connectors.cdc.envelope import (
     ChangeRecord,
     envelope,
 )
-from connectors.cdc.postgres import pgoutput as pg
-from connectors.cdc.postgres.values import mapped_column, parse_value
-from connectors.jdbc.types import MappedColumn
+from sluice.connectors.cdc.postgres import pgoutput as pg
+from sluice.connectors.cdc.postgres.values import mapped_column, parse_value
+from sluice.connectors.jdbc.types import MappedColumn
 
 UNAVAILABLE: Final = "__debezium_unavailable_value"
 #: The ``source`` block of a PostgreSQL change event (Debezium's field names), as Spark DDL.

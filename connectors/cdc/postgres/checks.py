@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from connectors.cdc import signals
-from connectors.cdc import snapshot as snap
-from connectors.cdc.postgres import slot as sql
-from connectors.cdc.postgres import snapshot as pgsnap
-from connectors.cdc.postgres.config import select_tables, table_problems, unmatched_includes
-from connectors.cdc.topics import topic_problem
-from connectors.config import FieldError
+from sluice.connectors.cdc import signals
+from sluice.connectors.cdc import snapshot as snap
+from sluice.connectors.cdc.postgres import slot as sql
+from sluice.connectors.cdc.postgres import snapshot as pgsnap
+from sluice.connectors.cdc.postgres.config import select_tables, table_problems, unmatched_includes
+from sluice.connectors.cdc.topics import topic_problem
+from sluice.connectors.config import FieldError
 
 
 def params(config: Mapping[str, Any]) -> sql.Params:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from connectors.data_loss import DataLossError
+from sluice.connectors.data_loss import DataLossError
 
 PLUGIN: Final = "pgoutput"
 _SESSION: Final = "-c TimeZone=UTC -c DateStyle=ISO -c bytea_output=hex -c extra_float_digits=3"

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from connectors.cdc.postgres.slot import fetch
-from connectors.cdc.postgres.values import mapped_column, parse_value
-from connectors.cdc.snapshot import Rows
+from sluice.connectors.cdc.postgres.slot import fetch
+from sluice.connectors.cdc.postgres.values import mapped_column, parse_value
+from sluice.connectors.cdc.snapshot import Rows
 
 
 def _ident(name: str) -> str:

@@ -16,7 +16,7 @@ Exactly once into RocketMQ, per batch:
   2. ``read`` returns the changes in ``[start, end)``: from that peek, or after a crash by peeking
      again up to ``E`` — the slot has not moved past ``start``, so the same changes come back.
   3. After the runtime committed the positions, ``committed(plan)`` advances the slot to ``E``
-     (:class:`connectors.api.CommitListener`); PostgreSQL may then recycle that WAL.
+     (:class:`sluice.connectors.api.CommitListener`); PostgreSQL may then recycle that WAL.
 The slot's confirmed position is flushed only at checkpoints and may step back after a server
 crash: the committed position is the truth, and changes below it are filtered out. A slot that
 vanished while positions are committed is data loss (``data.loss``), named with slot and position.
@@ -32,28 +32,28 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from connectors.cdc import ondemand as od
-from connectors.cdc import signals
-from connectors.cdc import snapshot as snap
-from connectors.cdc.log_source import Keys, LogBatch, LogCdcConnector, LogCdcTask
-from connectors.cdc.postgres import slot as sql
-from connectors.cdc.postgres import snapshot as pgsnap
-from connectors.cdc.postgres.changes import (
+from sluice.connectors.cdc import ondemand as od
+from sluice.connectors.cdc import signals
+from sluice.connectors.cdc import snapshot as snap
+from sluice.connectors.cdc.log_source import Keys, LogBatch, LogCdcConnector, LogCdcTask
+from sluice.connectors.cdc.postgres import slot as sql
+from sluice.connectors.cdc.postgres import snapshot as pgsnap
+from sluice.connectors.cdc.postgres.changes import (
     SOURCE_FIELDS,
     Change,
     ChangeDecoder,
     snapshot_source,
     with_offsets,
 )
-from connectors.cdc.postgres.checks import params, start_problems
-from connectors.cdc.postgres.config import (
+from sluice.connectors.cdc.postgres.checks import params, start_problems
+from sluice.connectors.cdc.postgres.config import (
     FIELDS,
     select_tables,
     table_problems,
 )
-from connectors.config import ConfigDef, ConfigError, FieldError
-from connectors.model import BatchPlan, DataLossPolicy, PartitionRange
-from connectors.positions import Position
+from sluice.connectors.config import ConfigDef, ConfigError, FieldError
+from sluice.connectors.model import BatchPlan, DataLossPolicy, PartitionRange
+from sluice.connectors.positions import Position
 
 log = logging.getLogger(__name__)
 #: WAL bytes an idle capture's slot may lag behind the server before an empty batch moves it.

@@ -2,7 +2,7 @@
 
 A Relation message names each column's type OID and modifier; they are mapped to the same
 ``ColumnInfo`` the JDBC source builds from the catalogue and then through the one
-``connectors.jdbc.types.map_column``, so a table reads with the same types whether it is captured
+``sluice.connectors.jdbc.types.map_column``, so a table reads with the same types whether it is captured
 or queried (``numeric(p,s)`` -> ``DECIMAL(p,s)``, ``timestamptz`` -> instant, ``timestamp`` ->
 local date-time, ``json``/``uuid``/unconstrained ``numeric`` -> their text). Values arrive in
 PostgreSQL's text output form (the decoding session runs with ``TimeZone=UTC``, ``DateStyle=ISO``
@@ -16,8 +16,8 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any, Final
 
-from connectors.jdbc.types import ColumnInfo, MappedColumn, UnsupportedColumnType, map_column
-from connectors.jdbc.urls import Dialect
+from sluice.connectors.jdbc.types import ColumnInfo, MappedColumn, UnsupportedColumnType, map_column
+from sluice.connectors.jdbc.urls import Dialect
 
 #: OIDs below this are built in; above it, user types (enums, domains), carried as text.
 FIRST_USER_OID: Final = 16384

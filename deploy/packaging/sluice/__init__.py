@@ -1,52 +1,29 @@
-"""Sluice's Python client: manage connectors from any service with ``pip install sluice``.
+"""The ``sluice`` package: ``from sluice import Client`` (the light client), ``sluice.<folder>`` (the rest).
 
-``Client`` (async) and ``SyncClient`` talk to Temporal only; a Sluice worker on the task queue runs
-the connectors and answers what needs plugin code (config validation, secret field names). The
-worker itself, its plugins, the CLI and the REST server come with ``pip install 'sluice[worker]'``.
-
-In the wheel this package holds the repository's folders as ``sluice.workflows``, ``sluice.worker``
-… (deploy/packaging/backend.py); in the editable dev install it is this file over the top-level ones.
+pyproject.toml maps the repository's folders under this package (``sluice.worker`` is ``worker/``,
+``sluice.connectors`` is ``connectors/`` …), in the editable install and the wheel alike, so code,
+tests and installed users import one name. The light client's public names are defined in
+:mod:`sluice.worker.api`; they are looked up lazily here so that importing any ``sluice.…`` module
+(the worker, the workflow sandbox, the CLI) does not import the client as a side effect.
 """
 
-from worker.client import Client, ConnectorConfig
-from worker.client_sync import SyncClient
-from worker.errors import (
-    ConnectorConfigError,
-    ConnectorError,
-    ConnectorExistsError,
-    ConnectorNotAnsweringError,
-    ConnectorNotFoundError,
-    ConnectorOffsetsError,
-    ConnectorStateError,
-    SluiceError,
-    TemporalUnavailableError,
-)
-from workflows.types import (
-    ConnectorState,
-    ConnectorStatus,
-    TaskMetrics,
-    TaskState,
-    TaskStatus,
-    ValidationResult,
-)
+from __future__ import annotations
 
-__all__ = [
-    "Client",
-    "ConnectorConfig",
-    "ConnectorConfigError",
-    "ConnectorError",
-    "ConnectorExistsError",
-    "ConnectorNotAnsweringError",
-    "ConnectorNotFoundError",
-    "ConnectorOffsetsError",
-    "ConnectorState",
-    "ConnectorStateError",
-    "ConnectorStatus",
-    "SluiceError",
-    "SyncClient",
-    "TaskMetrics",
-    "TaskState",
-    "TaskStatus",
-    "TemporalUnavailableError",
-    "ValidationResult",
-]
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sluice.worker.api import *  # noqa: F403  (the names mypy and editors see)
+
+
+def __getattr__(name: str) -> Any:
+    from sluice.worker import api
+
+    if name in api.__all__:
+        return getattr(api, name)
+    raise AttributeError(f"module 'sluice' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    from sluice.worker import api
+
+    return sorted([*globals(), *api.__all__])
