@@ -10,6 +10,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from sluice.activities.dead_letters import route_bad_records
+from sluice.connectors.records import ERROR_COLUMN, bad_record_error, fail_on_bad_records
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
@@ -30,9 +33,6 @@ def checked_records(
     follows reuses them. ``originals`` are the batch's messages as read (sinks), so a dead letter
     keeps the exact bytes; a source's undecodable records carry theirs (``_sluice_raw``).
     """
-    from sluice.activities.dead_letters import route_bad_records
-    from sluice.connectors.records import ERROR_COLUMN, bad_record_error, fail_on_bad_records
-
     if ERROR_COLUMN not in records.columns:
         yield records
     elif setup.config.get("errors.tolerance") == "all":

@@ -16,11 +16,29 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, CancelledError
 
 from sluice.activities.context import RuntimeContext
-from sluice.activities.errors import config_error
+from sluice.activities.errors import config_error, task_failure
 from sluice.activities.heartbeat import Heartbeater
 from sluice.activities.runner import BatchRunner, TaskSetup
+from sluice.activities.sink_runner import SinkRunner
+from sluice.activities.source_runner import SourceRunner
 from sluice.activities.task_metrics import BatchMeter, partition_lag
 from sluice.activities.validation import secret_fields, validate_config
+from sluice.connectors.api import (
+    SinkConnector,
+    SourceConnector,
+    TransactionalSink,
+    delivery_of,
+    open_sink_task,
+    open_source_task,
+)
+from sluice.connectors.config import ConfigError
+from sluice.connectors.converters import converter_for
+from sluice.connectors.plugins import load_connector_class
+from sluice.connectors.rocketmq.client import retry_topic
+from sluice.connectors.rocketmq.errors import RocketMQError
+from sluice.connectors.rocketmq.offsets import consumer_group
+from sluice.connectors.secrets import SecretResolutionError, resolve_secrets
+from sluice.connectors.transforms import build_chain
 from sluice.workflows.types import (
     DELETE_OFFSETS_ACTIVITY,
     RUN_TASK_ACTIVITY,
@@ -78,10 +96,6 @@ class ConnectorActivities:
         """Best-effort: the store is the truth and is already cleared, so a broker that is down or
         refuses leaves the group and topic behind with a warning naming them (for ``mqadmin``), not
         a failed delete. Deleting what does not exist (a source's name) is a no-op on the broker."""
-        from sluice.connectors.rocketmq.client import retry_topic
-        from sluice.connectors.rocketmq.errors import RocketMQError
-        from sluice.connectors.rocketmq.offsets import consumer_group
-
         group = consumer_group(connector)
         left = [f"consumer group {group!r}", f"topic {retry_topic(group)!r}"]
         deadline = time.monotonic() + BROKER_CLEANUP_TIMEOUT_S
@@ -192,22 +206,6 @@ class ConnectorActivities:
             )
 
     def _runner(self, inp: TaskInput) -> BatchRunner:
-        from sluice.activities.sink_runner import SinkRunner
-        from sluice.activities.source_runner import SourceRunner
-        from sluice.connectors.api import (
-            SinkConnector,
-            SourceConnector,
-            TransactionalSink,
-            delivery_of,
-            open_sink_task,
-            open_source_task,
-        )
-        from sluice.connectors.config import ConfigError
-        from sluice.connectors.converters import converter_for
-        from sluice.connectors.plugins import load_connector_class
-        from sluice.connectors.secrets import SecretResolutionError, resolve_secrets
-        from sluice.connectors.transforms import build_chain
-
         try:
             raw = resolve_secrets(inp.config, self.ctx.secret_providers())
             connector_cls = load_connector_class(inp.config["connector.class"])
@@ -235,8 +233,6 @@ class ConnectorActivities:
         """Every error of the task loop — topic set-up, planning, the batch — leaves as one short,
         classified ApplicationError (connectors.errors); the original is logged, not chained (a
         Spark error's JVM trace would otherwise travel into Temporal)."""
-        from sluice.activities.errors import task_failure
-
         try:
             yield
         except ApplicationError:

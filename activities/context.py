@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sluice.activities.spark import get_spark
+from sluice.connectors.sealing import PROVIDER, Sealer
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -46,8 +47,6 @@ class RuntimeContext:
         """Config providers that need the runtime: ``sealed`` when a sealing key is configured."""
         if self.settings.sealing_key is None:
             return {}
-        from sluice.connectors.sealing import PROVIDER, Sealer
-
         return {PROVIDER: Sealer(self.settings.sealing_key).unseal}
 
     @property
@@ -55,6 +54,7 @@ class RuntimeContext:
         # Task threads ask concurrently; the lock makes sure only one store (and migration) exists.
         with self._lock:
             if self._store is None:
+                # sqlalchemy: the CLI and REST server import this module (worker.settings)
                 from sluice.activities.store import OffsetStore
 
                 self._store = OffsetStore(self.settings.database_url, schema=self.settings.store_schema)
@@ -65,6 +65,7 @@ class RuntimeContext:
     def rocketmq(self) -> SyncRocketMQClient:
         with self._lock:
             if self._rocketmq is None:
+                # the RocketMQ client (~25 ms): the CLI and REST server import this module (worker.settings)
                 from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
 
                 self._rocketmq = SyncRocketMQClient(self.settings.namesrv)

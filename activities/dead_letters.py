@@ -15,6 +15,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Final
 
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
+
+from sluice.connectors.records import ERROR_COLUMN, RAW_COLUMN, bad_records, position
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
@@ -35,11 +40,6 @@ MAX_DEAD_LETTER_BODY: Final = 4 * 1024 * 1024 - 64 * 1024
 
 def dead_letters(bad: DataFrame, connector: str, originals: DataFrame | None) -> DataFrame:
     """Message rows (body, keys, properties) for flagged records, in source order."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
-
-    from sluice.connectors.records import ERROR_COLUMN, RAW_COLUMN
-
     value = F.col("value")
     value_type = bad.schema["value"].dataType if "value" in bad.columns else None
     if value_type is None:  # already message rows (flagged while encoding)
@@ -97,10 +97,6 @@ def dead_letters(bad: DataFrame, connector: str, originals: DataFrame | None) ->
 
 def route_bad_records(records: DataFrame, setup: TaskSetup, originals: DataFrame | None) -> DataFrame:
     """Send flagged records to the dead-letter topic (if one is set) and return the good ones."""
-    from pyspark.sql import functions as F
-
-    from sluice.connectors.records import ERROR_COLUMN, RAW_COLUMN, bad_records, position
-
     bad = records.where(F.col(ERROR_COLUMN).isNotNull())
     count = bad.count()
     if count:

@@ -17,21 +17,30 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from pyspark import StorageLevel
+from pyspark.sql import functions as F
+
 from sluice.activities.bad_records import checked_records
+from sluice.activities.dead_letters import route_bad_records
 from sluice.activities.runner import TaskSetup, next_plan
-from sluice.connectors.api import RestatesPlans, TransactionalSink
-from sluice.connectors.model import BatchPlan, DataLossPolicy
+from sluice.connectors.api import RejectedRecordsError, RestatesPlans, TransactionalSink
+from sluice.connectors.connect_schemas import SCHEMA_KEY
+from sluice.connectors.converters import JsonConverter
+from sluice.connectors.model import BatchPlan, DataLossPolicy, parse_queue_partition
 from sluice.connectors.planner import OffsetView
 from sluice.connectors.positions import PartitionKey, Position
+from sluice.connectors.records import RecordError, flag_errors
+from sluice.connectors.rocketmq.client import MessageQueue
 from sluice.connectors.rocketmq.offsets import consumer_group
+from sluice.connectors.rocketmq.spark_source import plan_to_json, register
+from sluice.connectors.transforms import apply_chain
 
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from sluice.connectors.api import RejectedRecordsError, SinkTask
-    from sluice.connectors.rocketmq.client import MessageQueue
+    from sluice.connectors.api import SinkTask
     from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
 
 
@@ -47,10 +56,6 @@ def matching_topics(topics: list[str], pattern: str) -> list[str]:
 
 def flag_rejected(records: DataFrame, exc: RejectedRecordsError) -> DataFrame:
     """``records`` with the refused ones flagged in the error column (the reason as the error)."""
-    from pyspark.sql import functions as F
-
-    from sluice.connectors.records import flag_errors
-
     spark = records.sparkSession
     refused = spark.createDataFrame(
         [(r.partition, r.offset, r.reason) for r in exc.rejected],
@@ -143,11 +148,6 @@ class SinkRunner:
         records' coordinates and their JSON, not their fields). Kafka Connect would do the same
         without a word; Sluice says so once in status and in the worker log.
         """
-        from pyspark.sql import functions as F
-
-        from sluice.connectors.connect_schemas import SCHEMA_KEY
-        from sluice.connectors.converters import JsonConverter
-
         converter = self.setup.converter
         if not isinstance(converter, JsonConverter) or converter.schemas_enable or converter.value_schema:
             return ""
@@ -170,11 +170,6 @@ class SinkRunner:
         return notice
 
     def run(self, plan: BatchPlan, rerun: bool) -> int:
-        from pyspark import StorageLevel
-
-        from sluice.connectors.rocketmq.spark_source import plan_to_json, register
-        from sluice.connectors.transforms import apply_chain
-
         spark = self.ctx.spark
         register(spark)
         messages = (
@@ -207,10 +202,6 @@ class SinkRunner:
     def _write(self, records: DataFrame, plan: BatchPlan, messages: DataFrame) -> None:
         """``task.write``; records the target refuses fail the task (naming them) or, with
         ``errors.tolerance=all``, go to the dead-letter topic while the rest is written again."""
-        from sluice.activities.dead_letters import route_bad_records
-        from sluice.connectors.api import RejectedRecordsError
-        from sluice.connectors.records import RecordError
-
         tolerate = self.config.get("errors.tolerance") == "all"
         for _ in range(MAX_REJECTION_ROUNDS):
             try:
@@ -226,9 +217,6 @@ class SinkRunner:
         )
 
     def _mirror_consumer_offsets(self, plan: BatchPlan) -> None:
-        from sluice.connectors.model import parse_queue_partition
-        from sluice.connectors.rocketmq.client import MessageQueue
-
         for r in plan.ranges:
             broker, queue_id = parse_queue_partition(r.partition)
             try:

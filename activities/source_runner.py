@@ -16,12 +16,17 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from pyspark.sql import functions as F
+
 from sluice.activities.bad_records import checked_records
 from sluice.activities.runner import TaskSetup, next_plan
 from sluice.connectors.api import CommitListener, KnowsEmptyRanges, ReportsWaiting, RoutesTopics
 from sluice.connectors.converters import OFFSET_PROPERTY, PARTITION_PROPERTY
 from sluice.connectors.model import BatchPlan, PartitionRange
 from sluice.connectors.planner import view_of
+from sluice.connectors.rocketmq.spark_source import register
+from sluice.connectors.rocketmq.spark_writer import read_write_summary
+from sluice.connectors.transforms import apply_chain
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -89,8 +94,6 @@ class SourceRunner:
 
     def run(self, plan: BatchPlan, rerun: bool) -> int:
         """Send the plan's records; return how many were sent. Commits the plan."""
-        from sluice.connectors.rocketmq.spark_source import register
-
         spark = self.ctx.spark
         register(spark)
         # Ranges the task knows to be empty cost no Spark job (KnowsEmptyRanges).
@@ -114,10 +117,6 @@ class SourceRunner:
         return self.task.holds_records(r) if isinstance(self.task, KnowsEmptyRanges) else True
 
     def _run_ranges(self, plan: BatchPlan, rerun: bool, ranges: Sequence[PartitionRange], topic: str) -> int:
-        from pyspark.sql import functions as F
-
-        from sluice.connectors.transforms import apply_chain
-
         records = apply_chain(self.setup.chain, self.task.read(self.ctx.spark, ranges))
         with (
             checked_records(records, self.setup) as good,
@@ -140,8 +139,6 @@ class SourceRunner:
         write chunks of one batch concurrently). The count comes from the writer's own summary, so
         the batch is computed once, by the write.
         """
-        from sluice.connectors.rocketmq.spark_writer import read_write_summary
-
         with tempfile.TemporaryDirectory(prefix="sluice-send-") as tmp:
             summary = os.path.join(tmp, "summary.json")
             (
@@ -158,8 +155,6 @@ class SourceRunner:
 
     def _without_already_sent(self, messages: DataFrame, plan: BatchPlan, topic: str) -> DataFrame:
         """Drop records an earlier attempt of this plan already sent (found by batch property)."""
-        from pyspark.sql import functions as F
-
         sent = sorted(self._sent_positions(plan, topic))
         if not sent:
             return messages

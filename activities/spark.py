@@ -35,6 +35,7 @@ def get_spark(
             return _session
         if master is None or driver_memory is None:
             raise RuntimeError("no SparkSession yet: the first get_spark call names the master and memory")
+        # pyspark: the CLI and REST server import this module (worker.settings -> activities.context)
         from pyspark.sql import SparkSession
 
         # Python workers must run this interpreter (the venv with pyarrow and Sluice), not `python3`.

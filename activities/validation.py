@@ -11,6 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from sluice.connectors.api import SinkConnector
+from sluice.connectors.config import ConfigError
+from sluice.connectors.plugins import PluginNotFoundError, load_connector_class
+from sluice.connectors.secrets import SecretResolutionError, has_reference, resolve_secrets
 from sluice.workflows.types import TaskOptions, ValidationResult
 
 # Fields the workflow itself uses: read at validation, before secrets are resolved in a task.
@@ -38,9 +42,6 @@ def validate_config(
     lists a database's tables must log in); ``task_configs`` and the result keep the references, so
     no secret enters the workflow's history.
     """
-    from sluice.connectors.api import SinkConnector
-    from sluice.connectors.plugins import PluginNotFoundError, load_connector_class
-
     bad = [k for k, v in config.items() if not isinstance(k, str) or not isinstance(v, str)]
     if bad:
         return ValidationResult(
@@ -109,9 +110,6 @@ def _resolved(
 ) -> dict[str, Any]:
     """``typed`` with secret references resolved, when they resolve here (else as it is: a client
     process may lack the worker's environment; the task reports it when it starts)."""
-    from sluice.connectors.config import ConfigError
-    from sluice.connectors.secrets import SecretResolutionError, has_reference, resolve_secrets
-
     if not any(has_reference(v) for v in raw.values()):
         return typed
     try:
@@ -123,8 +121,6 @@ def _resolved(
 def secret_fields(config: Mapping[str, Any]) -> frozenset[str]:
     """The fields ``config``'s connector declares secret (none when its class cannot be loaded:
     the caller then relies on secret-looking key names, connectors.sealing)."""
-    from sluice.connectors.plugins import PluginNotFoundError, load_connector_class
-
     class_name = str(config.get("connector.class") or config.get("connector-class") or "")
     try:
         connector_cls = load_connector_class(class_name)

@@ -32,7 +32,7 @@ Sink batch lifecycle:
 Connector lifecycle (validation and task splitting, in the validate activity): ``validate(raw)``;
 then ``start(config)``, ``task_configs(config, max_tasks)``, ``stop()`` (in a ``finally``).
 
-No module-level pyspark import: workflows import config types from here cheaply.
+No module-level pyspark import: config validation (the CLI, the REST API) imports the connector classes.
 """
 
 from __future__ import annotations

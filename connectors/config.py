@@ -3,7 +3,7 @@
 Connector configs arrive as string maps (REST, CLI, files), just like Kafka Connect's. Each
 connector declares its fields once as a :class:`ConfigDef`; the runtime validates the raw map up
 front (every problem reported at once, each naming the connector and field) and hands tasks a typed
-dict. No pyspark here: workflows import these types cheaply.
+dict. No pyspark here: config validation (the CLI, the REST API) imports this module.
 
 Keys that no field declares are kept verbatim by :meth:`ConfigDef.parse`, because whole families of
 keys are dynamic (``transforms.<alias>.<option>``, ``predicates.<name>.<option>``).

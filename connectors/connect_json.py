@@ -11,8 +11,11 @@ No module-level pyspark import.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import decimal
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -45,6 +48,7 @@ DEFAULT_DECIMAL_PRECISION: Final = 38
 
 def connect_schema(data_type: DataType, optional: bool = True) -> dict[str, Any]:
     """The Connect JSON schema of a Spark type, keys in the order Kafka's JsonConverter writes them."""
+    # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import types as T
 
     for name, spark_name in _PRIMITIVES.items():
@@ -87,6 +91,7 @@ def connect_schema(data_type: DataType, optional: bool = True) -> dict[str, Any]
 
 def spark_type(schema: Mapping[str, Any], where: str = "schema") -> DataType:
     """The Spark type of a Connect JSON schema (``where`` names the position in errors)."""
+    # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import types as T
 
     kind = schema.get("type")
@@ -139,6 +144,7 @@ def spark_type(schema: Mapping[str, Any], where: str = "schema") -> DataType:
 def wire_type(data_type: DataType, numeric_decimals: bool = False) -> DataType:
     """How a type appears in JSON: instants as ISO-8601 text (Kafka's epoch millis read too), zone-less
     date-times as epoch micros, dates as epoch days, bytes and decimals as base64."""
+    # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import types as T
 
     if isinstance(data_type, T.TimestampType):
@@ -172,6 +178,7 @@ def convert_wire(
 ) -> Column:
     """Rewrite a column between its Spark type and its JSON wire type (see ``wire_type``;
     ``numeric_decimals``: decimals are plain JSON numbers, as in a body read with a declared schema)."""
+    # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -212,6 +219,7 @@ def convert_wire(
 
 def json_text(column: Column, data_type: DataType) -> Column:
     """JSON text of any column (``null`` for null), nulls inside structs written as Kafka does."""
+    # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -245,6 +253,7 @@ def _native_to_base64(column: Column, scale: int) -> Column:
     CASEs repeated the value in every branch and made the projection too big to be compiled
     (bench/db_profile.py), and a Python function per row cost more than the rest of the converter.
     """
+    # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
 
     unscaled = (column * F.lit(10**scale)).cast("long") if scale else column.cast("long")
@@ -254,6 +263,7 @@ def _native_to_base64(column: Column, scale: int) -> Column:
 def _without_sign_padding(hexed: Column) -> Column:
     """Hex digits of a two's-complement integer without redundant leading sign bytes (``00``
     before a digit 0-7, ``FF`` before 8-F): the minimal form, as Java's ``BigInteger`` writes it."""
+    # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
 
     return F.regexp_replace(F.regexp_replace(hexed, "^(00)+(?=[0-7])", ""), "^(FF)+(?=[89A-F])", "")
@@ -267,6 +277,7 @@ def _native_from_base64(column: Column, data_type: Any) -> Column:
     a CASE's branches, and an earlier form that did (regular expressions inside several branches)
     cost more than parsing the JSON around it (bench/db_profile.py).
     """
+    # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
 
     scale = int(data_type.scale)
@@ -287,8 +298,7 @@ def decimal_to_base64(column: Column, data_type: Any) -> Column:
     Up to 18 digits in Spark SQL (``_native_to_base64``); wider, a Python function (Arrow-batched):
     Spark SQL has no 128-bit integer to bytes.
     """
-    import base64
-
+    # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
 
     scale = int(data_type.scale)
@@ -307,10 +317,7 @@ def decimal_from_base64(column: Column, data_type: Any) -> Column:
     Text that is not base64, or a value that does not fit ``data_type``, gives null (the converter
     flags the record: the payload does not parse).
     """
-    import base64
-    import binascii
-    from decimal import Decimal
-
+    # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
 
     scale, precision = int(data_type.scale), int(data_type.precision)

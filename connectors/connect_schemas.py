@@ -45,6 +45,7 @@ def envelope_schemas(prefixes: list[tuple[str, str]]) -> list[tuple[str, Any]] |
 def widest_number(a: DataType, b: DataType) -> DataType | None:
     """A numeric type holding every value of both (tables of one batch often differ only there:
     an ``INT`` key in one, a ``BIGINT`` key in another); None when either is not a number."""
+    # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import types as T
 
     integral = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
@@ -76,6 +77,7 @@ def merge_schemas(by_topic: Mapping[str, list[DataType]]) -> tuple[DataType, dic
     batch). The own types (None when every topic's equals the merged one) let a sink write each
     table only its own columns, with their own types (``VALUE_SCHEMA_HEADER``).
     """
+    # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql.types import StructField, StructType
 
     def merge(types: list[tuple[str, DataType]]) -> DataType:

@@ -18,6 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from sluice.connectors.config import converter_fields, converter_name
 from sluice.connectors.connect_json import json_text
 from sluice.connectors.envelopes import decode_envelopes, envelope_text, parse_json
 from sluice.connectors.records import ERROR_COLUMN, flag_errors
@@ -104,6 +105,7 @@ class Converter(ABC):
     def to_messages(self, records: DataFrame, extra_properties: Mapping[str, str] | None = None) -> DataFrame:
         """Messages of ``records``; ``extra_properties`` (e.g. the runtime's batch reference) go on
         every message, in the same map as the position (one map built per row, not several)."""
+        # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
         from pyspark.sql.types import ArrayType, MapType, NullType, StringType, StructType
 
@@ -147,6 +149,7 @@ class Converter(ABC):
         return _flag_unsendable(messages)
 
     def to_records(self, messages: DataFrame) -> DataFrame:
+        # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
         from pyspark.sql.types import NumericType
 
@@ -198,6 +201,7 @@ class Converter(ABC):
 def _flag_unsendable(messages: DataFrame) -> DataFrame:
     """Flag messages the broker would refuse for their size, per record and before sending
     (connectors.rocketmq.limits): a record over the limit is a bad record, not a failed batch."""
+    # pyspark (rocketmq.limits too): config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
 
     from sluice.connectors.rocketmq.limits import size_problem
@@ -208,6 +212,7 @@ def _flag_unsendable(messages: DataFrame) -> DataFrame:
 
 def _flag_not_json(df: DataFrame, text: Column, what: str) -> DataFrame:
     """Flag rows whose ``text`` is not one JSON value (Kafka's JsonConverter fails such records)."""
+    # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
 
     failed = text.isNotNull() & F.try_parse_json(text).isNull()
@@ -218,6 +223,7 @@ class StringConverter(Converter):
     """UTF-8 text; structs/arrays/maps are written as JSON text, other types via their string cast."""
 
     def encode(self, df: DataFrame) -> DataFrame:
+        # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
         from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
 
@@ -232,6 +238,7 @@ class StringConverter(Converter):
         return df.withColumn("body", F.encode(text, "UTF-8"))
 
     def decode(self, df: DataFrame) -> DataFrame:
+        # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
 
         text = F.try_validate_utf8(F.col("body").cast("string"))
@@ -245,6 +252,7 @@ class BytesConverter(Converter):
     """Bodies as raw bytes (a string value is UTF-8 encoded)."""
 
     def encode(self, df: DataFrame) -> DataFrame:
+        # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
         from pyspark.sql.types import BinaryType, StringType
 
@@ -282,6 +290,7 @@ class JsonConverter(Converter):
     def _declared_type(self) -> DataType | None:
         if not self.value_schema:
             return None
+        # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql.types import _parse_datatype_string
 
         try:
@@ -292,6 +301,7 @@ class JsonConverter(Converter):
             ) from exc
 
     def encode(self, df: DataFrame) -> DataFrame:
+        # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
         from pyspark.sql.types import StringType
 
@@ -309,6 +319,7 @@ class JsonConverter(Converter):
         return df.withColumn("body", F.encode(body, "UTF-8"))
 
     def decode(self, df: DataFrame) -> DataFrame:
+        # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
 
         # The validated text is a column of its own: Spark would otherwise validate it once per use.
@@ -339,8 +350,6 @@ _TEXT_COLUMN: Final = "_sluice_text"
 def schemas_enabled(config: Mapping[str, Any], prefix: str) -> bool:
     """``<prefix>.schemas.enable`` of a parsed or raw config; when unset, what the converter's
     name implies (on for Kafka's and RocketMQ Connect's JsonConverter class names)."""
-    from sluice.connectors.config import converter_fields
-
     _, field = converter_fields(prefix)  # the declared field: one place for its default
     raw = config.get(field.name)
     if raw is None or str(raw).strip() == "":
@@ -351,8 +360,6 @@ def schemas_enabled(config: Mapping[str, Any], prefix: str) -> bool:
 def converter_for(config: Mapping[str, Any], prefix: str = "value.converter") -> Converter:
     """The converter a (parsed or raw) connector config asks for: ``string`` | ``json`` | ``bytes``;
     its keys travel as Connect envelopes when ``key.converter`` is JSON with schemas."""
-    from sluice.connectors.config import converter_name
-
     name = str(converter_name(config.get(prefix) or "string")).strip().lower()
     converter: Converter
     if name == "string":

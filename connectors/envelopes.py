@@ -32,6 +32,7 @@ _PARSED: Final = "_sluice_parsed"
 def envelope_text(column: Column, data_type: DataType, nullable: bool) -> Column:
     """``column`` as the envelope Kafka's JsonConverter writes: its Connect schema (built once, on
     the driver) spliced before each value's JSON."""
+    # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
 
     schema_json = json.dumps(connect_schema(data_type, nullable), separators=(",", ":"))
@@ -44,6 +45,7 @@ def parse_json(
 ) -> DataFrame:
     """``out`` parsed from JSON ``text`` (an envelope's payload, or a bare value) as ``data_type``;
     rows that do not fit are flagged, naming ``what`` was read."""
+    # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
 
@@ -72,6 +74,7 @@ def parse_json(
 def is_envelope(text: Column) -> Column:
     """Whether ``text`` is one JSON object with exactly the keys ``schema`` and ``payload`` (Kafka's
     test); the layout Kafka writes is recognised from its first bytes, without parsing."""
+    # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
 
     laid_out = text.startswith(SCHEMA_KEY) & text.contains(PAYLOAD_KEY)
@@ -90,6 +93,7 @@ def decode_envelopes(
     ``what`` names the text in errors (``body``, ``key``), ``setting`` the config key that asked
     for envelopes, so a wrong setting is named where it shows.
     """
+    # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
 
     envelope = is_envelope(text)
@@ -126,6 +130,7 @@ def _schemas_by_topic(df: DataFrame, text: Column) -> tuple[dict[str, list[DataT
     Found without parsing the JSON when it can be (``envelope_schemas``); otherwise, e.g. for a
     producer that writes ``payload`` first or a schema that is refused, by a JSON path query.
     """
+    # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
 
     prefixes = (

@@ -85,6 +85,7 @@ def position(topic: str | None, partition: str, offset: int) -> str:
 
 def record_schema(value_type: DataType | None = None) -> StructType:
     """The record schema with ``value`` of ``value_type`` (string by default)."""
+    # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql.types import (
         LongType,
         MapType,
@@ -130,6 +131,7 @@ def records_from_columns(
     ``errors`` (with ``raw``, the undecodable bytes) flags records the source could not read, as
     ``_sluice_error`` / ``_sluice_raw`` columns; both are left out when nothing is flagged.
     """
+    # pyarrow, numpy: config validation imports this module (via connectors.plugins)
     import numpy as np
     import pyarrow as pa
 
@@ -150,6 +152,7 @@ def records_from_columns(
     )
     schema = record_schema()
     if errors is not None and any(e is not None for e in errors):
+        # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql.types import BinaryType, StringType, StructField
 
         table = table.append_column(ERROR_COLUMN, pa.array(errors, pa.string()))
@@ -165,6 +168,7 @@ def empty_records(spark: SparkSession, value_type: DataType | None = None) -> Da
 
 def check_record_columns(df: DataFrame, where: str) -> None:
     """Raise naming ``where`` (connector/transform) when a stage's output lost record columns or types."""
+    # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql.types import LongType, MapType, StringType, TimestampType
 
     schema = df.schema
@@ -194,6 +198,7 @@ def conform(df: DataFrame) -> DataFrame:
 
     Sources that only produce ``partition, offset, value`` call this to get the full shape.
     """
+    # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
 
     names = df.columns
@@ -214,6 +219,7 @@ def conform(df: DataFrame) -> DataFrame:
 
 def bad_records(df: DataFrame, limit: int = 5) -> list[tuple[str | None, str, int, str]]:
     """Up to ``limit`` rows flagged in ``_sluice_error``: (topic, partition, offset, error)."""
+    # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
 
     if ERROR_COLUMN not in df.columns:
@@ -250,6 +256,7 @@ def fail_on_bad_records(df: DataFrame, where: str) -> DataFrame:
     (or read twice) for it. Here the check rides along the batch's one job: ``raise_error`` in a
     filter, evaluated for flagged rows only. The failure text is recovered by ``bad_record_error``.
     """
+    # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
 
     if ERROR_COLUMN not in df.columns:
@@ -278,6 +285,7 @@ def bad_record_error(exc: BaseException) -> RecordError | None:
 
 def flag_errors(df: DataFrame, failed: Column, message: Column) -> DataFrame:
     """Set ``_sluice_error`` to ``message`` where ``failed`` holds (keeping an earlier error)."""
+    # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
 
     new = F.when(failed, F.substring(message, 1, MAX_RECORD_ERROR_CHARS))

@@ -14,6 +14,11 @@ from typing import Annotated
 
 import typer
 
+# Typer vendors Click (typer>=0.29); its exceptions are only reachable under ``typer._click``.
+from typer._click.exceptions import ClickException, NoArgsIsHelpError
+
+from sluice.deploy.local.process import StackError
+from sluice.deploy.local.rocketmq import mqadmin as run_mqadmin
 from sluice.worker import cli_connector, cli_offsets, cli_plugins, cli_watch
 from sluice.worker.cli_common import (
     DEBUG_HELP,
@@ -57,8 +62,7 @@ def stack_command(
     debug: DebugOpt = False,
 ) -> None:
     """The local stack of real services (PostgreSQL, Temporal, RocketMQ)."""
-    from sluice.deploy.local import stack as local
-    from sluice.deploy.local.process import StackError
+    from sluice.deploy.local import stack as local  # the services' modules (~10 ms): only this command
 
     begin(ctx, debug)
     if action not in ("up", "down", "status"):
@@ -90,7 +94,7 @@ def stack_command(
 @app.command("worker")
 def worker_command(ctx: typer.Context, debug: DebugOpt = False) -> None:
     """Run a Temporal worker (connector workflows and task activities)."""
-    from sluice.worker.main import main as worker_main
+    from sluice.worker.main import main as worker_main  # pyspark, activities, plugins: only this command
 
     begin(ctx, debug)
     worker_main()
@@ -104,7 +108,7 @@ def rest_command(
     debug: DebugOpt = False,
 ) -> None:
     """Serve RocketMQ Connect's and Kafka Connect's REST APIs (worker/rest)."""
-    from sluice.worker.rest.server import serve
+    from sluice.worker.rest.server import serve  # fastapi, uvicorn: only this command
 
     begin(ctx, debug)
     serve(host, port)
@@ -113,7 +117,7 @@ def rest_command(
 @app.command()
 def keygen(ctx: typer.Context) -> None:
     """Print a key for SLUICE_PAYLOAD_KEY (encrypted Temporal payloads)."""
-    from cryptography.fernet import Fernet
+    from cryptography.fernet import Fernet  # cryptography (~7 ms): only this command needs it
 
     begin(ctx)
     print(Fernet.generate_key().decode())
@@ -124,8 +128,6 @@ def keygen(ctx: typer.Context) -> None:
 )
 def mqadmin(ctx: typer.Context) -> None:
     """RocketMQ's admin tool against the configured name server (arguments passed through)."""
-    from sluice.deploy.local.rocketmq import mqadmin as run_mqadmin
-
     begin(ctx)
     result = run_mqadmin(settings().stack, *ctx.args)
     sys.stdout.write(result.stdout)
@@ -145,9 +147,6 @@ def main(argv: list[str] | None = None) -> int:
 
     Exit codes: see ``sluice.worker.errors`` (0 ok, 1 unexpected, 2 usage/config, 3 not found, ...).
     """
-    # Typer vendors Click (typer>=0.29); its exceptions are only reachable under ``typer._click``.
-    from typer._click.exceptions import ClickException, NoArgsIsHelpError
-
     STATE.prog, STATE.debug = "sluice", False
     args = sys.argv[1:] if argv is None else list(argv)
     if not _only_help(args):

@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 
 from sluice.worker.errors import EXIT_INTERRUPTED, EXIT_UNEXPECTED, SluiceError, one_line
+from sluice.worker.settings import settings
+from sluice.worker.temporal_client import OwnedRuntime
 
 if TYPE_CHECKING:
     from sluice.worker.client import SluiceClient
-    from sluice.worker.temporal_client import OwnedRuntime
 
 T = TypeVar("T")
 
@@ -97,8 +98,6 @@ def report(failure: CommandFailed) -> None:
 
 def call(action: Callable[[SluiceClient], Awaitable[T]]) -> T:
     """Connect (settings from ``SLUICE_*``), run ``action``, release the runtime; raise CommandFailed."""
-    from sluice.worker.temporal_client import OwnedRuntime
-
     owned = OwnedRuntime()
     failure: CommandFailed | None = None
     try:
@@ -115,8 +114,8 @@ def call(action: Callable[[SluiceClient], Awaitable[T]]) -> T:
 
 
 async def _with_client(action: Callable[[SluiceClient], Awaitable[T]], owned: OwnedRuntime) -> T:
+    # the client's modules (~10 ms): for commands that connect, not at the CLI's start
     from sluice.worker.client import SluiceClient
-    from sluice.worker.settings import settings
 
     env = settings()
     client = await SluiceClient.connect(

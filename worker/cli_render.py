@@ -19,6 +19,8 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from sluice.connectors.secrets import redact
+from sluice.worker.cli_common import wide_enough
 from sluice.workflows.types import ConnectorStatus, TaskStatus
 
 STATE_STYLES = {
@@ -33,8 +35,6 @@ _FIELD = re.compile(r"field '([^']+)'")
 
 
 def console() -> Console:
-    from sluice.worker.cli_common import wide_enough
-
     return Console(width=wide_enough(), highlight=False, soft_wrap=False)
 
 
@@ -52,6 +52,7 @@ def secret_fields(connector_class: str) -> frozenset[str]:
     if not connector_class:
         return frozenset()
     try:
+        # connector plugins (~40 ms): loaded by the commands that use them, not at the CLI's start
         from sluice.connectors.plugins import load_connector_class
 
         return load_connector_class(connector_class).full_config_def().secret_names
@@ -60,8 +61,6 @@ def secret_fields(connector_class: str) -> frozenset[str]:
 
 
 def masked(config: Mapping[str, Any], connector_class: str = "") -> dict[str, Any]:
-    from sluice.connectors.secrets import redact
-
     cls = connector_class or str(config.get("connector.class", ""))
     return redact(config, secret_fields(cls))
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Group, RenderableType
+from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
@@ -154,8 +155,6 @@ async def watch_loop(
     client: SluiceClient, name: str, interval: float, once: bool, json_out: bool, until: float | None
 ) -> ConnectorStatus | None:
     """Refresh until the connector ends, ``--once``, ``--for`` seconds pass, or Ctrl-C."""
-    from rich.live import Live
-
     console = render.console()
     rates = Rates()
     deadline = None if until is None else time.monotonic() + until

@@ -398,13 +398,13 @@ class SluiceClient(Client):
     def _keys(
         cls, sealing: str | bytes | None, payload: str | bytes | None
     ) -> tuple[str | bytes | None, str | bytes | None]:
-        from sluice.worker.settings import settings
+        from sluice.worker.settings import settings  # pydantic: not in the light client's imports
 
         env = settings()
         key = env.payload_key.get_secret_value() if env.payload_key is not None else None
         return sealing or env.sealing_key(), payload or key
 
     def _default_checks(self) -> Checks:
-        from sluice.worker.local_checks import LocalChecks
+        from sluice.worker.local_checks import LocalChecks  # activities, plugins: not in the light client's
 
         return LocalChecks()

@@ -13,7 +13,7 @@ _OURS = {"sluice"}
 
 def entry() -> None:
     try:
-        from sluice.worker.cli import entry as cli_entry
+        from sluice.worker.cli import entry as cli_entry  # here: a light install lacks the CLI's packages
     except ModuleNotFoundError as exc:
         missing = (exc.name or "").split(".")[0]
         if not missing or missing in _OURS:

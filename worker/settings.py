@@ -142,7 +142,7 @@ class Settings(BaseSettings):
             return self.secrets_key.get_secret_value().encode()
         path = self.state_dir / "secrets.key"
         if not path.exists():
-            from cryptography.fernet import Fernet
+            from cryptography.fernet import Fernet  # cryptography (~7 ms): the CLI imports this module
 
             # Written aside, then linked into place: two processes starting at once agree on one key.
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -22,8 +22,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from sluice.connectors.jdbc.read import arrow_type
 from sluice.connectors.jdbc.types import MappedColumn
-from sluice.connectors.records import OP_TRUNCATE
+from sluice.connectors.records import OP_TRUNCATE, empty_records
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -61,6 +62,7 @@ def envelope(
 
 
 def _struct_json(fields: Sequence[tuple[str, str]], nullable: bool = True) -> dict[str, Any]:
+    # pyspark: config validation imports this module (the CDC connector classes)
     from pyspark.sql.types import _parse_datatype_string
 
     return {
@@ -82,6 +84,7 @@ def envelope_spark_type(
 ) -> StructType:
     """The Spark type of the envelope for a table's ``columns``; ``source_fields`` (name, Spark DDL)
     are the connector's ``source`` block."""
+    # pyspark: config validation imports this module (the CDC connector classes)
     from pyspark.sql.types import StructType
 
     row = _struct_json([(c.name, c.spark_ddl) for c in columns])
@@ -102,17 +105,13 @@ def envelope_spark_type(
 
 
 def _arrow_struct(fields: Sequence[tuple[str, str]]) -> pa.DataType:
-    import pyarrow as pa
-
-    from sluice.connectors.jdbc.read import arrow_type
+    import pyarrow as pa  # pyarrow: config validation imports this module (the CDC connector classes)
 
     return pa.struct([pa.field(name, arrow_type(ddl)) for name, ddl in fields])
 
 
 def union_frames(spark: SparkSession, frames: Sequence[DataFrame]) -> DataFrame:
     """One DataFrame of a read's per-range frames (the runtime's empty records when there are none)."""
-    from sluice.connectors.records import empty_records
-
     if not frames:
         return empty_records(spark)
     out = frames[0]
@@ -133,6 +132,7 @@ def record_frame(
 ) -> DataFrame:
     """Record columns (connectors.records) of one table's change records: ``key`` the primary key
     struct (typed, so a key converter with schemas can describe it), ``value`` the envelope struct."""
+    # pyspark, pyarrow: config validation imports this module (the CDC connector classes)
     import pyarrow as pa
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType

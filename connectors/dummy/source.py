@@ -48,6 +48,7 @@ class DummySourceTask(SourceTask):
         return {p: Position((self._count,)) for p in self._partitions}
 
     def read(self, spark: SparkSession, ranges: Sequence[PartitionRange]) -> DataFrame:
+        # pyspark: config validation imports this module (the dummy connectors)
         from pyspark.sql import functions as F
 
         sleep_if_slow(self.config)

@@ -37,6 +37,7 @@ def _writable_path(value: Any) -> str | None:
 def value_line(df: DataFrame) -> Column:
     """The value column as the bytes of one line: binary as it is (never decoded: it need not be
     text), anything else as UTF-8 text."""
+    # pyspark: config validation imports this module (the file-sink class)
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
 

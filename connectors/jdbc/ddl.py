@@ -75,7 +75,7 @@ _MYSQL: dict[str, str] = {
 
 def column_type(dialect: Dialect, dt: DataType, key: bool = False) -> str:
     """The column type for a Spark type; ``key`` columns get an indexable type in MariaDB."""
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # pyspark: config validation imports this module (the jdbc-sink class)
 
     if isinstance(dt, T.DecimalType):
         return (

@@ -104,6 +104,7 @@ def _text_decoders() -> dict[int, Any]:
     the same text a whole column at a time. Measured on this machine (100,000 rows of the bench
     table, one connection): 59-65k rows/s with the decoders, 113-132k rows/s without.
     """
+    # pymysql: only MySQL needs it; config validation imports this module (jdbc-source)
     from pymysql.constants import FIELD_TYPE
     from pymysql.converters import conversions
 
@@ -120,6 +121,7 @@ def connect(params: ConnectParams, where: str, *, text_values: bool = False) -> 
     """
     try:
         if params.dialect is Dialect.MYSQL:
+            # pymysql: only MySQL needs it; config validation imports this module (jdbc-source)
             import pymysql
 
             extra: dict[str, Any] = {"conv": _text_decoders()} if text_values else {}
@@ -135,6 +137,7 @@ def connect(params: ConnectParams, where: str, *, text_values: bool = False) -> 
                 init_command="SET time_zone = '+00:00'",
                 connect_timeout=10,
             )
+        # psycopg: only PostgreSQL needs it; config validation imports this module (jdbc-source)
         import psycopg
 
         return psycopg.connect(
@@ -230,7 +233,7 @@ def ts_param(micros: int, dialect: Dialect, zoned: bool) -> datetime:
 
 # ---- values -> Arrow -----------------------------------------------------------------------------
 def arrow_type(ddl: str) -> pa.DataType:
-    import pyarrow as pa
+    import pyarrow as pa  # pyarrow: config validation imports this module (the jdbc-source class)
 
     simple = {
         "TINYINT": pa.int8(),
@@ -270,6 +273,7 @@ def _column(values: Sequence[Any], ddl: str) -> pa.Array:
     """One column as Arrow; values that arrive as text (``connect(text_values=True)``) for a
     non-string column are cast by Arrow, which refuses what does not fit (no rounding: a decimal
     with more digits than the scale fails, as ``pa.array`` of ``Decimal`` values does)."""
+    # pyarrow: config validation imports this module (the jdbc-source class)
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -286,7 +290,7 @@ def rows_to_batch(
     rows: Sequence[Sequence[Any]], columns: Sequence[MappedColumn], where: str
 ) -> pa.RecordBatch:
     """One Arrow batch of driver rows; a value that does not fit its column names the column."""
-    import pyarrow as pa
+    import pyarrow as pa  # pyarrow: config validation imports this module (the jdbc-source class)
 
     arrays = []
     by_column = list(zip(*rows, strict=True)) if rows else [() for _ in columns]
@@ -324,6 +328,7 @@ def read_split(spec: ReadSpec, sql: Sql) -> Iterator[pa.RecordBatch]:
     conn = connect(spec.params, spec.where, text_values=True)
     try:
         if spec.params.dialect is Dialect.MYSQL:
+            # pymysql: only MySQL needs it; config validation imports this module (jdbc-source)
             import pymysql.cursors
 
             cur = conn.cursor(pymysql.cursors.SSCursor)

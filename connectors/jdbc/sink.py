@@ -39,6 +39,7 @@ Lifecycle (as the runtime drives it):
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -169,6 +170,7 @@ class JdbcSinkTask(SinkTask):
 
     def _parts(self, records: DataFrame, plan: BatchPlan) -> tuple[list[Part], list[tuple[str, str]]]:
         """Each table's rows, and the tables a truncate empties first (``_cut``)."""
+        # pyspark, pyarrow: config validation imports this module (the jdbc-sink class)
         import pyarrow as pa
         from pyspark.sql import functions as F
 
@@ -233,6 +235,7 @@ class JdbcSinkTask(SinkTask):
         """Truncate markers never become rows. With ``truncate.enabled`` a topic-partition's rows at
         offsets below its last marker are left out and its table is emptied before the rest is
         written (the module docstring says why that equals applying them in order)."""
+        # pyspark: config validation imports this module (the jdbc-sink class)
         from pyspark.sql import functions as F
 
         records = records.where(~marker)
@@ -344,6 +347,7 @@ class JdbcSinkTask(SinkTask):
                 if self.dialect is Dialect.POSTGRESQL:
                     pg.lock_table_name(conn, w.schema, w.table)
                 typed = [f for f in p.fields.fields if f.name in w.columns]
+                # pyspark: config validation imports this module (the jdbc-sink class)
                 from pyspark.sql.types import StructType
 
                 ddl = create_table_sql(self.dialect, w.schema, w.table, StructType(typed), w.pk, owner)
@@ -391,8 +395,7 @@ def own_struct(records: DataFrame, column: str, own_json: str) -> DataFrame:
     """``value`` or ``key`` narrowed to its topic's own fields and types (the json converter merged
     the schemas of several topics into one struct for the batch; connect_schemas.merge_schemas), so
     a table gets its own columns and, with ``pk.mode=record_key``, its own key fields."""
-    import json
-
+    # pyspark: config validation imports this module (the jdbc-sink class)
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 

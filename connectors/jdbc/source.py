@@ -64,6 +64,8 @@ from sluice.connectors.jdbc.types import MappedColumn
 from sluice.connectors.jdbc.urls import dialect_of, engine_url
 from sluice.connectors.model import PartitionRange
 from sluice.connectors.positions import Position
+from sluice.connectors.records import empty_records
+from sluice.connectors.secrets import resolve_secrets
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -257,6 +259,7 @@ class JdbcSourceTask(SourceTask):
         ]
 
     def read_range(self, spark: SparkSession, r: PartitionRange) -> DataFrame:
+        # pyspark: config validation imports this module (the jdbc-source class)
         from pyspark.sql import functions as F
         from pyspark.sql.types import StructType, _parse_datatype_string
 
@@ -308,8 +311,6 @@ class JdbcSourceTask(SourceTask):
     def read(self, spark: SparkSession, ranges: Sequence[PartitionRange]) -> DataFrame:
         """Records of ``ranges``; several tables only when their rows have one shape (the runtime
         reads one table per call: ``topic_of``)."""
-        from sluice.connectors.records import empty_records
-
         frames = [self.read_range(spark, r) for r in ranges if not r.is_empty]
         if not frames:
             return empty_records(spark)
@@ -360,8 +361,6 @@ class JdbcSourceConnector(SourceConnector):
 
     @staticmethod
     def _list_tables(parsed: Mapping[str, Any]) -> list[str]:
-        from sluice.connectors.secrets import resolve_secrets
-
         resolved = resolve_secrets({k: v for k, v in parsed.items() if k.startswith("connection.")})
         url = engine_url(
             str(resolved["connection.url"]),

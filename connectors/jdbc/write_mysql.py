@@ -68,6 +68,8 @@ def run(conn: Connection, sql: str, params: Sequence[Any] | None = None) -> Any:
 
 def tsv_bytes(rows: pa.Table) -> bytes:
     """``rows`` (string columns) as MySQL's default LOAD DATA format, built column-wise in Arrow."""
+    # pyarrow, numpy: config validation imports this module (the jdbc-sink class)
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -88,8 +90,6 @@ def tsv_bytes(rows: pa.Table) -> bytes:
     arr = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
     offsets = arr.buffers()[1]
     data = arr.buffers()[2]
-    import numpy as np
-
     off = np.frombuffer(offsets, dtype=np.int64, count=len(arr) + 1, offset=arr.offset * 8)
     return data.to_pybytes()[int(off[0]) : int(off[-1])]
 

@@ -43,7 +43,7 @@ def run(conn: Connection, sql: str, params: Sequence[Any] | None = None) -> Any:
 
 
 def _csv_chunks(batches: Iterable[pa.RecordBatch]) -> Iterable[bytes]:
-    import pyarrow.csv as pacsv
+    import pyarrow.csv as pacsv  # pyarrow: config validation imports this module (the jdbc-sink class)
 
     # Strings quoted when needed and nulls left empty: PostgreSQL's CSV tells NULL from "".
     options = pacsv.WriteOptions(include_header=False, quoting_style="needed")

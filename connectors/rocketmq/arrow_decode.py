@@ -20,7 +20,10 @@ semantics:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from sluice.connectors.rocketmq.codec import (
     NAME_VALUE_SEPARATOR,
@@ -32,10 +35,6 @@ from sluice.connectors.rocketmq.codec import (
 )
 from sluice.connectors.rocketmq.values import MessageColumns, MessageQueue
 
-if TYPE_CHECKING:
-    import numpy as np
-    import pyarrow as pa
-
 # Column names, in READ_SCHEMA's order (spark_source.READ_SCHEMA).
 READ_COLUMNS = (
     "topic", "partition", "queue_id", "queue_offset", "keys", "tags", "properties", "born_timestamp",
@@ -45,9 +44,6 @@ READ_COLUMNS = (
 
 def to_record_batch(columns: MessageColumns, mq: MessageQueue) -> pa.RecordBatch:
     """Messages of one queue (``columns``) as an Arrow batch in READ_SCHEMA's column order and types."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     n = len(columns)
     ts = pa.timestamp("us", tz="UTC")
     keys, tags, properties = parse_properties(columns.properties)
@@ -68,10 +64,6 @@ def to_record_batch(columns: MessageColumns, mq: MessageQueue) -> pa.RecordBatch
 
 def parse_properties(texts: Sequence[str]) -> tuple[pa.Array, pa.Array, pa.Array]:
     """The keys, tags and user-properties map columns of raw properties texts (module docstring)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     n = len(texts)
     if not n:
         return (
@@ -113,10 +105,6 @@ def _split_items(items: pa.Array) -> tuple[pa.Array, pa.Array, np.ndarray]:
     Each item is cut at its first separator by offsets alone: the items' data buffer is viewed as
     three pieces per item (name, separator, value), then the names and values are taken from that.
     """
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     _, offset_buffer, data = items.buffers()
     # positions of the items in the data buffer (an item array may be a slice of a larger one)
     offsets = np.frombuffer(offset_buffer, np.int32, len(items) + 1, items.offset * 4).astype(np.int64)
@@ -136,15 +124,11 @@ def _split_items(items: pa.Array) -> tuple[pa.Array, pa.Array, np.ndarray]:
 
 def _repeats(message: np.ndarray, code: np.ndarray, distinct: int) -> bool:
     """Whether some message names a property more than once."""
-    import numpy as np
-
     pairs = np.sort(message * max(distinct, 1) + code, kind="stable")  # nearly sorted already
     return bool((pairs[1:] == pairs[:-1]).any())
 
 
 def _parse_per_message(texts: Sequence[str]) -> tuple[pa.Array, pa.Array, pa.Array]:
-    import pyarrow as pa
-
     parsed = [decode_properties(text) for text in texts]
     return (
         pa.array([p.get(PROP_KEYS) for p in parsed], pa.string()),

@@ -18,6 +18,10 @@ import zlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from sluice.connectors.errors import ConnectorDataError
 from sluice.connectors.rocketmq.codec import (
     BATCH_HEAD_SIZE,
@@ -41,18 +45,11 @@ _HEAD: Final = [("size", ">i4"), ("magic", ">i4"), ("crc", ">i4"), ("flag", ">i4
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    import numpy as np
-    import pyarrow as pa
-
 
 def encode_rows(batch: pa.RecordBatch, ids: Sequence[str], where: str, first_row: int = 0) -> EncodedBatch:
     """The batch-send entries of every row of ``batch`` (columns ``body`` and optional ``keys``,
     ``tags``, ``properties``), ``ids`` being their UNIQ_KEYs; ``where`` names the writer in errors
     and ``first_row`` is the number of the batch's first row."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     names = batch.schema.names
 
     def locate(row: int) -> str:
@@ -119,25 +116,17 @@ def row_position(batch: pa.RecordBatch, row: int, first_row: int = 0) -> str:
 
 def _value_offsets(values: pa.Array) -> np.ndarray:
     """Where each value of a binary array starts in its data buffer (and where the last ends)."""
-    import numpy as np
-
     return np.frombuffer(values.buffers()[1], np.int32)[values.offset : values.offset + len(values) + 1]
 
 
 def _fixed_width(data: bytes, width: int, count: int) -> pa.Array:
     """``count`` binary values of ``width`` bytes each, cut from ``data``."""
-    import numpy as np
-    import pyarrow as pa
-
     offsets = pa.array(np.arange(count + 1, dtype=np.int32) * width)
     return pa.Array.from_buffers(pa.binary(), count, [None, offsets.buffers()[1], pa.py_buffer(data)])
 
 
 def _entries(names: pa.Scalar | pa.Array, values: pa.Array) -> pa.Array:
     """``name\\x01value\\x02`` per element (null where the value is null)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     return pc.binary_join_element_wise(
         names,
         pa.scalar(NAME_VALUE_SEPARATOR),
@@ -149,10 +138,6 @@ def _entries(names: pa.Scalar | pa.Array, values: pa.Array) -> pa.Array:
 
 def _user_properties(maps: pa.MapArray, where: str, locate: Callable[[int], str]) -> pa.Array:
     """The properties text of each row's map (empty for a null or empty map), after the checks."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     offsets = maps.offsets.to_numpy()  # absolute into the (unsliced) children
     start, stop = int(offsets[0]), int(offsets[-1])
     keys, items = maps.keys.slice(start, stop - start), maps.items.slice(start, stop - start)
@@ -190,8 +175,6 @@ def _check_texts(
 
     ``label(i)`` gives the row and the property name of element ``i``.
     """
-    import pyarrow.compute as pc
-
     bad = pc.or_kleene(
         pc.equal(pc.binary_length(values), 0),
         pc.or_kleene(
@@ -215,6 +198,4 @@ def _check_texts(
 
 
 def _first(mask: pa.Array | np.ndarray) -> int:
-    import pyarrow.compute as pc
-
     return int(pc.index(mask, True).as_py())

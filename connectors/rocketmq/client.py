@@ -99,8 +99,6 @@ class RocketMQClient(Transport):
     async def all_topics(self) -> list[str]:
         """Every topic the name server knows (GET_ALL_TOPIC_LIST_FROM_NAMESERVER), sorted; a sink's
         ``topics.regex`` is matched against it."""
-        import json
-
         resp = await self._namesrv_call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {}, "topic list")
         self._check(resp, "topic list", ";".join(self._namesrvs), NAME_SERVER)
         try:

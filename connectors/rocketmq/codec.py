@@ -103,11 +103,12 @@ def _decompress(body: bytes, sysflag: int, where: str) -> bytes:
         if kind in (0, 3):  # 0: clients before 4.9.x always used zlib
             return zlib.decompress(body)
         if kind == 1:
+            # lz4, zstandard: optional, not dependencies; a missing one is the ProtocolError below
             import lz4.frame
 
             return bytes(lz4.frame.decompress(body))
         if kind == 2:
-            import zstandard
+            import zstandard  # optional: see lz4 above
 
             return bytes(zstandard.ZstdDecompressor().decompressobj().decompress(body))
     except ImportError:

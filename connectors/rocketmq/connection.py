@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 
 from sluice.connectors.rocketmq.errors import (
     BrokerUnavailableError,
@@ -74,8 +75,6 @@ class Connection:
             raise err_cls(f"rocketmq: cannot connect to {service} {address}: {exc.strerror or exc}") from None
         sock = writer.get_extra_info("socket")
         if sock is not None:
-            import socket
-
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return cls(address, service, reader, writer)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from pyspark.sql import functions as F
+
 from sluice.connectors.rocketmq.codec import MAX_PROPERTIES_BYTES, STORED_OVERHEAD
 
 if TYPE_CHECKING:
@@ -27,8 +29,6 @@ _WAIT_ENTRY: Final = len("WAIT") + 2 + len("true")
 
 def properties_size(keys: Column, tags: Column, properties: Column) -> Column:
     """Bytes of a message's properties text as the writer encodes it."""
-    from pyspark.sql import functions as F
-
     def entry(name: str, value: Column) -> Column:
         return F.when(value.isNull(), F.lit(0)).otherwise(len(name) + 2 + F.octet_length(value))
 
@@ -45,16 +45,12 @@ def properties_size(keys: Column, tags: Column, properties: Column) -> Column:
 
 def stored_size(body: Column, props_size: Column, topic: Column) -> Column:
     """Bytes the broker stores for the message (what maxMessageSize applies to)."""
-    from pyspark.sql import functions as F
-
     topic_size = F.coalesce(F.octet_length(topic), F.lit(MAX_TOPIC_CHARS))
     return F.coalesce(F.octet_length(body), F.lit(0)) + 2 + props_size + STORED_OVERHEAD + topic_size
 
 
 def size_problem(body: Column, keys: Column, tags: Column, properties: Column, topic: Column) -> Column:
     """Why a message cannot be sent (null when it fits): over the size or properties limit."""
-    from pyspark.sql import functions as F
-
     props = properties_size(keys, tags, properties)
     stored = stored_size(body, props, topic)
     too_large = F.concat(

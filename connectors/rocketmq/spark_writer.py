@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
@@ -137,8 +138,6 @@ class RocketMQWriter(DataSourceArrowWriter):
             raise TopicNotFoundError(self.topic, "the rocketmq sink creates no topics; create it first")
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> RocketMQCommitMessage:
-        from pyspark import TaskContext
-
         ctx = TaskContext.get()
         task_partition = ctx.partitionId() if ctx is not None else 0
         client = executor_client(self.namesrv, self.client_options)

@@ -89,6 +89,7 @@ class ExtractNewRecordState(Transform):
 
     def _added(self, value_type: StructType) -> list[tuple[str, Column, Any]]:
         """(name, column, Spark type) of each ``add.fields`` entry."""
+        # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
         from pyspark.sql.types import StructType
 
@@ -108,6 +109,7 @@ class ExtractNewRecordState(Transform):
         return out
 
     def apply(self, df: DataFrame) -> DataFrame:
+        # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
         from pyspark.sql.types import StringType, StructType
 
@@ -153,6 +155,7 @@ class ExtractNewRecordState(Transform):
 
     def _own_headers(self, df: DataFrame, extra: list[tuple[str, Any]]) -> DataFrame:
         """Each record's own-schema header (a mixed-topic sink batch) becomes its own row type."""
+        # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
         from pyspark.sql.types import StructField, StructType
 

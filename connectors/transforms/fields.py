@@ -33,6 +33,7 @@ CONNECT_TO_SPARK: Final = {
 
 
 def _struct_of(df: DataFrame, column: str, where: str) -> StructType:
+    # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql.types import StructType
 
     data_type = df.schema[column].dataType
@@ -46,6 +47,7 @@ def _struct_of(df: DataFrame, column: str, where: str) -> StructType:
 
 def _rebuild(source: Column, fields: list[tuple[str, Column]]) -> Column:
     """A struct of ``fields`` that stays null where ``source`` is null (tombstones)."""
+    # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
 
     return F.when(source.isNull(), F.lit(None)).otherwise(F.struct(*[c.alias(n) for n, c in fields]))
@@ -83,6 +85,7 @@ class InsertField(Transform):
         )
 
     def apply(self, df: DataFrame) -> DataFrame:
+        # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
 
         struct = _struct_of(df, self.target, self.where)
@@ -121,6 +124,7 @@ class ReplaceField(Transform):
         return [f"option 'renames': expected old:new pairs, got {bad}"] if bad else []
 
     def apply(self, df: DataFrame) -> DataFrame:
+        # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
 
         struct = _struct_of(df, self.target, self.where)
@@ -137,6 +141,7 @@ class ReplaceField(Transform):
 
 
 def _mask_value(data_type: DataType, replacement: str) -> Column:
+    # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
     from pyspark.sql.types import BooleanType, NumericType, StringType
 
@@ -161,6 +166,7 @@ class MaskField(Transform):
     )
 
     def apply(self, df: DataFrame) -> DataFrame:
+        # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
 
         struct = _struct_of(df, self.target, self.where)
@@ -200,6 +206,7 @@ class Cast(Transform):
         return problems
 
     def apply(self, df: DataFrame) -> DataFrame:
+        # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
 
         source = F.col(self.target)
@@ -231,6 +238,7 @@ class Cast(Transform):
 
 
 def _flatten(source: Column, struct: StructType, prefix: str, delimiter: str) -> list[tuple[str, Column]]:
+    # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql.types import StructType
 
     out: list[tuple[str, Column]] = []
@@ -250,6 +258,7 @@ class Flatten(Transform):
     options_def = ConfigDef((ConfigField("delimiter", str, "."),))
 
     def apply(self, df: DataFrame) -> DataFrame:
+        # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
 
         struct = _struct_of(df, self.target, self.where)
@@ -276,6 +285,7 @@ class TimestampConverter(Transform):
     )
 
     def _to_timestamp(self, column: Column, data_type: DataType) -> Column:
+        # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
         from pyspark.sql.types import DateType, IntegralType, StringType, TimestampType
 
@@ -289,6 +299,7 @@ class TimestampConverter(Transform):
         raise ValueError(f"{self.where}: cannot convert {data_type.simpleString()} to a timestamp")
 
     def _from_timestamp(self, ts: Column) -> Column:
+        # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
 
         target = self.options["target.type"]
@@ -302,6 +313,7 @@ class TimestampConverter(Transform):
         return F.date_format(ts, fmt) if fmt else ts.cast("string")
 
     def apply(self, df: DataFrame) -> DataFrame:
+        # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
 
         field = self.options["field"]
@@ -332,6 +344,7 @@ class ExtractField(Transform):
     options_def = ConfigDef((ConfigField("field", str),))
 
     def apply(self, df: DataFrame) -> DataFrame:
+        # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
 
         struct = _struct_of(df, self.target, self.where)
@@ -348,6 +361,7 @@ class HoistField(Transform):
     options_def = ConfigDef((ConfigField("field", str),))
 
     def apply(self, df: DataFrame) -> DataFrame:
+        # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
 
         source = F.col(self.target)
@@ -361,6 +375,7 @@ class ValueToKey(Transform):
     options_def = ConfigDef((ConfigField("fields", list[str]),))
 
     def apply(self, df: DataFrame) -> DataFrame:
+        # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
 
         struct = _struct_of(df, "value", self.where)

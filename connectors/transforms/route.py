@@ -30,6 +30,7 @@ class RegexRouter(Transform):
         return []
 
     def apply(self, df: DataFrame) -> DataFrame:
+        # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
 
         anchored = f"^(?:{self.options['regex']})$"
@@ -49,6 +50,7 @@ class TopicRename(Transform):
         return [f"option 'renames': expected old:new pairs, got {bad}"] if bad else []
 
     def apply(self, df: DataFrame) -> DataFrame:
+        # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
 
         topic = F.col("topic")

@@ -57,6 +57,7 @@ class SqlTransform(Transform):
         return result
 
     def apply(self, df: DataFrame) -> DataFrame:
+        # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
 
         statement = self.options["statement"].strip()

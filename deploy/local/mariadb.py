@@ -153,7 +153,7 @@ class MariaDB:
         if not self.proc.is_running():
             return False
         try:
-            import pymysql
+            import pymysql  # here, not at the top: without PyMySQL the check falls back (below)
         except ImportError:  # the stack scripts run before the venv has it only in odd set-ups
             return self._root_answers()
         try:

@@ -152,9 +152,6 @@ def wait_until(
 def apt_install(service: str, package: str, system_service: str) -> None:
     """Install Debian's ``package`` (root only), then stop the system server its install starts:
     the stack runs its own, on its own ports. Errors name the service and the failing command."""
-    import os
-    import subprocess
-
     if os.geteuid() != 0:
         raise StackError(f"{service}: {package} is not installed; run `sudo apt-get install -y {package}`")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}

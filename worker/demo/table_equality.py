@@ -23,6 +23,7 @@ import shutil
 import subprocess
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from enum import StrEnum
 
 from sqlalchemy import text
@@ -62,8 +63,6 @@ def _integer(v: str) -> str:
 
 def _decimal(v: str) -> str:
     if "e" in v or "E" in v:
-        from decimal import Decimal
-
         v = format(Decimal(v), "f")
     if "." in v:
         v = v.rstrip("0").rstrip(".")

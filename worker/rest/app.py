@@ -24,6 +24,7 @@ from sluice.worker.rest.plugins import version
 
 
 async def _connect_from_settings() -> SluiceClient:
+    # pydantic-settings (~20 ms): only this default connect needs it, not an app given a client
     from sluice.worker.settings import settings as env
 
     s = env()

@@ -6,6 +6,9 @@ import re
 from typing import Any
 
 from pydantic import BaseModel
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 
 from sluice.worker.client import SluiceClient
 from sluice.worker.errors import ConnectorNotFoundError
@@ -47,10 +50,6 @@ async def all_statuses(client: SluiceClient) -> list[ConnectorStatus]:
 
 async def worker_ids(client: SluiceClient) -> list[str]:
     """Identities of the workers polling the task queue (Temporal knows them; Sluice keeps none)."""
-    from temporalio.api.enums.v1 import TaskQueueType
-    from temporalio.api.taskqueue.v1 import TaskQueue
-    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-
     response = await client.client.workflow_service.describe_task_queue(
         DescribeTaskQueueRequest(
             namespace=client.client.namespace,

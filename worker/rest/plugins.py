@@ -26,6 +26,7 @@ def version() -> str:
 
 
 def _connector_class(name: str) -> type[Any]:
+    # connector plugins (~35 ms): loaded on first use, not when the REST app is imported
     from sluice.connectors.plugins import PluginNotFoundError, load_connector_class
 
     try:
@@ -37,14 +38,14 @@ def _connector_class(name: str) -> type[Any]:
 
 
 def kind_of(cls: type[Any]) -> str:
-    from sluice.connectors.api import SinkConnector
+    from sluice.connectors.api import SinkConnector  # connector plugins: see _connector_class
 
     return "sink" if issubclass(cls, SinkConnector) else "source"
 
 
 def plugins() -> list[tuple[str, str]]:
     """(class name, "source"|"sink") for every name a config may give, sorted by name."""
-    from sluice.connectors.plugins import connector_aliases, known_connectors
+    from sluice.connectors.plugins import connector_aliases, known_connectors  # see _connector_class
 
     out: list[tuple[str, str]] = []
     for name in sorted({*known_connectors(), *connector_aliases()}):

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import uvicorn
+
 from sluice.worker.rest.app import create_app
 from sluice.worker.rest.deps import RestSettings
+from sluice.worker.settings import settings
 
 
 def rest_settings() -> RestSettings:
-    from sluice.worker.settings import settings
-
     s = settings()
     return RestSettings(
         token=s.rest_token.get_secret_value() if s.rest_token is not None else None,
@@ -19,9 +20,6 @@ def rest_settings() -> RestSettings:
 
 def serve(host: str | None = None, port: int | None = None) -> int:
     """Run until interrupted; 127.0.0.1:8082 unless configured (RocketMQ Connect's port)."""
-    import uvicorn
-
-    from sluice.worker.settings import settings
 
     s = settings()
     uvicorn.run(

@@ -49,7 +49,7 @@ class Params:
 
 def connect(params: Params, where: str) -> Any:
     """An autocommit PyMySQL session in UTC; a failure names the connector and the server."""
-    import pymysql
+    import pymysql  # pymysql: config validation imports this module (the mysql-cdc class)
 
     try:
         return pymysql.connect(**params.settings(), autocommit=True, charset="utf8mb4")
@@ -174,6 +174,7 @@ def events(
     params: Params, replica_id: int, file: str, position: int, schemas: Sequence[str]
 ) -> Generator[BinlogEvent, None, None]:
     """The binlog's GTID, rows and commit events from ``file:position`` to the server's end now."""
+    # pymysqlreplication: config validation imports this module (the mysql-cdc class)
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, XidEvent
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent

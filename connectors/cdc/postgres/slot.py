@@ -57,7 +57,7 @@ class Params:
 
 def connect(params: Params, where: str) -> Any:
     """An autocommit session whose text output pgoutput values follow (UTC, ISO dates, hex bytea)."""
-    import psycopg
+    import psycopg  # psycopg: config validation imports this module (the postgres-cdc class)
 
     try:
         return psycopg.connect(

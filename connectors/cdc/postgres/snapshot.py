@@ -10,6 +10,7 @@ same table have the same Spark types and values. Keys are compared as a row valu
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,8 +42,7 @@ def columns(conn: Any, table: str) -> list[tuple[str, int, int, str]]:
 
 def _text_rows(conn: Any, sql: str, params: Sequence[Any], oids: set[int]) -> list[tuple[Any, ...]]:
     """Rows with every value as the server's text output, as pgoutput sends it."""
-    import contextlib
-
+    # psycopg: config validation imports this module (the postgres-cdc class)
     from psycopg.types.string import TextLoader
 
     with contextlib.closing(conn.cursor()) as cur:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    from sluice.worker import api
+    from sluice.worker import api  # on first use: importing sluice.<folder> must not import the client
 
     if name in api.__all__:
         return getattr(api, name)
@@ -24,6 +24,6 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    from sluice.worker import api
+    from sluice.worker import api  # see __getattr__
 
     return sorted([*globals(), *api.__all__])
