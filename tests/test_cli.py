@@ -144,7 +144,7 @@ def test_main_releases_the_runtime_after_an_error(
 def test_connector_commands_do_not_import_spark(stack_config: StackConfig) -> None:
     """Startup stays light: validating and talking to Temporal needs neither Spark nor SQL."""
     probe = (
-        "import sys; from worker.cli import main; "
+        "import sys; from sluice.worker.cli import main; "
         "code = main(['connector', 'create', 'light', '--set', 'connector.class=file-source']); "
         "print(code, sorted(m for m in ('pyspark', 'py4j', 'sqlalchemy', 'pyarrow') if m in sys.modules))"
     )

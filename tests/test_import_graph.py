@@ -126,10 +126,23 @@ def test_every_import_of_our_code_says_sluice() -> None:
     bare = []
     for folder in (*PACKAGES, "tests", "bench"):
         for path in (REPO_ROOT / folder).rglob("*.py"):
-            for node in ast.walk(ast.parse(path.read_text(), str(path))):
-                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
-                if isinstance(node, ast.ImportFrom) and not node.level:
-                    names = [node.module or ""]
-                bare += [f"{path.relative_to(REPO_ROOT)}:{node.lineno} {n}" for n in names
-                         if n.partition(".")[0] in PACKAGES]
+            tree = ast.parse(path.read_text(), str(path))
+            bare += [f"{path.relative_to(REPO_ROOT)}:{line} {name}" for line, name in _bare_imports(tree)]
     assert bare == []
+
+
+def _bare_imports(tree: ast.AST, line: int | None = None) -> list[tuple[int, str]]:
+    """Imports of a folder by its bare name, also in code held in strings (``python -c`` probes)."""
+    found = []
+    for node in ast.walk(tree):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        found += [(line or node.lineno, n) for n in names if n.partition(".")[0] in PACKAGES]
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "import" in node.value:
+            try:
+                code = ast.parse(node.value)
+            except SyntaxError:
+                continue  # prose, not code
+            found += _bare_imports(code, line or node.lineno)
+    return found

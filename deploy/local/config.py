@@ -7,11 +7,10 @@ the environment themselves. Everything binds to 127.0.0.1 only.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(os.path.abspath(__file__)).parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[2]  # resolved: also right through a link tree (make lint)
 
 
 @dataclass(frozen=True)
