@@ -48,6 +48,9 @@ async def check_search_attributes(client: Client, namespace: str) -> None:
         raise MissingSearchAttributesError(search_attributes.missing_message(missing, namespace))
 
 
+HEARTBEAT_THROTTLE = timedelta(seconds=1)
+
+
 def build_worker(
     client: object, settings: Settings, ctx: RuntimeContext, executor: ThreadPoolExecutor
 ) -> Worker:
@@ -68,6 +71,13 @@ def build_worker(
         max_concurrent_activities=settings.max_concurrent_tasks + 4,
         # A SIGKILLed worker leaves its sticky queue behind; fall back to the shared queue fast.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),
+        # Temporal delivers a cancel (pause, stop, delete, reconfigure, continue-as-new) only in the
+        # answer to a heartbeat the SDK actually sends, and by default it sends one at most every
+        # 0.8 x the heartbeat timeout (8 s at the default 10 s). The task heartbeats every second
+        # (activities.heartbeat), so throttle at that interval: a cancel lands within about a second,
+        # for one heartbeat call per task per second.
+        max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+        default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         graceful_shutdown_timeout=timedelta(seconds=20),
     )
 

@@ -9,7 +9,7 @@ from tests.databases import TestDatabase
 
 
 async def wait_for(
-    check: Callable[[], bool | Awaitable[bool]], timeout_s: float, what: str, interval_s: float = 1.0
+    check: Callable[[], bool | Awaitable[bool]], timeout_s: float, what: str, interval_s: float = 0.5
 ) -> None:
     """Poll a (sync or async) condition; fail naming what did not happen."""
     import asyncio

@@ -74,10 +74,10 @@ async def test_sigkill_mid_batch_then_another_worker_resumes_exactly_once(
     tmp_path, start_worker, sluice, topic_name
 ) -> None:
     src, dst = tmp_path / "in.txt", tmp_path / "out.txt"
-    src.write_text(_lines(0, 40000))  # ~2.2 MB in 16 KiB batches: the kill lands mid-stream
+    src.write_text(_lines(0, 40000))  # ~2.2 MB in 32 KiB batches: the kill lands mid-stream
     first = start_worker()
     name = uuid.uuid4().hex[:8]
-    source_cfg, sink_cfg = _pipeline_configs(src, dst, topic_name, 16 * 1024)
+    source_cfg, sink_cfg = _pipeline_configs(src, dst, topic_name, 32 * 1024)
     await sluice.create(f"src-{name}", source_cfg)
     await sluice.create(f"dst-{name}", sink_cfg)
     await wait_for(lambda: len(_read(dst)) > 0, 180, "the first sink batch")
