@@ -7,10 +7,12 @@ the environment themselves. Everything binds to 127.0.0.1 only.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]  # resolved: also right through a link tree (make lint)
+# Not Path.resolve(): Temporal's workflow sandbox forbids it, and test workflows import this module.
+REPO_ROOT = Path(os.path.abspath(__file__)).parents[2]
 
 
 @dataclass(frozen=True)
