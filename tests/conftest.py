@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
     from temporalio.testing import WorkflowEnvironment
 
+    from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
     from tests.databases import TestDatabase
 
 
@@ -114,13 +115,25 @@ def fresh_schema(pg_engine: Engine) -> Iterator[str]:
         conn.execute(text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'))
 
 
+@pytest.fixture(scope="session")
+def rocketmq_admin(stack_config: StackConfig) -> Iterator[SyncRocketMQClient]:
+    """One Sluice RocketMQ client for the session's topic administration (no JVM per topic, unlike
+    ``mqadmin``). Safe to share: every call is a stateless request, and a connection a broker or
+    name server restart dropped is opened again on the next call."""
+    from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
+
+    with SyncRocketMQClient(stack_config.namesrv_address) as client:
+        yield client
+
+
 @pytest.fixture
-def topic_name(stack_config: StackConfig) -> str:
-    """A fresh topic with 4 queues, created with RocketMQ's own admin tool."""
-    from sluice.deploy.local.rocketmq import create_topic
+def topic_name(rocketmq_admin: SyncRocketMQClient) -> str:
+    """A fresh topic with 4 read and 4 write queues on every master of the local cluster, like
+    ``mqadmin updateTopic -c DefaultCluster -r 4 -w 4``; returns once the name server routes it."""
+    from sluice.deploy.local.rocketmq import CLUSTER_NAME
 
     name = f"T_{uuid.uuid4().hex[:12]}"
-    create_topic(stack_config, name, queues=4)
+    rocketmq_admin.create_topic(name, queue_count=4, cluster=CLUSTER_NAME)
     return name
 
 

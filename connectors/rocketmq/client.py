@@ -37,7 +37,7 @@ from sluice.connectors.rocketmq.errors import (
     TopicNotFoundError,
 )
 from sluice.connectors.rocketmq.remoting import RemotingCommand, RequestCode, ResponseCode, request
-from sluice.connectors.rocketmq.routing import loads_lenient, parse_cluster_info
+from sluice.connectors.rocketmq.routing import ClusterInfo, loads_lenient, parse_cluster_info
 from sluice.connectors.rocketmq.transport import BROKER, NAME_SERVER, Transport, header_int
 from sluice.connectors.rocketmq.values import (
     Message,
@@ -111,9 +111,7 @@ class RocketMQClient(Transport):
         """Create (or update) the topic on every master of ``cluster`` (default: every known broker)."""
         if queue_count < 1:
             raise ValueError(f"rocketmq: topic {topic!r}: queue_count must be >= 1, got {queue_count}")
-        resp = await self._namesrv_call(RequestCode.GET_BROKER_CLUSTER_INFO, {}, "cluster info")
-        self._check(resp, "cluster info", ";".join(self._namesrvs), NAME_SERVER)
-        info = parse_cluster_info(resp.body)
+        info = await self.cluster_info()
         if cluster is None:
             brokers = sorted(info.masters)
         elif cluster in info.clusters:
@@ -204,15 +202,21 @@ class RocketMQClient(Transport):
         # A later update_consumer_offset for the same name must set the group up again.
         self._prepared_groups = {(g, a) for g, a in self._prepared_groups if g != group}
 
+    async def cluster_info(self) -> ClusterInfo:
+        """The name server's cluster membership (GET_BROKER_CLUSTER_INFO, what ``mqadmin
+        clusterList`` shows): clusters -> broker names, broker name -> master address. A broker
+        that stopped or never registered is absent."""
+        resp = await self._namesrv_call(RequestCode.GET_BROKER_CLUSTER_INFO, {}, "cluster info")
+        self._check(resp, "cluster info", ";".join(self._namesrvs), NAME_SERVER)
+        return parse_cluster_info(resp.body)
+
     async def _masters(self, what: str) -> dict[str, str]:
         """Broker name -> master address of every broker in the name server's cluster info.
 
         Raises BrokerUnavailableError when there is none: an administrative change that reached no
         broker must not look like one that succeeded.
         """
-        resp = await self._namesrv_call(RequestCode.GET_BROKER_CLUSTER_INFO, {}, "cluster info")
-        self._check(resp, "cluster info", ";".join(self._namesrvs), NAME_SERVER)
-        masters = parse_cluster_info(resp.body).masters
+        masters = (await self.cluster_info()).masters
         if not masters:
             raise BrokerUnavailableError(f"rocketmq: cannot {what}: no live master broker")
         return masters

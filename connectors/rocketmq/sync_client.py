@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from sluice.connectors.rocketmq.client import RocketMQClient
 from sluice.connectors.rocketmq.codec import EncodedBatch
 from sluice.connectors.rocketmq.errors import RequestTimeoutError, RocketMQError
+from sluice.connectors.rocketmq.routing import ClusterInfo
 from sluice.connectors.rocketmq.values import (
     Message,
     MessageColumns,
@@ -129,6 +130,11 @@ class SyncRocketMQClient:
 
     def create_topic(self, topic: str, *, queue_count: int = 4, cluster: str | None = None) -> None:
         self._run("create_topic", topic, queue_count=queue_count, cluster=cluster)
+
+    def cluster_info(self, *, timeout_s: float | None = None) -> ClusterInfo:
+        """RocketMQClient.cluster_info; ``timeout_s`` bounds the whole call (RequestTimeoutError)."""
+        result: ClusterInfo = self._run_within(timeout_s, "cluster info", "cluster_info")
+        return result
 
     def all_topics(self) -> list[str]:
         return list(self._run("all_topics"))

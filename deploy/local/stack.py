@@ -55,11 +55,15 @@ def _address(cfg: StackConfig, name: str) -> str:
 
 
 def up(cfg: StackConfig) -> list[ServiceStatus]:
+    """Start what is not healthy; each service's health is checked once before (healthy ones are
+    left alone) and, when something was started, every service once more after (a start must not
+    have disturbed one before it)."""
     cfg.state_dir.mkdir(parents=True, exist_ok=True)
     ensure_jars(cfg)
     started: list[Service] = []
     for name, svc in services(cfg).items():
-        was_healthy = svc.healthy()
+        if svc.healthy():
+            continue  # its start() would only check again and return
         try:
             svc.start()
         except StackError:
@@ -70,9 +74,11 @@ def up(cfg: StackConfig) -> list[ServiceStatus]:
             for done in reversed(started):
                 done.stop()
             raise StackError(f"{name}: failed to start: {exc}") from exc
-        if not was_healthy:
-            started.append(svc)
-    return status(cfg)
+        started.append(svc)
+    if started:
+        return status(cfg)
+    # Every service passed its check just now: report that instead of checking them all again.
+    return _report(cfg, dict.fromkeys(SERVICE_NAMES, True))
 
 
 def down(cfg: StackConfig) -> None:
@@ -81,10 +87,14 @@ def down(cfg: StackConfig) -> None:
 
 
 def status(cfg: StackConfig) -> list[ServiceStatus]:
+    return _report(cfg, {name: svc.healthy() for name, svc in services(cfg).items()})
+
+
+def _report(cfg: StackConfig, health: dict[str, bool]) -> list[ServiceStatus]:
     result = []
     for name, svc in services(cfg).items():
         proc = getattr(svc, "proc")  # noqa: B009 - every service has one
-        result.append(ServiceStatus(name, svc.healthy(), _address(cfg, name), str(proc.log_file)))
+        result.append(ServiceStatus(name, health[name], _address(cfg, name), str(proc.log_file)))
     result.append(ServiceStatus("spark", True, f"master {cfg.spark_master} (in-process, no service)", ""))
     return result
 
