@@ -44,10 +44,15 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "temporal: needs a private Temporal dev server (lane, set from fixtures)"
     )
-    config.addinivalue_line("markers", "fault: injects a real fault (kills or restarts a process)")
+    config.addinivalue_line(
+        "markers",
+        "fault: injects a real fault (kills or restarts a process); on the shared worker, checked after",
+    )
     config.addinivalue_line("markers", "slow: takes more than a few seconds")
     config.addinivalue_line(
-        "markers", "private_worker: runs its own `sluice worker` processes, not the session's shared one"
+        "markers",
+        "private_worker: runs its own `sluice worker` processes, not the session's shared one "
+        "(kills, stops or reconfigures a worker)",
     )
 
 

@@ -1,15 +1,11 @@
-"""REST tests: the app in-process (httpx's ASGI transport) over the real stack — Temporal, a real
-`sluice worker` process on a private task queue and offset-store schema (as tests/runtime does),
-RocketMQ and the file connectors. One worker serves every REST test of the session."""
+"""REST tests: the app in-process (httpx's ASGI transport) over the real stack — Temporal, the
+session's shared `sluice worker` (``tests.runtime.workers``: its own task queue and offset-store
+schema), RocketMQ and the file connectors. The REST tests need nothing of the worker the runtime
+tests do not (same environment, no keys of their own), so they use the same process; whatever
+connectors a REST test leaves on its queue are deleted when it ends, as for the runtime tests."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +17,7 @@ from sluice.deploy.local.config import StackConfig
 from sluice.worker.client import SluiceClient
 from sluice.worker.rest.app import create_app
 from sluice.worker.rest.deps import RestSettings
+from tests.runtime.workers import SharedRuntime, delete_connectors
 
 TOKEN = "t0ken-for-tests"
 
@@ -32,36 +29,25 @@ class RestWorker:
 
 
 @pytest.fixture(scope="session")
-def rest_worker(stack_config: StackConfig, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestWorker]:
-    queue = f"sluice-rest-{uuid.uuid4().hex[:8]}"
-    env = {
-        **os.environ,
-        "SLUICE_TASK_QUEUE": queue,
-        "SLUICE_STORE_SCHEMA": f"s_{uuid.uuid4().hex[:10]}",
-        "SLUICE_SPARK_MASTER": "local[2]",
-        "SLUICE_SPARK_DRIVER_MEMORY": "1g",
-    }
-    log = tmp_path_factory.mktemp("rest-worker") / "worker.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "sluice.worker.cli", "worker"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-    deadline = time.monotonic() + 120
-    while b"sluice worker ready" not in log.read_bytes():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError(f"worker did not start:\n{log.read_text(errors='replace')[-3000:]}")
-        time.sleep(0.5)
-    yield RestWorker(queue, log)
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=40)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+def rest_worker(stack_config: StackConfig, shared_runtime: SharedRuntime) -> RestWorker:
+    """The session's shared worker, started if no test has started it yet."""
+    shared_runtime.ensure_started()
+    return RestWorker(shared_runtime.env.task_queue, shared_runtime.log)
+
+
+@pytest.fixture(autouse=True)
+def _rest_worker_idle(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Before a REST test, the shared worker is running (restarted if a test before it died);
+    after it, the connectors it left on the queue are deleted, so the next test finds it idle."""
+    if "rest_worker" not in request.fixturenames:
+        yield
+        return
+    # Through getfixturevalue: an autouse fixture's parameters would put every test in the stack lane.
+    stack_config: StackConfig = request.getfixturevalue("stack_config")
+    shared: SharedRuntime = request.getfixturevalue("shared_runtime")
+    shared.ensure_started()
+    yield
+    delete_connectors(stack_config.temporal_address, shared.env.task_queue)
 
 
 @pytest.fixture(scope="session")

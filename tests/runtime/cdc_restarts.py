@@ -26,6 +26,7 @@ from typing import Any
 from sluice.worker.client import SluiceClient
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase, table_rows
+from tests.runtime.helpers import FAST_RETRY
 
 TABLES = ("orders", "customers")
 MOVED = 1_000_000  # a primary-key change moves an order to id + MOVED
@@ -61,6 +62,7 @@ def sinks(target: TestDatabase, topics: str) -> tuple[dict[str, str], dict[str, 
         "poll.interval.ms": "200",
         "value.converter": "org.apache.kafka.connect.json.JsonConverter",
         "value.converter.schemas.enable": "true",
+        **FAST_RETRY,
     }
     replica = {
         **common,

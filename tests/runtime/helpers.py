@@ -35,3 +35,11 @@ def replica_sink(target: TestDatabase, topics: str, **extra: str) -> dict[str, s
                   "connection.password": target.password}  # fmt: skip
     small = {"batch.max.records": "500", "poll.interval.ms": "200"}
     return cdc_replica_sink(topics, connection, **{**small, **extra})
+
+
+#: For fault tests' connectors: a task retries after 1 s, doubling up to 2 s instead of the default 30 s,
+#: so it is back within seconds of the service; ``errors.retry.timeout`` stays -1 (never FAILED).
+FAST_RETRY = {"errors.retry.delay.max.ms": "2000"}
+
+#: For worker-kill tests' connectors: a SIGKILLed worker's task is noticed after 5 s, not 10.
+FAST_HEARTBEAT = {"task.heartbeat.timeout.s": "5"}

@@ -11,7 +11,7 @@ import pytest
 
 from sluice.deploy.local.stack import services
 from sluice.workflows.types import ConnectorState, TaskState
-from tests.runtime.helpers import wait_for
+from tests.runtime.helpers import FAST_RETRY, wait_for
 from tests.runtime.test_file_pipeline import _lines, _pipeline_configs, _read
 
 
@@ -23,7 +23,7 @@ async def test_a_task_whose_broker_is_down_shows_attempt_and_last_error(
     src.write_text(_lines(0, 1000))
     start_worker()
     name = uuid.uuid4().hex[:8]
-    source_cfg, sink_cfg = _pipeline_configs(src, dst, topic_name, 32 * 1024)
+    source_cfg, sink_cfg = ({**c, **FAST_RETRY} for c in _pipeline_configs(src, dst, topic_name, 32 * 1024))
     source, sink = f"src-{name}", f"dst-{name}"
     await sluice.create(source, source_cfg)
     await sluice.create(sink, sink_cfg)

@@ -70,6 +70,7 @@ async def test_file_to_rocketmq_to_file_including_appended_lines(
 
 
 @pytest.mark.fault
+@pytest.mark.private_worker  # SIGKILLs its worker
 async def test_sigkill_mid_batch_then_another_worker_resumes_exactly_once(
     tmp_path, start_worker, sluice, topic_name
 ) -> None:

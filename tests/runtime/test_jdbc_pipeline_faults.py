@@ -20,7 +20,7 @@ from sluice.deploy.local.config import StackConfig
 from sluice.deploy.local.stack import restart_service
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase, table_rows
-from tests.runtime.helpers import wait_for
+from tests.runtime.helpers import FAST_HEARTBEAT, FAST_RETRY, wait_for
 
 COLUMNS = "id, customer, amount, note, updated_at"
 
@@ -43,7 +43,7 @@ def _rows(url: str) -> list[tuple[Any, ...]]:
     return [row[:5] for row in rows]
 
 
-def _source(db: Db, prefix: str, mode: str) -> dict[str, str]:
+def _source(db: Db, prefix: str, mode: str, **extra: str) -> dict[str, str]:
     config = {
         "connector.class": "io.confluent.connect.jdbc.JdbcSourceConnector",
         "connection.url": db.jdbc_url,
@@ -57,13 +57,15 @@ def _source(db: Db, prefix: str, mode: str) -> dict[str, str]:
         "poll.interval.ms": "200",
         "value.converter": "org.apache.kafka.connect.json.JsonConverter",
         "value.converter.schemas.enable": "true",
+        **FAST_RETRY,
+        **extra,
     }
     if mode == "timestamp+incrementing":
         config["timestamp.column.name"] = "updated_at"
     return config
 
 
-def _sink(target: TestDatabase, prefix: str, insert_mode: str) -> dict[str, str]:
+def _sink(target: TestDatabase, prefix: str, insert_mode: str, **extra: str) -> dict[str, str]:
     """Tables are named by the topic after Kafka's RegexRouter took the prefix off (``orders``)."""
     return {
         "connector.class": "io.confluent.connect.jdbc.JdbcSinkConnector",
@@ -84,10 +86,13 @@ def _sink(target: TestDatabase, prefix: str, insert_mode: str) -> dict[str, str]
         "poll.interval.ms": "200",
         "value.converter": "org.apache.kafka.connect.json.JsonConverter",
         "value.converter.schemas.enable": "true",
+        **FAST_RETRY,
+        **extra,
     }
 
 
 @pytest.mark.fault
+@pytest.mark.private_worker  # SIGKILLs its worker
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
 async def test_mariadb_to_postgres_through_worker_kill_and_broker_restart(
@@ -103,8 +108,8 @@ async def test_mariadb_to_postgres_through_worker_kill_and_broker_restart(
     prefix = f"F{uuid.uuid4().hex[:8]}-"
     name = uuid.uuid4().hex[:8]
     first = start_worker()
-    await sluice.create(f"src-{name}", _source(src, prefix, "timestamp+incrementing"))
-    await sluice.create(f"dst-{name}", _sink(postgres_db, prefix, "upsert"))
+    await sluice.create(f"src-{name}", _source(src, prefix, "timestamp+incrementing", **FAST_HEARTBEAT))
+    await sluice.create(f"dst-{name}", _sink(postgres_db, prefix, "upsert", **FAST_HEARTBEAT))
 
     await wait_for(lambda: len(_rows(postgres_db.url)) >= 600, 600, "the first batches in PostgreSQL")
     first.kill()  # SIGKILL mid-run: batches in flight are abandoned half-way

@@ -14,7 +14,7 @@ import pytest
 from tests.cdc.mysql import source_config
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase, table_rows
-from tests.runtime.helpers import replica_sink, wait_for
+from tests.runtime.helpers import FAST_HEARTBEAT, replica_sink, wait_for
 
 TABLES = ("orders", "customers")
 
@@ -77,10 +77,14 @@ async def test_mysql_cdc_replica_equals_source_through_a_worker_kill(
     _schema(src)
     prefix = f"M{uuid.uuid4().hex[:8]}"
     name = uuid.uuid4().hex[:8]
-    source = source_config(mariadb_db, prefix, **{"batch.max.records": "300", "poll.interval.ms": "200"})
+    source = source_config(
+        mariadb_db, prefix, **{"batch.max.records": "300", "poll.interval.ms": "200", **FAST_HEARTBEAT}
+    )
     first = start_worker()
     await sluice.create(f"src-{name}", source)
-    sink = replica_sink(target_pg, f"{prefix}_{mariadb_db.name}_", **{"auto.evolve": "true"})
+    sink = replica_sink(
+        target_pg, f"{prefix}_{mariadb_db.name}_", **{"auto.evolve": "true", **FAST_HEARTBEAT}
+    )
     await sluice.create(f"dst-{name}", sink)
 
     # snapshot.mode=never: changes count from the source's first planning; probe until one arrives

@@ -19,6 +19,7 @@ from tests.cdc.mysql import source_config
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase
 from tests.runtime.cdc_restarts import insert_orders, schema, through_restarts
+from tests.runtime.helpers import FAST_RETRY
 
 
 @pytest.mark.fault
@@ -35,7 +36,7 @@ async def test_mysql_cdc_through_source_and_broker_restarts(
     source = source_config(
         mariadb_db,
         prefix,
-        **{"batch.max.records": "2000", "poll.interval.ms": "200", "snapshot.mode": "initial"},
+        **{"batch.max.records": "2000", "poll.interval.ms": "200", "snapshot.mode": "initial", **FAST_RETRY},
     )
     start_worker()
 

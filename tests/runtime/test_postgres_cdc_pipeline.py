@@ -17,7 +17,7 @@ import pytest
 from tests.cdc.pg import cdc_database, slot_exists, source_config
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase, table_rows
-from tests.runtime.helpers import replica_sink, wait_for
+from tests.runtime.helpers import FAST_HEARTBEAT, replica_sink, wait_for
 
 TABLES = ("orders", "customers")
 
@@ -98,10 +98,10 @@ async def test_postgres_cdc_replica_equals_source_through_a_worker_kill(
     name = uuid.uuid4().hex[:8]
     source = source_config(cdc_pg, prefix, **{"slot.name": f"s_{name}", "batch.max.records": "300",
                                                 "poll.interval.ms": "200", "snapshot.mode": "initial",
-                                                "snapshot.chunk.size": "100"})  # fmt: skip
+                                                "snapshot.chunk.size": "100", **FAST_HEARTBEAT})  # fmt: skip
     first = start_worker()
     await sluice.create(f"src-{name}", source)
-    await sluice.create(f"dst-{name}", replica_sink(target_pg, f"{prefix}_public_"))
+    await sluice.create(f"dst-{name}", replica_sink(target_pg, f"{prefix}_public_", **FAST_HEARTBEAT))
     await wait_for(lambda: slot_exists(cdc_pg, f"s_{name}"), 300, "the replication slot")
     _workload(src, 400, 500)  # while the snapshot runs
     await wait_for(lambda: len(_rows(target_pg.url, "orders")) >= 100, 600, "the first changes replicated")

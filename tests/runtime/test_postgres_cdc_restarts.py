@@ -22,6 +22,7 @@ from tests.cdc.pg import cdc_database, slot_exists, source_config
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase
 from tests.runtime.cdc_restarts import insert_orders, schema, through_restarts
+from tests.runtime.helpers import FAST_RETRY
 
 
 @pytest.fixture
@@ -54,6 +55,7 @@ async def test_postgres_cdc_through_postgres_and_broker_restarts(
             "batch.max.records": "2000",
             "poll.interval.ms": "200",
             "snapshot.mode": "initial",
+            **FAST_RETRY,
         },
     )
     start_worker()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sluice.deploy.local import stack
-from tests.runtime.helpers import wait_for
+from tests.runtime.helpers import FAST_RETRY, wait_for
 from tests.runtime.test_file_pipeline import _lines, _pipeline_configs, _read
 
 
@@ -20,7 +20,7 @@ async def test_stack_down_and_up_resumes_running_connectors_exactly_once(
     src.write_text(_lines(0, 2000))
     start_worker()
     name = uuid.uuid4().hex[:8]
-    source_cfg, sink_cfg = _pipeline_configs(src, dst, topic_name, 32 * 1024)
+    source_cfg, sink_cfg = ({**c, **FAST_RETRY} for c in _pipeline_configs(src, dst, topic_name, 32 * 1024))
     await sluice.create(f"src-{name}", source_cfg)
     await sluice.create(f"dst-{name}", sink_cfg)
     await wait_for(lambda: _read(dst) == _read(src), 180, "the first copy")

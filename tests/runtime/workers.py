@@ -4,15 +4,18 @@ Why one shared worker: a worker is a process with a cold JVM and SparkSession (~
 more for its first job, competing with the broker's JVMs on two cores). Most runtime tests only
 need *a* worker, so the session starts one, on a task queue and store schema of its own, and every
 test that does not mark itself ``private_worker`` uses it; connectors a test leaves on its queue
-are deleted when it ends, so the next test finds the worker idle. A test that kills, stops or
-restarts a worker or a service (``fault``), or changes the worker's environment, marks itself
-``private_worker`` and gets its own queue, schema and processes, as every test did before.
+are deleted when it ends, so the next test finds the worker idle. A test that kills or stops a
+worker, or changes the worker's environment, marks itself ``private_worker`` and gets its own queue,
+schema and processes, as every test did before (the shared worker refuses ``kill``/``terminate``).
+A ``fault`` test that restarts a *service* (the broker, a database, the whole stack) but leaves the
+worker alone runs on the shared worker, which must ride the restart out as any worker must: after
+such a test the worker is checked (alive, and a config check answered through it), so a worker the
+fault broke fails that test, not a later one.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import subprocess
@@ -27,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from sluice.deploy.local.config import StackConfig
-from sluice.worker.client import SluiceClient
+from sluice.worker.client import Client, SluiceClient
 from tests.databases import TestDatabase, postgres_database
 
 #: Task activities the shared worker runs at once: tests with several tasks, and room for a
@@ -121,6 +124,31 @@ class SharedRuntime:
             self.worker = _start_worker(self.env, self.log, shared=True)
         return self.worker
 
+    def check_healthy(self, temporal_address: str, after: str) -> None:
+        """Fail unless the worker is alive and answers on its queue: a config check is a workflow and
+        an activity run by it (``Client.validate``, through the light client: no local checks)."""
+        worker = self.worker
+
+        def log() -> str:
+            return self.log.read_text(errors="replace")[-3000:]
+
+        if worker is None or worker.proc.poll() is not None:
+            raise AssertionError(f"the shared worker died during {after}:\n{log()}")
+
+        async def check() -> list[str]:
+            client = await Client.connect(temporal_address, task_queue=self.env.task_queue, answer_timeout=60)
+            config = {"connector.class": "file-source", "file": str(self.log), "topic": "T_health"}
+            return (await client.validate("health-check", config)).errors
+
+        try:
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                errors = pool.submit(asyncio.run, check()).result(timeout=120)
+        except Exception as exc:
+            raise AssertionError(
+                f"the shared worker does not answer after {after}: {exc!r}\n{log()}"
+            ) from exc
+        assert not errors, f"the shared worker's config check after {after} failed: {errors}"
+
 
 @pytest.fixture(scope="session")
 def shared_runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedRuntime]:
@@ -134,8 +162,9 @@ def shared_runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedR
 
 
 def _private(request: pytest.FixtureRequest) -> bool:
-    """A test with its own worker: it says so, or it injects a fault (kills or restarts something)."""
-    return any(request.node.get_closest_marker(m) is not None for m in ("private_worker", "fault"))
+    """A test with its own worker: it kills, stops or reconfigures one (a ``fault`` test that only
+    restarts a service uses the shared worker, checked after it)."""
+    return request.node.get_closest_marker("private_worker") is not None
 
 
 @pytest.fixture
@@ -171,19 +200,21 @@ def start_worker(
     for wp in started:
         wp._stop()
     if used_shared:  # leave the shared worker idle for the next test
-        _delete_connectors(stack_config.temporal_address, runtime_env.task_queue)
+        delete_connectors(stack_config.temporal_address, runtime_env.task_queue)
+        if request.node.get_closest_marker("fault") is not None:  # it restarted a service
+            shared_runtime.check_healthy(stack_config.temporal_address, request.node.nodeid)
 
 
-def _delete_connectors(temporal_address: str, task_queue: str) -> None:
+def delete_connectors(temporal_address: str, task_queue: str) -> None:
     """Delete every connector on ``task_queue`` (whatever created it: the client, the REST API, the
     ``temporal`` CLI). On its own thread and event loop: a sync fixture's teardown must not touch
     the loop pytest-asyncio runs the tests on."""
 
     async def delete_all() -> None:
         client = await SluiceClient.connect(temporal_address, task_queue=task_queue)
-        for name in await client.list():
-            with contextlib.suppress(Exception):  # deleted meanwhile, or failing: best effort
-                await client.delete(name)
+        # All at once: each delete waits for its connector's batch in flight, and they are independent.
+        # return_exceptions: deleted meanwhile, or failing: best effort.
+        await asyncio.gather(*(client.delete(name) for name in await client.list()), return_exceptions=True)
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         pool.submit(asyncio.run, delete_all()).result(timeout=300)
