@@ -6,7 +6,7 @@ connectors a REST test leaves on its queue are deleted when it ends, as for the 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +17,7 @@ from sluice.deploy.local.config import StackConfig
 from sluice.worker.client import SluiceClient
 from sluice.worker.rest.app import create_app
 from sluice.worker.rest.deps import RestSettings
-from tests.runtime.workers import SharedRuntime, delete_connectors
+from tests.runtime.workers import SharedRuntime
 
 TOKEN = "t0ken-for-tests"
 
@@ -36,18 +36,12 @@ def rest_worker(stack_config: StackConfig, shared_runtime: SharedRuntime) -> Res
 
 
 @pytest.fixture(autouse=True)
-def _rest_worker_idle(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Before a REST test, the shared worker is running (restarted if a test before it died);
-    after it, the connectors it left on the queue are deleted, so the next test finds it idle."""
-    if "rest_worker" not in request.fixturenames:
-        yield
-        return
-    # Through getfixturevalue: an autouse fixture's parameters would put every test in the stack lane.
-    stack_config: StackConfig = request.getfixturevalue("stack_config")
-    shared: SharedRuntime = request.getfixturevalue("shared_runtime")
-    shared.ensure_started()
-    yield
-    delete_connectors(stack_config.temporal_address, shared.env.task_queue)
+def _rest_worker_idle(request: pytest.FixtureRequest) -> None:
+    """A REST test takes the shared worker as a runtime test does (``start_worker``: running before
+    it, restarted if a test before it died; the connectors it left on the queue deleted after it)."""
+    if "rest_worker" in request.fixturenames:
+        # Through getfixturevalue: an autouse fixture's parameters would put every test in the stack lane.
+        request.getfixturevalue("start_worker")()
 
 
 @pytest.fixture(scope="session")
