@@ -22,6 +22,7 @@ from sluice.activities.connector_activities import ConnectorActivities
 from sluice.activities.context import RuntimeContext
 from sluice.activities.offsets import OffsetActivities
 from sluice.activities.reports import TaskReporter
+from sluice.activities.warm_up import warm_up
 from sluice.worker.settings import Settings, settings
 from sluice.worker.temporal_client import connect
 from sluice.workflows import search_attributes
@@ -88,7 +89,7 @@ async def run_worker(settings: Settings) -> None:
     ctx = RuntimeContext(settings.runtime)
     ctx.reporter = TaskReporter(client, asyncio.get_running_loop())
     ctx.store  # migrate the schema before taking work  # noqa: B018
-    ctx.spark  # pay the SparkSession start-up once, before the first task  # noqa: B018
+    warm_up(ctx.spark)  # pay the SparkSession's start-up and first jobs once, before the first task
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
