@@ -24,6 +24,7 @@ from sluice.connectors.api import CommitListener, KnowsEmptyRanges, ReportsWaiti
 from sluice.connectors.converters import OFFSET_PROPERTY, PARTITION_PROPERTY
 from sluice.connectors.model import BatchPlan, PartitionRange
 from sluice.connectors.planner import view_of
+from sluice.connectors.planning import ramped_budget
 from sluice.connectors.rocketmq.spark_source import register
 from sluice.connectors.rocketmq.spark_writer import read_write_summary
 from sluice.connectors.transforms import apply_chain
@@ -53,6 +54,8 @@ class SourceRunner:
         self.routing = task if isinstance(task, RoutesTopics) else None
         self.topic: str = setup.config.get("topic") or ""
         self.topics: list[str] = self.routing.topics() if self.routing else [self.topic]
+        #: new batches planned in this attempt: the first ones are small (planning.ramped_budget)
+        self.planned = 0
 
     def ensure_topic(self) -> None:
         client = self.ctx.rocketmq
@@ -72,11 +75,13 @@ class SourceRunner:
 
     def next_plan(self) -> tuple[BatchPlan | None, bool]:
         """The batch to run now and whether it is a re-run of a recorded, uncommitted plan."""
-        unit_limit = self.config["batch.max.bytes"] if self.task.position_unit == "bytes" else None
-        max_units = int(unit_limit or self.config["batch.max.records"])
+        unit = self.task.position_unit
+        unit_limit = self.config["batch.max.bytes"] if unit == "bytes" else None
+        max_units = ramped_budget(int(unit_limit or self.config["batch.max.records"]), unit, self.planned)
         plan, rerun = next_plan(self.setup, self.task.task_id, view_of(self.task), max_units)
         if plan is None or rerun:
             return plan, rerun
+        self.planned += 1
         client = self.ctx.rocketmq
         queue_ends = {
             self._queue_key(topic, mq.key): client.max_offset(mq)

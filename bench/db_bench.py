@@ -11,7 +11,10 @@ Printed side by side in one run against the local stack (a benchmark: nothing is
 3. Sluice's raw RocketMQ round trip (batched send, then bulk pull) of pipeline-shaped messages
    (``bench.pipeline_bench.raw_rates``);
 4. latency p50/p99, row committed in MariaDB -> row visible in PostgreSQL, at a steady 1,000
-   rows/s (``bench.db_latency``).
+   rows/s (``bench.db_latency``);
+5. the side-by-side job with RocketMQ Connect (``bench.db_job``): min(ROWS, 200,000) rows with
+   Confluent JDBC configs and JSON converters with schemas, upsert on ``id``: rows/s, first-row
+   seconds and CPU-seconds, the target checked equal to the source.
 
 ROWS: first argument or ``BENCH_ROWS`` (default 1,000,000; e.g. ``make bench-db BENCH_ROWS=200000``).
 The last line is the summary; every figure names its unit.
@@ -32,7 +35,7 @@ import psycopg
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import URL, make_url
 
-from bench import db_baselines, db_latency
+from bench import db_baselines, db_job, db_latency
 from bench.db_baselines import BENCH_TABLE, Timed
 from bench.pipeline_bench import RawRates, raw_rates
 from sluice.activities.context import RuntimeContext
@@ -43,6 +46,7 @@ from sluice.worker.temporal_client import connect
 
 ROWS = 1_000_000  # main() sets it from the first argument or BENCH_ROWS (not at import: tests import this)
 WARM_UP_ROWS = 200_000
+JOB_ROWS = 200_000
 WARM_UP_TABLE = "bench_warm_up"
 # Records keep their table's schema through RocketMQ in Connect's JSON envelope, as in the demo.
 CONVERTER = {"value.converter": "json", "value.converter.schemas.enable": "true"}
@@ -171,10 +175,17 @@ async def latency_through(sluice: SluiceClient, dbs: Databases) -> db_latency.La
     return result
 
 
-async def pipelines(
-    ctx: RuntimeContext, settings: Settings, dbs: Databases
-) -> tuple[Timed, Timed, db_latency.Latency]:
-    """Warm-up copy, then MariaDB -> PostgreSQL and PostgreSQL -> PostgreSQL, in one worker."""
+@dataclass(frozen=True)
+class PipelineRuns:
+    maria: Timed
+    pg: Timed
+    latency: db_latency.Latency
+    job: db_job.JobRun
+
+
+async def pipelines(ctx: RuntimeContext, settings: Settings, dbs: Databases) -> PipelineRuns:
+    """Warm-up copy, then MariaDB -> PostgreSQL and PostgreSQL -> PostgreSQL, the latency run and
+    the side-by-side job, in one worker."""
     client = await connect(settings.temporal_address, settings.temporal_namespace)
     with ThreadPoolExecutor(max_workers=8) as pool:
         async with build_worker(client, settings, ctx, pool):
@@ -186,7 +197,13 @@ async def pipelines(
             pg = await copy_through(sluice, dbs, dbs.pg_source, ROWS)
             print(f"e2e PostgreSQL -> RocketMQ -> PostgreSQL: {pg.rows_per_s:,.0f} rows/s", flush=True)
             latency = await latency_through(sluice, dbs)
-    return maria, pg, latency
+            job = await db_job.run_job(sluice, dbs.mariadb, dbs.pg_target, JOB_ROWS)
+            print(
+                f"side-by-side job (Confluent configs, {job.rows:,} rows): {job.rows_per_s:,.0f} rows/s, "
+                f"first row after {job.first_row_s:.1f} s, {job.cpu_s:.0f} CPU-seconds; target equal",
+                flush=True,
+            )
+    return PipelineRuns(maria, pg, latency, job)
 
 
 def _timed(label: str, fn: Callable[[], Timed]) -> Timed:
@@ -199,9 +216,9 @@ def _timed(label: str, fn: Callable[[], Timed]) -> Timed:
 
 
 def main() -> None:
-    global ROWS, WARM_UP_ROWS
+    global ROWS, WARM_UP_ROWS, JOB_ROWS
     ROWS = int(sys.argv[1]) if len(sys.argv) > 1 else int(os.environ.get("BENCH_ROWS") or 1_000_000)
-    WARM_UP_ROWS = min(ROWS, 200_000)
+    WARM_UP_ROWS = JOB_ROWS = min(ROWS, 200_000)
     run = uuid.uuid4().hex[:8]
     settings = settings_or_exit().model_copy(
         update={"task_queue": f"bench-db-{run}", "store_schema": f"bench_{run}"}
@@ -215,6 +232,7 @@ def main() -> None:
         db_baselines.fill_mariadb(dbs.mariadb, ROWS)
         db_baselines.fill_mariadb(dbs.mariadb, WARM_UP_ROWS, WARM_UP_TABLE)
         db_baselines.fill_postgres(dbs.pg_source, ROWS)
+        db_job.fill(dbs.mariadb, JOB_ROWS)
         pg_copy = _timed(
             "db only, PostgreSQL COPY out -> COPY in",
             lambda: db_baselines.postgres_copy(dbs.pg_source, dbs.pg_target),
@@ -235,7 +253,8 @@ def main() -> None:
             f"send+pull {trip:,.0f} msgs/s",
             flush=True,
         )
-        maria, pg, lat = asyncio.run(pipelines(ctx, settings, dbs))
+        runs = asyncio.run(pipelines(ctx, settings, dbs))
+        maria, pg, lat, job = runs.maria, runs.pg, runs.latency, runs.job
     finally:
         ctx.close()
         drop_databases(settings, dbs)
@@ -265,7 +284,9 @@ def main() -> None:
         f"db_only_mariadb_rows_per_s={maria_load.rows_per_s:.0f} rocketmq_msgs_per_s={trip:.0f} "
         f"p50_ms={lat.p50_ms:.0f} p99_ms={lat.p99_ms:.0f} "
         f"ratio_vs_db_only={pg.rows_per_s / db_only:.3f} "
-        f"ratio_mariadb_vs_db_only={maria.rows_per_s / maria_pg.rows_per_s:.3f} rows={ROWS}"
+        f"ratio_mariadb_vs_db_only={maria.rows_per_s / maria_pg.rows_per_s:.3f} "
+        f"ratio_pg_vs_rocketmq={pg.rows_per_s / trip:.3f} job_rows_per_s={job.rows_per_s:.0f} "
+        f"job_first_row_s={job.first_row_s:.1f} job_cpu_s={job.cpu_s:.0f} rows={ROWS}"
     )
 
 

@@ -16,6 +16,7 @@ from sluice.connectors.planning import (
     StartPolicy,
     admit,
     natural_key,
+    ramped_budget,
     resolve_start,
     split_ranges,
 )
@@ -239,3 +240,26 @@ def test_resolve_start_errors(
 def test_natural_key_orders_queue_numbers() -> None:
     keys = ["broker-a:10", "broker-b:0", "broker-a:2", "broker-a:1"]
     assert sorted(keys, key=natural_key) == ["broker-a:1", "broker-a:2", "broker-a:10", "broker-b:0"]
+
+
+# --- the first batches of a task ramp up ------------------------------------------------------------
+
+RAMP_CASES = [
+    # configured, unit, batches planned before, budget of the next batch
+    pytest.param(100_000, "records", 0, 1_000, id="first batch of records is small"),
+    pytest.param(100_000, "records", 1, 8_000, id="second is eight times larger"),
+    pytest.param(100_000, "records", 2, 64_000, id="third"),
+    pytest.param(100_000, "records", 3, 100_000, id="then the configured size"),
+    pytest.param(100_000, "records", 500, 100_000, id="and stays there"),
+    pytest.param(300, "records", 0, 300, id="a batch size below the first step is kept"),
+    pytest.param(32 * 1024, "bytes", 0, 32 * 1024, id="small byte batches are kept"),
+    pytest.param(16 * 1024 * 1024, "bytes", 0, 256 * 1024, id="first batch of bytes is 256 KiB"),
+    pytest.param(16 * 1024 * 1024, "bytes", 1, 2 * 1024 * 1024, id="bytes ramp too"),
+    pytest.param(None, "records", 0, 1_000, id="no limit still starts small"),
+    pytest.param(0, "records", 0, 0, id="zero stays zero"),
+]
+
+
+@pytest.mark.parametrize(("configured", "unit", "planned", "budget"), RAMP_CASES)
+def test_ramped_budget(configured: int | None, unit: str, planned: int, budget: int) -> None:
+    assert ramped_budget(configured, unit, planned) == budget

@@ -58,10 +58,13 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TOPIC = "TBW102"
 PULL_SYSFLAG_SUBSCRIPTION = 0x4
+PULL_SYSFLAG_SUSPEND = 0x2  # PullSysFlag.FLAG_SUSPEND: the broker holds the pull until a message arrives
 SUBSCRIPTION_GROUP_NOT_EXIST = 26
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 # Pauses before re-checking an offset past the queue's end (consume-queue dispatch lag).
 _DISPATCH_GRACE_S = (0.05, 0.1, 0.2, 0.4)
+# How much longer than its hold a long poll may take to be answered (network, the broker's timer).
+_HOLD_GRACE_S = 2.0
 
 
 def retry_topic(group: str) -> str:
@@ -398,6 +401,62 @@ class RocketMQClient(Transport):
         next_off = header_int(resp, "nextBeginOffset", what)
         body = resp.body if resp.code == ResponseCode.SUCCESS else b""
         return body, next_off, min_off, max_off
+
+    async def wait_for_messages(self, positions: Mapping[MessageQueue, int], timeout_s: float) -> bool:
+        """Whether a message at or past its position arrives in any of the queues within
+        ``timeout_s``; True as soon as one does.
+
+        One long-polling pull per queue (PullSysFlag.FLAG_SUSPEND, as the Java push consumer
+        pulls): the broker holds each until a message is stored at that offset or the hold ends, so
+        an idle consumer learns of new messages at once instead of after a sleep. The pulls that
+        are still held when one answers are dropped (their answers, if any, are discarded). An
+        offset that moved or a failing broker answers True: the caller's next planning meets it.
+        """
+        if not positions or timeout_s <= 0:
+            return False
+        hold_ms = max(1, int(timeout_s * 1000))
+        waits = [asyncio.create_task(self._held_pull(mq, at, hold_ms)) for mq, at in positions.items()]
+        try:
+            for done in asyncio.as_completed(waits, timeout=timeout_s + _HOLD_GRACE_S):
+                if await done:
+                    return True
+            return False
+        except TimeoutError:
+            return False
+        finally:
+            for wait in waits:
+                wait.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
+
+    async def _held_pull(self, mq: MessageQueue, offset: int, hold_ms: int) -> bool:
+        fields = {
+            "consumerGroup": self.consumer_group,
+            "topic": mq.topic,
+            "queueId": mq.queue_id,
+            "queueOffset": offset,
+            "maxMsgNums": 1,
+            "sysFlag": PULL_SYSFLAG_SUBSCRIPTION | PULL_SYSFLAG_SUSPEND,
+            "commitOffset": 0,
+            "suspendTimeoutMillis": hold_ms,
+            "subscription": "*",
+            "subVersion": 0,
+            "expressionType": "TAG",
+        }
+        accept = frozenset({ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY})
+        try:
+            resp, _ = await self._broker_call(
+                mq.topic,
+                mq.broker_name,
+                RequestCode.PULL_MESSAGE,
+                fields,
+                f"wait for {mq} at offset {offset}",
+                accept=accept | {ResponseCode.SUCCESS, ResponseCode.PULL_OFFSET_MOVED},
+                timeout_s=hold_ms / 1000 + _HOLD_GRACE_S,
+            )
+        except RocketMQError as exc:
+            log.debug("rocketmq: long poll of %s ended: %s", mq, exc)
+            return True
+        return resp.code not in accept
 
     async def pull_range(
         self, mq: MessageQueue, start: int, end: int, *, max_per_request: int = 32, concurrency: int = 8

@@ -16,7 +16,7 @@ import asyncio
 import concurrent.futures
 import os
 import threading
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from sluice.connectors.rocketmq.client import RocketMQClient
@@ -165,6 +165,10 @@ class SyncRocketMQClient:
     def pull(self, mq: MessageQueue, offset: int, max_count: int = 32) -> PullResult:
         result: PullResult = self._run("pull", mq, offset, max_count)
         return result
+
+    def wait_for_messages(self, positions: Mapping[MessageQueue, int], timeout_s: float) -> bool:
+        """RocketMQClient.wait_for_messages: True as soon as any queue has a message at its position."""
+        return bool(self._run("wait_for_messages", positions, timeout_s))
 
     def pull_range(
         self, mq: MessageQueue, start: int, end: int, *, max_per_request: int = 32, concurrency: int = 8

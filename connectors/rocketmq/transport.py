@@ -121,11 +121,13 @@ class Transport:
                 self._conns[address] = conn
             return conn
 
-    async def _send(self, address: str, service: str, cmd: RemotingCommand) -> RemotingCommand:
+    async def _send(
+        self, address: str, service: str, cmd: RemotingCommand, timeout_s: float | None = None
+    ) -> RemotingCommand:
         if self._access_key is not None and self._secret_key is not None:
             cmd = sign(cmd, self._access_key, self._secret_key)
         conn = await self._connection(address, service)
-        return await conn.request(cmd, self.request_timeout_s)
+        return await conn.request(cmd, timeout_s or self.request_timeout_s)
 
     async def _backoff(self, attempt: int) -> None:
         delay = self.retry_backoff_s * (2**attempt)
@@ -181,16 +183,18 @@ class Transport:
         what: str,
         body: bytes = b"",
         accept: frozenset[int] = frozenset(),
+        timeout_s: float | None = None,
     ) -> tuple[RemotingCommand, str]:
         """Send to the master of ``broker_name`` (from the topic's route) with retries.
 
-        Response codes in ``accept`` are returned to the caller; other failures raise.
+        Response codes in ``accept`` are returned to the caller; other failures raise. ``timeout_s``
+        replaces the request timeout (a long poll is answered only after its hold).
         """
         last: Exception | None = None
         for attempt in range(self.max_retries + 1):
             try:
                 address = await self._broker_address(topic, broker_name, refresh=attempt > 0)
-                resp = await self._send(address, BROKER, request(code, fields, body))
+                resp = await self._send(address, BROKER, request(code, fields, body), timeout_s)
                 if resp.code not in accept:
                     self._check(resp, what, address, BROKER, topic)
                 return resp, address

@@ -150,6 +150,27 @@ async def test_offset_bounds(client: RocketMQClient, topic_name: str) -> None:
     assert await client.search_offset(mq, int(time.time() * 1000) - 3_600_000) == 0
 
 
+async def test_waiting_for_messages_is_answered_by_the_first_one_stored(
+    client: RocketMQClient, topic_name: str
+) -> None:
+    queues = [_mq(topic_name, i) for i in range(4)]
+    await client.send_batch(queues[1], [OutgoingMessage(b"before")])
+    await _wait_max_offset(client, queues[1], 1)
+    caught_up = {mq: await client.max_offset(mq) for mq in queues}
+    assert not await client.wait_for_messages(caught_up, 0.5), "nothing was sent: the hold ends empty"
+    assert await client.wait_for_messages({queues[1]: 0}, 5.0), "a message already there answers at once"
+
+    async def send_later() -> None:
+        await asyncio.sleep(0.5)
+        await client.send_batch(queues[3], [OutgoingMessage(b"new")])
+
+    sender = asyncio.create_task(send_later())
+    # Held by the broker: only a message stored during the wait can make it True.
+    assert await client.wait_for_messages(caught_up, 20.0)
+    await sender
+    assert [m.body for m in (await client.pull(queues[3], caught_up[queues[3]])).messages] == [b"new"]
+
+
 @pytest.mark.parametrize(
     ("offset", "code", "lo", "hi", "verdict"),
     [

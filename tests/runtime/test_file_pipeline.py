@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 
@@ -69,26 +70,44 @@ async def test_file_to_rocketmq_to_file_including_appended_lines(
     await sluice.delete(f"dst-{name}")
 
 
+async def _keep_appending(path: Path, start: int, stop: asyncio.Event) -> int:
+    """Append 100 lines every 0.2 s (well below the pipeline's rate, so it keeps up and stays busy)
+    until ``stop``; return how many lines the file then holds."""
+    end = start
+    while not stop.is_set():
+        with path.open("a") as f:
+            f.write(_lines(end, 100))
+        end += 100
+        await asyncio.sleep(0.2)
+    return end
+
+
 @pytest.mark.fault
 @pytest.mark.private_worker  # SIGKILLs its worker
 async def test_sigkill_mid_batch_then_another_worker_resumes_exactly_once(
     tmp_path, start_worker, sluice, topic_name
 ) -> None:
     src, dst = tmp_path / "in.txt", tmp_path / "out.txt"
-    src.write_text(_lines(0, 24000))  # ~1.3 MB in 32 KiB batches: the kill lands mid-stream
+    src.write_text(_lines(0, 8000))  # ~440 KB in 32 KiB batches, then a file that keeps growing
     first = start_worker()
     name = uuid.uuid4().hex[:8]
     source_cfg, sink_cfg = _pipeline_configs(src, dst, topic_name, 32 * 1024)
     await sluice.create(f"src-{name}", source_cfg)
     await sluice.create(f"dst-{name}", sink_cfg)
     await wait_for(lambda: len(_read(dst)) > 0, 180, "the first sink batch")
-    start_worker()  # the standby: it polls the same queue, and both tasks already run on the first
+    # Lines keep arriving, before and after the kill, so it lands mid-stream on any machine.
+    stop = asyncio.Event()
+    appender = asyncio.create_task(_keep_appending(src, 8000, stop))
+    await asyncio.sleep(0.5)
     first.kill()
     assert len(_read(dst)) < len(_read(src)), "the pipeline finished before the kill; the test proves nothing"
+    await asyncio.to_thread(start_worker)  # lines written while no worker runs the tasks
+    stop.set()
+    total = await appender
 
     await wait_for(lambda: len(_read(dst)) >= len(_read(src)), 300, "the sink to catch up after failover")
     await wait_for(lambda: _read(dst) == _read(src), 30, "exact equality")
     out = _read(dst).splitlines()
-    assert len(out) == len(set(out)) == 24000
+    assert len(out) == len(set(out)) == total and _read(src) == _lines(0, total)
     await sluice.delete(f"src-{name}")
     await sluice.delete(f"dst-{name}")

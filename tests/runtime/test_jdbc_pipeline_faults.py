@@ -112,10 +112,10 @@ async def test_mariadb_to_postgres_through_worker_kill_and_broker_restart(
     await sluice.create(f"dst-{name}", _sink(postgres_db, prefix, "upsert", **FAST_HEARTBEAT))
 
     await wait_for(lambda: len(_rows(postgres_db.url)) >= 600, 600, "the first batches in PostgreSQL")
-    start_worker()  # the standby: it polls the same queue, and both tasks already run on the first
+    first.kill()  # SIGKILL mid-run: batches in flight are abandoned half-way
+    start_worker()
     src.run("UPDATE orders SET amount = amount + 1, note = 'updated' WHERE id % 10 = 0")
     _insert(src, range(3001, 4001))
-    first.kill()  # SIGKILL mid-run: batches in flight are abandoned half-way
     restart_service(stack_config, "broker")
     src.run("UPDATE orders SET customer = 'late' WHERE id > 3900")
 

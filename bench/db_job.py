@@ -1,0 +1,193 @@
+"""The side-by-side job of the record-path issue, as RocketMQ Connect's users would configure it.
+
+A MariaDB table (BIGINT id, VARCHAR, DECIMAL(12,2), TEXT with NULLs and non-ASCII, DATETIME(3)) is
+copied MariaDB -> RocketMQ -> PostgreSQL by connectors configured with Confluent's JDBC connector
+class names and keys (``table.whitelist``, ``topic.prefix``, ``insert.mode=upsert`` on ``id``) and
+Kafka's ``JsonConverter`` with schemas, the configs those users keep in files. Measured on it, in
+one worker already past its first jobs:
+
+- rows/s from creating the connectors until the target holds every row;
+- first-row seconds: creating the connectors until the first row is visible in PostgreSQL;
+- CPU-seconds of this process and every process under it (the in-process worker, Spark's JVM and
+  its Python workers), read from ``/proc`` before and after;
+
+and the target is checked equal to the source, row by row, before the figures count.
+RocketMQ Connect's own JDBC connector ran this job on this machine kind at 6,667-9,091 rows/s,
+first row after 7 s, 22-31 CPU-seconds (the issue's table); it is not built here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+import psycopg
+import pymysql
+from sqlalchemy.engine import URL
+
+from sluice.worker.client import SluiceClient
+
+JOB_TABLE = "job_orders"
+COLUMNS = "id, name, amount, note, updated"
+_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class JobRun:
+    rows: int
+    seconds: float
+    first_row_s: float
+    cpu_s: float
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else float("nan")
+
+
+def fill(url: URL, rows: int) -> None:
+    """``rows`` rows made by MariaDB's sequence engine; every seventh note is NULL, the rest carry
+    non-ASCII text."""
+    sql = (
+        f"DROP TABLE IF EXISTS {JOB_TABLE}; "
+        f"CREATE TABLE {JOB_TABLE} (id BIGINT NOT NULL PRIMARY KEY, name VARCHAR(64) NOT NULL, "
+        "amount DECIMAL(12,2) NOT NULL, note TEXT NULL, updated DATETIME(3) NOT NULL); "
+        f"INSERT INTO {JOB_TABLE} SELECT seq, CONCAT('customer ', seq % 5000), seq * 1.25 % 100000, "
+        "IF(seq % 7 = 0, NULL, CONCAT('Grüße, 東京 ', MD5(seq), ' ✓')), "
+        f"TIMESTAMP'2024-01-01 00:00:00.000' + INTERVAL seq * 1001 MICROSECOND FROM seq_1_to_{rows};"
+    )
+    command = [
+        "mariadb", f"--host={url.host}", f"--port={url.port or 3306}", f"--user={url.username}",
+        "--default-character-set=utf8mb4", str(url.database), "-e", sql,
+    ]  # fmt: skip
+    env = {**os.environ, "MYSQL_PWD": url.password or ""}
+    subprocess.run(command, env=env, check=True, capture_output=True)
+
+
+def confluent_configs(source: URL, target: URL, name: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The source and sink configs, in Confluent's and Kafka's names (Sluice takes them as aliases)."""
+    converters = {
+        "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter.schemas.enable": "true",
+    }
+    prefix = f"job-{name}-"
+    src = {
+        "connector.class": "io.confluent.connect.jdbc.JdbcSourceConnector",
+        "connection.url": f"jdbc:mariadb://{source.host}:{source.port}/{source.database}",
+        "connection.user": source.username or "",
+        "connection.password": source.password or "",
+        "table.whitelist": JOB_TABLE,
+        "mode": "incrementing",
+        "incrementing.column.name": "id",
+        "topic.prefix": prefix,
+        "batch.max.rows": "100000",
+        "poll.interval.ms": "100",
+        **converters,
+    }
+    sink = {
+        "connector.class": "io.confluent.connect.jdbc.JdbcSinkConnector",
+        "connection.url": f"jdbc:postgresql://{target.host}:{target.port}/{target.database}",
+        "connection.user": target.username or "",
+        "connection.password": target.password or "",
+        "topics": f"{prefix}{JOB_TABLE}",
+        "table.name.format": f"job_{name}",
+        "insert.mode": "upsert",
+        "pk.mode": "record_value",
+        "pk.fields": "id",
+        "auto.create": "true",
+        "batch.max.records": "100000",  # Sluice's own key: a Kafka sink's batches are its consumer's
+        "poll.interval.ms": "100",
+        **converters,
+    }
+    return src, sink
+
+
+def tree_cpu_seconds(pid: int | None = None) -> float:
+    """User+system CPU-seconds of ``pid`` (this process) and every live process under it."""
+    root = pid or os.getpid()
+    parents: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        parents[int(entry)] = int(fields[1])
+        ticks[int(entry)] = int(fields[11]) + int(fields[12])  # utime, stime
+    total, todo = 0, [root]
+    while todo:
+        current = todo.pop()
+        total += ticks.get(current, 0)
+        todo.extend(child for child, parent in parents.items() if parent == current)
+    return total / _TICKS_PER_S
+
+
+def _pg_dsn(url: URL) -> str:
+    return url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def _count(dsn: str, table: str) -> int:
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            row = conn.execute(f'SELECT COUNT(*) FROM "{table}"').fetchone()
+            return int(row[0]) if row else 0
+    except psycopg.errors.UndefinedTable:
+        return 0
+
+
+def check_equal(source: URL, target: URL, table: str) -> None:
+    """Raise unless the target table holds exactly the source's rows (content, not counts)."""
+    maria = pymysql.connect(
+        host=source.host, port=source.port or 3306, user=source.username, password=source.password or "",
+        database=source.database, charset="utf8mb4",
+    )  # fmt: skip
+    try:
+        with maria.cursor() as cur:
+            cur.execute(f"SELECT {COLUMNS} FROM {JOB_TABLE} ORDER BY id")
+            want = [_normal(row) for row in cur.fetchall()]
+    finally:
+        maria.close()
+    with psycopg.connect(_pg_dsn(target)) as conn:
+        got = [_normal(row) for row in conn.execute(f'SELECT {COLUMNS} FROM "{table}" ORDER BY id')]
+    if got != want:
+        pairs = enumerate(zip(want, got, strict=False))
+        diff = next((i for i, (a, b) in pairs if a != b), min(len(want), len(got)))
+        raise AssertionError(
+            f"bench job: target {table} differs from the source ({len(got)} rows vs {len(want)}); "
+            f"first difference at row {diff}: {want[diff] if diff < len(want) else None} "
+            f"vs {got[diff] if diff < len(got) else None}"
+        )
+
+
+def _normal(row: tuple[object, ...]) -> tuple[object, ...]:
+    """Rows of both databases in one form: timestamps naive (both hold UTC wall time)."""
+    return tuple(v.replace(tzinfo=None) if isinstance(v, datetime) else v for v in row)
+
+
+async def run_job(sluice: SluiceClient, source: URL, target: URL, rows: int) -> JobRun:
+    """Create the two connectors, time the first row and the last, check equality, delete them."""
+    name = uuid.uuid4().hex[:8]
+    src, sink = confluent_configs(source, target, name)
+    table, dsn = f"job_{name}", _pg_dsn(target)
+    cpu0, t0 = tree_cpu_seconds(), time.perf_counter()
+    await sluice.create(f"job-dst-{name}", sink)
+    await sluice.create(f"job-src-{name}", src)
+    first_row_s = None
+    while (done := await asyncio.to_thread(_count, dsn, table)) < rows:
+        if first_row_s is None and done > 0:
+            first_row_s = time.perf_counter() - t0
+        await asyncio.sleep(0.05)
+    seconds = time.perf_counter() - t0
+    cpu = tree_cpu_seconds() - cpu0
+    for connector in (f"job-src-{name}", f"job-dst-{name}"):
+        await sluice.delete(connector)
+    await asyncio.to_thread(check_equal, source, target, table)
+    return JobRun(done, seconds, first_row_s if first_row_s is not None else seconds, cpu)
