@@ -1,14 +1,21 @@
-"""A new worker's first jobs, run before it takes work, so a connector's first batch is fast.
+"""A new worker's first Spark jobs, run as it starts, so a connector's first batch is fast.
 
 A cold worker's first source batch took ~12 s and its first sink batch ~6 s where the tenth took
 under 1 s: JIT compilation, code generation, the first Python workers and the Python data-source
-planner are all paid on first use. ``warm_up`` pays them once at start-up, through the same paths a
-batch takes (Arrow in, a Python function over Arrow batches, a Python data source read and
-written, Arrow out), with a data source of its own so no service is touched.
+planner are all paid on first use. ``warm_up`` pays them once, through the same paths a batch takes
+(Arrow in, a Python function over Arrow batches, a Python data source read and written, Arrow out),
+with a data source of its own so no service is touched.
+
+``start_warm_up`` runs it in a thread while the worker already polls: run before polling it made
+every start ~10 s longer, which a worker taking over a killed one's tasks can least afford; beside
+the polls it overlaps the heartbeat timeout that hands those tasks over.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
@@ -23,12 +30,34 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from sluice.activities.spark import get_spark
+
+log = logging.getLogger(__name__)
+
 ROWS = 64
 SCHEMA = "id long, text string"
 
 
+def start_warm_up() -> threading.Thread:
+    """``warm_up`` the process's SparkSession in a daemon thread; a failure is logged, never raised
+    (the first batch then pays the cold start itself)."""
+    thread = threading.Thread(target=_warm_up_logged, name="sluice-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+def _warm_up_logged() -> None:
+    started = time.monotonic()
+    try:
+        warm_up(get_spark())  # get_spark: the session, made active for this thread
+    except Exception:  # noqa: BLE001 - an optimisation only
+        log.warning("Spark warm-up failed; the first batch pays the cold start", exc_info=True)
+        return
+    log.info("Spark warmed up in %.1f s", time.monotonic() - started)
+
+
 def warm_up(session: SparkSession) -> None:
-    """Run the paths every batch takes once (about 5 s on a cold two-core worker)."""
+    """Run the paths every batch takes once (about 5-10 s on a cold two-core worker)."""
     session.dataSource.register(_WarmUpSource)
     frame = session.read.format(_WarmUpSource.name()).load()
     frame = frame.mapInArrow(_same_batches, frame.schema)

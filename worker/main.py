@@ -22,7 +22,7 @@ from sluice.activities.connector_activities import ConnectorActivities
 from sluice.activities.context import RuntimeContext
 from sluice.activities.offsets import OffsetActivities
 from sluice.activities.reports import TaskReporter
-from sluice.activities.warm_up import warm_up
+from sluice.activities.warm_up import start_warm_up
 from sluice.worker.settings import Settings, settings
 from sluice.worker.temporal_client import connect
 from sluice.workflows import search_attributes
@@ -89,7 +89,8 @@ async def run_worker(settings: Settings) -> None:
     ctx = RuntimeContext(settings.runtime)
     ctx.reporter = TaskReporter(client, asyncio.get_running_loop())
     ctx.store  # migrate the schema before taking work  # noqa: B018
-    warm_up(ctx.spark)  # pay the SparkSession's start-up and first jobs once, before the first task
+    ctx.spark  # pay the SparkSession start-up once, before the first task  # noqa: B018
+    start_warm_up()  # and its first jobs beside the first polls (activities.warm_up)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

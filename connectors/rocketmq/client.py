@@ -354,19 +354,7 @@ class RocketMQClient(Transport):
             raise ValueError(
                 f"rocketmq: pull {mq}: offset {offset} and max_count {max_count} must be >= 0 / >= 1"
             )
-        fields = {
-            "consumerGroup": self.consumer_group,
-            "topic": mq.topic,
-            "queueId": mq.queue_id,
-            "queueOffset": offset,
-            "maxMsgNums": max_count,
-            "sysFlag": PULL_SYSFLAG_SUBSCRIPTION,
-            "commitOffset": 0,
-            "suspendTimeoutMillis": 0,
-            "subscription": "*",
-            "subVersion": 0,
-            "expressionType": "TAG",
-        }
+        fields = self._pull_fields(mq, offset, max_count)
         accept = frozenset(
             {
                 ResponseCode.SUCCESS,
@@ -428,20 +416,27 @@ class RocketMQClient(Transport):
                 wait.cancel()
             await asyncio.gather(*waits, return_exceptions=True)
 
-    async def _held_pull(self, mq: MessageQueue, offset: int, hold_ms: int) -> bool:
-        fields = {
+    def _pull_fields(
+        self, mq: MessageQueue, offset: int, max_count: int, hold_ms: int = 0
+    ) -> dict[str, object]:
+        """PullMessageRequestHeader of a pull by offset, every tag; held by the broker for
+        ``hold_ms`` when nothing is there yet (a long poll) if that is above 0."""
+        return {
             "consumerGroup": self.consumer_group,
             "topic": mq.topic,
             "queueId": mq.queue_id,
             "queueOffset": offset,
-            "maxMsgNums": 1,
-            "sysFlag": PULL_SYSFLAG_SUBSCRIPTION | PULL_SYSFLAG_SUSPEND,
+            "maxMsgNums": max_count,
+            "sysFlag": PULL_SYSFLAG_SUBSCRIPTION | (PULL_SYSFLAG_SUSPEND if hold_ms > 0 else 0),
             "commitOffset": 0,
             "suspendTimeoutMillis": hold_ms,
             "subscription": "*",
             "subVersion": 0,
             "expressionType": "TAG",
         }
+
+    async def _held_pull(self, mq: MessageQueue, offset: int, hold_ms: int) -> bool:
+        fields = self._pull_fields(mq, offset, 1, hold_ms)
         accept = frozenset({ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY})
         try:
             resp, _ = await self._broker_call(
