@@ -242,24 +242,23 @@ def test_natural_key_orders_queue_numbers() -> None:
     assert sorted(keys, key=natural_key) == ["broker-a:1", "broker-a:2", "broker-a:10", "broker-b:0"]
 
 
-# --- the first batches of a task ramp up ------------------------------------------------------------
+# --- a task's first batch is small ------------------------------------------------------------
 
 RAMP_CASES = [
     # configured, unit, batches planned before, budget of the next batch
     pytest.param(100_000, "records", 0, 1_000, id="first batch of records is small"),
-    pytest.param(100_000, "records", 1, 8_000, id="second is eight times larger"),
-    pytest.param(100_000, "records", 2, 64_000, id="third"),
-    pytest.param(100_000, "records", 3, 100_000, id="then the configured size"),
-    pytest.param(100_000, "records", 500, 100_000, id="and stays there"),
+    pytest.param(100_000, "records", 1, 100_000, id="then the configured size"),
+    pytest.param(100_000, "records", 500, 100_000, id="and it stays there"),
     pytest.param(300, "records", 0, 300, id="a batch size below the first step is kept"),
     pytest.param(32 * 1024, "bytes", 0, 32 * 1024, id="small byte batches are kept"),
     pytest.param(16 * 1024 * 1024, "bytes", 0, 256 * 1024, id="first batch of bytes is 256 KiB"),
-    pytest.param(16 * 1024 * 1024, "bytes", 1, 2 * 1024 * 1024, id="bytes ramp too"),
+    pytest.param(16 * 1024 * 1024, "bytes", 1, 16 * 1024 * 1024, id="then bytes are full size too"),
     pytest.param(None, "records", 0, 1_000, id="no limit still starts small"),
+    pytest.param(None, "records", 1, None, id="and then has none"),
     pytest.param(0, "records", 0, 0, id="zero stays zero"),
 ]
 
 
 @pytest.mark.parametrize(("configured", "unit", "planned", "budget"), RAMP_CASES)
-def test_ramped_budget(configured: int | None, unit: str, planned: int, budget: int) -> None:
+def test_ramped_budget(configured: int | None, unit: str, planned: int, budget: int | None) -> None:
     assert ramped_budget(configured, unit, planned) == budget
