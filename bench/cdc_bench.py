@@ -42,8 +42,8 @@ import pymysql
 from sqlalchemy.engine import URL
 
 from bench import db_baselines, db_latency
-from bench.db_baselines import BENCH_TABLE, Timed
-from bench.db_bench import Databases, _count, _dsn, drop_databases, make_databases
+from bench.db_baselines import BENCH_TABLE, Timed, count_rows, pg_dsn
+from bench.db_bench import Databases, drop_databases, make_databases
 from sluice.activities.context import RuntimeContext
 from sluice.connectors.cdc.mysql import binlog
 from sluice.connectors.cdc.mysql.changes import ROWS, file_index
@@ -122,7 +122,7 @@ def read_binlog(url: URL, start: tuple[str, int], end: tuple[str, int]) -> Timed
 async def _until(predicate_rows: int, dsn: str, table: str, timeout_s: float) -> float:
     """Seconds (perf counter) at which the target's ``table`` holds ``predicate_rows`` rows."""
     deadline = time.monotonic() + timeout_s
-    while (n := await asyncio.to_thread(_count, dsn, table)) < predicate_rows:
+    while (n := await asyncio.to_thread(count_rows, dsn, table)) < predicate_rows:
         if time.monotonic() > deadline:
             raise SystemExit(
                 f"bench cdc: the target holds {n:,} of {predicate_rows:,} rows after {timeout_s:.0f} s"
@@ -134,8 +134,8 @@ async def _until(predicate_rows: int, dsn: str, table: str, timeout_s: float) ->
 async def _probe(dbs: Databases, timeout_s: float = 900) -> float:
     """Repeat an update of row 1 until it reaches the target; seconds it took."""
     t0 = time.monotonic()
-    dsn = _dsn(dbs.pg_target)
-    while await asyncio.to_thread(_count, dsn, BENCH_TABLE) < 1:
+    dsn = pg_dsn(dbs.pg_target)
+    while await asyncio.to_thread(count_rows, dsn, BENCH_TABLE) < 1:
         if time.monotonic() - t0 > timeout_s:
             raise SystemExit(f"bench cdc: no change reached the target within {timeout_s:.0f} s")
         await asyncio.to_thread(_execute, dbs.mariadb, f"UPDATE {BENCH_TABLE} SET k = k + 1 WHERE id = 1")
@@ -156,7 +156,7 @@ async def snapshot_run(sluice: SluiceClient, dbs: Databases, rows: int, chunk: i
     source, sink = configs(dbs, f"S{name}", (BENCH_TABLE,))
     source.update({"snapshot.mode": "initial_only", "snapshot.chunk.size": str(chunk)})
     sink["table.name.format"] = "snapshot_${topic}"
-    dsn = _dsn(dbs.pg_target)
+    dsn = pg_dsn(dbs.pg_target)
     t0 = time.perf_counter()
     await sluice.create(f"bench-snap-dst-{name}", sink)
     await sluice.create(f"bench-snap-src-{name}", source)
@@ -187,11 +187,11 @@ async def pipeline(
             source_rate = await asyncio.to_thread(update_load, dbs.mariadb, rows)
             after = await asyncio.to_thread(_end, dbs.mariadb)
             print(f"source UPDATE load: {rows:,} rows in {source_rate.seconds:.1f} s", flush=True)
-            done = await _until(rows, _dsn(dbs.pg_target), BENCH_TABLE, max(600, rows / 500))
+            done = await _until(rows, pg_dsn(dbs.pg_target), BENCH_TABLE, max(600, rows / 500))
             e2e = Timed(rows, done - t0)
             print(f"e2e MariaDB -> RocketMQ -> PostgreSQL: {e2e.rows_per_s:,.0f} events/s", flush=True)
             latency = await asyncio.to_thread(
-                db_latency.measure, dbs.mariadb, _dsn(dbs.pg_target), db_latency.LATENCY_TABLE,
+                db_latency.measure, dbs.mariadb, pg_dsn(dbs.pg_target), db_latency.LATENCY_TABLE,
                 rate=LATENCY_RATE, seconds=35, warm_up_s=5,
             )  # fmt: skip
             for connector in (f"bench-cdc-src-{name}", f"bench-cdc-dst-{name}"):

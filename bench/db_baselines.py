@@ -67,7 +67,7 @@ def fill_mariadb(url: URL, rows: int, table: str = BENCH_TABLE) -> None:
 
 
 def fill_postgres(url: URL, rows: int, table: str = BENCH_TABLE) -> None:
-    with psycopg.connect(_pg_dsn(url), autocommit=True) as conn:
+    with psycopg.connect(pg_dsn(url), autocommit=True) as conn:
         conn.execute(f"DROP TABLE IF EXISTS {table}")
         conn.execute(PG_DDL.replace(BENCH_TABLE, table))
         conn.execute(
@@ -78,17 +78,27 @@ def fill_postgres(url: URL, rows: int, table: str = BENCH_TABLE) -> None:
         conn.execute(f"VACUUM ANALYZE {table}")
 
 
-def _pg_dsn(url: URL) -> str:
+def pg_dsn(url: URL) -> str:
     return url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def count_rows(dsn: str, table: str) -> int:
+    """Rows in ``table`` of a PostgreSQL database (0 while a sink has not created it yet)."""
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            row = conn.execute(f'SELECT COUNT(*) FROM "{table}"').fetchone()
+            return int(row[0]) if row else 0
+    except psycopg.errors.UndefinedTable:
+        return 0
 
 
 def postgres_copy(source: URL, target: URL) -> Timed:
     """COPY out of ``source`` into a fresh table of ``target``, streamed chunk by chunk."""
-    with psycopg.connect(_pg_dsn(target), autocommit=True) as dst:
+    with psycopg.connect(pg_dsn(target), autocommit=True) as dst:
         dst.execute(f"DROP TABLE IF EXISTS {BENCH_TABLE}_copy")
         dst.execute(PG_DDL.replace(BENCH_TABLE, f"{BENCH_TABLE}_copy"))
     t0 = time.perf_counter()
-    with psycopg.connect(_pg_dsn(source)) as src, psycopg.connect(_pg_dsn(target)) as dst:
+    with psycopg.connect(pg_dsn(source)) as src, psycopg.connect(pg_dsn(target)) as dst:
         with (
             src.cursor().copy(f"COPY (SELECT {COLUMNS} FROM {BENCH_TABLE}) TO STDOUT") as out,
             dst.cursor().copy(f"COPY {BENCH_TABLE}_copy FROM STDIN") as into,
@@ -125,14 +135,14 @@ def mariadb_select_load(source: URL, target: URL) -> Timed:
 
 def mariadb_to_postgres(source: URL, target: URL) -> Timed:
     """SELECT through MariaDB's client piped into PostgreSQL COPY FROM STDIN."""
-    with psycopg.connect(_pg_dsn(target), autocommit=True) as dst:
+    with psycopg.connect(pg_dsn(target), autocommit=True) as dst:
         dst.execute(f"DROP TABLE IF EXISTS {BENCH_TABLE}_copy")
         dst.execute(PG_DDL.replace(BENCH_TABLE, f"{BENCH_TABLE}_copy"))
     select, env = _mariadb_client(source, "-e", f"SELECT {COLUMNS} FROM {BENCH_TABLE}")
     t0 = time.perf_counter()
     with (
         subprocess.Popen(select, stdout=subprocess.PIPE, env=env) as reader,
-        psycopg.connect(_pg_dsn(target)) as dst,
+        psycopg.connect(pg_dsn(target)) as dst,
     ):
         assert reader.stdout is not None
         with dst.cursor().copy(f"COPY {BENCH_TABLE}_copy FROM STDIN") as into:

@@ -31,12 +31,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import psycopg
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import URL, make_url
 
 from bench import db_baselines, db_job, db_latency
-from bench.db_baselines import BENCH_TABLE, Timed
+from bench.db_baselines import BENCH_TABLE, Timed, count_rows, pg_dsn
 from bench.pipeline_bench import RawRates, raw_rates
 from sluice.activities.context import RuntimeContext
 from sluice.worker.client import SluiceClient
@@ -96,10 +95,6 @@ def drop_databases(settings: Settings, dbs: Databases) -> None:
     pg_admin.dispose()
 
 
-def _dsn(url: URL) -> str:
-    return url.set(drivername="postgresql").render_as_string(hide_password=False)
-
-
 def source_config(dbs: Databases, source: URL, table: str, name: str, poll_ms: int = 100) -> dict[str, str]:
     return {
         "connector.class": "jdbc-source",
@@ -135,15 +130,6 @@ def sink_config(
     }
 
 
-def _count(dsn: str, table: str) -> int:
-    try:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            row = conn.execute(f'SELECT COUNT(*) FROM "{table}"').fetchone()
-            return int(row[0]) if row else 0
-    except psycopg.errors.UndefinedTable:
-        return 0
-
-
 async def copy_through(
     sluice: SluiceClient, dbs: Databases, source: URL, rows: int, table: str = BENCH_TABLE
 ) -> Timed:
@@ -153,8 +139,8 @@ async def copy_through(
     t0 = time.perf_counter()
     await sluice.create(f"bench-dst-{name}", sink_config(dbs, table, target_table, name))
     await sluice.create(f"bench-src-{name}", source_config(dbs, source, table, name))
-    dsn = _dsn(dbs.pg_target)
-    while (done := await asyncio.to_thread(_count, dsn, target_table)) < rows:
+    dsn = pg_dsn(dbs.pg_target)
+    while (done := await asyncio.to_thread(count_rows, dsn, target_table)) < rows:
         await asyncio.sleep(0.25)
     elapsed = time.perf_counter() - t0
     for connector in (f"bench-src-{name}", f"bench-dst-{name}"):
@@ -169,7 +155,7 @@ async def latency_through(sluice: SluiceClient, dbs: Databases) -> db_latency.La
     table = db_latency.LATENCY_TABLE
     await sluice.create(f"bench-lat-dst-{name}", sink_config(dbs, table, target_table, name, poll_ms=50))
     await sluice.create(f"bench-lat-src-{name}", source_config(dbs, dbs.mariadb, table, name, poll_ms=50))
-    result = await asyncio.to_thread(db_latency.measure, dbs.mariadb, _dsn(dbs.pg_target), target_table)
+    result = await asyncio.to_thread(db_latency.measure, dbs.mariadb, pg_dsn(dbs.pg_target), target_table)
     for connector in (f"bench-lat-src-{name}", f"bench-lat-dst-{name}"):
         await sluice.delete(connector)
     return result

@@ -30,6 +30,7 @@ import psycopg
 import pymysql
 from sqlalchemy.engine import URL
 
+from bench.db_baselines import count_rows, pg_dsn
 from sluice.worker.client import SluiceClient
 
 JOB_TABLE = "job_orders"
@@ -130,19 +131,6 @@ def tree_cpu_seconds(pid: int | None = None) -> float:
     return total / _TICKS_PER_S
 
 
-def _pg_dsn(url: URL) -> str:
-    return url.set(drivername="postgresql").render_as_string(hide_password=False)
-
-
-def _count(dsn: str, table: str) -> int:
-    try:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            row = conn.execute(f'SELECT COUNT(*) FROM "{table}"').fetchone()
-            return int(row[0]) if row else 0
-    except psycopg.errors.UndefinedTable:
-        return 0
-
-
 def check_equal(source: URL, target: URL, table: str) -> None:
     """Raise unless the target table holds exactly the source's rows (content, not counts)."""
     maria = pymysql.connect(
@@ -155,7 +143,7 @@ def check_equal(source: URL, target: URL, table: str) -> None:
             want = [_normal(row) for row in cur.fetchall()]
     finally:
         maria.close()
-    with psycopg.connect(_pg_dsn(target)) as conn:
+    with psycopg.connect(pg_dsn(target)) as conn:
         got = [_normal(row) for row in conn.execute(f'SELECT {COLUMNS} FROM "{table}" ORDER BY id')]
     if got != want:
         pairs = enumerate(zip(want, got, strict=False))
@@ -176,12 +164,12 @@ async def run_job(sluice: SluiceClient, source: URL, target: URL, rows: int) -> 
     """Create the two connectors, time the first row and the last, check equality, delete them."""
     name = uuid.uuid4().hex[:8]
     src, sink = confluent_configs(source, target, name)
-    table, dsn = f"job_{name}", _pg_dsn(target)
+    table, dsn = f"job_{name}", pg_dsn(target)
     cpu0, t0 = tree_cpu_seconds(), time.perf_counter()
     await sluice.create(f"job-dst-{name}", sink)
     await sluice.create(f"job-src-{name}", src)
     first_row_s = None
-    while (done := await asyncio.to_thread(_count, dsn, table)) < rows:
+    while (done := await asyncio.to_thread(count_rows, dsn, table)) < rows:
         if first_row_s is None and done > 0:
             first_row_s = time.perf_counter() - t0
         await asyncio.sleep(0.05)
