@@ -18,7 +18,7 @@ from temporalio.exceptions import ApplicationError, CancelledError
 from sluice.activities.context import RuntimeContext
 from sluice.activities.errors import config_error, task_failure
 from sluice.activities.heartbeat import Heartbeater
-from sluice.activities.runner import BatchRunner, TaskSetup, WaitsForData
+from sluice.activities.runner import BatchRunner, TaskSetup
 from sluice.activities.sink_runner import SinkRunner
 from sluice.activities.source_runner import SourceRunner
 from sluice.activities.task_metrics import BatchMeter, partition_lag
@@ -148,10 +148,7 @@ class ConnectorActivities:
                 if plan is None:
                     self._report_metrics(inp, meter.idle(runner.setup.backlog))
                     hb.progress.phase = "idle"
-                    if isinstance(runner, WaitsForData):
-                        runner.wait_for_data(idle_s, hb.sleep)
-                    else:
-                        hb.sleep(idle_s)
+                    hb.sleep(idle_s)
                     continue
                 hb.progress.phase = f"batch {plan.batch_id}" + (" (re-run)" if rerun else "")
                 spark.sparkContext.setJobGroup(

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.connectors.model import BatchPlan, DataLossPolicy
 from sluice.connectors.planner import PlanRequest, PositionView, plan_next
@@ -63,18 +63,6 @@ def next_plan(
     return decision.plan, decision.rerun
 
 
-@runtime_checkable
-class WaitsForData(Protocol):
-    """A runner that can wait for new input better than by sleeping (a sink long-polls the broker).
-
-    Called instead of the idle sleep after a planning found nothing: it returns as soon as new input
-    may be there, at the latest after ``timeout_s``, and never sooner than that when nothing came
-    (``sleep`` is the task's own, woken by cancellation).
-    """
-
-    def wait_for_data(self, timeout_s: float, sleep: Callable[[float], None]) -> None: ...
-
-
 class BatchRunner(Protocol):
     """A task's micro-batch loop body, run by the task activity until it is cancelled.
 
@@ -99,3 +87,4 @@ class BatchRunner(Protocol):
     def waiting_for(self) -> str:
         """What the task waits for, for status ("" when nothing: it is reading or idle)."""
         ...
+

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -85,8 +84,6 @@ class QueueView(OffsetView):
         every = [q for topic in topics for q in client.queues(topic)]
         self.client = client
         self.queues = {PartitionKey(q.key, q.topic): q for q in assigned(every, task_id, task_count)}
-        #: each queue's end offset when the planner last asked (``latest``)
-        self.ends: dict[MessageQueue, int] = {}
 
     def partitions(self) -> list[PartitionKey]:
         return list(self.queues)
@@ -95,8 +92,7 @@ class QueueView(OffsetView):
         return {k: Position((self.client.min_offset(q),)) for k, q in self.queues.items()}
 
     def latest(self, committed: Mapping[PartitionKey, Position]) -> dict[PartitionKey, Position]:
-        self.ends = {q: self.client.max_offset(q) for q in self.queues.values()}
-        return {k: Position((self.ends[q],)) for k, q in self.queues.items()}
+        return {k: Position((self.client.max_offset(q),)) for k, q in self.queues.items()}
 
 
 class SinkRunner:
@@ -112,9 +108,7 @@ class SinkRunner:
         self.group = consumer_group(setup.connector)
         #: what status shows for the task; None until the first batch was looked at (setting_notice)
         self.notice: str | None = None
-        #: where new messages will appear, after a planning that found none (wait_for_data)
-        self.idle_at: dict[MessageQueue, int] = {}
-        #: new batches planned in this attempt: the first ones are small (planning.ramped_budget)
+        #: new batches planned in this attempt: the first one is small (planning.ramped_budget)
         self.planned = 0
 
     def ensure_topic(self) -> None:
@@ -137,7 +131,6 @@ class SinkRunner:
         max_units = ramped_budget(int(self.config["batch.max.records"]), "records", self.planned)
         plan, rerun = next_plan(self.setup, self.task.task_id, view, max_units)
         if plan is None:
-            self.idle_at = dict(view.ends)
             return None, False
         if rerun:
             state = self.task.restate(plan) if isinstance(self.task, RestatesPlans) else None
@@ -148,14 +141,6 @@ class SinkRunner:
 
     def close(self) -> None:
         self.task.close()
-
-    def wait_for_data(self, timeout_s: float, sleep: Callable[[float], None]) -> None:
-        """Long-poll the caught-up queues (RocketMQClient.wait_for_messages): the next batch starts
-        when its first message is stored, not after ``poll.interval.ms``."""
-        started = time.monotonic()
-        if self.idle_at and self.ctx.rocketmq.wait_for_messages(self.idle_at, timeout_s):
-            return
-        sleep(timeout_s - (time.monotonic() - started))
 
     def waiting_for(self) -> str:
         return self.notice or ""

@@ -54,7 +54,7 @@ class SourceRunner:
         self.routing = task if isinstance(task, RoutesTopics) else None
         self.topic: str = setup.config.get("topic") or ""
         self.topics: list[str] = self.routing.topics() if self.routing else [self.topic]
-        #: new batches planned in this attempt: the first ones are small (planning.ramped_budget)
+        #: new batches planned in this attempt: the first one is small (planning.ramped_budget)
         self.planned = 0
 
     def ensure_topic(self) -> None:

@@ -406,13 +406,7 @@ _COMMON: Final = (
         doc="admission limit for byte-positioned sources",
         validator=at_least(1),
     ),
-    ConfigField(
-        "poll.interval.ms",
-        int,
-        1000,
-        doc="idle wait between empty batches (a sink's is a long poll: it ends when a message arrives)",
-        validator=at_least(0),
-    ),
+    ConfigField("poll.interval.ms", int, 1000, doc="idle wait between empty batches", validator=at_least(0)),
     ConfigField("errors.tolerance", str, "none", choices=("none", "all")),
     ConfigField(
         "errors.deadletterqueue.topic.name",

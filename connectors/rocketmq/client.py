@@ -399,6 +399,10 @@ class RocketMQClient(Transport):
         an idle consumer learns of new messages at once instead of after a sleep. The pulls that
         are still held when one answers are dropped (their answers, if any, are discarded). An
         offset that moved or a failing broker answers True: the caller's next planning meets it.
+
+        The sink loop does not use it yet. Tried in place of its idle sleep, it woke the sink at a
+        source batch's first message, so the sink ran more and smaller batches: bench-db's job lost
+        ~20 % of its rows/s and took ~30 % more CPU while each batch still costs ~1 s of fixed work.
         """
         if not positions or timeout_s <= 0:
             return False
