@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from sluice.activities.bad_records import checked_records
 from sluice.activities.dead_letters import route_bad_records
 from sluice.activities.runner import TaskSetup, next_plan
-from sluice.connectors.api import RejectedRecordsError, RestatesPlans, TransactionalSink
+from sluice.connectors.api import RejectedRecordsError, RestatesPlans, TransactionalSink, WritesArrow
 from sluice.connectors.connect_schemas import SCHEMA_KEY
 from sluice.connectors.converters import JsonConverter
 from sluice.connectors.model import BatchPlan, DataLossPolicy, parse_queue_partition
@@ -192,11 +192,14 @@ class SinkRunner:
                 self.notice = self.setting_notice(messages)
             records = apply_chain(self.setup.chain, self.setup.converter.to_records(messages))
             with checked_records(records, self.setup, originals=messages) as good:
-                good = good.persist(StorageLevel.MEMORY_AND_DISK)
-                try:
+                if isinstance(self.task, WritesArrow):  # collected in one job: nothing to cache
                     self._write(good, plan, messages)
-                finally:
-                    good.unpersist()
+                else:
+                    good = good.persist(StorageLevel.MEMORY_AND_DISK)
+                    try:
+                        self._write(good, plan, messages)
+                    finally:
+                        good.unpersist()
         finally:
             messages.unpersist()
         if not isinstance(self.task, TransactionalSink):
@@ -210,7 +213,10 @@ class SinkRunner:
         tolerate = self.config.get("errors.tolerance") == "all"
         for _ in range(MAX_REJECTION_ROUNDS):
             try:
-                self.task.write(self.ctx.spark, records, plan)
+                if isinstance(self.task, WritesArrow):
+                    self.task.write_arrow(records.toArrow(), plan)
+                else:
+                    self.task.write(self.ctx.spark, records, plan)
                 return
             except RejectedRecordsError as exc:
                 if not tolerate:

@@ -23,8 +23,10 @@ Source batch lifecycle (driven by the runtime, one task; ``sluice.connectors.pla
 Sink batch lifecycle:
   1. The runtime plans queue ranges and calls ``prepare(plan)``; the returned state is recorded
      with the plan *before* anything is written.
-  2. ``write(spark, records, plan)`` with ``plan.sink_state`` set to that state; re-run with the same
-     plan after a crash it must leave the target as one successful run would (``Delivery``).
+  2. ``write(spark, records, plan)`` with ``plan.sink_state`` set to that state (a
+     :class:`WritesArrow` task: ``write_arrow(table, plan)``, the batch collected in its one Spark
+     job); re-run with the same plan after a crash it must leave the target as one successful run
+     would (``Delivery``).
   3. Positions commit — by the runtime after ``write``, or, for a :class:`TransactionalSink`, by the
      sink itself inside its data transaction through the :class:`PositionCommitter` it was handed.
   4. ``close()`` when the task ends, on every exit path.
@@ -55,6 +57,7 @@ from sluice.connectors.records import RecordError
 from sluice.connectors.transforms import chain_errors
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 
@@ -257,6 +260,20 @@ class TransactionalSink(Protocol):
     """
 
     def bind_positions(self, committer: PositionCommitter) -> None: ...
+
+
+@runtime_checkable
+class WritesArrow(Protocol):
+    """Optional ability of a sink task: it takes its batch as one Arrow table.
+
+    Why: the runtime then collects the records in the batch's one Spark job (read, decode,
+    transforms, checks, collect) and does not cache them for a sink that would start several jobs
+    of its own. The table has the records' columns (``topic, partition, offset, key, value,
+    headers, timestamp``) in the order read. Semantics are ``write``'s: the same plan re-run must
+    leave the target as one run would.
+    """
+
+    def write_arrow(self, records: pa.Table, plan: BatchPlan) -> None: ...
 
 
 @runtime_checkable

@@ -1,5 +1,9 @@
 """Records to table rows: which columns, which key (``pk.mode``), which rows delete (tombstones).
 
+The batch arrives as one Arrow table (the runtime collects it in the batch's one Spark job), so the
+shaping here is Arrow compute on the driver: no Spark job per table, no sort job (the rows are put
+in record order with ``Table.sort_by``).
+
 Row shape: a struct ``value`` gives one column per field. Any other value (a string, JSON text,
 bytes) is written with the record's coordinates ``topic, partition, offset, key, value,
 timestamp`` (``value`` as text, or as bytes when it is binary). ``pk.mode`` (Kafka Connect's JDBC sink):
@@ -18,19 +22,23 @@ struct-valued topic skips it (nothing to write), a coordinates table stores it a
 
 from __future__ import annotations
 
+import base64
+import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sluice.connectors.jdbc.urls import Dialect
 from sluice.connectors.jdbc.writes import OP_COLUMN, POSITION_COLUMNS
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
-    from pyspark.sql.types import DataType, StructType
+    import pyarrow as pa
 
 RECORD_FIELDS = ("topic", "partition", "offset", "key", "value", "timestamp")
 KAFKA_FIELDS = ("__connect_topic", "__connect_partition", "__connect_offset")
+#: Record order: the last record per key wins within a batch (connectors.jdbc.writes).
+RECORD_ORDER = [("topic", "ascending"), ("partition", "ascending"), ("offset", "ascending")]
 
 
 class KeySpecError(ValueError):
@@ -46,118 +54,220 @@ class KeySpec:
 
 @dataclass(frozen=True)
 class Shaped:
-    frame: DataFrame  # wire columns, then OP_COLUMN and the position columns; in record order
-    fields: StructType  # the typed columns (auto.create / auto.evolve)
+    rows: pa.Table  # typed columns, then OP_COLUMN and the position columns; in record order
+    fields: pa.Schema  # the typed columns (auto.create / auto.evolve); key columns not nullable
     pk: tuple[str, ...]
 
 
-def _ref(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
+Column = tuple[str, "pa.Array", "pa.DataType"]
 
 
-def _key_columns(
-    records: DataFrame, spec: KeySpec, value_types: dict[str, DataType]
-) -> list[tuple[str, Column, DataType]]:
-    # pyspark: config validation imports this module (the jdbc-sink class)
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType, StructType
+def _text_key_columns(key: pa.Array, spec: KeySpec, value_types: dict[str, pa.DataType]) -> list[Column]:
+    """Key columns from a text key: each named field of a JSON object key, or (one field) the key."""
+    import pyarrow as pa  # pyarrow: config validation imports this module (the jdbc-sink class)
 
-    key_type = records.schema["key"].dataType
-    if isinstance(key_type, StructType):
-        names = list(spec.fields) or key_type.fieldNames()
-        missing = [n for n in names if n not in key_type.fieldNames()]
-        if missing:
-            raise KeySpecError(
-                f"pk.fields {missing} are not fields of the record key {key_type.fieldNames()}"
-            )
-        return [(n, F.col("key")[n], key_type[n].dataType) for n in names]
     if not spec.fields:
         raise KeySpecError("pk.mode=record_key with a text key needs pk.fields naming the key column(s)")
-    out: list[tuple[str, Column, DataType]] = []
+    texts = [k.decode() if isinstance(k, bytes) else k for k in key.to_pylist()]
+    objects = [_json_object(t) for t in texts]
+    out: list[Column] = []
     for n in spec.fields:
-        dt = value_types.get(n, StringType())
-        field = F.get_json_object(F.col("key"), f"$.{n}")
-        # One field: a JSON object key that has it (a change event's key) gives it, else the whole key.
-        raw = F.coalesce(field, F.col("key")) if len(spec.fields) == 1 else field
-        out.append((n, raw if isinstance(dt, StringType) else raw.cast(dt), dt))
+        found = [_json_field(o, n) for o in objects]
+        if len(spec.fields) == 1:  # a JSON object key that has it (a change event's key) gives it
+            found = [f if f is not None else t for f, t in zip(found, texts, strict=True)]
+        dt = value_types.get(n, pa.string())
+        out.append((n, _cast_or_null(pa.array(found, pa.string()), dt), dt))
     return out
 
 
-def shape(records: DataFrame, spec: KeySpec) -> Shaped:
-    """The rows ``records`` become, before the dialect's load form (``wire``)."""
-    # pyspark: config validation imports this module (the jdbc-sink class)
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
+def _json_object(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:  # numbers kept as their text, as Spark's get_json_object gives them
+        parsed = json.loads(text, parse_float=str, parse_int=str)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
 
-    value_type = records.schema["value"].dataType
-    struct_value = isinstance(value_type, StructType)
+
+def _json_field(obj: dict[str, Any] | None, name: str) -> str | None:
+    if obj is None or obj.get(name) is None:
+        return None
+    v = obj[name]
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, dict | list):
+        return json.dumps(v, separators=(",", ":"), ensure_ascii=False)
+    return str(v)
+
+
+def _cast_or_null(texts: pa.Array, dt: pa.DataType) -> pa.Array:
+    """``texts`` cast to ``dt``; a text that does not convert becomes null (Spark's cast)."""
+    import pyarrow as pa  # pyarrow: config validation imports this module (the jdbc-sink class)
+    import pyarrow.compute as pc
+
+    if texts.type == dt:
+        return texts
+    try:
+        return pc.cast(texts, dt)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return pa.array([_cast_one(t, dt) for t in texts], dt)
+
+
+def _cast_one(text: pa.Scalar, dt: pa.DataType) -> Any:
+    import pyarrow as pa  # pyarrow: config validation imports this module (the jdbc-sink class)
+    import pyarrow.compute as pc
+
+    try:
+        return pc.cast(text, dt).as_py()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+
+
+def shape(records: pa.Table, spec: KeySpec) -> Shaped:
+    """The rows ``records`` become, before the dialect's load form (``wire``)."""
+    import pyarrow as pa  # pyarrow: config validation imports this module (the jdbc-sink class)
+    import pyarrow.compute as pc
+
+    records = records.sort_by(RECORD_ORDER)
+    value_type = records.schema.field("value").type
+    struct_value = pa.types.is_struct(value_type)
+    if not spec.deletes and struct_value:
+        records = records.filter(pc.is_valid(records.column("value")))
+    tombstone = pc.is_null(records.column("value").combine_chunks())
     if struct_value:
-        assert isinstance(value_type, StructType)
-        cols = [(f.name, F.col("value")[f.name], f.dataType) for f in value_type.fields]
-    else:  # binary values (value.converter=bytes) stay bytes: a BYTEA/BLOB column, byte for byte
-        as_text = not isinstance(value_type, BinaryType)
-        cols = [
-            (c, F.col(c).cast("string") if c == "value" and as_text else F.col(c), records.schema[c].dataType)
-            for c in RECORD_FIELDS
+        value = records.column("value").combine_chunks()
+        cols: list[Column] = [
+            (f.name, child, f.type) for f, child in zip(value_type, value.flatten(), strict=True)
         ]
-        cols = [(n, e, StringType() if n == "value" and as_text else t) for n, e, t in cols]
+    else:  # binary values (value.converter=bytes) stay bytes: a BYTEA/BLOB column, byte for byte
+        cols = [(c, records.column(c).combine_chunks(), records.schema.field(c).type) for c in RECORD_FIELDS]
+        if not _is_binary(value_type):
+            cols = [(n, _as_text(a), pa.string()) if n == "value" else (n, a, t) for n, a, t in cols]
     types = {n: t for n, _, t in cols}
     pk: tuple[str, ...] = ()
     if spec.mode == "kafka":
         kafka = [
-            (KAFKA_FIELDS[0], F.col("topic"), StringType()),
-            (KAFKA_FIELDS[1], F.col("partition"), StringType()),
-            (KAFKA_FIELDS[2], F.col("offset"), LongType()),
+            (KAFKA_FIELDS[0], records.column("topic").combine_chunks(), pa.string()),
+            (KAFKA_FIELDS[1], records.column("partition").combine_chunks(), pa.string()),
+            (KAFKA_FIELDS[2], records.column("offset").combine_chunks(), pa.int64()),
         ]
-        cols, pk = kafka + cols, KAFKA_FIELDS
+        cols, pk = [(n, pc.cast(a, t), t) for n, a, t in kafka] + cols, KAFKA_FIELDS
     elif spec.mode == "record_value":
         missing = [k for k in spec.fields if k not in types]
         if missing:
             raise KeySpecError(f"pk.fields {missing} are not fields of the records {list(types)}")
         pk = spec.fields
     elif spec.mode == "record_key":
-        keys = _key_columns(records, spec, types)
+        keys = _key_columns(records.column("key").combine_chunks(), spec, types)
         names = {n for n, _, _ in keys}
         cols = keys + [c for c in cols if c[0] not in names]
         pk = tuple(n for n, _, _ in keys)
-    tombstone = F.col("value").isNull()
-    if not spec.deletes and struct_value:
-        records = records.where(~tombstone)
-    op = F.when(tombstone, F.lit("d")).otherwise(F.lit("u")) if spec.deletes else F.lit("u")
-    frame = records.orderBy("topic", "partition", "offset").select(
-        *[e.alias(n) for n, e, _ in cols],
-        op.alias(OP_COLUMN),
-        F.col("topic").alias(POSITION_COLUMNS[0]),
-        F.col("partition").alias(POSITION_COLUMNS[1]),
-        F.col("offset").alias(POSITION_COLUMNS[2]),
+    op = pc.if_else(tombstone, "d", "u") if spec.deletes else pa.repeat("u", records.num_rows)
+    rows = pa.Table.from_arrays(
+        [a for _, a, _ in cols]
+        + [pc.cast(op, pa.string()), *(records.column(c) for c in ("topic", "partition", "offset"))],
+        names=[n for n, _, _ in cols] + [OP_COLUMN, *POSITION_COLUMNS],
     )
-    fields = StructType([StructField(n, t, n not in pk) for n, _, t in cols])
-    return Shaped(frame, fields, pk)
+    fields = pa.schema([pa.field(n, t, nullable=n not in pk) for n, _, t in cols])
+    return Shaped(rows, fields, pk)
 
 
-def wire(dialect: Dialect, shaped: Shaped, columns: Sequence[str]) -> DataFrame:
-    """The frame in the load form of ``dialect``: text COPY (PostgreSQL) or LOAD DATA (MariaDB)
-    can carry. PostgreSQL: nested values as JSON, binary as ``\\x<hex>``, the rest as Arrow
-    writes it. MariaDB: everything as text — timestamps as UTC ``yyyy-MM-dd HH:mm:ss.SSSSSS``,
-    booleans as 1/0, binary as hex (UNHEX-ed by the merge)."""
-    from pyspark.sql import types as T  # pyspark: config validation imports this module (the jdbc-sink class)
+def _key_columns(key: pa.Array, spec: KeySpec, value_types: dict[str, pa.DataType]) -> list[Column]:
+    import pyarrow as pa  # pyarrow: config validation imports this module (the jdbc-sink class)
 
-    exprs: list[str] = []
+    if pa.types.is_struct(key.type):
+        by_name = {f.name: (child, f.type) for f, child in zip(key.type, key.flatten(), strict=True)}
+        names = list(spec.fields) or list(by_name)
+        missing = [n for n in names if n not in by_name]
+        if missing:
+            raise KeySpecError(f"pk.fields {missing} are not fields of the record key {list(by_name)}")
+        return [(n, *by_name[n]) for n in names]
+    return _text_key_columns(key, spec, value_types)
+
+
+def _is_binary(t: pa.DataType) -> bool:
+    import pyarrow as pa  # pyarrow: config validation imports this module (the jdbc-sink class)
+
+    return bool(pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t))
+
+
+def _is_nested(t: pa.DataType) -> bool:
+    import pyarrow as pa  # pyarrow: config validation imports this module (the jdbc-sink class)
+
+    return bool(
+        pa.types.is_struct(t) or pa.types.is_map(t) or pa.types.is_list(t) or pa.types.is_large_list(t)
+    )
+
+
+def _as_text(values: pa.Array) -> pa.Array:
+    import pyarrow as pa  # pyarrow: config validation imports this module (the jdbc-sink class)
+    import pyarrow.compute as pc
+
+    return json_text(values) if _is_nested(values.type) else pc.cast(values, pa.string())
+
+
+def json_text(values: pa.Array) -> pa.Array:
+    """Nested values as compact JSON text (what a ``jsonb``/``JSON`` column takes): decimals as JSON
+    numbers, binary as base64, instants as ISO-8601, non-finite floats as strings."""
+    import pyarrow as pa  # pyarrow: config validation imports this module (the jdbc-sink class)
+
+    t = values.type
+    return pa.array([None if v is None else _json(v, t) for v in values.to_pylist()], pa.string())
+
+
+def _json(v: Any, t: pa.DataType) -> str:
+    import pyarrow as pa  # pyarrow: config validation imports this module (the jdbc-sink class)
+
+    if v is None:
+        return "null"
+    if pa.types.is_struct(t):
+        inner = (f"{json.dumps(f.name, ensure_ascii=False)}:{_json(v.get(f.name), f.type)}" for f in t)
+        return "{" + ",".join(inner) + "}"
+    if pa.types.is_map(t):
+        pairs = (f"{json.dumps(str(k), ensure_ascii=False)}:{_json(x, t.item_type)}" for k, x in v)
+        return "{" + ",".join(pairs) + "}"
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return "[" + ",".join(_json(x, t.value_type) for x in v) + "]"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if pa.types.is_decimal(t) or isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return json.dumps(v) if math.isfinite(v) else json.dumps(str(v))
+    if isinstance(v, bytes):
+        return json.dumps(base64.b64encode(v).decode())
+    if hasattr(v, "isoformat"):
+        return json.dumps(v.isoformat())
+    return json.dumps(str(v), ensure_ascii=False)
+
+
+def wire(dialect: Dialect, shaped: Shaped, columns: Sequence[str]) -> pa.Table:
+    """The rows in the load form of ``dialect``: text COPY (PostgreSQL) or LOAD DATA (MariaDB)
+    can carry. PostgreSQL: nested values as JSON, binary as ``\\x<hex>``, the rest as Arrow's CSV
+    writer writes it. MariaDB: everything as text — timestamps as UTC ``yyyy-MM-dd
+    HH:mm:ss.ffffff``, booleans as 1/0, binary as hex (UNHEX-ed by the merge)."""
+    import pyarrow as pa  # pyarrow: config validation imports this module (the jdbc-sink class)
+    import pyarrow.compute as pc
+
+    out: list[pa.Array] = []
     for name in columns:
-        dt = shaped.fields[name].dataType
-        ref = _ref(name)
-        if isinstance(dt, T.ArrayType | T.MapType | T.StructType):
-            e = f"to_json({ref})"
-        elif isinstance(dt, T.BinaryType):
-            e = f"concat('\\\\x', lower(hex({ref})))" if dialect is Dialect.POSTGRESQL else f"hex({ref})"
+        values = shaped.rows.column(name).combine_chunks()
+        t = values.type
+        if _is_nested(t):
+            values = json_text(values)
+        elif _is_binary(t):
+            prefix = "\\x" if dialect is Dialect.POSTGRESQL else ""
+            hexed = [None if b is None else prefix + b.hex() for b in values.to_pylist()]
+            values = pa.array(hexed, pa.string())
         elif dialect is Dialect.POSTGRESQL:
-            e = ref
-        elif isinstance(dt, T.BooleanType):
-            e = f"CAST(CAST({ref} AS INT) AS STRING)"
-        elif isinstance(dt, T.TimestampType | T.TimestampNTZType):
-            e = f"date_format({ref}, 'yyyy-MM-dd HH:mm:ss.SSSSSS')"
+            pass
+        elif pa.types.is_boolean(t):
+            values = pc.cast(pc.cast(values, pa.int8()), pa.string())
+        elif pa.types.is_timestamp(t):
+            values = pc.strftime(values, "%Y-%m-%d %H:%M:%S")  # microseconds follow the seconds
         else:
-            e = f"CAST({ref} AS STRING)"
-        exprs.append(f"{e} AS {ref}")
-    extra = [_ref(c) for c in (OP_COLUMN, *POSITION_COLUMNS)]
-    return shaped.frame.selectExpr(*exprs, *extra)
+            values = pc.cast(values, pa.string())
+        out.append(values)
+    extra = [OP_COLUMN, *POSITION_COLUMNS]
+    return pa.Table.from_arrays([*out, *(shaped.rows.column(c) for c in extra)], names=[*columns, *extra])

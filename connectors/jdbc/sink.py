@@ -69,8 +69,7 @@ from sluice.connectors.records import OP_HEADER, OP_TRUNCATE, position
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import Column, DataFrame, Row, SparkSession
-    from pyspark.sql.types import StructType
+    from pyspark.sql import DataFrame, SparkSession
 
     from sluice.connectors.api import PositionCommitter
 
@@ -88,7 +87,7 @@ class Part:
     """One table's share of a batch, ready to apply."""
 
     write: TableWrite
-    fields: StructType
+    fields: pa.Schema  # the typed columns (shape.Shaped.fields)
     rows: pa.Table  # write.columns, ORD_COLUMN, OP_COLUMN
     positions: pa.Table  # POSITION_COLUMNS, same row order
 
@@ -168,48 +167,43 @@ class JdbcSinkTask(SinkTask):
 
     # ---- rows --------------------------------------------------------------------------------
 
-    def _parts(self, records: DataFrame, plan: BatchPlan) -> tuple[list[Part], list[tuple[str, str]]]:
+    def _parts(self, records: pa.Table, plan: BatchPlan) -> tuple[list[Part], list[tuple[str, str]]]:
         """Each table's rows, and the tables a truncate empties first (``_cut``)."""
-        # pyspark, pyarrow: config validation imports this module (the jdbc-sink class)
+        # pyarrow: config validation imports this module (the jdbc-sink class)
         import pyarrow as pa
-        from pyspark.sql import functions as F
+        import pyarrow.compute as pc
 
         # The records' topics, not the plan's: a transform (RegexRouter) may have renamed them. When
         # the batch's topics carry different schemas, each record names its own (VALUE_SCHEMA_HEADER).
-        # The same pass finds each topic-partition's last truncate marker (``cut``).
-        marker = F.coalesce(
-            F.col("value").isNull() & (F.col("headers")[OP_HEADER] == F.lit(OP_TRUNCATE)), F.lit(False)
+        headers = records.column("headers")
+        marker = pc.fill_null(
+            pc.and_(
+                pc.is_null(records.column("value")),
+                pc.equal(pc.map_lookup(headers, pa.scalar(OP_HEADER), "first"), OP_TRUNCATE),
+            ),
+            False,
         )
-        seen = (
-            records.select(
-                "topic",
-                "partition",
-                F.col("headers")[VALUE_SCHEMA_HEADER].alias("own"),
-                F.col("headers")[KEY_SCHEMA_HEADER].alias("own_key"),
-                F.when(marker, F.col("offset")).alias("cut"),
-            )
-            .groupBy("topic", "partition", "own", "own_key")
-            .agg(F.max("cut").alias("cut"))
-            .collect()
-        )
-        records, emptied = self._cut(records, marker, seen)
+        for column, header in (("_own", VALUE_SCHEMA_HEADER), ("_own_key", KEY_SCHEMA_HEADER)):
+            records = records.append_column(column, pc.map_lookup(headers, pa.scalar(header), "first"))
+        records, emptied = self._cut(records, marker)
+        seen = records.group_by(["topic", "_own", "_own_key"]).aggregate([]).to_pylist()
         tables: dict[tuple[str, str], list[str]] = {}
         own_schema: dict[tuple[str, str], str] = {}
         own_key: dict[tuple[str, str], str] = {}
-        for row in sorted(seen, key=lambda r: (str(r["topic"]), str(r["own"]), str(r["own_key"]))):
+        for row in sorted(seen, key=lambda r: (str(r["topic"]), str(r["_own"]), str(r["_own_key"]))):
             if not row["topic"]:
                 continue
             key = self.table_for(row["topic"])
             if row["topic"] not in tables.setdefault(key, []):
                 tables[key].append(row["topic"])
-            if row["own"] is not None:
-                own_schema.setdefault(key, row["own"])
-            if row["own_key"] is not None:
-                own_key.setdefault(key, row["own_key"])
+            if row["_own"] is not None:
+                own_schema.setdefault(key, row["_own"])
+            if row["_own_key"] is not None:
+                own_key.setdefault(key, row["_own_key"])
         parts: list[Part] = []
         for (schema, table), topics in tables.items():
             target = f"{schema}.{table}" if schema else table
-            subset = records.where(F.col("topic").isin(topics))
+            subset = records.filter(pc.is_in(records.column("topic"), pa.array(topics, pa.string())))
             if (schema, table) in own_schema:
                 subset = own_struct(subset, "value", own_schema[(schema, table)])
             if (schema, table) in own_key:
@@ -218,9 +212,9 @@ class JdbcSinkTask(SinkTask):
                 shaped = shape(subset, self._spec)
             except KeySpecError as exc:
                 raise ConfigError([FieldError("pk.fields", f"{self._where(plan, target)}: {exc}")]) from None
-            names = [f for f in shaped.fields.fieldNames()
+            names = [f for f in shaped.fields.names
                      if not self._whitelist or f in self._whitelist or f in shaped.pk]  # fmt: skip
-            arrow = wire(self.dialect, shaped, names).toArrow()
+            arrow = wire(self.dialect, shaped, names)
             if arrow.num_rows == 0:
                 continue
             ordinal = pa.array(range(arrow.num_rows), type=pa.int64())
@@ -229,28 +223,33 @@ class JdbcSinkTask(SinkTask):
             parts.append(Part(write, shaped.fields, rows, arrow.select(list(POSITION_COLUMNS))))
         return parts, emptied
 
-    def _cut(
-        self, records: DataFrame, marker: Column, seen: list[Row]
-    ) -> tuple[DataFrame, list[tuple[str, str]]]:
+    def _cut(self, records: pa.Table, marker: pa.ChunkedArray) -> tuple[pa.Table, list[tuple[str, str]]]:
         """Truncate markers never become rows. With ``truncate.enabled`` a topic-partition's rows at
         offsets below its last marker are left out and its table is emptied before the rest is
         written (the module docstring says why that equals applying them in order)."""
-        # pyspark: config validation imports this module (the jdbc-sink class)
-        from pyspark.sql import functions as F
+        # pyarrow: config validation imports this module (the jdbc-sink class)
+        import pyarrow.compute as pc
 
-        records = records.where(~marker)
-        cuts = {(r["topic"], r["partition"]): r["cut"] for r in seen if r["cut"] is not None}
+        marked = records.filter(marker).group_by(["topic", "partition"]).aggregate([("offset", "max")])
+        records = records.filter(pc.invert(marker))
+        cuts = {(r["topic"], r["partition"]): r["offset_max"] for r in marked.to_pylist()}
         if not self._truncates or not cuts:
             return records, []
-        gone = F.lit(False)
-        for (topic, partition), cut in sorted(cuts.items()):
-            here = (F.col("topic") == F.lit(topic)) & (F.col("partition") == F.lit(partition))
-            gone = gone | (here & (F.col("offset") < F.lit(cut)))
-        return records.where(~gone), sorted({self.table_for(topic) for topic, _ in cuts})
+        topic, partition, offset = (records.column(c) for c in ("topic", "partition", "offset"))
+        gone = None
+        for (t, p), cut in sorted(cuts.items()):
+            here = pc.and_(pc.and_(pc.equal(topic, t), pc.equal(partition, p)), pc.less(offset, cut))
+            here = pc.fill_null(here, False)
+            gone = here if gone is None else pc.or_(gone, here)
+        return records.filter(pc.invert(gone)), sorted({self.table_for(t) for t, _ in cuts})
 
     # ---- the batch ---------------------------------------------------------------------------
 
     def write(self, spark: SparkSession, records: DataFrame, plan: BatchPlan) -> None:
+        """The batch collected in its one Spark job, then ``write_arrow``."""
+        self.write_arrow(records.toArrow(), plan)
+
+    def write_arrow(self, records: pa.Table, plan: BatchPlan) -> None:
         """Write the batch's rows and commit ``plan`` with them (see the module docstring)."""
         committer = self._positions()
         nonce = plan.sink_state.get(ledger.NONCE_KEY, "")
@@ -336,8 +335,13 @@ class JdbcSinkTask(SinkTask):
 
     def _ensure_table(self, conn: Connection, p: Part, plan: BatchPlan) -> dict[str, str]:
         """The table's column types, after creating it (auto.create) or adding columns (auto.evolve)."""
+        # pyspark: config validation imports this module (the jdbc-sink class); DDL maps Spark's types
+        from pyspark.sql.pandas.types import from_arrow_schema
+        from pyspark.sql.types import StructType
+
         w, mod = p.write, (pg if self.dialect is Dialect.POSTGRESQL else my)
         owner = f"connector {self.name!r}"
+        fields = from_arrow_schema(p.fields, prefer_timestamp_ntz=True)
         existing = mod.table_columns(conn, w.schema, w.table)
         try:
             if existing is None:
@@ -346,14 +350,11 @@ class JdbcSinkTask(SinkTask):
                     raise ConfigError([FieldError("auto.create", f"{self._where(plan, w.target)}: {why}")])
                 if self.dialect is Dialect.POSTGRESQL:
                     pg.lock_table_name(conn, w.schema, w.table)
-                typed = [f for f in p.fields.fields if f.name in w.columns]
-                # pyspark: config validation imports this module (the jdbc-sink class)
-                from pyspark.sql.types import StructType
-
+                typed = [f for f in fields.fields if f.name in w.columns]
                 ddl = create_table_sql(self.dialect, w.schema, w.table, StructType(typed), w.pk, owner)
                 mod.run(conn, ddl)
                 return mod.table_columns(conn, w.schema, w.table) or {}
-            missing = [f for f in p.fields.fields if f.name in w.columns and f.name not in existing]
+            missing = [f for f in fields.fields if f.name in w.columns and f.name not in existing]
             if not missing:
                 return existing
             if not self._auto_evolve:
@@ -391,14 +392,24 @@ class JdbcSinkConnector(SinkConnector):
         return errors
 
 
-def own_struct(records: DataFrame, column: str, own_json: str) -> DataFrame:
+def own_struct(records: pa.Table, column: str, own_json: str) -> pa.Table:
     """``value`` or ``key`` narrowed to its topic's own fields and types (the json converter merged
     the schemas of several topics into one struct for the batch; connect_schemas.merge_schemas), so
     a table gets its own columns and, with ``pk.mode=record_key``, its own key fields."""
-    # pyspark: config validation imports this module (the jdbc-sink class)
-    from pyspark.sql import functions as F
+    # pyarrow, pyspark: config validation imports this module (the jdbc-sink class); own_json is Spark's
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyspark.sql.pandas.types import to_arrow_type
     from pyspark.sql.types import StructType
 
     own = StructType.fromJson(json.loads(own_json))
-    narrowed = F.struct(*[F.col(column)[f.name].cast(f.dataType).alias(f.name) for f in own.fields])
-    return records.withColumn(column, F.when(F.col(column).isNull(), F.lit(None)).otherwise(narrowed))
+    merged = records.column(column).combine_chunks()
+    by_name = {merged.type.field(i).name: child for i, child in enumerate(merged.flatten())}
+    children, fields = [], []
+    for f in own.fields:
+        arrow_type = to_arrow_type(f.dataType, timezone="UTC")  # the session's zone (activities.spark)
+        child = by_name.get(f.name)
+        children.append(pa.nulls(len(merged), arrow_type) if child is None else pc.cast(child, arrow_type))
+        fields.append(pa.field(f.name, arrow_type))
+    narrowed = pa.StructArray.from_arrays(children, fields=fields, mask=pc.is_null(merged))
+    return records.set_column(records.schema.get_field_index(column), column, narrowed)
