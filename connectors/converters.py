@@ -15,12 +15,18 @@ are messages over the broker's size limit (``to_messages``, connectors.rocketmq.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from sluice.connectors.config import converter_fields, converter_name
 from sluice.connectors.connect_json import json_text
-from sluice.connectors.envelopes import decode_envelopes, envelope_text, parse_json
+from sluice.connectors.envelopes import (
+    decode_envelopes,
+    envelope_prefixes,
+    envelope_text,
+    parse_json,
+    utf8_text,
+)
 from sluice.connectors.records import ERROR_COLUMN, flag_errors
 
 if TYPE_CHECKING:
@@ -98,8 +104,12 @@ class Converter(ABC):
     def encode(self, df: DataFrame) -> DataFrame:
         """``df`` with a binary ``body`` column made from ``value`` (may flag ``_sluice_error``)."""
 
+    #: the value is read from Connect envelopes whose schemas each batch discovers (``decode``
+    #: then takes ``prefixes``, found with the keys' in one job: envelopes.envelope_prefixes)
+    discovers_envelopes: bool = False
+
     @abstractmethod
-    def decode(self, df: DataFrame) -> DataFrame:
+    def decode(self, df: DataFrame, prefixes: Sequence[tuple[str, str]] | None = None) -> DataFrame:
         """``df`` with a ``value`` column made from the binary ``body`` (may flag ``_sluice_error``)."""
 
     def to_messages(self, records: DataFrame, extra_properties: Mapping[str, str] | None = None) -> DataFrame:
@@ -170,12 +180,16 @@ class Converter(ABC):
         messages = messages.withColumn(
             "body", F.when(is_tombstone, F.lit(None).cast("binary")).otherwise(F.col("body"))
         )
-        decoded = self.decode(messages)
         key = F.when(F.col("keys") != "", F.col("keys"))
+        found: dict[str, list[tuple[str, str]]] = {}
+        if self.key_envelopes and self.discovers_envelopes:
+            found = envelope_prefixes(messages, {"value": utf8_text(F.col("body")), "key": key})
+        decoded = self.decode(messages, found.get("value"))
         if self.key_envelopes:
             decoded = decode_envelopes(
                 decoded.withColumn(_KEY_TEXT, key), F.col(_KEY_TEXT), what="key",
                 setting="key.converter.schemas.enable", out=_KEY_VALUE, own_column=KEY_SCHEMA_COLUMN,
+                prefixes=found.get("key"),
             )  # fmt: skip
             key = F.col(_KEY_VALUE)
         extra = [ERROR_COLUMN] if ERROR_COLUMN in decoded.columns else []
@@ -237,7 +251,7 @@ class StringConverter(Converter):
             text = value if isinstance(data_type, StringType) else value.cast("string")
         return df.withColumn("body", F.encode(text, "UTF-8"))
 
-    def decode(self, df: DataFrame) -> DataFrame:
+    def decode(self, df: DataFrame, prefixes: Sequence[tuple[str, str]] | None = None) -> DataFrame:
         # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
 
@@ -263,7 +277,7 @@ class BytesConverter(Converter):
             return df.withColumn("body", F.encode("value", "UTF-8"))
         raise ValueError(f"bytes converter: value must be binary or string, got {data_type.simpleString()}")
 
-    def decode(self, df: DataFrame) -> DataFrame:
+    def decode(self, df: DataFrame, prefixes: Sequence[tuple[str, str]] | None = None) -> DataFrame:
         return df.withColumn("value", df["body"])
 
 
@@ -286,6 +300,7 @@ class JsonConverter(Converter):
     def __init__(self, schemas_enable: bool = False, value_schema: str | None = None) -> None:
         self.schemas_enable = schemas_enable
         self.value_schema = value_schema or None
+        self.discovers_envelopes = schemas_enable and not self.value_schema
 
     def _declared_type(self) -> DataType | None:
         if not self.value_schema:
@@ -318,19 +333,21 @@ class JsonConverter(Converter):
         body = envelope_text(F.col("value"), data_type, df.schema["value"].nullable)
         return df.withColumn("body", F.encode(body, "UTF-8"))
 
-    def decode(self, df: DataFrame) -> DataFrame:
+    def decode(self, df: DataFrame, prefixes: Sequence[tuple[str, str]] | None = None) -> DataFrame:
         # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
 
         # The validated text is a column of its own: Spark would otherwise validate it once per use.
-        df = df.withColumn(_TEXT_COLUMN, F.try_validate_utf8(F.col("body").cast("string")))
+        df = df.withColumn(_TEXT_COLUMN, utf8_text(F.col("body")))
         text = F.col(_TEXT_COLUMN)
         df = flag_errors(
             df, F.col("body").isNotNull() & text.isNull(), F.lit("json converter: body is not UTF-8")
         )
-        return self._decode_text(df, text).drop(_TEXT_COLUMN)
+        return self._decode_text(df, text, prefixes).drop(_TEXT_COLUMN)
 
-    def _decode_text(self, df: DataFrame, text: Column) -> DataFrame:
+    def _decode_text(
+        self, df: DataFrame, text: Column, prefixes: Sequence[tuple[str, str]] | None
+    ) -> DataFrame:
         declared = self._declared_type()
         if not self.schemas_enable:
             if declared is None:
@@ -340,7 +357,7 @@ class JsonConverter(Converter):
             return parse_json(df, text, declared, envelope=True, what="body envelope")
         return decode_envelopes(
             df, text, what="body", setting="value.converter.schemas.enable", out="value",
-            own_column=VALUE_SCHEMA_COLUMN,
+            own_column=VALUE_SCHEMA_COLUMN, prefixes=prefixes,
         )  # fmt: skip
 
 

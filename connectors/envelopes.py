@@ -16,6 +16,7 @@ DataException), never passed on as something else.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from sluice.connectors.connect_json import connect_schema, convert_wire, json_text, spark_type, wire_type
@@ -84,14 +85,44 @@ def is_envelope(text: Column) -> Column:
     )
 
 
+def utf8_text(body: Column) -> Column:
+    """A binary body as text, or null when it is not UTF-8 (the converter flags those)."""
+    # pyspark: config validation imports this module (via connectors.plugins)
+    from pyspark.sql import functions as F
+
+    return F.try_validate_utf8(body.cast("string"))
+
+
+def envelope_prefixes(df: DataFrame, texts: Mapping[str, Column]) -> dict[str, list[tuple[str, str]]]:
+    """Per named text, the distinct ``(topic, schema prefix)`` pairs of its envelopes, found in one
+    Spark job: a sink whose keys and values are both envelopes (Kafka's JsonConverter default for
+    both) pays one pass over its batch for their schemas, not one each. Passed to
+    ``decode_envelopes`` as ``prefixes``."""
+    # pyspark: config validation imports this module (via connectors.plugins)
+    from pyspark.sql import functions as F
+
+    prefix = {n: F.when(is_envelope(t), F.substring_index(t, PAYLOAD_KEY, 1)) for n, t in texts.items()}
+    columns = [column.alias(n) for n, column in prefix.items()]
+    rows = df.select(F.col("topic"), *columns).distinct().collect()
+    return {n: sorted({(str(r["topic"]), str(r[n])) for r in rows if r[n] is not None}) for n in texts}
+
+
 def decode_envelopes(
-    df: DataFrame, text: Column, *, what: str, setting: str, out: str, own_column: str
+    df: DataFrame,
+    text: Column,
+    *,
+    what: str,
+    setting: str,
+    out: str,
+    own_column: str,
+    prefixes: Sequence[tuple[str, str]] | None = None,
 ) -> DataFrame:
     """``out`` typed from the envelopes in ``text``; when the batch's topics carry different
     schemas, ``own_column`` holds each record's own topic type (Spark JSON; merge_schemas).
 
     ``what`` names the text in errors (``body``, ``key``), ``setting`` the config key that asked
-    for envelopes, so a wrong setting is named where it shows.
+    for envelopes, so a wrong setting is named where it shows. ``prefixes``: the texts' schema
+    prefixes when already found (``envelope_prefixes``); otherwise a Spark job finds them.
     """
     # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
@@ -105,7 +136,7 @@ def decode_envelopes(
             f"{setting}=true expects (set it to false for plain JSON)"
         ),
     )
-    by_topic, refused = _schemas_by_topic(df.where(envelope), text)
+    by_topic, refused = _schemas_by_topic(df.where(envelope), text, prefixes)
     if refused:
         reasons = F.create_map(*[F.lit(part) for item in sorted(refused.items()) for part in item])
         reason = reasons[F.get_json_object(text, "$.schema")]
@@ -122,7 +153,9 @@ def decode_envelopes(
     return df.withColumn(own_column, own_schema)
 
 
-def _schemas_by_topic(df: DataFrame, text: Column) -> tuple[dict[str, list[DataType]], dict[str, str]]:
+def _schemas_by_topic(
+    df: DataFrame, text: Column, prefixes: Sequence[tuple[str, str]] | None = None
+) -> tuple[dict[str, list[DataType]], dict[str, str]]:
     """Every distinct envelope schema of the batch, per topic (one sink batch may read several
     topics, one table each, and a topic's schema may change within a batch: a column added), and
     the schemas that are not Connect schemas, by their JSON text (``$.schema``), with the reason.
@@ -133,13 +166,15 @@ def _schemas_by_topic(df: DataFrame, text: Column) -> tuple[dict[str, list[DataT
     # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
 
-    prefixes = (
-        df.select(F.col("topic"), F.substring_index(text, PAYLOAD_KEY, 1).alias("s"))
-        .where(F.col("s").isNotNull())
-        .distinct()
-        .collect()
-    )
-    schemas = envelope_schemas([(str(row["topic"]), row["s"]) for row in prefixes])
+    if prefixes is None:
+        found_prefixes = (
+            df.select(F.col("topic"), F.substring_index(text, PAYLOAD_KEY, 1).alias("s"))
+            .where(F.col("s").isNotNull())
+            .distinct()
+            .collect()
+        )
+        prefixes = [(str(row["topic"]), row["s"]) for row in found_prefixes]
+    schemas = envelope_schemas(list(prefixes))
     found: dict[str, list[DataType]] = {}
     if schemas is not None and _add_types(schemas, found):
         return found, {}
