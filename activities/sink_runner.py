@@ -30,7 +30,7 @@ from sluice.connectors.model import BatchPlan, DataLossPolicy, parse_queue_parti
 from sluice.connectors.planner import OffsetView
 from sluice.connectors.planning import ramped_budget
 from sluice.connectors.positions import PartitionKey, Position
-from sluice.connectors.records import RecordError, flag_errors
+from sluice.connectors.records import RecordError, flag_errors, good_arrow_records
 from sluice.connectors.rocketmq.client import MessageQueue
 from sluice.connectors.rocketmq.offsets import consumer_group
 from sluice.connectors.rocketmq.spark_source import plan_to_json, register
@@ -191,15 +191,18 @@ class SinkRunner:
             if self.notice is None:
                 self.notice = self.setting_notice(messages)
             records = apply_chain(self.setup.chain, self.setup.converter.to_records(messages))
-            with checked_records(records, self.setup, originals=messages) as good:
-                if isinstance(self.task, WritesArrow):  # collected in one job: nothing to cache
-                    self._write(good, plan, messages)
-                else:
-                    good = good.persist(StorageLevel.MEMORY_AND_DISK)
-                    try:
+            if isinstance(self.task, WritesArrow) and not self.tolerates:
+                self._write_arrow(self.task, records, plan)
+            else:
+                with checked_records(records, self.setup, originals=messages) as good:
+                    if isinstance(self.task, WritesArrow):  # collected in one job: nothing to cache
                         self._write(good, plan, messages)
-                    finally:
-                        good.unpersist()
+                    else:
+                        good = good.persist(StorageLevel.MEMORY_AND_DISK)
+                        try:
+                            self._write(good, plan, messages)
+                        finally:
+                            good.unpersist()
         finally:
             messages.unpersist()
         if not isinstance(self.task, TransactionalSink):
@@ -207,10 +210,23 @@ class SinkRunner:
         self._mirror_consumer_offsets(plan)
         return plan.record_span
 
+    @property
+    def tolerates(self) -> bool:
+        return self.config.get("errors.tolerance") == "all"
+
+    def _write_arrow(self, task: WritesArrow, records: DataFrame, plan: BatchPlan) -> None:
+        """Without tolerance: the batch collected in one job and checked on the driver
+        (records.good_arrow_records), so the converter's parse runs once; anything flagged, or
+        refused by the target, fails the task naming the record."""
+        table = good_arrow_records(records.toArrow(), f"connector {self.connector}")
+        try:
+            task.write_arrow(table, plan)
+        except RejectedRecordsError as exc:
+            raise RecordError(str(exc)) from None
+
     def _write(self, records: DataFrame, plan: BatchPlan, messages: DataFrame) -> None:
         """``task.write``; records the target refuses fail the task (naming them) or, with
         ``errors.tolerance=all``, go to the dead-letter topic while the rest is written again."""
-        tolerate = self.config.get("errors.tolerance") == "all"
         for _ in range(MAX_REJECTION_ROUNDS):
             try:
                 if isinstance(self.task, WritesArrow):
@@ -219,7 +235,7 @@ class SinkRunner:
                     self.task.write(self.ctx.spark, records, plan)
                 return
             except RejectedRecordsError as exc:
-                if not tolerate:
+                if not self.tolerates:
                     raise RecordError(str(exc)) from None
                 records = route_bad_records(flag_rejected(records, exc), self.setup, messages)
         raise RecordError(

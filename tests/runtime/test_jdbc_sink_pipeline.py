@@ -6,6 +6,8 @@ One worker runs two pipelines at once (a worker start costs a minute on two load
   ``name VARCHAR(8)`` refuses one record; with ``errors.tolerance=all`` that record goes to the
   dead-letter topic with MariaDB's reason, and the table equals the last good version of every id.
 * **topics.regex**: a sink reading ``<prefix>_.*`` picks up a topic created after it started.
+* **no tolerance**: a line that is not JSON fails the sink task naming its topic and queue offset,
+  and nothing at or after it reaches the table.
 """
 
 from __future__ import annotations
@@ -88,6 +90,26 @@ async def test_upsert_dead_letters_and_topics_regex_into_mariadb(
             "errors.deadletterqueue.topic.name": dlq,
         },
     )
+    # No tolerance: the 4th line (queue offset 3) is not JSON.
+    strict_topic, strict_sink = f"JS_{name}", f"jdbc-strict-{name}"
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE strict_orders (id BIGINT PRIMARY KEY, name VARCHAR(8))"))
+    strict_lines = [json.dumps({"id": i, "name": f"s{i}"}) for i in range(6)]
+    strict_lines[3] = "{not json"
+    strict_src = tmp_path / "strict.jsonl"
+    strict_src.write_text("\n".join(strict_lines) + "\n")
+    await sluice.create(
+        f"srcs-{name}",
+        {"connector.class": "file-source", "file": str(strict_src), "topic": strict_topic, **FAST},
+    )
+    await sluice.create(
+        strict_sink,
+        {
+            "connector.class": "jdbc-sink", "topics": strict_topic, **connection,
+            "table.name.format": "strict_orders", "insert.mode": "upsert", "pk.mode": "record_value",
+            "pk.fields": "id", "value.converter": "json", "value.converter.schema": "id BIGINT, name STRING",
+        },
+    )  # fmt: skip
     # topics.regex: one matching topic now, one created after the sink started.
     prefix = f"JR_{name}"
     first, later = tmp_path / "first.txt", tmp_path / "later.txt"
@@ -147,6 +169,19 @@ async def test_upsert_dead_letters_and_topics_regex_into_mariadb(
     assert props["sluice.origin.offset"] == str(bad_at)
     assert "'name'" in props["sluice.error"] and "orders" in props["sluice.error"], props["sluice.error"]
     assert (await sluice.status(sink)).tasks[0].state == TaskState.RUNNING
-    for connector in (f"src-{name}", sink, f"src1-{name}", f"src2-{name}", regex_sink):
+
+    async def strict_failed() -> bool:
+        status = await sluice.status(strict_sink)
+        return bool(status.tasks) and status.tasks[0].state == TaskState.FAILED
+
+    await wait_for(strict_failed, 180, "the strict sink to fail on the line that is not JSON")
+    error = (await sluice.status(strict_sink)).tasks[0].error
+    assert f"connector {strict_sink}: bad record at topic '{strict_topic}'" in error, error
+    assert "offset 3" in error, error
+    written = table_rows(db.url, "strict_orders")
+    before_bad = [(i, f"s{i}") for i in range(3)]
+    assert written == before_bad[: len(written)], "nothing at or after the bad record is written"
+    for connector in (f"src-{name}", sink, f"src1-{name}", f"src2-{name}", regex_sink, f"srcs-{name}",
+                      strict_sink):  # fmt: skip
         await sluice.delete(connector)
     engine.dispose()
