@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 from sluice.connectors.config import converter_fields, converter_name
 from sluice.connectors.connect_json import json_text
 from sluice.connectors.envelopes import (
+    SeenPrefixes,
     decode_envelopes,
     envelope_prefixes,
     envelope_text,
@@ -108,6 +109,10 @@ class Converter(ABC):
     #: then takes ``prefixes``, found with the keys' in one job: envelopes.envelope_prefixes)
     discovers_envelopes: bool = False
 
+    def __init__(self) -> None:
+        #: envelope schemas met in earlier batches: later ones recognise them cheaply
+        self.seen_prefixes = SeenPrefixes()
+
     @abstractmethod
     def decode(self, df: DataFrame, prefixes: Sequence[tuple[str, str]] | None = None) -> DataFrame:
         """``df`` with a ``value`` column made from the binary ``body`` (may flag ``_sluice_error``)."""
@@ -181,9 +186,10 @@ class Converter(ABC):
             "body", F.when(is_tombstone, F.lit(None).cast("binary")).otherwise(F.col("body"))
         )
         key = F.when(F.col("keys") != "", F.col("keys"))
-        found: dict[str, list[tuple[str, str]]] = {}
-        if self.key_envelopes and self.discovers_envelopes:
-            found = envelope_prefixes(messages, {"value": utf8_text(F.col("body")), "key": key})
+        texts = {"value": utf8_text(F.col("body"))} if self.discovers_envelopes else {}
+        if self.key_envelopes:
+            texts["key"] = key
+        found = envelope_prefixes(messages, texts, self.seen_prefixes) if texts else {}
         decoded = self.decode(messages, found.get("value"))
         if self.key_envelopes:
             decoded = decode_envelopes(
@@ -298,6 +304,7 @@ class JsonConverter(Converter):
     """
 
     def __init__(self, schemas_enable: bool = False, value_schema: str | None = None) -> None:
+        super().__init__()
         self.schemas_enable = schemas_enable
         self.value_schema = value_schema or None
         self.discovers_envelopes = schemas_enable and not self.value_schema

@@ -125,3 +125,51 @@ def test_envelopes_laid_out_any_way_decode_alike(spark: SparkSession) -> None:
         got = [r["value"].asDict() for r in out.orderBy("offset").collect()]
         expected = [{"id": 1, "note": "a"}, {"id": 2, "note": "b"}, {"id": 3, "note": None}]
         assert got == expected[: len(rows)]
+
+
+def test_one_task_s_converter_decodes_each_batch_with_its_own_schemas(spark: SparkSession) -> None:
+    """A sink task keeps its converter: schemas met in a batch are recognised cheaply in the next
+    (envelopes.SeenPrefixes), and a batch still gets exactly its own schemas — a column added in
+    the middle of the stream lands, and a batch after it does not carry the old schema along."""
+    from sluice.connectors.converters import converter_for
+    from sluice.connectors.envelopes import envelope_prefixes, utf8_text
+
+    converter = converter_for(
+        {"value.converter": "json", "value.converter.schemas.enable": "true",
+         "key.converter": "org.apache.kafka.connect.json.JsonConverter"}
+    )
+    v1, v2 = [("id", "int32")], [("id", "int32"), ("note", "string")]
+
+    def compact(fields: list[tuple[str, str]], payload: dict[str, object]) -> bytes:
+        """Laid out as Kafka's JsonConverter writes it (the spaced ``_envelope`` is parsed)."""
+        return json.dumps(json.loads(_envelope(fields, payload)), separators=(",", ":")).encode()
+
+    def batch(start: int, versions: list[list[tuple[str, str]]], spaced: bool = False):  # type: ignore[no-untyped-def]
+        rows = []
+        for i, fields in enumerate(versions, start=start):
+            payload = {"id": i, **({"note": f"n{i}"} if len(fields) > 1 else {})}
+            key = compact([("id", "int32")], {"id": i}).decode()
+            body = (_envelope if spaced else compact)(fields, payload)
+            rows.append(("t", "broker-a:0", 0, i, key, None, {}, BORN, BORN, body))
+        return spark.createDataFrame(rows, READ_SCHEMA)
+
+    batches = [(0, [v1, v1], False), (2, [v1, v2, v2], False), (5, [v2], False), (6, [v2, v1], True)]
+    expected = [
+        [{"id": 0}, {"id": 1}],
+        [{"id": 2, "note": None}, {"id": 3, "note": "n3"}, {"id": 4, "note": "n4"}],
+        [{"id": 5, "note": "n5"}],
+        [{"id": 6, "note": "n6"}, {"id": 7, "note": None}],
+    ]
+    for (start, versions, spaced), want in zip(batches, expected, strict=True):
+        messages = batch(start, versions, spaced)
+        out = converter.to_records(messages).orderBy("offset").collect()
+        assert [r["value"].asDict() for r in out] == want
+        assert [r["key"].asDict() for r in out] == [{"id": w["id"]} for w in want]
+    # The two schemas are remembered; the spaced bodies (whole texts, no prefix) are not.
+    assert len(converter.seen_prefixes.known("value")) == 2
+    assert len(converter.seen_prefixes.known("key")) == 1
+
+    # What a batch finds is the same with the memory as without it.
+    mixed = batch(0, [v1, v2])
+    texts = {"value": utf8_text(mixed["body"]), "key": mixed["keys"]}
+    assert envelope_prefixes(mixed, texts, converter.seen_prefixes) == envelope_prefixes(mixed, texts)
