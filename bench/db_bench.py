@@ -14,7 +14,9 @@ Printed side by side in one run against the local stack (a benchmark: nothing is
    rows/s (``bench.db_latency``);
 5. the side-by-side job with RocketMQ Connect (``bench.db_job``): min(ROWS, 200,000) rows with
    Confluent JDBC configs and JSON converters with schemas, upsert on ``id``: rows/s, first-row
-   seconds and CPU-seconds, the target checked equal to the source.
+   seconds and CPU-seconds, the target checked equal to the source;
+6. the fixed cost of a batch (``bench.batch_cost``): one batch of 1 and of 1,500 rows of the job's
+   table, each side (source: read, convert, send; sink: pull, decode, write, commit), median ms.
 
 ROWS: first argument or ``BENCH_ROWS`` (default 1,000,000; e.g. ``make bench-db BENCH_ROWS=200000``).
 The last line is the summary; every figure names its unit.
@@ -34,7 +36,7 @@ from dataclasses import dataclass
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import URL, make_url
 
-from bench import db_baselines, db_job, db_latency
+from bench import batch_cost, db_baselines, db_job, db_latency
 from bench.db_baselines import BENCH_TABLE, Timed, count_rows, pg_dsn
 from bench.pipeline_bench import RawRates, raw_rates
 from sluice.activities.context import RuntimeContext
@@ -241,6 +243,10 @@ def main() -> None:
         )
         runs = asyncio.run(pipelines(ctx, settings, dbs))
         maria, pg, lat, job = runs.maria, runs.pg, runs.latency, runs.job
+        costs = []  # the job's table must hold the batches (ROWS below ~10,000 leaves them out)
+        if JOB_ROWS >= batch_cost.rows_needed(batch_cost.SIZES):
+            costs = batch_cost.batch_costs(ctx, dbs)
+            batch_cost.report(costs)
     finally:
         ctx.close()
         drop_databases(settings, dbs)
@@ -272,7 +278,8 @@ def main() -> None:
         f"ratio_vs_db_only={pg.rows_per_s / db_only:.3f} "
         f"ratio_mariadb_vs_db_only={maria.rows_per_s / maria_pg.rows_per_s:.3f} "
         f"ratio_pg_vs_rocketmq={pg.rows_per_s / trip:.3f} job_rows_per_s={job.rows_per_s:.0f} "
-        f"job_first_row_s={job.first_row_s:.1f} job_cpu_s={job.cpu_s:.0f} rows={ROWS}"
+        f"job_first_row_s={job.first_row_s:.1f} job_cpu_s={job.cpu_s:.0f} {batch_cost.summary(costs)} "
+        f"rows={ROWS}"
     )
 
 
