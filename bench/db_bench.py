@@ -244,7 +244,7 @@ def main() -> None:
         runs = asyncio.run(pipelines(ctx, settings, dbs))
         maria, pg, lat, job = runs.maria, runs.pg, runs.latency, runs.job
         costs = []  # the job's table must hold the batches (ROWS below ~10,000 leaves them out)
-        if JOB_ROWS >= batch_cost.rows_needed(batch_cost.SIZES):
+        if batch_cost.rows_needed(batch_cost.SIZES) <= JOB_ROWS:
             costs = batch_cost.batch_costs(ctx, dbs)
             batch_cost.report(costs)
     finally:
