@@ -61,8 +61,8 @@ def batch_costs(
     ``rows_needed`` rows) copied into a new PostgreSQL table."""
     name = uuid.uuid4().hex[:8]
     src_cfg, dst_cfg = db_job.confluent_configs(dbs.mariadb, dbs.pg_target, name)
-    source = _source_runner(ctx, {**src_cfg, "name": f"cost-src-{name}"})
-    sink = _sink_runner(ctx, {**dst_cfg, "name": f"cost-dst-{name}"})
+    source = source_runner(ctx, {**src_cfg, "name": f"cost-src-{name}"})
+    sink = sink_runner(ctx, {**dst_cfg, "name": f"cost-dst-{name}"})
     costs = []
     try:
         for size in sizes:
@@ -92,7 +92,8 @@ def _one_batch(runner: SourceRunner | SinkRunner) -> float:
     return time.perf_counter() - t0
 
 
-def _source_runner(ctx: RuntimeContext, config: dict[str, str]) -> SourceRunner:
+def source_runner(ctx: RuntimeContext, config: dict[str, str]) -> SourceRunner:
+    """A jdbc-source task's runner as the worker builds it (``config`` names it), topics made."""
     parsed = JdbcSourceConnector().parse(config)
     setup = TaskSetup(ctx, config["name"], parsed, converter_for(parsed), build_chain(parsed))
     runner = SourceRunner(setup, open_source_task(JdbcSourceConnector, config, 0))
@@ -100,7 +101,8 @@ def _source_runner(ctx: RuntimeContext, config: dict[str, str]) -> SourceRunner:
     return runner
 
 
-def _sink_runner(ctx: RuntimeContext, config: dict[str, str]) -> SinkRunner:
+def sink_runner(ctx: RuntimeContext, config: dict[str, str]) -> SinkRunner:
+    """A jdbc-sink task's runner as the worker builds it (positions committed with the data)."""
     parsed = JdbcSinkConnector().parse(config)
     setup = TaskSetup(ctx, config["name"], parsed, converter_for(parsed), build_chain(parsed))
     task = open_sink_task(JdbcSinkConnector, config, 0)

@@ -21,18 +21,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from bench import db_baselines
+from bench import batch_cost, db_baselines
 from bench.db_bench import Databases, drop_databases, make_databases, sink_config, source_config
 from sluice.activities.context import RuntimeContext
-from sluice.activities.runner import TaskSetup
-from sluice.activities.sink_runner import SinkRunner
-from sluice.activities.source_runner import SourceRunner
-from sluice.connectors.api import open_sink_task, open_source_task
-from sluice.connectors.converters import converter_for
-from sluice.connectors.jdbc.sink import JdbcSinkConnector
-from sluice.connectors.jdbc.source import JdbcSourceConnector
 from sluice.connectors.model import PartitionRange
-from sluice.connectors.transforms import build_chain
 from sluice.worker.settings import settings_or_exit
 
 
@@ -58,11 +50,8 @@ def profile(ctx: RuntimeContext, dbs: Databases, source: Any, rows: int, label: 
     }
     src_cfg.pop("batch.max.rows", None)
     src_cfg["batch.max.records"] = dst_cfg["batch.max.records"] = str(rows)
-    parsed = JdbcSourceConnector().parse(src_cfg)
-    setup = TaskSetup(ctx, f"prof-src-{name}", parsed, converter_for(parsed), build_chain(parsed))
-    task = open_source_task(JdbcSourceConnector, src_cfg, 0)
-    runner = SourceRunner(setup, task)
-    runner.ensure_topic()
+    runner = batch_cost.source_runner(ctx, src_cfg)
+    task, setup = runner.task, runner.setup
     part = db_baselines.BENCH_TABLE
     r = PartitionRange(part, task.earliest_positions()[part], task.latest_positions({})[part])
     spark = ctx.spark
@@ -82,13 +71,7 @@ def profile(ctx: RuntimeContext, dbs: Databases, source: Any, rows: int, label: 
     _timed("+send", rows, lambda: runner.run(plan, rerun))
     runner.close()
 
-    sink_parsed = JdbcSinkConnector().parse(dst_cfg)
-    sink_setup = TaskSetup(
-        ctx, f"prof-dst-{name}", sink_parsed, converter_for(sink_parsed), build_chain(sink_parsed)
-    )
-    sink = open_sink_task(JdbcSinkConnector, dst_cfg, 0)
-    sink.bind_positions(ctx.store.committer())  # type: ignore[attr-defined]
-    sink_runner = SinkRunner(sink_setup, sink, 1)
+    sink_runner = batch_cost.sink_runner(ctx, dst_cfg)
     sink_runner.planned = sink_planned
     sink_plan, sink_rerun = sink_runner.next_plan()
     assert sink_plan is not None and sink_plan.record_span == rows, sink_plan
@@ -103,7 +86,7 @@ def profile(ctx: RuntimeContext, dbs: Databases, source: Any, rows: int, label: 
             .option("plan", plan_to_json(sink_plan.ranges))
             .load()
         )
-        _noop(sink_setup.converter.to_records(messages))
+        _noop(sink_runner.setup.converter.to_records(messages))
 
     _timed("pull+decode", rows, pull_decode)
     _timed("+write", rows, lambda: sink_runner.run(sink_plan, sink_rerun))

@@ -105,9 +105,11 @@ class Converter(ABC):
     def encode(self, df: DataFrame) -> DataFrame:
         """``df`` with a binary ``body`` column made from ``value`` (may flag ``_sluice_error``)."""
 
-    #: the value is read from Connect envelopes whose schemas each batch discovers (``decode``
-    #: then takes ``prefixes``, found with the keys' in one job: envelopes.envelope_prefixes)
-    discovers_envelopes: bool = False
+    @property
+    def discovers_envelopes(self) -> bool:
+        """The value is read from Connect envelopes whose schemas each batch discovers (``decode``
+        then takes ``prefixes``, found with the keys' in one job: envelopes.envelope_prefixes)."""
+        return False
 
     def __init__(self) -> None:
         #: envelope schemas met in earlier batches: later ones recognise them cheaply
@@ -307,7 +309,10 @@ class JsonConverter(Converter):
         super().__init__()
         self.schemas_enable = schemas_enable
         self.value_schema = value_schema or None
-        self.discovers_envelopes = schemas_enable and not self.value_schema
+
+    @property
+    def discovers_envelopes(self) -> bool:
+        return self.schemas_enable and not self.value_schema
 
     def _declared_type(self) -> DataType | None:
         if not self.value_schema:

@@ -133,10 +133,11 @@ def envelope_prefixes(
     # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
 
+    known_of = {name: seen.known(name) if seen is not None else [] for name in texts}
     columns = []
     for name, text in texts.items():
         prefix = F.when(is_envelope(text), F.substring_index(text, PAYLOAD_KEY, 1))
-        known = seen.known(name) if seen is not None else []
+        known = known_of[name]
         if known:
             matches = [(F.col("topic") == t) & text.startswith(p + PAYLOAD_KEY) for t, p in known]
             token = F.when(matches[0], F.lit(f"{_SEEN_TOKEN}0"))
@@ -147,14 +148,13 @@ def envelope_prefixes(
     rows = df.select(F.col("topic"), *columns).distinct().collect()
     found: dict[str, list[tuple[str, str]]] = {}
     for name in texts:
-        known = seen.known(name) if seen is not None else []
         pairs = set()
         for row in rows:
             value = row[name]
             if value is None:
                 continue
             if value.startswith(_SEEN_TOKEN):
-                pairs.add(known[int(value[len(_SEEN_TOKEN) :])])
+                pairs.add(known_of[name][int(value[len(_SEEN_TOKEN) :])])
             else:
                 pairs.add((str(row["topic"]), str(value)))
         found[name] = sorted(pairs)
@@ -196,6 +196,8 @@ def decode_envelopes(
             f"{setting}=true expects (set it to false for plain JSON)"
         ),
     )
+    if prefixes is None:
+        prefixes = envelope_prefixes(df, {what: text})[what]
     by_topic, refused = _schemas_by_topic(df.where(envelope), text, prefixes)
     if refused:
         reasons = F.create_map(*[F.lit(part) for item in sorted(refused.items()) for part in item])
@@ -214,7 +216,7 @@ def decode_envelopes(
 
 
 def _schemas_by_topic(
-    df: DataFrame, text: Column, prefixes: Sequence[tuple[str, str]] | None = None
+    df: DataFrame, text: Column, prefixes: Sequence[tuple[str, str]]
 ) -> tuple[dict[str, list[DataType]], dict[str, str]]:
     """Every distinct envelope schema of the batch, per topic (one sink batch may read several
     topics, one table each, and a topic's schema may change within a batch: a column added), and
@@ -226,14 +228,6 @@ def _schemas_by_topic(
     # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
 
-    if prefixes is None:
-        found_prefixes = (
-            df.select(F.col("topic"), F.substring_index(text, PAYLOAD_KEY, 1).alias("s"))
-            .where(F.col("s").isNotNull())
-            .distinct()
-            .collect()
-        )
-        prefixes = [(str(row["topic"]), row["s"]) for row in found_prefixes]
     schemas = envelope_schemas(list(prefixes))
     found: dict[str, list[DataType]] = {}
     if schemas is not None and _add_types(schemas, found):
