@@ -23,6 +23,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from sluice.deploy.local.config import StackConfig
+from sluice.deploy.local.stack import restart_service, services
 from sluice.worker.client import SluiceClient
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase, table_rows
@@ -232,7 +234,7 @@ async def through_restarts(
     capture: tuple[dict[str, str], str],
     source: TestDatabase,
     target: TestDatabase,
-    restart: Callable[[str], None],
+    stack: StackConfig,
     service: str,
     after_restart: Callable[[], None] = lambda: None,
 ) -> None:
@@ -255,7 +257,14 @@ async def through_restarts(
     await wait_for(lambda: len(rows(target.url, "orders")) >= 100, 300, "the snapshot replicated")
     with LiveLoad(src) as load:
         await wait_for(lambda: len(rows(target.url, "orders")) > 150, 300, "the live load replicated")
-        restart(service)  # mid-run
+        # Mid-run, and down until the load has seen it: a restart quicker than a load round could
+        # otherwise pass unseen (it did once on a quiet machine), and the fault would not be real.
+        down = services(stack)[service]
+        down.stop()
+        try:
+            await wait_for(lambda: load.failed >= 1, 60, f"the load to see {service} down")
+        finally:
+            down.start()
         await asyncio.sleep(2)
     assert load.failed >= 1, f"the load did not see {service} restart"
     after_restart()
@@ -265,7 +274,7 @@ async def through_restarts(
 
     with LiveLoad(src, first_round=load.next_round) as load2:
         await asyncio.sleep(2)
-        restart("broker")  # mid-run: sends and pulls fail until it is back
+        restart_service(stack, "broker")  # mid-run: sends and pulls fail until it is back
         await asyncio.sleep(2)
     assert load2.done >= 5
     took = await settle(sluice, connectors, source, target, 300, "after the broker restart")

@@ -14,7 +14,6 @@ import uuid
 import pytest
 
 from sluice.deploy.local.config import StackConfig
-from sluice.deploy.local.stack import restart_service
 from tests.cdc.mysql import source_config
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase
@@ -47,6 +46,6 @@ async def test_mysql_cdc_through_source_and_broker_restarts(
         (source, f"{prefix}_{mariadb_db.name}_"),
         mariadb_db,
         target_pg,
-        lambda service: restart_service(stack_config, service),
+        stack_config,
         "mariadb",
     )

@@ -17,7 +17,6 @@ from collections.abc import Iterator
 import pytest
 
 from sluice.deploy.local.config import StackConfig
-from sluice.deploy.local.stack import restart_service
 from tests.cdc.pg import cdc_database, slot_exists, source_config
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase
@@ -66,7 +65,7 @@ async def test_postgres_cdc_through_postgres_and_broker_restarts(
         (source, f"{prefix}_public_"),
         cdc_pg,
         target_pg,
-        lambda service: restart_service(stack_config, service),
+        stack_config,
         "postgres",
         # source, target and position store all went away; the replication slot must survive
         lambda: assert_slot(cdc_pg, slot),
