@@ -163,6 +163,10 @@ def envelope_prefixes(
     return found
 
 
+#: Metadata of ``decode_envelopes``' ``own_column``: every value the column takes (known on the
+#: driver), so what reads it later needs no Spark job to learn them.
+OWN_TYPES_METADATA: Final = "sluice.own.types"
+
 #: Stands for a remembered prefix in ``envelope_prefixes``' job; a real prefix starts ``{``.
 _SEEN_TOKEN: Final = "#"
 
@@ -212,7 +216,8 @@ def decode_envelopes(
     own_schema = F.lit(None).cast("string")
     for topic, own in own_types.items():
         own_schema = F.when(F.col("topic") == topic, F.lit(own.json())).otherwise(own_schema)
-    return df.withColumn(own_column, own_schema)
+    values = sorted({own.json() for own in own_types.values()})
+    return df.withColumn(own_column, own_schema.alias(own_column, metadata={OWN_TYPES_METADATA: values}))
 
 
 def _schemas_by_topic(

@@ -28,7 +28,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from sluice.connectors.config import ConfigDef, ConfigField
-from sluice.connectors.converters import VALUE_SCHEMA_HEADER
+from sluice.connectors.converters import HEADER_VALUES_METADATA, VALUE_SCHEMA_HEADER
 from sluice.connectors.records import OP_HEADER, OP_TRUNCATE
 from sluice.connectors.transforms.base import Transform, register
 
@@ -116,6 +116,7 @@ class ExtractNewRecordState(Transform):
         value_type = df.schema["value"].dataType
         if not isinstance(value_type, StructType) or not {"op", "after"} <= set(value_type.fieldNames()):
             return df
+        owns = df.schema["headers"].metadata.get(HEADER_VALUES_METADATA, {}).get(VALUE_SCHEMA_HEADER)
         row_type = value_type["after"].dataType
         assert isinstance(row_type, StructType)
         mode, drop_tombstones = self._modes()
@@ -151,16 +152,22 @@ class ExtractNewRecordState(Transform):
                 "headers", F.when(~tombstone & is_truncate, marked).otherwise(F.col("headers"))
             )
         out = out.withColumn("value", F.when(tombstone | is_truncate, F.lit(None)).otherwise(new_value))
-        return self._own_headers(out, [(n, t) for n, _, t in extra])
+        return self._own_headers(out, [(n, t) for n, _, t in extra], owns)
 
-    def _own_headers(self, df: DataFrame, extra: list[tuple[str, Any]]) -> DataFrame:
-        """Each record's own-schema header (a mixed-topic sink batch) becomes its own row type."""
+    def _own_headers(self, df: DataFrame, extra: list[tuple[str, Any]], owns: list[str] | None) -> DataFrame:
+        """Each record's own-schema header (a mixed-topic sink batch) becomes its own row type.
+
+        ``owns``: the header's values, as the json converter lists them in the ``headers`` column's
+        metadata (HEADER_VALUES_METADATA); None when nothing listed them (another converter, or a
+        transform before this one rebuilt the headers), and then one Spark job finds them.
+        """
         # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
         from pyspark.sql.types import StructField, StructType
 
         header = F.col("headers")[VALUE_SCHEMA_HEADER]
-        owns = [r[0] for r in df.select(header).where(header.isNotNull()).distinct().collect()]
+        if owns is None:
+            owns = [r[0] for r in df.select(header).where(header.isNotNull()).distinct().collect()]
         if not owns:
             return df
         mapping: list[Column] = []

@@ -1,0 +1,902 @@
+"""`python -m bench.binlog_decoders`: the binlog row decoder Sluice uses, against the alternatives.
+
+Why: the MySQL/MariaDB CDC source reads the binary log with ``pymysqlreplication``
+(``sluice.connectors.cdc.mysql.binlog.events``), a pure-Python decoder, and that read bounds capture
+(``bench.cdc_bench`` prints it as "binlog read alone"). Whether to replace the decoder is chosen by
+measurement: this runs every candidate over the same binlog range, in one run, on one server.
+
+How: in the local stack's MariaDB (``sluice stack``'s credentials; ``--host``/``--port``/``--user``/
+``--password`` override) it creates database ``bench_binlog`` with one table shaped like the CDC
+bench's rows (``BIGINT`` key, ``VARCHAR(64)``, ``DECIMAL(12,2)`` with negatives, ``TEXT`` with NULLs
+and non-ASCII text, ``DATETIME(3)``), notes the binlog end, inserts ``--rows`` rows (transactions of
+10,000) and updates each once (``UPDATE … WHERE id BETWEEN``, 10,000 a statement), notes the end
+again, and drops the database at the end. The range holds ``2 × rows`` row changes. Each decoder then
+reads that range over its own replication connection (``COM_BINLOG_DUMP`` from file:position),
+decodes every row image and touches every value; figures are row changes per second:
+
+1. ``pymysqlreplication``: Sluice's own reader, ``binlog.events`` (``BinLogStreamReader``,
+   non-blocking, ``only_schemas``, Sluice's ``only_events``), reading ``rows`` of each rows event;
+2. ``mysql_event_stream`` (PyPI ``mysql-event-stream``, a C++ core over ``ctypes``, for MySQL 8.4+
+   and MariaDB 10.11+), when importable: its ``BinlogClient`` (C++ socket reader thread, CRC32
+   checked there) feeding a ``CdcEngine`` filtered to the database, one ``ChangeEvent`` a row;
+   it is not in Sluice's venv, so run the bench with a venv that has it (below);
+3. ``hand``: this file's decoder: the raw events of transport 4, with ``WRITE_ROWS`` and
+   ``UPDATE_ROWS`` (v1 and v2 type codes) decoded by code generated per table map, row image and
+   null pattern-free: one straight-line Python function per table and event kind, ``struct``
+   formats precompiled, no call per value except the value constructors (``str``, ``Decimal``,
+   ``datetime``). It supports the common column types (integers, ``FLOAT``/``DOUBLE``, ``DECIMAL``,
+   ``CHAR``/``VARCHAR``, ``TEXT``/``BLOB``, ``DATE``, ``DATETIME``); another type in a captured table
+   is refused when its table map arrives;
+4. ``transport``: the floor: the same replication connection (PyMySQL's handshake, then
+   ``COM_BINLOG_DUMP`` non-blocking and the packets framed by hand), every event's bytes read and
+   nothing decoded.
+
+Then, from the events transport 4 kept in memory, decode alone (no socket): ``hand`` and
+``mysql_event_stream``'s ``CdcEngine``. Last, unless ``--no-verify``, an untimed pass decodes the
+range again with each decoder and compares every row image with pymysqlreplication's, value by value
+(``mysql_event_stream`` gives ``DECIMAL`` and ``DATETIME`` as text: parsed before comparing).
+
+Usage (from the repository root)::
+
+    .venv/bin/python -m bench.binlog_decoders [--rows N]        # decoders 1, 3, 4
+    # with mysql-event-stream: a scratch venv that also sees Sluice's
+    python3.11 -m venv /tmp/binlog_venv && /tmp/binlog_venv/bin/pip install mysql-event-stream
+    echo "import site; site.addsitedir('$PWD/.venv/lib/python3.11/site-packages')" \\
+        > /tmp/binlog_venv/lib/python3.11/site-packages/zz_sluice.pth
+    /tmp/binlog_venv/bin/python -m bench.binlog_decoders --rows 100000
+
+A benchmark, nothing is asserted but the row counts and (when verified) the values. The last line is
+the summary; every key names its unit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import struct
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Final
+
+import pymysql
+from pymysql.charset import charset_by_id
+
+from sluice.connectors.cdc.mysql import binlog
+from sluice.connectors.cdc.mysql.changes import ROWS, file_index
+
+DATABASE: Final = "bench_binlog"
+TABLE: Final = "rows"
+COLUMNS: Final = ("id", "name", "amount", "note", "at")
+CHUNK: Final = 10_000  # rows per INSERT transaction and per UPDATE statement
+READER_ID: Final = 0x5B1D0  # replica ids of the readers (unique on the server while they read)
+
+WRITE, UPDATE, DELETE = "write", "update", "delete"
+Row = tuple[Any, ...]
+Change = tuple[str, Row | None, Row | None]  # (kind, before, after), values in COLUMNS order
+Position = tuple[str, int]
+
+# Binlog event type codes (MySQL's, which MariaDB shares for these).
+ROTATE_EVENT: Final = 4
+FORMAT_DESCRIPTION_EVENT: Final = 15
+TABLE_MAP_EVENT: Final = 19
+ROWS_KIND: Final = {23: WRITE, 24: UPDATE, 25: DELETE, 30: WRITE, 31: UPDATE, 32: DELETE}
+HEADER: Final = 19  # v4 event header: timestamp, type, server id, size, log_pos, flags
+_LOG_POS = struct.Struct("<I").unpack_from
+
+
+@dataclass(frozen=True)
+class Timed:
+    changes: int
+    seconds: float
+    nbytes: int = 0
+
+    @property
+    def per_s(self) -> float:
+        return self.changes / self.seconds if self.seconds > 0 else float("nan")
+
+
+# ---------------------------------------------------------------------------------------------
+# Load: the table, its rows, the range of the binlog they were written to.
+
+
+def _connect(params: binlog.Params, database: str | None = None) -> Any:
+    return pymysql.connect(**params.settings(), database=database, autocommit=True, charset="utf8mb4")
+
+
+def _row(i: int) -> tuple[Any, ...]:
+    """Row ``i``: ~100 bytes; negative amounts, a NULL note every 7th row, non-ASCII text."""
+    note = None if i % 7 == 0 else f"crème brûlée – 東京 №{i} " + "ж" * (i % 23)
+    at = dt.datetime(2026, 1, 1) + dt.timedelta(milliseconds=i * 1_234_567 % 10**11)
+    amount = Decimal(i % 2_000_000 - 1_000_000).scaleb(-2)
+    return (i, f"Zoë-{i:08d}", amount, note, at)
+
+
+def load(params: binlog.Params, rows: int) -> tuple[Position, Position, Timed]:
+    """Create the table, insert and update ``rows`` rows; the binlog range and the load's rate."""
+    conn = _connect(params)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
+            cur.execute(f"CREATE DATABASE {DATABASE} CHARACTER SET utf8mb4")
+            cur.execute(
+                f"CREATE TABLE {DATABASE}.{TABLE} (id BIGINT PRIMARY KEY, name VARCHAR(64) NOT NULL, "
+                "amount DECIMAL(12,2) NOT NULL, note TEXT NULL, at DATETIME(3) NOT NULL)"
+            )
+        start = binlog.binlog_end(conn)
+        t0 = time.perf_counter()
+        conn.autocommit(False)
+        with conn.cursor() as cur:
+            for low in range(1, rows + 1, CHUNK):
+                batch = [_row(i) for i in range(low, min(rows, low + CHUNK - 1) + 1)]
+                cur.executemany(f"INSERT INTO {DATABASE}.{TABLE} VALUES (%s, %s, %s, %s, %s)", batch)
+                conn.commit()
+        conn.autocommit(True)
+        with conn.cursor() as cur:
+            for low in range(1, rows + 1, CHUNK):
+                cur.execute(
+                    f"UPDATE {DATABASE}.{TABLE} SET amount = amount + 1.01, at = at + INTERVAL 1 SECOND "
+                    "WHERE id BETWEEN %s AND %s",
+                    (low, min(rows, low + CHUNK - 1)),
+                )
+        seconds = time.perf_counter() - t0
+        end = binlog.binlog_end(conn)
+        return start, end, Timed(2 * rows, seconds)
+    finally:
+        conn.close()
+
+
+def drop(params: binlog.Params) -> None:
+    conn = _connect(params)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
+    finally:
+        conn.close()
+
+
+def _key(stop: Position) -> tuple[int, int]:
+    return file_index(stop[0]), stop[1]
+
+
+def _touch(row: Iterable[Any]) -> int:
+    """Every value of a row image, looked at (the work a consumer does at the least)."""
+    n = 0
+    for v in row:
+        if v is not None:
+            n += 1
+    return n
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. pymysqlreplication, as Sluice reads with it.
+
+
+def pymysqlreplication_changes(
+    params: binlog.Params, start: Position, stop: Position, server_id: int
+) -> Iterator[tuple[str, list[Any]]]:
+    """(kind, rows) of each rows event of the table, through ``binlog.events``; rows as the library
+    gives them (dicts: ``values`` or ``before_values``/``after_values``)."""
+    end = _key(stop)
+    for ev in binlog.events(params, server_id, start[0], start[1], [DATABASE]):
+        if ev.kind == ROWS and ev.payload.table == TABLE:
+            name = type(ev.payload).__name__
+            kind = WRITE if name.startswith("Write") else UPDATE if name.startswith("Update") else DELETE
+            yield kind, ev.payload.rows
+        if (ev.file_index, ev.end) >= end:
+            break
+
+
+def run_pymysqlreplication(params: binlog.Params, start: Position, stop: Position) -> Timed:
+    n = 0
+    t0 = time.perf_counter()
+    for kind, rows in pymysqlreplication_changes(params, start, stop, READER_ID):
+        for item in rows:
+            if kind == UPDATE:
+                _touch(item["before_values"].values())
+                _touch(item["after_values"].values())
+            else:
+                _touch(item["values"].values())
+        n += len(rows)
+    return Timed(n, time.perf_counter() - t0)
+
+
+def collect_pymysqlreplication(params: binlog.Params, start: Position, stop: Position) -> list[Change]:
+    out: list[Change] = []
+    for kind, rows in pymysqlreplication_changes(params, start, stop, READER_ID):
+        for item in rows:
+            if kind == UPDATE:
+                b, a = item["before_values"], item["after_values"]
+                out.append((kind, tuple(b[c] for c in COLUMNS), tuple(a[c] for c in COLUMNS)))
+            else:
+                values = tuple(item["values"][c] for c in COLUMNS)
+                out.append((kind, None, values) if kind == WRITE else (kind, values, None))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. The transport: COM_BINLOG_DUMP over a PyMySQL connection, packets framed by hand.
+
+
+def raw_events(params: binlog.Params, start: Position, stop: Position, server_id: int) -> Iterator[bytes]:
+    """Each binlog event's bytes (header, body, checksum) from ``start`` until an event ends at or
+    past ``stop`` (or the server's end: the dump is non-blocking)."""
+    conn = _connect(params)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET @master_binlog_checksum = @@global.binlog_checksum")
+            cur.execute("SET @mariadb_slave_capability = 4")  # MariaDB: send GTID events as they are
+        # COM_BINLOG_DUMP: position, flags (BINLOG_DUMP_NON_BLOCK: EOF at the end), replica id, file
+        command = bytes([0x12]) + struct.pack("<IHI", start[1], 1, server_id) + start[0].encode()
+        conn._next_seq_id = 0
+        conn._write_bytes(struct.pack("<I", len(command)) + command)  # sequence id 0
+        read = conn._sock.makefile("rb", buffering=1 << 20).read
+        end = _key(stop)
+        current = file_index(start[0])
+        while True:
+            head = read(4)
+            if len(head) < 4:
+                raise ConnectionError("bench binlog: the server closed the binlog stream")
+            size = head[0] | head[1] << 8 | head[2] << 16
+            data = read(size)
+            while size == 0xFFFFFF:  # a packet of 16 MiB or more continues in the next
+                head = read(4)
+                size = head[0] | head[1] << 8 | head[2] << 16
+                data += read(size)
+            first = data[0]
+            if first == 0xFE and len(data) < 9:
+                return  # EOF: the server's end (non-blocking dump)
+            if first == 0xFF:
+                code = int.from_bytes(data[1:3], "little")
+                raise ConnectionError(
+                    f"bench binlog: server error {code}: {data[9:].decode(errors='replace')}"
+                )
+            event = data[1:]
+            yield event
+            log_pos = _LOG_POS(event, 13)[0]
+            if log_pos and (current, log_pos) >= end:
+                return
+            if event[4] == ROTATE_EVENT:
+                current = _rotated_to(event, current)
+    finally:
+        conn.close()
+
+
+def _rotated_to(event: bytes, current: int) -> int:
+    """The index of the file a ROTATE event names (its name ends the event, before any CRC32)."""
+    name = event[HEADER + 8 :]
+    for cut in (4, 0):  # with or without its CRC32
+        text = name[: len(name) - cut].decode(errors="replace")
+        if text.rpartition(".")[2].isdigit():
+            return file_index(text)
+    return current
+
+
+def run_transport(
+    params: binlog.Params, start: Position, stop: Position, changes: int
+) -> tuple[Timed, list[bytes]]:
+    """The floor: the range's bytes read and framed, nothing decoded (``changes`` is the count the
+    decoders found, for a comparable rate). The events are kept for the decode-only runs."""
+    kept: list[bytes] = []
+    t0 = time.perf_counter()
+    for event in raw_events(params, start, stop, READER_ID + 1):
+        kept.append(event)
+    seconds = time.perf_counter() - t0
+    return Timed(changes, seconds, sum(map(len, kept))), kept
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. The hand-written decoder.
+
+# Metadata bytes per column type in a table map (types absent: none).
+_META_SIZE: Final = {
+    4: 1, 5: 1, 15: 2, 16: 2, 17: 1, 18: 1, 19: 1, 245: 1, 246: 2, 247: 2, 248: 2,
+    249: 1, 250: 1, 251: 1, 252: 1, 253: 2, 254: 2, 255: 1,
+}  # fmt: skip
+_NUMERIC: Final = frozenset((1, 2, 3, 4, 5, 8, 9, 246))  # the columns the signedness bitmap covers
+_CHARACTER: Final = frozenset((15, 249, 250, 251, 252, 253, 254))  # the columns charsets cover
+_INTS: Final = {1: "b", 2: "h", 3: "i", 8: "q"}  # TINY, SHORT, LONG, LONGLONG
+_DIG2BYTES: Final = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
+_UTF8: Final = frozenset(("utf8", "utf8mb3", "utf8mb4", "utf-8"))
+
+
+def _packed_int(buf: bytes, p: int) -> tuple[int, int]:
+    """A length-encoded integer at ``p``: (value, the offset after it)."""
+    first = buf[p]
+    if first < 251:
+        return first, p + 1
+    size = {252: 2, 253: 3, 254: 8}[first]
+    return int.from_bytes(buf[p + 1 : p + 1 + size], "little"), p + 1 + size
+
+
+@dataclass
+class Column:
+    type: int
+    meta: bytes
+    nullable: bool
+    unsigned: bool = False
+    collation: int | None = None
+    name: str = ""
+
+
+@dataclass
+class TableMap:
+    schema: str
+    table: str
+    columns: list[Column]
+    decoders: dict[tuple[int, bytes, bytes], Callable[[bytes, int, int], list[Any]]] = field(
+        default_factory=dict
+    )
+
+
+def parse_table_map(event: bytes, crc: int) -> tuple[int, TableMap]:
+    body_end = len(event) - crc
+    p = HEADER
+    table_id = int.from_bytes(event[p : p + 6], "little")
+    p += 8
+    n = event[p]
+    schema = event[p + 1 : p + 1 + n].decode()
+    p += n + 2
+    n = event[p]
+    table = event[p + 1 : p + 1 + n].decode()
+    p += n + 2
+    count, p = _packed_int(event, p)
+    types = event[p : p + count]
+    p += count
+    meta_len, p = _packed_int(event, p)
+    metas = []
+    q = p
+    for t in types:
+        size = _META_SIZE.get(t, 0)
+        metas.append(event[q : q + size])
+        q += size
+    p += meta_len
+    nulls = int.from_bytes(event[p : p + (count + 7) // 8], "little")
+    p += (count + 7) // 8
+    columns = [Column(t, m, bool(nulls >> i & 1)) for i, (t, m) in enumerate(zip(types, metas, strict=True))]
+    numeric = [c for c in columns if c.type in _NUMERIC]
+    character = [c for c in columns if _is_character(c)]
+    while p < body_end:  # optional metadata (binlog_row_metadata=MINIMAL|FULL): type, length, value
+        kind = event[p]
+        size, p = _packed_int(event, p + 1)
+        value = event[p : p + size]
+        p += size
+        if kind == 1:  # SIGNEDNESS: a bit a numeric column, most significant first, 1 = unsigned
+            for i, c in enumerate(numeric):
+                c.unsigned = bool(value[i // 8] >> (7 - i % 8) & 1)
+        elif kind == 2:  # DEFAULT_CHARSET: the default, then (character column index, collation)
+            default, q = _packed_int(value, 0)
+            for c in character:
+                c.collation = default
+            while q < len(value):
+                index, q = _packed_int(value, q)
+                character[index].collation, q = _packed_int(value, q)
+        elif kind == 3:  # COLUMN_CHARSET: a collation a character column
+            q = 0
+            for c in character:
+                c.collation, q = _packed_int(value, q)
+        elif kind == 4:  # COLUMN_NAME
+            q = 0
+            for c in columns:
+                n, q = _packed_int(value, q)
+                c.name = value[q : q + n].decode()
+                q += n
+    return table_id, TableMap(schema, table, columns)
+
+
+def _is_character(c: Column) -> bool:
+    if c.type == 254:  # STRING: CHAR, unless its real type (first metadata byte) is ENUM or SET
+        return (c.meta[0] | 0x30) not in (247, 248)
+    return c.type in _CHARACTER
+
+
+def _encoding(c: Column) -> str | None:
+    """The Python codec of a character column (``None``: binary, left as bytes)."""
+    if c.collation is None or c.collation == 63:
+        return None if c.collation == 63 or c.type in (249, 250, 251, 252) else "utf-8"
+    encoding = charset_by_id(c.collation).encoding
+    return "utf-8" if encoding.lower() in _UTF8 else encoding
+
+
+def _length_code(lsize: int, var: str) -> list[str]:
+    """Read a little-endian length prefix of ``lsize`` bytes into ``var`` and step over it."""
+    if lsize == 1:
+        return [f"{var} = b[p]", "p += 1"]
+    if lsize == 2:
+        return [f"{var} = b[p] | b[p + 1] << 8", "p += 2"]
+    return [f"{var} = fb(b[p:p + {lsize}], 'little')", f"p += {lsize}"]
+
+
+def _column_code(c: Column, var: str, ns: dict[str, Any]) -> list[str]:
+    """Straight-line code that decodes one value of ``c`` at ``b[p]`` into ``var``, advancing ``p``."""
+    t = c.type
+    if t in _INTS:
+        fmt = "<" + (_INTS[t].upper() if c.unsigned else _INTS[t])
+        ns[f"S{fmt[1]}"] = struct.Struct(fmt).unpack_from
+        return [f"{var}, = S{fmt[1]}(b, p)", f"p += {struct.calcsize(fmt)}"]
+    if t == 9:  # INT24
+        return [f"{var} = fb(b[p:p + 3], 'little', signed={not c.unsigned})", "p += 3"]
+    if t in (4, 5):  # FLOAT, DOUBLE
+        fmt = "<f" if t == 4 else "<d"
+        ns[f"S{fmt[1]}"] = struct.Struct(fmt).unpack_from
+        return [f"{var}, = S{fmt[1]}(b, p)", f"p += {4 if t == 4 else 8}"]
+    if t in (15, 254, 249, 250, 251, 252):  # VARCHAR, CHAR, TEXT/BLOB
+        if t == 15:
+            lsize = 1 if int.from_bytes(c.meta, "little") < 256 else 2
+        elif t == 254:
+            real, length = c.meta[0], c.meta[1]
+            if (real | 0x30) in (247, 248):
+                raise NotImplementedError("ENUM and SET columns")
+            if real & 0x30 != 0x30:  # the length's top bits are kept in the type byte
+                length |= ((real & 0x30) ^ 0x30) << 4
+            lsize = 1 if length < 256 else 2
+        else:
+            lsize = c.meta[0]
+        encoding = _encoding(c)
+        lines = _length_code(lsize, "n")
+        if encoding is None:
+            return [*lines, f"{var} = b[p:p + n]", "p += n"]
+        decode = ".decode()" if encoding == "utf-8" else f".decode({encoding!r})"
+        return [*lines, f"{var} = b[p:p + n]{decode}", "p += n"]
+    if t == 246:  # NEWDECIMAL: groups of 9 digits in 4 bytes, big-endian, sign in the top bit
+        precision, scale = c.meta[0], c.meta[1]
+        intg, frac = precision - scale, scale
+        sizes = (
+            ([_DIG2BYTES[intg % 9]] if intg % 9 else [])
+            + [4] * (intg // 9)
+            + [4] * (frac // 9)
+            + ([_DIG2BYTES[frac % 9]] if frac % 9 else [])
+        )
+        digits = (
+            ([intg % 9] if intg % 9 else []) + [9] * (intg // 9) + [9] * (frac // 9)
+            + ([frac % 9] if frac % 9 else [])
+        )  # fmt: skip
+        size = sum(sizes)
+        top, mask = 1 << (8 * size - 1), (1 << 8 * size) - 1
+        # the magnitude's groups, most significant first, folded into one integer of digits
+        terms, shift = [], 8 * size
+        for nbytes, ndigits in zip(sizes, digits, strict=True):
+            shift -= 8 * nbytes
+            terms.append((f"(m >> {shift} & {(1 << 8 * nbytes) - 1})", ndigits))
+        expr = terms[0][0]
+        for term, ndigits in terms[1:]:
+            expr = f"({expr}) * {10**ndigits} + {term}"
+        exponent = f"e-{scale}" if scale else ""
+        return [
+            f"m = fb(b[p:p + {size}], 'big')",
+            f"p += {size}",
+            f"if m & {top}:",  # the sign bit set: not negative
+            f"    m ^= {top}",
+            f"    {var} = D(f'{{{expr}}}{exponent}')",
+            "else:",  # negative: every bit of the magnitude inverted
+            f"    m ^= {mask ^ top}",
+            f"    {var} = D(f'-{{{expr}}}{exponent}')",
+        ]
+    if t == 18:  # DATETIME2: 5 bytes big-endian (biased by 2^39), then the fraction
+        fsp = c.meta[0]
+        fsize = (fsp + 1) // 2
+        fmt = {0: ">IB", 1: ">IBB", 2: ">IBH", 3: ">IBBH"}[fsize]
+        ns[f"DT{fsize}"] = struct.Struct(fmt).unpack_from
+        parts = {0: "hi, lo", 1: "hi, lo, fr", 2: "hi, lo, fr", 3: "hi, lo, fh, fr"}[fsize]
+        micro = {0: "0", 1: "fr", 2: "fr", 3: "(fh << 16 | fr)"}[fsize]
+        if fsp % 2:
+            micro = f"({micro} // 10)"
+        if fsp < 6:
+            micro = f"{micro} * {10 ** (6 - fsp)}"
+        return [
+            f"{parts} = DT{fsize}(b, p)",
+            f"p += {5 + fsize}",
+            "x = (hi << 8 | lo) - 549755813888",
+            "ymd = x >> 17",
+            "ym = ymd >> 5",
+            "hms = x & 131071",
+            f"{var} = DT(ym // 13, ym % 13, ymd & 31, hms >> 12, hms >> 6 & 63, hms & 63, {micro})"
+            " if ym % 13 and ymd & 31 else None",
+        ]
+    if t == 10:  # DATE: 3 bytes little-endian, day 5 bits, month 4, year the rest
+        return [
+            "x = b[p] | b[p + 1] << 8 | b[p + 2] << 16",
+            "p += 3",
+            f"{var} = DA(x >> 9, x >> 5 & 15, x & 31) if x >> 9 and x >> 5 & 15 and x & 31 else None",
+        ]
+    raise NotImplementedError(f"column type {t}")
+
+
+def compile_rows(
+    tm: TableMap, kind: str, present: bytes, present2: bytes
+) -> Callable[[bytes, int, int], list[Any]]:
+    """One function that decodes all rows of a rows event of ``tm`` (``kind``, present-column
+    bitmaps): a list of value tuples (an update: of (before, after) pairs)."""
+    ns: dict[str, Any] = {"D": Decimal, "DT": dt.datetime, "DA": dt.date, "fb": int.from_bytes}
+
+    def image(bitmap: bytes, prefix: str) -> tuple[list[str], list[str]]:
+        cols = [c for i, c in enumerate(tm.columns) if bitmap[i // 8] >> (i % 8) & 1]
+        nb = (len(cols) + 7) // 8
+        lines = ["nl = b[p]" if nb == 1 else f"nl = fb(b[p:p + {nb}], 'little')", f"p += {nb}"]
+        names = []
+        for k, c in enumerate(cols):
+            var = f"{prefix}{k}"
+            names.append(var)
+            code = _column_code(c, var, ns)
+            if c.nullable:
+                lines += [f"if nl & {1 << k}:", f"    {var} = None", "else:"]
+                lines += ["    " + line for line in code]
+            else:
+                lines += code
+        return lines, names
+
+    body, before = image(present, "v")
+    if kind == UPDATE:
+        after_lines, after = image(present2, "w")
+        body += after_lines
+        body.append(f"add((({', '.join(before)},), ({', '.join(after)},)))")
+    else:
+        body.append(f"add(({', '.join(before)},))")
+    source = "\n".join(
+        ["def rows(b, p, end):", "    out = []", "    add = out.append", "    while p < end:"]
+        + ["        " + line for line in body]
+        + ["    return out"]
+    )
+    exec(compile(source, f"<rows {tm.schema}.{tm.table} {kind}>", "exec"), ns)
+    return ns["rows"]  # type: ignore[no-any-return]
+
+
+class HandDecoder:
+    """Rows events of ``schemas``' tables -> (table map, kind, rows), from raw events in order."""
+
+    def __init__(self, schemas: Sequence[str], crc: int) -> None:
+        self.schemas = frozenset(schemas)
+        self.crc = crc
+        self.tables: dict[int, TableMap] = {}  # table id -> the map of a captured table
+        self._maps: dict[bytes, TableMap] = {}  # a table map's bytes (id aside) -> its parse
+
+    def decode(self, events: Iterable[bytes]) -> Iterator[tuple[TableMap, str, list[Any]]]:
+        tables, crc, fb = self.tables, self.crc, int.from_bytes
+        for ev in events:
+            etype = ev[4]
+            kind = ROWS_KIND.get(etype)
+            if kind is not None:
+                tm = tables.get(fb(ev[19:25], "little"))
+                if tm is None:
+                    continue  # a table not captured
+                p = 27 + (ev[27] | ev[28] << 8) if etype >= 30 else 27  # v2: extra data
+                ncols, p = (ev[p], p + 1) if ev[p] < 251 else _packed_int(ev, p)
+                nb = (ncols + 7) >> 3
+                present = ev[p : p + nb]
+                p += nb
+                present2 = b""
+                if kind == UPDATE:
+                    present2 = ev[p : p + nb]
+                    p += nb
+                key = (etype, present, present2)
+                rows = tm.decoders.get(key)
+                if rows is None:
+                    rows = tm.decoders[key] = compile_rows(tm, kind, present, present2)
+                yield tm, kind, rows(ev, p, len(ev) - crc)
+            elif etype == TABLE_MAP_EVENT:
+                table_id = fb(ev[19:25], "little")
+                shape = ev[25 : len(ev) - crc]
+                tm = self._maps.get(shape)
+                if tm is None:
+                    tm = parse_table_map(ev, crc)[1]
+                    if tm.schema not in self.schemas:
+                        tables.pop(table_id, None)
+                        continue
+                    for c in tm.columns:  # refuse an unsupported type now, not at its first row
+                        _column_code(c, "v", {})
+                    self._maps[shape] = tm
+                tables[table_id] = tm
+            elif etype == ROTATE_EVENT and _LOG_POS(ev, 0)[0]:
+                tables.clear()  # table ids are per server run; a new file may be a restart
+
+
+def run_hand(events: Iterable[bytes], crc: int) -> int:
+    n = 0
+    for _tm, kind, rows in HandDecoder([DATABASE], crc).decode(events):
+        if kind == UPDATE:
+            for before, after in rows:
+                _touch(before)
+                _touch(after)
+        else:
+            for row in rows:
+                _touch(row)
+        n += len(rows)
+    return n
+
+
+def collect_hand(events: Iterable[bytes], crc: int) -> list[Change]:
+    out: list[Change] = []
+    for tm, kind, rows in HandDecoder([DATABASE], crc).decode(events):
+        if tm.table != TABLE:
+            continue
+        order = [[c.name for c in tm.columns].index(name) for name in COLUMNS]
+        for row in rows:
+            if kind == UPDATE:
+                out.append((kind, tuple(row[0][i] for i in order), tuple(row[1][i] for i in order)))
+            else:
+                values = tuple(row[i] for i in order)
+                out.append((kind, None, values) if kind == WRITE else (kind, values, None))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. mysql-event-stream (optional).
+
+
+def _mes() -> Any:
+    try:
+        import mysql_event_stream
+    except ImportError:
+        return None
+    return mysql_event_stream
+
+
+def mes_raw(params: binlog.Params, start: Position, stop: Position, server_id: int) -> Iterator[list[Any]]:
+    """Batches of ``PollResult`` from ``mysql_event_stream.BinlogClient`` (its C++ reader thread),
+    from ``start`` until an event ends at or past ``stop`` (the client's dump blocks at the end)."""
+    mes = _mes()
+    client = mes.BinlogClient(
+        host=params.host, port=params.port, user=params.user, password=params.password,
+        server_id=server_id, start_binlog_file=start[0], start_binlog_position=start[1],
+        ssl_mode=0, read_timeout_s=60,
+    )  # fmt: skip
+    end = _key(stop)
+    current = file_index(start[0])
+    try:
+        client.connect()
+        client.start()
+        while True:
+            batch = [r for r in client.poll_batch(64) if r.data]
+            done = False
+            for r in batch:
+                event = r.data
+                log_pos = _LOG_POS(event, 13)[0]
+                if log_pos and (current, log_pos) >= end:
+                    done = True
+                if event[4] == ROTATE_EVENT:
+                    current = _rotated_to(event, current)
+            yield batch
+            if done:
+                return
+    finally:
+        client.close()
+
+
+def _mes_engine() -> Any:
+    engine = _mes().CdcEngine()
+    engine.set_include_databases([DATABASE])
+    return engine
+
+
+def _mes_feed(engine: Any, segments: Iterable[tuple[bool, bytes]]) -> Iterator[Any]:
+    """Feed framed byte runs to ``engine``; every change event they produce."""
+    for _checksum, data in segments:
+        offset = 0
+        while offset < len(data):
+            offset += engine.feed(data[offset:] if offset else data)
+            while (event := engine.next_event()) is not None:
+                yield event
+    while (event := engine.next_event()) is not None:
+        yield event
+
+
+def _segments(batch: list[Any]) -> list[tuple[bool, bytes]]:
+    """Consecutive events under the same framing as one run of bytes (as ``CdcStream`` does)."""
+    out: list[tuple[bool, list[bytes]]] = []
+    for r in batch:
+        if out and out[-1][0] == r.checksum_enabled:
+            out[-1][1].append(r.data)
+        else:
+            out.append((r.checksum_enabled, [r.data]))
+    return [(flag, b"".join(parts)) for flag, parts in out]
+
+
+def mes_changes(params: binlog.Params, start: Position, stop: Position, server_id: int) -> Iterator[Any]:
+    engine = _mes_engine()
+    engine.set_trailer_pre_verified(True)  # the client's reader checked every CRC32 already
+    try:
+        for batch in mes_raw(params, start, stop, server_id):
+            yield from _mes_feed(engine, _segments(batch))
+    finally:
+        engine.close()
+
+
+def run_mes(params: binlog.Params, start: Position, stop: Position) -> Timed:
+    n = 0
+    t0 = time.perf_counter()
+    for ev in mes_changes(params, start, stop, READER_ID + 2):
+        if ev.table != TABLE:
+            continue
+        if ev.before is not None:
+            _touch(ev.before.values())
+        if ev.after is not None:
+            _touch(ev.after.values())
+        n += 1
+    return Timed(n, time.perf_counter() - t0)
+
+
+def run_mes_memory(events: list[bytes]) -> int:
+    """``CdcEngine`` alone over the kept events, fed as one run of bytes per 64 events (as its
+    client's ``poll_batch`` hands them)."""
+    engine = _mes_engine()
+    n = 0
+    try:
+        chunks = (b"".join(events[i : i + 64]) for i in range(0, len(events), 64))
+        for ev in _mes_feed(engine, ((True, c) for c in chunks)):
+            if ev.table != TABLE:
+                continue
+            if ev.before is not None:
+                _touch(ev.before.values())
+            if ev.after is not None:
+                _touch(ev.after.values())
+            n += 1
+    finally:
+        engine.close()
+    return n
+
+
+def _mes_value(column: str, value: Any) -> Any:
+    """mysql-event-stream's text forms of DECIMAL and DATETIME, as pymysqlreplication's values."""
+    if value is None:
+        return None
+    if column == "amount":
+        return Decimal(value)
+    if column == "at":
+        return dt.datetime.fromisoformat(value)
+    return value
+
+
+def collect_mes(params: binlog.Params, start: Position, stop: Position) -> list[Change]:
+    out: list[Change] = []
+    for ev in mes_changes(params, start, stop, READER_ID + 2):
+        if ev.table != TABLE:
+            continue
+        before = None if ev.before is None else tuple(_mes_value(c, ev.before[c]) for c in COLUMNS)
+        after = None if ev.after is None else tuple(_mes_value(c, ev.after[c]) for c in COLUMNS)
+        kind = ev.type.name.lower()
+        out.append((WRITE if kind == "insert" else kind, before, after))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _same(got: Change, want: Change) -> bool:
+    """Equal, and every value of the same type (``1 == Decimal(1)``, but not for a sink)."""
+    if got != want:
+        return False
+    pairs = [(g, w) for g, w in zip(got[1:], want[1:], strict=True) if g is not None and w is not None]
+    return all(type(a) is type(b) for g, w in pairs for a, b in zip(g, w, strict=True))
+
+
+def _compare(name: str, got: list[Change], want: list[Change]) -> bool:
+    if len(got) != len(want):
+        print(f"verify {name}: {len(got):,} row changes, pymysqlreplication {len(want):,}: DIFFERENT")
+        return False
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        if not _same(g, w):
+            print(f"verify {name}: change {i:,} differs:\n  {name}: {g!r}\n  pymysqlreplication: {w!r}")
+            return False
+    print(f"verify {name}: all {len(got):,} row changes equal pymysqlreplication's, value by value")
+    return True
+
+
+def _checksum_len(params: binlog.Params) -> int:
+    conn = _connect(params)
+    try:
+        rows = binlog.fetch(conn, "SELECT @@global.binlog_checksum")
+        return 0 if str(rows[0][0]).upper() == "NONE" else 4
+    finally:
+        conn.close()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.binlog_decoders", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--rows", type=int, default=100_000, help="rows inserted, then updated once (default 100,000)"
+    )
+    parser.add_argument("--host", help="MariaDB/MySQL host (default: the local stack's)")
+    parser.add_argument("--port", type=int, help="its port (default: the local stack's)")
+    parser.add_argument("--user", help="a user with REPLICATION SLAVE and CREATE/DROP (default: the stack's)")
+    parser.add_argument("--password", help="its password (default: the stack's)")
+    parser.add_argument("--no-verify", action="store_true", help="skip the untimed value-by-value comparison")
+    args = parser.parse_args(argv)
+    rows: int = args.rows
+    if args.host is None or args.port is None or args.user is None or args.password is None:
+        from sluice.worker.settings import settings_or_exit
+
+        stack = settings_or_exit().stack
+        host, port, user, password = (
+            stack.host,
+            stack.mariadb_port,
+            stack.mariadb_user,
+            stack.mariadb_password,
+        )
+    params = binlog.Params(args.host or host, args.port or port, args.user or user, args.password or password)
+    mes = _mes()
+    crc = _checksum_len(params)
+    try:
+        start, stop, load_rate = load(params, rows)
+        print(
+            f"bench binlog_decoders: {rows:,} rows inserted and updated once ({2 * rows:,} row changes) in "
+            f"{load_rate.seconds:.1f} s; range {start[0]}:{start[1]} -> {stop[0]}:{stop[1]}; "
+            f"mysql-event-stream {'present' if mes else 'not importable: skipped'}",
+            flush=True,
+        )
+        pym = run_pymysqlreplication(params, start, stop)
+        print(
+            f"pymysqlreplication (Sluice's binlog.events): {pym.changes:,} in {pym.seconds:.2f} s", flush=True
+        )
+        transport, kept = run_transport(params, start, stop, pym.changes)
+        t0 = time.perf_counter()
+        hand_n = run_hand(raw_events(params, start, stop, READER_ID + 3), crc)
+        hand = Timed(hand_n, time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        hand_mem = Timed(run_hand(kept, crc), time.perf_counter() - t0)
+        mes_wire = mes_mem = None
+        if mes:
+            mes_wire = run_mes(params, start, stop)
+            t0 = time.perf_counter()
+            mes_mem = Timed(run_mes_memory(kept), time.perf_counter() - t0)
+        counts = {"pymysqlreplication": pym.changes, "hand": hand.changes, "hand (memory)": hand_mem.changes}
+        if mes_wire and mes_mem:
+            counts |= {"mysql_event_stream": mes_wire.changes, "mysql_event_stream (memory)": mes_mem.changes}
+        wrong = {k: v for k, v in counts.items() if v != 2 * rows}
+        if wrong:
+            raise SystemExit(f"bench binlog_decoders: expected {2 * rows:,} row changes, got {wrong}")
+        equal: dict[str, bool] = {}
+        if not args.no_verify:
+            want = collect_pymysqlreplication(params, start, stop)
+            equal["hand"] = _compare(
+                "hand", collect_hand(raw_events(params, start, stop, READER_ID + 3), crc), want
+            )
+            if mes:
+                equal["mysql_event_stream"] = _compare(
+                    "mysql_event_stream", collect_mes(params, start, stop), want
+                )
+            del want
+    finally:
+        drop(params)
+
+    def ratio(t: Timed | None) -> float:
+        return t.per_s / pym.per_s if t else float("nan")
+
+    mb = transport.nbytes / 1e6
+    print(f"\n  {'decoder (same binlog range, row changes/s)':<58} {'events/s':>10} {'vs pymysqlrepl.':>16}")
+    table = [
+        ("pymysqlreplication 1.0.17, as Sluice reads (wire)", pym),
+        ("mysql-event-stream BinlogClient + CdcEngine (wire)", mes_wire),
+        ("hand-written decoder, PyMySQL socket (wire)", hand),
+        (f"transport alone, bytes only ({mb:,.1f} MB) (wire)", transport),
+        ("hand-written decoder, decode only (memory)", hand_mem),
+        ("mysql-event-stream CdcEngine, decode only (memory)", mes_mem),
+    ]
+    for label, t in table:
+        if t is not None:
+            print(f"  {label:<58} {t.per_s:>10,.0f} {ratio(t):>15.2f}x")
+    if not mes:
+        print("  (mysql-event-stream not importable: see the module docstring to include it)")
+    verified = "skipped" if args.no_verify else ("true" if all(equal.values()) else "false")
+    summary = (
+        f"bench binlog_decoders: pymysqlreplication_events_per_s={pym.per_s:.0f} "
+        f"hand_events_per_s={hand.per_s:.0f} ratio_hand_vs_pymysqlreplication={ratio(hand):.2f} "
+    )
+    if mes_wire and mes_mem:
+        summary += (
+            f"mysql_event_stream_events_per_s={mes_wire.per_s:.0f} "
+            f"ratio_mysql_event_stream_vs_pymysqlreplication={ratio(mes_wire):.2f} "
+            f"mysql_event_stream_decode_only_events_per_s={mes_mem.per_s:.0f} "
+        )
+    summary += (
+        f"hand_decode_only_events_per_s={hand_mem.per_s:.0f} transport_events_per_s={transport.per_s:.0f} "
+        f"transport_mb_per_s={mb / transport.seconds:.1f} row_changes={pym.changes} rows={rows} "
+        f"values_equal={verified}"
+    )
+    print(summary)
+
+
+if __name__ == "__main__":
+    main()
