@@ -169,3 +169,42 @@ def test_bad_configurations_are_refused_up_front(mariadb_db: TestDatabase) -> No
 )
 def test_debezium_and_rocketmq_connect_class_names_run_mysql_cdc(cls: str) -> None:
     assert load_connector_class(cls) is MySqlCdcConnector
+
+
+def test_batches_read_ahead_are_the_batches_an_inline_read_plans(mariadb_db: TestDatabase, spark) -> None:
+    """While a batch runs, the task reads the binlog after it (connectors.cdc.read_ahead); the next
+    planning takes that read — continued to the binlog end when it stopped short of the limit — and
+    plans exactly the ranges and records a task reading inline plans from the same positions."""
+    src = Db.of(mariadb_db)
+    src.run("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))")
+    task = open_task(mariadb_db, **{"batch.max.records": "5"})
+    assert task.ahead is not None
+    inline = open_task(mariadb_db, **{"batch.max.records": "5"})
+    inline.ahead = None
+    next_id = iter(range(1, 10_000))
+
+    def transactions(count: int) -> None:  # three rows each
+        rows = ("({}, 'a'), ({}, 'b😀'), ({}, NULL)",) * count
+        src.run(*[f"INSERT INTO t VALUES {row.format(*[next(next_id) for _ in range(3)])}" for row in rows])
+
+    committed: dict[str, Position] = {}
+    sizes = []
+    # before each planning: transactions committed after the read ahead ended (it is waited for first)
+    for count in (0, 3, 1, 4, 2, 0):
+        task.ahead.wait()
+        transactions(count)
+        ranges = _plan(task, committed)
+        assert ranges == _plan(inline, committed)
+        records = [row for r in ranges for row in _collect(task, spark, r)]
+        assert records == [row for r in ranges for row in _collect(inline, spark, r)]
+        sizes.append(len(records))
+        previous, committed = committed, {r.partition: r.end for r in ranges}
+    # 3 transactions: 2 planned, 1 read ahead, continued by the next; 4: the read ahead reaches the limit
+    assert sizes == [0, 6, 6, 6, 6, 6]
+    assert task.ahead.hits == 5  # every planning after the first took its read ahead
+
+    # A planning from elsewhere (a batch planned again after a crash) does not take it.
+    again = _plan(task, previous)
+    assert again == _plan(inline, previous) and task.ahead.hits == 5
+    task.close()
+    inline.close()

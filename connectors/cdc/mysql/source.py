@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from sluice.connectors.cdc import ondemand as od
@@ -58,9 +59,10 @@ from sluice.connectors.cdc.mysql.config import (
     server_id,
     table_problems,
 )
-from sluice.connectors.cdc.mysql.failover import GTIDS, Gtids
+from sluice.connectors.cdc.mysql.failover import GTIDS, Gtids, Server
 from sluice.connectors.cdc.mysql.gtid import GtidSet
 from sluice.connectors.cdc.mysql.truncate import TruncateDecoder, decoding
+from sluice.connectors.cdc.read_ahead import ReadAhead
 from sluice.connectors.config import ConfigDef, ConfigError, FieldError
 from sluice.connectors.data_loss import DataLossError
 from sluice.connectors.model import DataLossPolicy, PartitionRange
@@ -68,6 +70,16 @@ from sluice.connectors.positions import Position
 
 log = logging.getLogger(__name__)
 FIRST_EVENT = 4  # a binlog file's first event follows its 4-byte magic number
+
+
+@dataclass(frozen=True)
+class Ahead:
+    """A read ahead: its changes, where it ended, and the server it read (a failover in between
+    makes it another server's positions, so it is not taken)."""
+
+    changes: list[Change]
+    end: Position
+    server: Server
 
 
 def _point(position: Position) -> tuple[int, int]:
@@ -91,6 +103,9 @@ class MySqlCdcTask(LogCdcTask[Change]):
         skip = DataLossPolicy(config.get("data.loss", "fail")) is DataLossPolicy.SKIP
         sources = (config.get("gtid.source.includes") or [], config.get("gtid.source.excludes") or [])
         self._gtids = Gtids(self._guarded, self.where, skip, *sources)
+        #: the binlog after the last planned batch, read while that batch runs (connectors.cdc.read_ahead)
+        self.ahead: ReadAhead[Position, Ahead] | None = ReadAhead(self.where)
+        self._reader: MySqlCdcTask | None = None  # the read-ahead's own task: its own connections
 
     # ---- connection and tables -------------------------------------------------------------------
     def _connect(self) -> Any:
@@ -206,10 +221,41 @@ class MySqlCdcTask(LogCdcTask[Change]):
             begin = max(begin, first)
         begin = self._gtids.stamp(begin, self._base, logs)
         stop = self._end()
-        changes, end = self._scan(begin, stop, self.max_records)
+        changes, end = self._read_batch(begin, stop)
         self._behind = end < stop
         self._cache = (begin, end, changes, False)
+        self._read_ahead(end)
         return LogBatch({p: max(start, end) for p, start in held.items()}, changes, dict(held))
+
+    def _read_batch(self, begin: Position, stop: Position) -> tuple[list[Change], Position]:
+        """The batch from ``begin`` towards ``stop``: what was read ahead from ``begin`` (on this
+        server), continued to ``stop`` when it ended short of the record limit; else read now.
+        Either way the same changes: reads start and end at commit points, and a read continued
+        from one carries its GTID set on (``_scan``)."""
+        ahead = self.ahead.take(begin) if self.ahead is not None else None
+        if ahead is None or ahead.server != self._gtids.server() or ahead.end > stop:
+            return self._scan(begin, stop, self.max_records)
+        changes, end = ahead.changes, ahead.end
+        if len(changes) >= self.max_records or end >= stop:
+            return changes, end
+        more, end = self._scan(end, stop, self.max_records - len(changes))
+        return changes + more, end
+
+    def _read_ahead(self, begin: Position) -> None:
+        """Start reading the binlog from ``begin`` (the batch just planned ends there) to its end
+        now, on the read-ahead's own task (its own connections: nothing is shared across threads)."""
+        if self.ahead is None:
+            return
+        if self._reader is None:
+            self._reader = type(self)(self.config, self.task_id)
+            self._reader.ahead = None  # it reads for this task only
+        reader, limit = self._reader, self.max_records
+
+        def read() -> Ahead:
+            changes, end = reader._scan(begin, reader._end(), limit)
+            return Ahead(changes, end, reader._gtids.server())
+
+        self.ahead.start(begin, read)
 
     def _changed_since(self, table: str, log: str) -> set[str]:
         """From ``log`` to the binlog end now."""
@@ -225,6 +271,8 @@ class MySqlCdcTask(LogCdcTask[Change]):
     ) -> tuple[list[Change], Position]:
         if begin >= stop:
             return [], begin
+        if self.ahead is not None:
+            self.ahead.wait()  # one binlog reader per replica id: the server drops an older one
         decoder = RowDecoder(
             {**self._tables(), **self._signal_keys},
             where=self.where,
@@ -281,6 +329,10 @@ class MySqlCdcTask(LogCdcTask[Change]):
         return with_offsets(changes)
 
     def close(self) -> None:
+        if self.ahead is not None:
+            self.ahead.wait()
+        if self._reader is not None:
+            self._reader.close()
         self._gtids.forget_server()
         super().close()
 
