@@ -16,34 +16,51 @@ decodes every row image and touches every value; figures are row changes per sec
 
 1. ``pymysqlreplication``: Sluice's own reader, ``binlog.events`` (``BinLogStreamReader``,
    non-blocking, ``only_schemas``, Sluice's ``only_events``), reading ``rows`` of each rows event;
-2. ``mysql_event_stream`` (PyPI ``mysql-event-stream``, a C++ core over ``ctypes``, for MySQL 8.4+
-   and MariaDB 10.11+), when importable: its ``BinlogClient`` (C++ socket reader thread, CRC32
-   checked there) feeding a ``CdcEngine`` filtered to the database, one ``ChangeEvent`` a row;
-   it is not in Sluice's venv, so run the bench with a venv that has it (below);
-3. ``hand``: this file's decoder: the raw events of transport 4, with ``WRITE_ROWS`` and
-   ``UPDATE_ROWS`` (v1 and v2 type codes) decoded by code generated per table map, row image and
-   null pattern-free: one straight-line Python function per table and event kind, ``struct``
-   formats precompiled, no call per value except the value constructors (``str``, ``Decimal``,
-   ``datetime``). It supports the common column types (integers, ``FLOAT``/``DOUBLE``, ``DECIMAL``,
-   ``CHAR``/``VARCHAR``, ``TEXT``/``BLOB``, ``DATE``, ``DATETIME``); another type in a captured table
-   is refused when its table map arrives;
-4. ``transport``: the floor: the same replication connection (PyMySQL's handshake, then
-   ``COM_BINLOG_DUMP`` non-blocking and the packets framed by hand), every event's bytes read and
+2. ``mysql_event_stream`` (PyPI ``mysql-event-stream``: a C++ core over ``ctypes``, for MySQL 8.4+
+   and MariaDB 10.11+), when importable: its ``BinlogClient`` (a C++ socket reader thread that also
+   checks the CRC32s) feeding a ``CdcEngine`` filtered to the database, one ``ChangeEvent`` a row.
+   Its client asks MariaDB for ANNOTATE_ROWS events (each statement's text before its rows events;
+   ``binlog_annotate_row_events`` is on by default), and the binding compares that text with the
+   last one for every row it converts: with this load's multi-row INSERTs (about 1 MB of SQL a
+   statement) that is most of its time. Its decode-only figure (below) runs on transport 5's events,
+   which carry none (like pymysqlreplication's stream), so it shows the engine without that cost;
+3. ``asyncmy`` (PyPI ``asyncmy``: its ``replication`` module, pymysqlreplication's older pure-Python
+   decoder ported to asyncio over asyncmy's Cython protocol), when importable;
+4. ``hand``: this file's decoder, on the raw events of transport 5: ``WRITE_ROWS`` and
+   ``UPDATE_ROWS`` (``DELETE_ROWS`` too; v1 and v2 type codes) are decoded by code generated per
+   table map, event kind and column bitmaps: one straight-line function that loops over the rows,
+   ``struct`` formats precompiled, null checks inline, no call per value but the value constructors
+   (``bytes.decode``, ``Decimal``, ``datetime``). It supports the common column types (integers,
+   ``FLOAT``/``DOUBLE``, ``DECIMAL``, ``CHAR``/``VARCHAR``, ``TEXT``/``BLOB``, ``DATE``,
+   ``DATETIME``); another type in a captured table is refused when its table map arrives;
+5. ``transport``: the floor: the same replication connection (PyMySQL's handshake, then
+   ``COM_BINLOG_DUMP`` non-blocking, the packets framed by hand), every event's bytes read and
    nothing decoded.
 
-Then, from the events transport 4 kept in memory, decode alone (no socket): ``hand`` and
+Then, from the events transport 5 kept in memory, decode alone (no socket): ``hand`` and
 ``mysql_event_stream``'s ``CdcEngine``. Last, unless ``--no-verify``, an untimed pass decodes the
 range again with each decoder and compares every row image with pymysqlreplication's, value by value
-(``mysql_event_stream`` gives ``DECIMAL`` and ``DATETIME`` as text: parsed before comparing).
+and type by type (``mysql_event_stream`` gives ``DECIMAL`` and ``DATETIME`` as text: parsed first).
+
+The optional decoders are not in Sluice's venv: run the bench with a venv that has them and sees
+Sluice's (below); without them it measures decoders 1, 4 and 5.
 
 Usage (from the repository root)::
 
-    .venv/bin/python -m bench.binlog_decoders [--rows N]        # decoders 1, 3, 4
-    # with mysql-event-stream: a scratch venv that also sees Sluice's
-    python3.11 -m venv /tmp/binlog_venv && /tmp/binlog_venv/bin/pip install mysql-event-stream
+    .venv/bin/python -m bench.binlog_decoders [--rows N]
+    # with the optional decoders: a scratch venv that also sees Sluice's
+    python3.11 -m venv /tmp/binlog_venv && /tmp/binlog_venv/bin/pip install mysql-event-stream asyncmy
     echo "import site; site.addsitedir('$PWD/.venv/lib/python3.11/site-packages')" \\
         > /tmp/binlog_venv/lib/python3.11/site-packages/zz_sluice.pth
     /tmp/binlog_venv/bin/python -m bench.binlog_decoders --rows 100000
+
+Measured (2026-11-24, the 2-core dev machine, MariaDB 10.11.19, otherwise idle; row changes/s,
+``--rows 100000`` / ``--rows 200000``, i.e. 200,000 / 400,000 changes): pymysqlreplication 1.0.17
+25,445 / 25,153; mysql-event-stream 1.8.0 27,888 / 28,925 (1.10x / 1.15x; decode only, without
+ANNOTATE_ROWS, 82,457 / 79,973); asyncmy 0.2.18 30,829 / 33,096 (1.21x / 1.32x); hand-written
+279,511 / 280,306 (10.99x / 11.14x; decode only 283,004 / 288,668); transport alone 3.8 M / 6.1 M
+(504 / 813 MB/s). Every decoder's rows equalled pymysqlreplication's, value by value. The decode is
+the cost, not the socket: the hand-written decoder reads the wire at 97 % of its in-memory rate.
 
 A benchmark, nothing is asserted but the row counts and (when verified) the values. The last line is
 the summary; every key names its unit.
@@ -52,6 +69,7 @@ the summary; every key names its unit.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime as dt
 import struct
 import time
@@ -79,7 +97,6 @@ Position = tuple[str, int]
 
 # Binlog event type codes (MySQL's, which MariaDB shares for these).
 ROTATE_EVENT: Final = 4
-FORMAT_DESCRIPTION_EVENT: Final = 15
 TABLE_MAP_EVENT: Final = 19
 ROWS_KIND: Final = {23: WRITE, 24: UPDATE, 25: DELETE, 30: WRITE, 31: UPDATE, 32: DELETE}
 HEADER: Final = 19  # v4 event header: timestamp, type, server id, size, log_pos, flags
@@ -188,23 +205,19 @@ def pymysqlreplication_changes(
             break
 
 
-def run_pymysqlreplication(params: binlog.Params, start: Position, stop: Position) -> Timed:
-    n = 0
-    t0 = time.perf_counter()
-    for kind, rows in pymysqlreplication_changes(params, start, stop, READER_ID):
-        for item in rows:
-            if kind == UPDATE:
-                _touch(item["before_values"].values())
-                _touch(item["after_values"].values())
-            else:
-                _touch(item["values"].values())
-        n += len(rows)
-    return Timed(n, time.perf_counter() - t0)
+def touch_dict_rows(kind: str, rows: list[Any]) -> int:
+    """Touch every value of rows as pymysqlreplication (and asyncmy) give them; their count."""
+    for item in rows:
+        if kind == UPDATE:
+            _touch(item["before_values"].values())
+            _touch(item["after_values"].values())
+        else:
+            _touch(item["values"].values())
+    return len(rows)
 
 
-def collect_pymysqlreplication(params: binlog.Params, start: Position, stop: Position) -> list[Change]:
-    out: list[Change] = []
-    for kind, rows in pymysqlreplication_changes(params, start, stop, READER_ID):
+def collect_dict_rows(out: list[Change]) -> Callable[[str, list[Any]], int]:
+    def collect(kind: str, rows: list[Any]) -> int:
         for item in rows:
             if kind == UPDATE:
                 b, a = item["before_values"], item["after_values"]
@@ -212,11 +225,90 @@ def collect_pymysqlreplication(params: binlog.Params, start: Position, stop: Pos
             else:
                 values = tuple(item["values"][c] for c in COLUMNS)
                 out.append((kind, None, values) if kind == WRITE else (kind, values, None))
+        return len(rows)
+
+    return collect
+
+
+def run_pymysqlreplication(params: binlog.Params, start: Position, stop: Position) -> Timed:
+    n = 0
+    t0 = time.perf_counter()
+    for kind, rows in pymysqlreplication_changes(params, start, stop, READER_ID):
+        n += touch_dict_rows(kind, rows)
+    return Timed(n, time.perf_counter() - t0)
+
+
+def collect_pymysqlreplication(params: binlog.Params, start: Position, stop: Position) -> list[Change]:
+    out: list[Change] = []
+    collect = collect_dict_rows(out)
+    for kind, rows in pymysqlreplication_changes(params, start, stop, READER_ID):
+        collect(kind, rows)
     return out
 
 
 # ---------------------------------------------------------------------------------------------
-# 4. The transport: COM_BINLOG_DUMP over a PyMySQL connection, packets framed by hand.
+# 3. asyncmy's replication module (optional): pymysqlreplication's older code, ported to asyncio.
+
+
+def _asyncmy() -> Any:
+    try:
+        import asyncmy.replication
+    except ImportError:
+        return None
+    return asyncmy
+
+
+async def _asyncmy_read(
+    params: binlog.Params, start: Position, stop: Position, handle: Callable[[str, list[Any]], int]
+) -> int:
+    from asyncmy import connect
+    from asyncmy.replication import BinLogStream
+    from asyncmy.replication.events import XidEvent
+    from asyncmy.replication.row_events import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+    settings = {"host": params.host, "port": params.port, "user": params.user, "password": params.password}
+    conn, ctl = await connect(**settings), await connect(**settings)
+    stream = BinLogStream(
+        conn, ctl, READER_ID + 4, master_log_file=start[0], master_log_position=start[1],
+        resume_stream=True, blocking=False, only_schemas=[DATABASE],
+        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent],
+    )  # fmt: skip
+    end, n = _key(stop), 0
+    try:
+        async for ev in stream:
+            if not isinstance(ev, XidEvent) and ev.table == TABLE:
+                kind = (
+                    WRITE
+                    if isinstance(ev, WriteRowsEvent)
+                    else UPDATE
+                    if isinstance(ev, UpdateRowsEvent)
+                    else DELETE
+                )
+                n += handle(kind, ev.rows)
+            # its non-blocking stream reconnects at the server's end instead of ending: stop on the
+            # position (the range ends with a commit, an XID event)
+            if (file_index(stream._master_log_file), stream._master_log_position) >= end:
+                break
+    finally:
+        await stream.close()
+        await ctl.ensure_closed()
+    return n
+
+
+def run_asyncmy(params: binlog.Params, start: Position, stop: Position) -> Timed:
+    t0 = time.perf_counter()
+    n = asyncio.run(_asyncmy_read(params, start, stop, touch_dict_rows))
+    return Timed(n, time.perf_counter() - t0)
+
+
+def collect_asyncmy(params: binlog.Params, start: Position, stop: Position) -> list[Change]:
+    out: list[Change] = []
+    asyncio.run(_asyncmy_read(params, start, stop, collect_dict_rows(out)))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. The transport: COM_BINLOG_DUMP over a PyMySQL connection, packets framed by hand.
 
 
 def raw_events(params: binlog.Params, start: Position, stop: Position, server_id: int) -> Iterator[bytes]:
@@ -287,7 +379,7 @@ def run_transport(
 
 
 # ---------------------------------------------------------------------------------------------
-# 3. The hand-written decoder.
+# 4. The hand-written decoder.
 
 # Metadata bytes per column type in a table map (types absent: none).
 _META_SIZE: Final = {
@@ -462,16 +554,25 @@ def _column_code(c: Column, var: str, ns: dict[str, Any]) -> list[str]:
         expr = terms[0][0]
         for term, ndigits in terms[1:]:
             expr = f"({expr}) * {10**ndigits} + {term}"
-        exponent = f"e-{scale}" if scale else ""
+        expr = expr.replace(" >> 0 & ", " & ")
+        if precision <= 28 and scale:
+            # within the default context's 28 digits: Decimal(int) times 10^-scale is exact, and
+            # twice as fast as parsing text
+            ns[f"E{scale}"] = Decimal(1).scaleb(-scale)
+            positive, negative = f"D({expr}) * E{scale}", f"D(-({expr})) * E{scale}"
+        elif scale:
+            positive, negative = f"D(f'{{{expr}}}e-{scale}')", f"D(f'-{{{expr}}}e-{scale}')"
+        else:
+            positive, negative = f"D({expr})", f"D(-({expr}))"
         return [
             f"m = fb(b[p:p + {size}], 'big')",
             f"p += {size}",
             f"if m & {top}:",  # the sign bit set: not negative
             f"    m ^= {top}",
-            f"    {var} = D(f'{{{expr}}}{exponent}')",
+            f"    {var} = {positive}",
             "else:",  # negative: every bit of the magnitude inverted
             f"    m ^= {mask ^ top}",
-            f"    {var} = D(f'-{{{expr}}}{exponent}')",
+            f"    {var} = {negative}",
         ]
     if t == 18:  # DATETIME2: 5 bytes big-endian (biased by 2^39), then the fraction
         fsp = c.meta[0]
@@ -539,7 +640,7 @@ def compile_rows(
         + ["    return out"]
     )
     exec(compile(source, f"<rows {tm.schema}.{tm.table} {kind}>", "exec"), ns)
-    return ns["rows"]  # type: ignore[no-any-return]
+    return ns["rows"]
 
 
 class HandDecoder:
@@ -816,86 +917,91 @@ def main(argv: Sequence[str] | None = None) -> None:
             stack.mariadb_password,
         )
     params = binlog.Params(args.host or host, args.port or port, args.user or user, args.password or password)
-    mes = _mes()
+    mes, amy = _mes(), _asyncmy()
     crc = _checksum_len(params)
+    timed: dict[str, Timed] = {}
+    equal: dict[str, bool] = {}
     try:
         start, stop, load_rate = load(params, rows)
         print(
             f"bench binlog_decoders: {rows:,} rows inserted and updated once ({2 * rows:,} row changes) in "
             f"{load_rate.seconds:.1f} s; range {start[0]}:{start[1]} -> {stop[0]}:{stop[1]}; "
-            f"mysql-event-stream {'present' if mes else 'not importable: skipped'}",
+            f"mysql-event-stream {'present' if mes else 'not importable: skipped'}; "
+            f"asyncmy {'present' if amy else 'not importable: skipped'}",
             flush=True,
         )
-        pym = run_pymysqlreplication(params, start, stop)
-        print(
-            f"pymysqlreplication (Sluice's binlog.events): {pym.changes:,} in {pym.seconds:.2f} s", flush=True
-        )
-        transport, kept = run_transport(params, start, stop, pym.changes)
+        # the transport first: it also warms the server's read of the range
+        transport, kept = run_transport(params, start, stop, 2 * rows)
+        timed["pymysqlreplication"] = run_pymysqlreplication(params, start, stop)
         t0 = time.perf_counter()
-        hand_n = run_hand(raw_events(params, start, stop, READER_ID + 3), crc)
-        hand = Timed(hand_n, time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        hand_mem = Timed(run_hand(kept, crc), time.perf_counter() - t0)
-        mes_wire = mes_mem = None
+        n = run_hand(raw_events(params, start, stop, READER_ID + 3), crc)
+        timed["hand"] = Timed(n, time.perf_counter() - t0)
         if mes:
-            mes_wire = run_mes(params, start, stop)
+            timed["mysql_event_stream"] = run_mes(params, start, stop)
+        if amy:
+            timed["asyncmy"] = run_asyncmy(params, start, stop)
+        t0 = time.perf_counter()
+        n = run_hand(kept, crc)
+        timed["hand_decode_only"] = Timed(n, time.perf_counter() - t0)
+        if mes:
             t0 = time.perf_counter()
-            mes_mem = Timed(run_mes_memory(kept), time.perf_counter() - t0)
-        counts = {"pymysqlreplication": pym.changes, "hand": hand.changes, "hand (memory)": hand_mem.changes}
-        if mes_wire and mes_mem:
-            counts |= {"mysql_event_stream": mes_wire.changes, "mysql_event_stream (memory)": mes_mem.changes}
-        wrong = {k: v for k, v in counts.items() if v != 2 * rows}
+            n = run_mes_memory(kept)
+            timed["mysql_event_stream_decode_only"] = Timed(n, time.perf_counter() - t0)
+        del kept
+        for name, t in timed.items():
+            print(f"{name}: {t.changes:,} row changes in {t.seconds:.2f} s", flush=True)
+        wrong = {k: t.changes for k, t in timed.items() if t.changes != 2 * rows}
         if wrong:
             raise SystemExit(f"bench binlog_decoders: expected {2 * rows:,} row changes, got {wrong}")
-        equal: dict[str, bool] = {}
         if not args.no_verify:
             want = collect_pymysqlreplication(params, start, stop)
-            equal["hand"] = _compare(
-                "hand", collect_hand(raw_events(params, start, stop, READER_ID + 3), crc), want
-            )
+            got = collect_hand(raw_events(params, start, stop, READER_ID + 3), crc)
+            equal["hand"] = _compare("hand", got, want)
             if mes:
                 equal["mysql_event_stream"] = _compare(
                     "mysql_event_stream", collect_mes(params, start, stop), want
                 )
-            del want
+            if amy:
+                equal["asyncmy"] = _compare("asyncmy", collect_asyncmy(params, start, stop), want)
+            del want, got
     finally:
         drop(params)
 
-    def ratio(t: Timed | None) -> float:
-        return t.per_s / pym.per_s if t else float("nan")
+    pym = timed["pymysqlreplication"]
+
+    def ratio(t: Timed) -> float:
+        return t.per_s / pym.per_s
 
     mb = transport.nbytes / 1e6
-    print(f"\n  {'decoder (same binlog range, row changes/s)':<58} {'events/s':>10} {'vs pymysqlrepl.':>16}")
-    table = [
-        ("pymysqlreplication 1.0.17, as Sluice reads (wire)", pym),
-        ("mysql-event-stream BinlogClient + CdcEngine (wire)", mes_wire),
-        ("hand-written decoder, PyMySQL socket (wire)", hand),
-        (f"transport alone, bytes only ({mb:,.1f} MB) (wire)", transport),
-        ("hand-written decoder, decode only (memory)", hand_mem),
-        ("mysql-event-stream CdcEngine, decode only (memory)", mes_mem),
+    labels = {
+        "pymysqlreplication": "pymysqlreplication 1.0.17, as Sluice reads (wire)",
+        "mysql_event_stream": "mysql-event-stream BinlogClient + CdcEngine (wire)",
+        "asyncmy": "asyncmy.replication BinLogStream (wire)",
+        "hand": "hand-written decoder, PyMySQL socket (wire)",
+        "transport": f"transport alone, {mb:,.1f} MB framed, nothing decoded (wire)",
+        "hand_decode_only": "hand-written decoder, decode only (memory)",
+        "mysql_event_stream_decode_only": "mysql-event-stream CdcEngine, decode only, no ANNOTATE (memory)",
+    }
+    timed["transport"] = transport
+    print(f"\n  {'decoder (one binlog range; row changes/s)':<70} {'events/s':>10} {'vs pymysqlr.':>12}")
+    for name, label in labels.items():
+        if name in timed:
+            print(f"  {label:<70} {timed[name].per_s:>10,.0f} {ratio(timed[name]):>11.2f}x")
+    for name, module in (("mysql-event-stream", mes), ("asyncmy", amy)):
+        if not module:
+            print(f"  ({name} not importable: see the module docstring to include it)")
+    verified = "skipped" if args.no_verify else str(all(equal.values())).lower()
+    keys = [f"{name}_events_per_s={t.per_s:.0f}" for name, t in timed.items()]
+    keys += [
+        f"ratio_{name}_vs_pymysqlreplication={ratio(t):.2f}" for name, t in timed.items() if t is not pym
     ]
-    for label, t in table:
-        if t is not None:
-            print(f"  {label:<58} {t.per_s:>10,.0f} {ratio(t):>15.2f}x")
-    if not mes:
-        print("  (mysql-event-stream not importable: see the module docstring to include it)")
-    verified = "skipped" if args.no_verify else ("true" if all(equal.values()) else "false")
-    summary = (
-        f"bench binlog_decoders: pymysqlreplication_events_per_s={pym.per_s:.0f} "
-        f"hand_events_per_s={hand.per_s:.0f} ratio_hand_vs_pymysqlreplication={ratio(hand):.2f} "
-    )
-    if mes_wire and mes_mem:
-        summary += (
-            f"mysql_event_stream_events_per_s={mes_wire.per_s:.0f} "
-            f"ratio_mysql_event_stream_vs_pymysqlreplication={ratio(mes_wire):.2f} "
-            f"mysql_event_stream_decode_only_events_per_s={mes_mem.per_s:.0f} "
-        )
-    summary += (
-        f"hand_decode_only_events_per_s={hand_mem.per_s:.0f} transport_events_per_s={transport.per_s:.0f} "
-        f"transport_mb_per_s={mb / transport.seconds:.1f} row_changes={pym.changes} rows={rows} "
-        f"values_equal={verified}"
-    )
-    print(summary)
+    keys += [
+        f"transport_mb_per_s={mb / transport.seconds:.1f}",
+        f"row_changes={pym.changes}",
+        f"rows={rows}",
+        f"values_equal_pymysqlreplication={verified}",
+    ]
+    print("bench binlog_decoders: " + " ".join(keys))
 
 
 if __name__ == "__main__":
