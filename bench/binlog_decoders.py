@@ -26,13 +26,13 @@ decodes every row image and touches every value; figures are row changes per sec
    which carry none (like pymysqlreplication's stream), so it shows the engine without that cost;
 3. ``asyncmy`` (PyPI ``asyncmy``: its ``replication`` module, pymysqlreplication's older pure-Python
    decoder ported to asyncio over asyncmy's Cython protocol), when importable;
-4. ``hand``: this file's decoder, on the raw events of transport 5: ``WRITE_ROWS`` and
-   ``UPDATE_ROWS`` (``DELETE_ROWS`` too; v1 and v2 type codes) are decoded by code generated per
-   table map, event kind and column bitmaps: one straight-line function that loops over the rows,
-   ``struct`` formats precompiled, null checks inline, no call per value but the value constructors
-   (``bytes.decode``, ``Decimal``, ``datetime``). It supports the common column types (integers,
-   ``FLOAT``/``DOUBLE``, ``DECIMAL``, ``CHAR``/``VARCHAR``, ``TEXT``/``BLOB``, ``DATE``,
-   ``DATETIME``); another type in a captured table is refused when its table map arrives;
+4. ``hand``: ``mysql-cdc``'s own decoder (``sluice.connectors.cdc.mysql.row_images.compile_rows``:
+   one straight-line function generated per column layout and event kind, ``struct`` formats
+   precompiled, null checks inline, no call per value but the value constructors) on the raw
+   events of transport 5, whose table maps this file parses; ``WRITE_ROWS``, ``UPDATE_ROWS`` and
+   ``DELETE_ROWS`` (v1 and v2 type codes) of the common column types (integers, ``FLOAT``/
+   ``DOUBLE``, ``DECIMAL``, ``CHAR``/``VARCHAR``, ``TEXT``/``BLOB``, ``DATE``, ``DATETIME``);
+   another type in a captured table is refused when its table map arrives;
 5. ``transport``: the floor: the same replication connection (PyMySQL's handshake, then
    ``COM_BINLOG_DUMP`` non-blocking, the packets framed by hand), every event's bytes read and
    nothing decoded.
@@ -83,6 +83,15 @@ from pymysql.charset import charset_by_id
 
 from sluice.connectors.cdc.mysql import binlog
 from sluice.connectors.cdc.mysql.changes import ROWS, file_index
+from sluice.connectors.cdc.mysql.row_images import (
+    DELETE,
+    HEADER,
+    ROWS_KIND,
+    UPDATE,
+    WRITE,
+    ColumnLayout,
+    compile_rows,
+)
 
 DATABASE: Final = "bench_binlog"
 TABLE: Final = "rows"
@@ -90,7 +99,6 @@ COLUMNS: Final = ("id", "name", "amount", "note", "at")
 CHUNK: Final = 10_000  # rows per INSERT transaction and per UPDATE statement
 READER_ID: Final = 0x5B1D0  # replica ids of the readers (unique on the server while they read)
 
-WRITE, UPDATE, DELETE = "write", "update", "delete"
 Row = tuple[Any, ...]
 Change = tuple[str, Row | None, Row | None]  # (kind, before, after), values in COLUMNS order
 Position = tuple[str, int]
@@ -98,8 +106,6 @@ Position = tuple[str, int]
 # Binlog event type codes (MySQL's, which MariaDB shares for these).
 ROTATE_EVENT: Final = 4
 TABLE_MAP_EVENT: Final = 19
-ROWS_KIND: Final = {23: WRITE, 24: UPDATE, 25: DELETE, 30: WRITE, 31: UPDATE, 32: DELETE}
-HEADER: Final = 19  # v4 event header: timestamp, type, server id, size, log_pos, flags
 _LOG_POS = struct.Struct("<I").unpack_from
 
 
@@ -388,8 +394,6 @@ _META_SIZE: Final = {
 }  # fmt: skip
 _NUMERIC: Final = frozenset((1, 2, 3, 4, 5, 8, 9, 246))  # the columns the signedness bitmap covers
 _CHARACTER: Final = frozenset((15, 249, 250, 251, 252, 253, 254))  # the columns charsets cover
-_INTS: Final = {1: "b", 2: "h", 3: "i", 8: "q"}  # TINY, SHORT, LONG, LONGLONG
-_DIG2BYTES: Final = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 _UTF8: Final = frozenset(("utf8", "utf8mb3", "utf8mb4", "utf-8"))
 
 
@@ -491,156 +495,41 @@ def _encoding(c: Column) -> str | None:
     return "utf-8" if encoding.lower() in _UTF8 else encoding
 
 
-def _length_code(lsize: int, var: str) -> list[str]:
-    """Read a little-endian length prefix of ``lsize`` bytes into ``var`` and step over it."""
-    if lsize == 1:
-        return [f"{var} = b[p]", "p += 1"]
-    if lsize == 2:
-        return [f"{var} = b[p] | b[p + 1] << 8", "p += 2"]
-    return [f"{var} = fb(b[p:p + {lsize}], 'little')", f"p += {lsize}"]
-
-
-def _column_code(c: Column, var: str, ns: dict[str, Any]) -> list[str]:
-    """Straight-line code that decodes one value of ``c`` at ``b[p]`` into ``var``, advancing ``p``."""
-    t = c.type
-    if t in _INTS:
-        fmt = "<" + (_INTS[t].upper() if c.unsigned else _INTS[t])
-        ns[f"S{fmt[1]}"] = struct.Struct(fmt).unpack_from
-        return [f"{var}, = S{fmt[1]}(b, p)", f"p += {struct.calcsize(fmt)}"]
-    if t == 9:  # INT24
-        return [f"{var} = fb(b[p:p + 3], 'little', signed={not c.unsigned})", "p += 3"]
-    if t in (4, 5):  # FLOAT, DOUBLE
-        fmt = "<f" if t == 4 else "<d"
-        ns[f"S{fmt[1]}"] = struct.Struct(fmt).unpack_from
-        return [f"{var}, = S{fmt[1]}(b, p)", f"p += {4 if t == 4 else 8}"]
-    if t in (15, 254, 249, 250, 251, 252):  # VARCHAR, CHAR, TEXT/BLOB
+def _layout(c: Column) -> ColumnLayout:
+    """The connector's layout of a column of this module's table-map parse (its raw metadata)."""
+    t, meta = c.type, c.meta
+    if t in (1, 2, 3, 8, 9, 4, 5):
+        return ColumnLayout(t, unsigned=c.unsigned)
+    if t in (15, 254, 249, 250, 251, 252):
         if t == 15:
-            lsize = 1 if int.from_bytes(c.meta, "little") < 256 else 2
+            lsize = 1 if int.from_bytes(meta, "little") < 256 else 2
         elif t == 254:
-            real, length = c.meta[0], c.meta[1]
+            real, length = meta[0], meta[1]
             if (real | 0x30) in (247, 248):
                 raise NotImplementedError("ENUM and SET columns")
             if real & 0x30 != 0x30:  # the length's top bits are kept in the type byte
                 length |= ((real & 0x30) ^ 0x30) << 4
             lsize = 1 if length < 256 else 2
         else:
-            lsize = c.meta[0]
-        encoding = _encoding(c)
-        lines = _length_code(lsize, "n")
-        if encoding is None:
-            return [*lines, f"{var} = b[p:p + n]", "p += n"]
-        decode = ".decode()" if encoding == "utf-8" else f".decode({encoding!r})"
-        return [*lines, f"{var} = b[p:p + n]{decode}", "p += n"]
-    if t == 246:  # NEWDECIMAL: groups of 9 digits in 4 bytes, big-endian, sign in the top bit
-        precision, scale = c.meta[0], c.meta[1]
-        intg, frac = precision - scale, scale
-        sizes = (
-            ([_DIG2BYTES[intg % 9]] if intg % 9 else [])
-            + [4] * (intg // 9)
-            + [4] * (frac // 9)
-            + ([_DIG2BYTES[frac % 9]] if frac % 9 else [])
-        )
-        digits = (
-            ([intg % 9] if intg % 9 else []) + [9] * (intg // 9) + [9] * (frac // 9)
-            + ([frac % 9] if frac % 9 else [])
-        )  # fmt: skip
-        size = sum(sizes)
-        top, mask = 1 << (8 * size - 1), (1 << 8 * size) - 1
-        # the magnitude's groups, most significant first, folded into one integer of digits
-        terms, shift = [], 8 * size
-        for nbytes, ndigits in zip(sizes, digits, strict=True):
-            shift -= 8 * nbytes
-            terms.append((f"(m >> {shift} & {(1 << 8 * nbytes) - 1})", ndigits))
-        expr = terms[0][0]
-        for term, ndigits in terms[1:]:
-            expr = f"({expr}) * {10**ndigits} + {term}"
-        expr = expr.replace(" >> 0 & ", " & ")
-        if precision <= 28 and scale:
-            # within the default context's 28 digits: Decimal(int) times 10^-scale is exact, and
-            # twice as fast as parsing text
-            ns[f"E{scale}"] = Decimal(1).scaleb(-scale)
-            positive, negative = f"D({expr}) * E{scale}", f"D(-({expr})) * E{scale}"
-        elif scale:
-            positive, negative = f"D(f'{{{expr}}}e-{scale}')", f"D(f'-{{{expr}}}e-{scale}')"
-        else:
-            positive, negative = f"D({expr})", f"D(-({expr}))"
-        return [
-            f"m = fb(b[p:p + {size}], 'big')",
-            f"p += {size}",
-            f"if m & {top}:",  # the sign bit set: not negative
-            f"    m ^= {top}",
-            f"    {var} = {positive}",
-            "else:",  # negative: every bit of the magnitude inverted
-            f"    m ^= {mask ^ top}",
-            f"    {var} = {negative}",
-        ]
-    if t == 18:  # DATETIME2: 5 bytes big-endian (biased by 2^39), then the fraction
-        fsp = c.meta[0]
-        fsize = (fsp + 1) // 2
-        fmt = {0: ">IB", 1: ">IBB", 2: ">IBH", 3: ">IBBH"}[fsize]
-        ns[f"DT{fsize}"] = struct.Struct(fmt).unpack_from
-        parts = {0: "hi, lo", 1: "hi, lo, fr", 2: "hi, lo, fr", 3: "hi, lo, fh, fr"}[fsize]
-        micro = {0: "0", 1: "fr", 2: "fr", 3: "(fh << 16 | fr)"}[fsize]
-        if fsp % 2:
-            micro = f"({micro} // 10)"
-        if fsp < 6:
-            micro = f"{micro} * {10 ** (6 - fsp)}"
-        return [
-            f"{parts} = DT{fsize}(b, p)",
-            f"p += {5 + fsize}",
-            "x = (hi << 8 | lo) - 549755813888",
-            "ymd = x >> 17",
-            "ym = ymd >> 5",
-            "hms = x & 131071",
-            f"{var} = DT(ym // 13, ym % 13, ymd & 31, hms >> 12, hms >> 6 & 63, hms & 63, {micro})"
-            " if ym % 13 and ymd & 31 else None",
-        ]
-    if t == 10:  # DATE: 3 bytes little-endian, day 5 bits, month 4, year the rest
-        return [
-            "x = b[p] | b[p + 1] << 8 | b[p + 2] << 16",
-            "p += 3",
-            f"{var} = DA(x >> 9, x >> 5 & 15, x & 31) if x >> 9 and x >> 5 & 15 and x & 31 else None",
-        ]
+            lsize = meta[0]
+        return ColumnLayout(252 if t in (249, 250, 251) else t, length_bytes=lsize, encoding=_encoding(c))
+    if t == 246:
+        return ColumnLayout(t, precision=meta[0], scale=meta[1])
+    if t == 18:
+        return ColumnLayout(t, fsp=meta[0])
+    if t == 10:
+        return ColumnLayout(t)
     raise NotImplementedError(f"column type {t}")
 
 
-def compile_rows(
+def _compile(
     tm: TableMap, kind: str, present: bytes, present2: bytes
 ) -> Callable[[bytes, int, int], list[Any]]:
-    """One function that decodes all rows of a rows event of ``tm`` (``kind``, present-column
-    bitmaps): a list of value tuples (an update: of (before, after) pairs)."""
-    ns: dict[str, Any] = {"D": Decimal, "DT": dt.datetime, "DA": dt.date, "fb": int.from_bytes}
-
-    def image(bitmap: bytes, prefix: str) -> tuple[list[str], list[str]]:
-        cols = [c for i, c in enumerate(tm.columns) if bitmap[i // 8] >> (i % 8) & 1]
-        nb = (len(cols) + 7) // 8
-        lines = ["nl = b[p]" if nb == 1 else f"nl = fb(b[p:p + {nb}], 'little')", f"p += {nb}"]
-        names = []
-        for k, c in enumerate(cols):
-            var = f"{prefix}{k}"
-            names.append(var)
-            code = _column_code(c, var, ns)
-            if c.nullable:
-                lines += [f"if nl & {1 << k}:", f"    {var} = None", "else:"]
-                lines += ["    " + line for line in code]
-            else:
-                lines += code
-        return lines, names
-
-    body, before = image(present, "v")
-    if kind == UPDATE:
-        after_lines, after = image(present2, "w")
-        body += after_lines
-        body.append(f"add((({', '.join(before)},), ({', '.join(after)},)))")
-    else:
-        body.append(f"add(({', '.join(before)},))")
-    source = "\n".join(
-        ["def rows(b, p, end):", "    out = []", "    add = out.append", "    while p < end:"]
-        + ["        " + line for line in body]
-        + ["    return out"]
-    )
-    exec(compile(source, f"<rows {tm.schema}.{tm.table} {kind}>", "exec"), ns)
-    return ns["rows"]
+    """The connector's generated decoder (``row_images.compile_rows``) for ``tm``'s full images."""
+    full = bytes([255] * (len(tm.columns) // 8))
+    if not (present.startswith(full) and (kind != UPDATE or present2.startswith(full))):
+        raise NotImplementedError("partial row images")
+    return compile_rows([_layout(c) for c in tm.columns], kind)
 
 
 class HandDecoder:
@@ -673,7 +562,7 @@ class HandDecoder:
                 key = (etype, present, present2)
                 rows = tm.decoders.get(key)
                 if rows is None:
-                    rows = tm.decoders[key] = compile_rows(tm, kind, present, present2)
+                    rows = tm.decoders[key] = _compile(tm, kind, present, present2)
                 yield tm, kind, rows(ev, p, len(ev) - crc)
             elif etype == TABLE_MAP_EVENT:
                 table_id = fb(ev[19:25], "little")
@@ -685,7 +574,7 @@ class HandDecoder:
                         tables.pop(table_id, None)
                         continue
                     for c in tm.columns:  # refuse an unsupported type now, not at its first row
-                        _column_code(c, "v", {})
+                        _layout(c)
                     self._maps[shape] = tm
                 tables[table_id] = tm
             elif etype == ROTATE_EVENT and _LOG_POS(ev, 0)[0]:
@@ -804,9 +693,15 @@ def mes_changes(params: binlog.Params, start: Position, stop: Position, server_i
 
 
 def run_mes(params: binlog.Params, start: Position, stop: Position) -> Timed:
-    n = 0
     t0 = time.perf_counter()
-    for ev in mes_changes(params, start, stop, READER_ID + 2):
+    n = _touch_mes(mes_changes(params, start, stop, READER_ID + 2))
+    return Timed(n, time.perf_counter() - t0)
+
+
+def _touch_mes(changes: Iterable[Any]) -> int:
+    """Touch every value of the bench table's ``ChangeEvent``s; how many there were."""
+    n = 0
+    for ev in changes:
         if ev.table != TABLE:
             continue
         if ev.before is not None:
@@ -814,27 +709,18 @@ def run_mes(params: binlog.Params, start: Position, stop: Position) -> Timed:
         if ev.after is not None:
             _touch(ev.after.values())
         n += 1
-    return Timed(n, time.perf_counter() - t0)
+    return n
 
 
 def run_mes_memory(events: list[bytes]) -> int:
     """``CdcEngine`` alone over the kept events, fed as one run of bytes per 64 events (as its
     client's ``poll_batch`` hands them)."""
     engine = _mes_engine()
-    n = 0
     try:
         chunks = (b"".join(events[i : i + 64]) for i in range(0, len(events), 64))
-        for ev in _mes_feed(engine, ((True, c) for c in chunks)):
-            if ev.table != TABLE:
-                continue
-            if ev.before is not None:
-                _touch(ev.before.values())
-            if ev.after is not None:
-                _touch(ev.after.values())
-            n += 1
+        return _touch_mes(_mes_feed(engine, ((True, c) for c in chunks)))
     finally:
         engine.close()
-    return n
 
 
 def _mes_value(column: str, value: Any) -> Any:

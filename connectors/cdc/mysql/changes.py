@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from sluice.connectors.cdc.envelope import OP_CREATE, OP_DELETE, OP_UPDATE, ChangeRecord, envelope
 from sluice.connectors.cdc.mysql.gtid import GtidSet
+from sluice.connectors.cdc.mysql.row_images import Image, row_images
 from sluice.connectors.cdc.mysql.values import mapped_column, to_spark
 from sluice.connectors.jdbc.types import MappedColumn
 
@@ -251,9 +252,30 @@ class RowDecoder:
         self._shapes[signature] = shape
         return shape
 
-    def _row(self, shape: TableShape, values: Mapping[str, Any]) -> dict[str, Any]:
+    def _row(self, shape: TableShape, values: Sequence[Any]) -> dict[str, Any]:
         where = f"{self.where} table {shape.partition!r}"
-        return {c.name: to_spark(c, values.get(c.name), where) for c in shape.columns}
+        return {c.name: to_spark(c, v, where) for c, v in zip(shape.columns, values, strict=True)}
+
+    @staticmethod
+    def _images(shape: TableShape, rows_event: Any) -> list[Image]:
+        """The event's (before, after) row images as value tuples in column order: decoded by
+        connectors.cdc.mysql.row_images where it can, else by pymysqlreplication."""
+        images = row_images(rows_event)
+        if images is not None:
+            return images
+
+        def values(image: Mapping[str, Any] | None) -> tuple[Any, ...] | None:
+            return None if image is None else tuple(image.get(c.name) for c in shape.columns)
+
+        deletes = type(rows_event).__name__.startswith("Delete")
+        out: list[Image] = []
+        for item in rows_event.rows:
+            if "values" in item:  # a write's after image, a delete's before image
+                image = values(item["values"])
+                out.append((image, None) if deletes else (None, image))
+            else:
+                out.append((values(item["before_values"]), values(item["after_values"])))
+        return out
 
     def decode(self, ev: BinlogEvent, gtid: str) -> list[Change]:
         rows_event = ev.payload
@@ -270,21 +292,20 @@ class RowDecoder:
             record = ChangeRecord(0, key, value, ev.timestamp * 1_000_000)
             out.append(Change(shape.partition, (ev.file_index, ev.start, len(out)), record, shape))
 
-        for row, item in enumerate(rows_event.rows):
-            if kind.startswith("Write"):
-                after = self._row(shape, item["values"])
+        for row, (old, new) in enumerate(self._images(shape, rows_event)):
+            if kind.startswith("Write") and new is not None:
+                after = self._row(shape, new)
                 emit(OP_CREATE, _key(shape, after), None, after, row)
-            elif kind.startswith("Update"):
-                before = self._row(shape, item["before_values"])
-                after = self._row(shape, item["after_values"])
+            elif kind.startswith("Update") and old is not None and new is not None:
+                before, after = self._row(shape, old), self._row(shape, new)
                 old_key, new_key = _key(shape, before), _key(shape, after)
                 if old_key != new_key:
                     self._delete(emit, old_key, before, row)
                     emit(OP_CREATE, new_key, None, after, row)
                 else:
                     emit(OP_UPDATE, new_key, before, after, row)
-            elif kind.startswith("Delete"):
-                before = self._row(shape, item["values"])
+            elif kind.startswith("Delete") and old is not None:
+                before = self._row(shape, old)
                 self._delete(emit, _key(shape, before), before, row)
         return out
 
