@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv up down status demo demo-cdc demo-file test test-fast lint bench-rocketmq bench-pipeline bench-db bench-cdc bench-binlog clean-state
+.PHONY: venv up down status demo demo-cdc demo-file test test-fast lint bench-rocketmq bench-pipeline bench-db bench-cdc bench-cdc-batch bench-binlog clean-state
 
 $(STAMP): pyproject.toml
 	@command -v java >/dev/null || (apt-get update -q && apt-get install -y -q openjdk-17-jdk-headless)
@@ -67,6 +67,9 @@ bench-db: up
 
 bench-cdc: up
 	$(BIN)/python -m bench.cdc_bench $(BENCH_ARGS)
+
+bench-cdc-batch: up
+	$(BIN)/python -m bench.cdc_batch $(BENCH_ROWS)
 
 bench-binlog: up
 	$(BIN)/python -m bench.binlog_decoders $(BENCH_ARGS)

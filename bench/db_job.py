@@ -131,7 +131,9 @@ def tree_cpu_seconds(pid: int | None = None) -> float:
     return total / _TICKS_PER_S
 
 
-def check_equal(source: URL, target: URL, table: str) -> None:
+def check_equal(
+    source: URL, target: URL, table: str, source_table: str = JOB_TABLE, columns: str = COLUMNS
+) -> None:
     """Raise unless the target table holds exactly the source's rows (content, not counts)."""
     maria = pymysql.connect(
         host=source.host, port=source.port or 3306, user=source.username, password=source.password or "",
@@ -139,12 +141,12 @@ def check_equal(source: URL, target: URL, table: str) -> None:
     )  # fmt: skip
     try:
         with maria.cursor() as cur:
-            cur.execute(f"SELECT {COLUMNS} FROM {JOB_TABLE} ORDER BY id")
+            cur.execute(f"SELECT {columns} FROM {source_table} ORDER BY id")
             want = [_normal(row) for row in cur.fetchall()]
     finally:
         maria.close()
     with psycopg.connect(pg_dsn(target)) as conn:
-        got = [_normal(row) for row in conn.execute(f'SELECT {COLUMNS} FROM "{table}" ORDER BY id')]
+        got = [_normal(row) for row in conn.execute(f'SELECT {columns} FROM "{table}" ORDER BY id')]
     if got != want:
         pairs = enumerate(zip(want, got, strict=False))
         diff = next((i for i, (a, b) in pairs if a != b), min(len(want), len(got)))
