@@ -91,6 +91,7 @@ from sluice.connectors.cdc.mysql.row_images import (
     WRITE,
     ColumnLayout,
     compile_rows,
+    packed_int,
 )
 
 DATABASE: Final = "bench_binlog"
@@ -397,15 +398,6 @@ _CHARACTER: Final = frozenset((15, 249, 250, 251, 252, 253, 254))  # the columns
 _UTF8: Final = frozenset(("utf8", "utf8mb3", "utf8mb4", "utf-8"))
 
 
-def _packed_int(buf: bytes, p: int) -> tuple[int, int]:
-    """A length-encoded integer at ``p``: (value, the offset after it)."""
-    first = buf[p]
-    if first < 251:
-        return first, p + 1
-    size = {252: 2, 253: 3, 254: 8}[first]
-    return int.from_bytes(buf[p + 1 : p + 1 + size], "little"), p + 1 + size
-
-
 @dataclass
 class Column:
     type: int
@@ -437,10 +429,10 @@ def parse_table_map(event: bytes, crc: int) -> tuple[int, TableMap]:
     n = event[p]
     table = event[p + 1 : p + 1 + n].decode()
     p += n + 2
-    count, p = _packed_int(event, p)
+    count, p = packed_int(event, p)
     types = event[p : p + count]
     p += count
-    meta_len, p = _packed_int(event, p)
+    meta_len, p = packed_int(event, p)
     metas = []
     q = p
     for t in types:
@@ -455,27 +447,27 @@ def parse_table_map(event: bytes, crc: int) -> tuple[int, TableMap]:
     character = [c for c in columns if _is_character(c)]
     while p < body_end:  # optional metadata (binlog_row_metadata=MINIMAL|FULL): type, length, value
         kind = event[p]
-        size, p = _packed_int(event, p + 1)
+        size, p = packed_int(event, p + 1)
         value = event[p : p + size]
         p += size
         if kind == 1:  # SIGNEDNESS: a bit a numeric column, most significant first, 1 = unsigned
             for i, c in enumerate(numeric):
                 c.unsigned = bool(value[i // 8] >> (7 - i % 8) & 1)
         elif kind == 2:  # DEFAULT_CHARSET: the default, then (character column index, collation)
-            default, q = _packed_int(value, 0)
+            default, q = packed_int(value, 0)
             for c in character:
                 c.collation = default
             while q < len(value):
-                index, q = _packed_int(value, q)
-                character[index].collation, q = _packed_int(value, q)
+                index, q = packed_int(value, q)
+                character[index].collation, q = packed_int(value, q)
         elif kind == 3:  # COLUMN_CHARSET: a collation a character column
             q = 0
             for c in character:
-                c.collation, q = _packed_int(value, q)
+                c.collation, q = packed_int(value, q)
         elif kind == 4:  # COLUMN_NAME
             q = 0
             for c in columns:
-                n, q = _packed_int(value, q)
+                n, q = packed_int(value, q)
                 c.name = value[q : q + n].decode()
                 q += n
     return table_id, TableMap(schema, table, columns)
@@ -551,7 +543,7 @@ class HandDecoder:
                 if tm is None:
                     continue  # a table not captured
                 p = 27 + (ev[27] | ev[28] << 8) if etype >= 30 else 27  # v2: extra data
-                ncols, p = (ev[p], p + 1) if ev[p] < 251 else _packed_int(ev, p)
+                ncols, p = (ev[p], p + 1) if ev[p] < 251 else packed_int(ev, p)
                 nb = (ncols + 7) >> 3
                 present = ev[p : p + nb]
                 p += nb

@@ -238,7 +238,7 @@ def compile_rows(columns: Sequence[ColumnLayout], kind: str) -> Callable[[bytes,
 _compiled: dict[tuple[tuple[ColumnLayout, ...], str], Callable[[bytes, int, int], list[Any]]] = {}
 
 
-def _packed_int(buf: bytes, p: int) -> tuple[int, int]:
+def packed_int(buf: bytes, p: int) -> tuple[int, int]:
     """A length-encoded integer at ``p``: (value, the offset after it)."""
     first = buf[p]
     if first < 251:
@@ -276,7 +276,7 @@ def row_images(ev: Any) -> list[Image] | None:
     p = 1 + HEADER + 8  # table id (6 bytes), flags (2)
     if raw[5] >= 30:  # v2: extra data, its length counting itself
         p += raw[p] | raw[p + 1] << 8
-    ncols, p = _packed_int(raw, p)
+    ncols, p = packed_int(raw, p)
     if ncols != len(layouts):
         return None
     nb = (ncols + 7) // 8
