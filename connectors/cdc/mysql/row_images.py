@@ -290,7 +290,10 @@ def row_images(ev: Any) -> list[Image] | None:
         if len(_compiled) >= _MAX_COMPILED:
             _compiled.clear()
         rows = _compiled[key] = compile_rows(layouts, kind)
-    decoded = rows(raw, p, 1 + ev.packet.event_size - crc)
+    try:
+        decoded = rows(raw, p, 1 + ev.packet.event_size - crc)
+    except (IndexError, ValueError, UnicodeDecodeError, struct.error):
+        return None  # not laid out as its table map says: pymysqlreplication decides (and says why)
     if kind == UPDATE:
         return decoded
     return [(None, row) for row in decoded] if kind == WRITE else [(row, None) for row in decoded]
