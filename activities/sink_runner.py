@@ -23,7 +23,14 @@ from pyspark.sql import functions as F
 from sluice.activities.bad_records import checked_records
 from sluice.activities.dead_letters import route_bad_records
 from sluice.activities.runner import TaskSetup, next_plan
-from sluice.connectors.api import RejectedRecordsError, RestatesPlans, TransactionalSink, WritesArrow
+from sluice.connectors.api import (
+    OrdersBarriers,
+    RejectedRecordsError,
+    RestatesPlans,
+    TransactionalSink,
+    WritesArrow,
+)
+from sluice.connectors.barriers import BARRIER_HEADER
 from sluice.connectors.connect_schemas import SCHEMA_KEY
 from sluice.connectors.converters import JsonConverter
 from sluice.connectors.model import BatchPlan, DataLossPolicy, parse_queue_partition
@@ -39,7 +46,7 @@ from sluice.connectors.transforms import apply_chain
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
     from sluice.connectors.api import SinkTask
     from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
@@ -69,6 +76,13 @@ def flag_rejected(records: DataFrame, exc: RejectedRecordsError) -> DataFrame:
     )
     flagged = flag_errors(joined, F.col("_r_reason").isNotNull(), F.col("_r_reason"))
     return flagged.drop("_r_partition", "_r_offset", "_r_reason")
+
+
+def once_per_barrier() -> Column:
+    """Messages but a barrier's copies after the first (connectors.barriers): a sink that does
+    not order barriers sees each barrier record once, in queue ``0`` of its topic."""
+    label = F.col("properties")[BARRIER_HEADER]
+    return label.isNull() | label.startswith("0/")
 
 
 def assigned(queues: list[MessageQueue], task_id: int, task_count: int) -> list[MessageQueue]:
@@ -184,6 +198,8 @@ class SinkRunner:
             .option("failOnDataLoss", str(self.setup.data_loss is DataLossPolicy.FAIL).lower())
             .load()
         )
+        if not (isinstance(self.task, OrdersBarriers) and self.task.orders_barriers()):
+            messages = messages.where(once_per_barrier())
         # A sink reads its batch in several Spark jobs (the json converter's schemas, a table per
         # topic, dead letters): pull the range from the broker and decode it once.
         messages = messages.persist(StorageLevel.MEMORY_AND_DISK)

@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from sluice.activities.bad_records import checked_records
 from sluice.activities.runner import TaskSetup, next_plan
 from sluice.connectors.api import CommitListener, KnowsEmptyRanges, ReportsWaiting, RoutesTopics
+from sluice.connectors.barriers import BARRIER_HEADER
 from sluice.connectors.converters import OFFSET_PROPERTY, PARTITION_PROPERTY
 from sluice.connectors.model import BatchPlan, PartitionRange
 from sluice.connectors.planner import view_of
@@ -130,19 +131,40 @@ class SourceRunner:
                 self.setup.converter.to_messages(good, {BATCH_PROPERTY: batch_ref(plan)}), self.setup
             ) as messages,
         ):
-            messages = messages.withColumn("sharding_key", F.col("partition"))  # = sluice.partition
+            messages = self._sharded(messages, topic)
             if rerun:
                 messages = self._without_already_sent(messages, plan, topic)
             return self._send(messages, topic)
 
+    def _sharded(self, messages: DataFrame, topic: str) -> DataFrame:
+        """``messages`` with the ``queue`` each goes to: ``crc32(key) % queues`` for a keyed record
+        (per-key order, as Kafka's default partitioner keeps it), its source partition's for a
+        keyless one (a table without a key keeps its whole order), and every queue for a barrier,
+        each copy labelled ``<i>/<n>`` (connectors.barriers)."""
+        count = len(self.ctx.rocketmq.queues(topic))
+        props = F.col("properties")
+        barrier = props[BARRIER_HEADER].isNotNull()
+        key = F.coalesce(F.col("keys"), F.col("partition")).cast("binary")
+        slot = F.pmod(F.crc32(key), F.lit(count)).cast("int")
+        out = messages.withColumn(
+            "queue",
+            F.explode(F.when(barrier, F.sequence(F.lit(0), F.lit(count - 1))).otherwise(F.array(slot))),
+        )
+        label = F.concat(F.col("queue").cast("string"), F.lit(f"/{count}"))
+        labelled = F.map_concat(
+            F.map_filter(props, lambda k, _: k != F.lit(BARRIER_HEADER)),
+            F.create_map(F.lit(BARRIER_HEADER), label),
+        )
+        return out.withColumn("properties", F.when(barrier, labelled).otherwise(props))
+
     def _send(self, messages: DataFrame, topic: str) -> int:
         """Send to the topic in source order; return how many messages the writer stored.
 
-        All messages of one source partition go to one queue (sharding key), and the queue must
-        get them in source order, whatever order the source and transforms produced: one Spark
-        partition sorted by source position gives that without a shuffle (Spark would otherwise
-        write chunks of one batch concurrently). The count comes from the writer's own summary, so
-        the batch is computed once, by the write.
+        Each message goes to its ``queue`` (``_sharded``), and a queue must get its messages in
+        source order, whatever order the source and transforms produced: one Spark partition
+        sorted by source position gives that without a shuffle (Spark would otherwise write chunks
+        of one batch concurrently). The count comes from the writer's own summary, so the batch is
+        computed once, by the write.
         """
         with tempfile.TemporaryDirectory(prefix="sluice-send-") as tmp:
             summary = os.path.join(tmp, "summary.json")
@@ -164,24 +186,32 @@ class SourceRunner:
         if not sent:
             return messages
         spark = self.ctx.spark
-        done = spark.createDataFrame(sent, "p string, o string")
-        keyed = messages.withColumn("_p", F.col("properties")[PARTITION_PROPERTY]).withColumn(
-            "_o", F.col("properties")[OFFSET_PROPERTY]
+        done = spark.createDataFrame(sent, "p string, o string, b string")
+        props = F.col("properties")
+        keyed = messages.select(
+            "*",
+            props[PARTITION_PROPERTY].alias("_p"),
+            props[OFFSET_PROPERTY].alias("_o"),
+            F.coalesce(props[BARRIER_HEADER], F.lit("")).alias("_b"),  # a barrier: one message per copy
         )
-        return keyed.join(done, (keyed["_p"] == done["p"]) & (keyed["_o"] == done["o"]), "left_anti").drop(
-            "_p", "_o"
-        )
+        sent_before = (keyed["_p"] == done["p"]) & (keyed["_o"] == done["o"]) & (keyed["_b"] == done["b"])
+        return keyed.join(done, sent_before, "left_anti").drop("_p", "_o", "_b")
 
-    def _sent_positions(self, plan: BatchPlan, topic: str) -> set[tuple[str, str]]:
+    def _sent_positions(self, plan: BatchPlan, topic: str) -> set[tuple[str, str, str]]:
         ref = batch_ref(plan)
         client = self.ctx.rocketmq
         starts: dict[str, int] = json.loads(plan.sink_state.get("queue_ends", "{}"))
-        found: set[tuple[str, str]] = set()
+        found: set[tuple[str, str, str]] = set()
         for mq in client.queues(topic):
             start = starts.get(self._queue_key(topic, mq.key), 0)
             for m in client.pull_range(mq, start, client.max_offset(mq), max_per_request=512):
                 if m.properties.get(BATCH_PROPERTY) == ref:
+                    props = m.properties
                     found.add(
-                        (m.properties.get(PARTITION_PROPERTY, ""), m.properties.get(OFFSET_PROPERTY, ""))
+                        (
+                            props.get(PARTITION_PROPERTY, ""),
+                            props.get(OFFSET_PROPERTY, ""),
+                            props.get(BARRIER_HEADER, ""),
+                        )
                     )
         return found

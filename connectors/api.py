@@ -277,6 +277,22 @@ class WritesArrow(Protocol):
 
 
 @runtime_checkable
+class OrdersBarriers(Protocol):
+    """Optional ability of a sink task: it takes every copy of a barrier (connectors.barriers).
+
+    A source sends a record ordered against all keys of its table (a truncate event) to every
+    queue of its topic. Other sinks get only copy ``0/n``, so they see the record once; a sink with
+    this ability gets each copy, in its queue's order, and orders its writes across queues with
+    ``connectors.barriers.cut_at_barriers``. The copies carry the header ``sluice.barrier``
+    (``<i>/<n>``) and their source position (``sluice.partition``, ``sluice.offset``).
+    """
+
+    def orders_barriers(self) -> bool:
+        """Whether this task acts on barriers (e.g. only with ``truncate.enabled``)."""
+        ...
+
+
+@runtime_checkable
 class RestatesPlans(Protocol):
     """Optional ability of a sink task whose ``prepare`` state belongs to its configuration (a file
     sink's length of *its* file): a plan recorded before a reconfigure is re-run with the new config.

@@ -18,6 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from sluice.connectors.barriers import BARRIER_HEADER
 from sluice.connectors.config import converter_fields, converter_name
 from sluice.connectors.connect_json import json_text
 from sluice.connectors.envelopes import (
@@ -144,7 +145,10 @@ class Converter(ABC):
             keys = json_text(F.col("key"), key_type)
         headers = F.map_filter(
             F.coalesce(F.col("headers"), F.create_map().cast("map<string,string>")),
-            lambda k, v: ~k.startswith("sluice.") & (k != TAGS_HEADER) & v.isNotNull(),
+            # Sluice's own headers stay in the runtime, but a barrier mark travels (connectors.barriers).
+            lambda k, v: (
+                (~k.startswith("sluice.") | (k == BARRIER_HEADER)) & (k != TAGS_HEADER) & v.isNotNull()
+            ),
         )
         fixed = [F.lit(part) for item in (extra_properties or {}).items() for part in item]
         offset = F.col("offset").cast("string")

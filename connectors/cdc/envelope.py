@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from sluice.connectors.barriers import BARRIER_HEADER, BARRIER_MARK
 from sluice.connectors.jdbc.read import arrow_type
 from sluice.connectors.jdbc.types import MappedColumn
 from sluice.connectors.records import OP_TRUNCATE, empty_records
@@ -182,6 +183,12 @@ def record_frame(
         F.col("offset"),
         F.col("k").alias("key"),
         F.col("value"),
-        F.create_map().cast("map<string,string>").alias("headers"),
+        # A truncate is ordered against every key of its table: a barrier (connectors.barriers).
+        F.when(
+            F.col("value.op") == F.lit(OP_TRUNCATE), F.create_map(F.lit(BARRIER_HEADER), F.lit(BARRIER_MARK))
+        )
+        .otherwise(F.create_map())
+        .cast("map<string,string>")
+        .alias("headers"),
         F.col("timestamp"),
     )

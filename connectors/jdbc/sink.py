@@ -54,9 +54,22 @@ from sluice.connectors.api import (
     SinkConnector,
     SinkTask,
 )
+from sluice.connectors.barriers import (
+    BARRIER_HEADER,
+    BARRIER_MARK,
+    BarrierId,
+    Copy,
+    cut_at_barriers,
+    parse_copy_label,
+)
 from sluice.connectors.config import ConfigDef, ConfigError, FieldError
-from sluice.connectors.converters import KEY_SCHEMA_HEADER, VALUE_SCHEMA_HEADER
-from sluice.connectors.jdbc import badrows, ledger
+from sluice.connectors.converters import (
+    KEY_SCHEMA_HEADER,
+    OFFSET_PROPERTY,
+    PARTITION_PROPERTY,
+    VALUE_SCHEMA_HEADER,
+)
+from sluice.connectors.jdbc import badrows, barrier_state, ledger
 from sluice.connectors.jdbc import write_mysql as my
 from sluice.connectors.jdbc import write_postgres as pg
 from sluice.connectors.jdbc.ddl import UnsupportedTypeError, add_columns_sql, create_table_sql
@@ -167,8 +180,8 @@ class JdbcSinkTask(SinkTask):
 
     # ---- rows --------------------------------------------------------------------------------
 
-    def _parts(self, records: pa.Table, plan: BatchPlan) -> tuple[list[Part], list[tuple[str, str]]]:
-        """Each table's rows, and the tables a truncate empties first (``_cut``)."""
+    def _parts(self, records: pa.Table, plan: BatchPlan) -> list[Part]:
+        """Each table's rows (``records`` without truncate markers: ``_rows``)."""
         # pyarrow: config validation imports this module (the jdbc-sink class)
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -176,16 +189,8 @@ class JdbcSinkTask(SinkTask):
         # The records' topics, not the plan's: a transform (RegexRouter) may have renamed them. When
         # the batch's topics carry different schemas, each record names its own (VALUE_SCHEMA_HEADER).
         headers = records.column("headers")
-        marker = pc.fill_null(
-            pc.and_(
-                pc.is_null(records.column("value")),
-                pc.equal(pc.map_lookup(headers, pa.scalar(OP_HEADER), "first"), OP_TRUNCATE),
-            ),
-            False,
-        )
         for column, header in (("_own", VALUE_SCHEMA_HEADER), ("_own_key", KEY_SCHEMA_HEADER)):
             records = records.append_column(column, pc.map_lookup(headers, pa.scalar(header), "first"))
-        records, emptied = self._cut(records, marker)
         seen = records.group_by(["topic", "_own", "_own_key"]).aggregate([]).to_pylist()
         tables: dict[tuple[str, str], list[str]] = {}
         own_schema: dict[tuple[str, str], str] = {}
@@ -221,27 +226,91 @@ class JdbcSinkTask(SinkTask):
             rows = arrow.select([*names, OP_COLUMN]).add_column(len(names), ORD_COLUMN, ordinal)
             write = TableWrite(schema, table, tuple(names), shaped.pk, self._mode, self._spec.deletes)
             parts.append(Part(write, shaped.fields, rows, arrow.select(list(POSITION_COLUMNS))))
-        return parts, emptied
+        return parts
 
-    def _cut(self, records: pa.Table, marker: pa.ChunkedArray) -> tuple[pa.Table, list[tuple[str, str]]]:
-        """Truncate markers never become rows. With ``truncate.enabled`` a topic-partition's rows at
-        offsets below its last marker are left out and its table is emptied before the rest is
-        written (the module docstring says why that equals applying them in order)."""
+    @staticmethod
+    def _markers(records: pa.Table) -> pa.ChunkedArray:
+        """Which records are truncate markers (null value, header ``__op=t``)."""
         # pyarrow: config validation imports this module (the jdbc-sink class)
+        import pyarrow as pa
         import pyarrow.compute as pc
 
-        marked = records.filter(marker).group_by(["topic", "partition"]).aggregate([("offset", "max")])
-        records = records.filter(pc.invert(marker))
-        cuts = {(r["topic"], r["partition"]): r["offset_max"] for r in marked.to_pylist()}
-        if not self._truncates or not cuts:
-            return records, []
-        topic, partition, offset = (records.column(c) for c in ("topic", "partition", "offset"))
-        gone = None
-        for (t, p), cut in sorted(cuts.items()):
-            here = pc.and_(pc.and_(pc.equal(topic, t), pc.equal(partition, p)), pc.less(offset, cut))
-            here = pc.fill_null(here, False)
-            gone = here if gone is None else pc.or_(gone, here)
-        return records.filter(pc.invert(gone)), sorted({self.table_for(t) for t, _ in cuts})
+        op = pc.map_lookup(records.column("headers"), pa.scalar(OP_HEADER), "first")
+        return pc.fill_null(pc.and_(pc.is_null(records.column("value")), pc.equal(op, OP_TRUNCATE)), False)
+
+    def orders_barriers(self) -> bool:
+        """With ``truncate.enabled`` a truncate's copies, one per queue, order the rows around it
+        (connectors.barriers); without it a truncate is ignored, so one copy is as good as all."""
+        return self._truncates
+
+    def _cut(
+        self, conn: Connection, records: pa.Table, marker: pa.ChunkedArray, plan: BatchPlan
+    ) -> tuple[pa.Table, list[tuple[str, str]], dict[str, barrier_state.Stored]]:
+        """With ``truncate.enabled``: the rows to write, the tables to empty before them, and the
+        barrier state to commit (in ``conn``'s transaction, which this locks the state rows of).
+
+        Each truncate marker is a barrier copy (``cut_at_barriers``): a queue's rows before its
+        copy of an applied truncate are left out, and the table is emptied once, at the first copy
+        met in any queue. Markers never become rows."""
+        # pyarrow: config validation imports this module (the jdbc-sink class)
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        # A barrier orders the rows of its source partition (its table): the scope of each record.
+        headers = records.column("headers")
+        scope = pc.coalesce(
+            pc.map_lookup(headers, pa.scalar(PARTITION_PROPERTY), "first"), records.column("topic")
+        )
+        marked = records.filter(marker).append_column("_scope", scope.filter(marker))
+        found = {
+            name: pc.map_lookup(marked.column("headers"), pa.scalar(header), "first").to_pylist()
+            for name, header in (("label", BARRIER_HEADER), ("at", OFFSET_PROPERTY))
+        }
+        columns = ("_scope", "topic", "partition", "offset")
+        copies: dict[str, list[Copy]] = {}
+        tables: dict[str, set[tuple[str, str]]] = {}
+        for i, (p, t, q, o) in enumerate(zip(*(marked.column(c).to_pylist() for c in columns), strict=True)):
+            tables.setdefault(p, set()).add(self.table_for(t))
+            label, at = found["label"][i], found["at"][i]
+            if not label or label == BARRIER_MARK:  # sent before barriers were: in its queue only
+                copies.setdefault(p, []).append(Copy(q, o, BarrierId(f"queue {q}", o), 1))
+                continue
+            try:
+                barrier = BarrierId(p, int(at))
+            except (TypeError, ValueError):
+                raise JdbcSinkError(
+                    f"{self._where(plan)}: truncate at topic {t!r} queue {q!r} offset {o} has no source "
+                    f"offset ({OFFSET_PROPERTY}={at!r}); it cannot be ordered against the other queues"
+                ) from None
+            copies.setdefault(p, []).append(Copy(q, o, barrier, parse_copy_label(label)[1]))
+        # the queues and first offsets of each scope's records
+        firsts = (
+            pa.table({"s": scope, "q": records.column("partition"), "o": records.column("offset")})
+            .group_by(["s", "q"])
+            .aggregate([("o", "min"), ("o", "max")])
+            .to_pylist()
+        )
+        queues: dict[str, dict[str, tuple[int, int]]] = {}
+        for row in firsts:
+            queues.setdefault(row["s"], {})[row["q"]] = (row["o_min"], row["o_max"])
+        states = barrier_state.load(conn, self.dialect, self.name, plan, queues)
+        keep = pc.invert(marker)
+        emptied: set[tuple[str, str]] = set()
+        out: dict[str, barrier_state.Stored] = {}
+        partition, offset = records.column("partition"), records.column("offset")
+        for p, spans in sorted(queues.items()):
+            cut = cut_at_barriers(sorted(spans), copies.get(p, []), states[p].barriers)
+            if cut.apply:
+                emptied |= tables.get(p, set())
+            here = pc.equal(scope, p)
+            for q, after in cut.keep_after.items():
+                if after == -1:
+                    continue
+                in_queue = pc.and_(here, pc.equal(partition, q))
+                dropped = in_queue if after is None else pc.and_(in_queue, pc.less_equal(offset, after))
+                keep = pc.and_(keep, pc.invert(pc.fill_null(dropped, False)))
+            out[p] = states[p].after(cut.state, plan, spans)
+        return records.filter(keep), sorted(emptied), out
 
     # ---- the batch ---------------------------------------------------------------------------
 
@@ -251,6 +320,9 @@ class JdbcSinkTask(SinkTask):
 
     def write_arrow(self, records: pa.Table, plan: BatchPlan) -> None:
         """Write the batch's rows and commit ``plan`` with them (see the module docstring)."""
+        # pyarrow: config validation imports this module (the jdbc-sink class)
+        import pyarrow.compute as pc
+
         committer = self._positions()
         nonce = plan.sink_state.get(ledger.NONCE_KEY, "")
         engine = self._get_engine()
@@ -264,14 +336,25 @@ class JdbcSinkTask(SinkTask):
                 if applied:
                     committer.commit(plan, None)
                     return
-            parts, emptied = self._parts(records, plan)
+            marker = self._markers(records)
+            unmarked = records.filter(pc.invert(marker))
             if self.dialect is Dialect.MYSQL:  # DDL commits implicitly in MySQL: before the data
+                parts = self._parts(unmarked, plan)
                 with engine.begin() as conn:
                     for p in parts:
                         types[p.write.target] = self._ensure_table(conn, p, plan)
+            if self._truncates:
+                with engine.begin() as conn:
+                    barrier_state.ensure(conn, self.dialect)
             with engine.begin() as conn:
+                rows, emptied, barriers = (
+                    self._cut(conn, records, marker, plan) if self._truncates else (unmarked, [], {})
+                )
+                if not parts or rows.num_rows != unmarked.num_rows:  # (a barrier left rows out)
+                    parts = self._parts(rows, plan)
                 for schema, table in emptied:  # a truncate goes before the rows that follow it
                     (pg if self.dialect is Dialect.POSTGRESQL else my).empty_table(conn, schema, table)
+                barrier_state.save(conn, self.name, barriers)
                 for p in parts:
                     if self.dialect is Dialect.POSTGRESQL:
                         types[p.write.target] = self._ensure_table(conn, p, plan)

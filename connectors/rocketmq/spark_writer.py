@@ -17,10 +17,11 @@ Options:
 - ``accessKey``/``secretKey``, ``requestTimeoutSeconds``: passed to the client.
 
 Columns: ``body`` (binary or string, required, non-null), optional ``keys``, ``tags`` (string),
-``properties`` (map<string,string>), and optional ``sharding_key`` or ``message_group`` (string).
-With a sharding key / message group, each row goes to queue ``crc32(key) % queue_count`` of the
-topic's queues in natural order, so rows with the same key keep their order in one queue. Without
-one, each Spark task sends its batches round-robin over the queues, starting at its partition id.
+``properties`` (map<string,string>), and one of ``sharding_key`` or ``message_group`` (string), or
+``queue`` (int). With a sharding key / message group, each row goes to queue
+``crc32(key) % queue_count`` of the topic's queues in natural order, so rows with the same key keep
+their order in one queue; with ``queue``, to that index of them (the caller shards). Without any,
+each Spark task sends its batches round-robin over the queues, starting at its partition id.
 
 Delivery is at-least-once: a retried Spark task (or a send retried after a timeout) can store a
 batch twice. Exactly-once sinks downstream deduplicate by the plan's ranges, not by this writer.
@@ -40,7 +41,7 @@ from typing import TYPE_CHECKING
 
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
-from pyspark.sql.types import BinaryType, MapType, StringType, StructType
+from pyspark.sql.types import BinaryType, IntegerType, MapType, StringType, StructType
 
 from sluice.connectors.planning import natural_key
 from sluice.connectors.rocketmq.arrow_encode import encode_rows, row_position
@@ -67,6 +68,7 @@ DEFAULT_MAX_BATCH_MESSAGES = 4096
 DEFAULT_MAX_BATCH_BYTES = 4 * 1024 * 1024
 DEFAULT_MAX_IN_FLIGHT = 2
 KEY_COLUMNS = ("sharding_key", "message_group")
+QUEUE_COLUMN = "queue"
 
 
 @dataclass(frozen=True)
@@ -211,19 +213,32 @@ def _check_schema(schema: StructType, topic: str) -> str | None:
             raise ValueError(
                 f"{where}: column 'properties' must be map<string,string>, got {dt.simpleString()}"
             )
-    keyed = [c for c in KEY_COLUMNS if c in fields]
+    if QUEUE_COLUMN in fields and not isinstance(fields[QUEUE_COLUMN], IntegerType):
+        raise ValueError(f"{where}: column 'queue' must be an int, got {fields[QUEUE_COLUMN].simpleString()}")
+    keyed = [c for c in (*KEY_COLUMNS, QUEUE_COLUMN) if c in fields]
     if len(keyed) > 1:
-        raise ValueError(f"{where}: give either 'sharding_key' or 'message_group', not both")
+        raise ValueError(f"{where}: give one of 'sharding_key', 'message_group' and 'queue', not several")
     return keyed[0] if keyed else None
 
 
 def _slots(batch: pa.RecordBatch, key_column: str | None, queue_count: int) -> list[int]:
-    """Each row's target: ``crc32(key) % queue_count`` for a keyed row, -1 (round-robin) otherwise.
+    """Each row's target: its ``queue``, or ``crc32(key) % queue_count`` for a keyed row, -1
+    (round-robin) otherwise.
 
     Computed per distinct key (a batch usually has a handful), not per row.
     """
     if key_column is None:
         return [-1] * batch.num_rows
+    if key_column == QUEUE_COLUMN:
+        slots = [
+            -1 if q is None else q for q in batch.column(batch.schema.names.index(key_column)).to_pylist()
+        ]
+        bad = next((q for q in slots if q >= queue_count or q < -1), None)
+        if bad is not None:
+            raise ValueError(
+                f"rocketmq sink: queue index {bad} is not one of the topic's {queue_count} queues"
+            )
+        return slots
     encoded = batch.column(batch.schema.names.index(key_column)).dictionary_encode()
     slot_of = [zlib.crc32(key.encode()) % queue_count for key in encoded.dictionary.to_pylist()]
     return [-1 if i is None else slot_of[i] for i in encoded.indices.to_pylist()]

@@ -4,10 +4,13 @@ test_spark_source)."""
 
 from __future__ import annotations
 
+import zlib
+
+import pyarrow as pa
 import pytest
 
 from sluice.connectors.rocketmq.codec import EncodedBatch, stored_size
-from sluice.connectors.rocketmq.spark_writer import _Sender
+from sluice.connectors.rocketmq.spark_writer import _Sender, _slots
 from sluice.connectors.rocketmq.values import MessageQueue, SendResult
 
 QUEUES = [MessageQueue("T", "broker-a", i) for i in range(3)]
@@ -68,3 +71,25 @@ def test_rows_of_several_arrow_batches_share_a_request() -> None:
     sender.add(rows("c", "d"), [1, 1])
     sender.finish()
     assert client.requests == [(1, ["a", "b", "c"]), (1, ["d"])]
+
+
+SLOT_CASES = [
+    # (what, column, values, queue count, expected slots or the error's text)
+    ("no key: round robin", None, ["x", "y"], 4, [-1, -1]),
+    ("a key: crc32 % queues, like Kafka's partitioner", "sharding_key", ["k1", "k2", "k1"], 4,
+     [zlib.crc32(b"k1") % 4, zlib.crc32(b"k2") % 4, zlib.crc32(b"k1") % 4]),
+    ("an explicit queue", "queue", [3, 0, None], 4, [3, 0, -1]),
+    ("a queue the topic lacks", "queue", [4], 4, "queue index 4 is not one of the topic's 4 queues"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("what", "column", "values", "count", "expected"), SLOT_CASES, ids=[c[0] for c in SLOT_CASES]
+)
+def test_slots(what: str, column: str | None, values: list[object], count: int, expected: object) -> None:
+    batch = pa.RecordBatch.from_pydict({"body": ["b"] * len(values), **({column: values} if column else {})})
+    if isinstance(expected, str):
+        with pytest.raises(ValueError, match=expected):
+            _slots(batch, column, count)
+    else:
+        assert _slots(batch, column, count) == expected

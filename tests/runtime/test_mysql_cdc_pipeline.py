@@ -1,7 +1,11 @@
 """mysql-cdc -> RocketMQ -> jdbc-sink (ExtractNewRecordState, upsert + delete) into PostgreSQL,
 through real `sluice worker` processes: the replica ends equal to the MariaDB source by content
 after inserts, updates (primary-key changes among them), deletes, transactions that touch two
-tables and an added column — and stays equal when the worker is SIGKILLed mid-run.
+tables, an added column and a TRUNCATE — and stays equal when the worker is SIGKILLed mid-run.
+
+Each table's changes spread over its topic's four queues by key, and two sink tasks share them:
+the truncate reaches the sink as a copy per queue (connectors.barriers), and the replica shows it
+applied in order across queues and tasks.
 """
 
 from __future__ import annotations
@@ -71,19 +75,19 @@ def _workload(src: Db, start: int, end: int) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
 async def test_mysql_cdc_replica_equals_source_through_a_worker_kill(
-    mariadb_db: TestDatabase, target_pg: TestDatabase, start_worker, sluice
+    mariadb_db: TestDatabase, target_pg: TestDatabase, start_worker, sluice, rocketmq_admin
 ) -> None:
     src = Db.of(mariadb_db)
     _schema(src)
     prefix = f"M{uuid.uuid4().hex[:8]}"
     name = uuid.uuid4().hex[:8]
-    source = source_config(
-        mariadb_db, prefix, **{"batch.max.records": "300", "poll.interval.ms": "200", **FAST_HEARTBEAT}
-    )
+    small = {"batch.max.records": "300", "poll.interval.ms": "200"}
+    source = source_config(mariadb_db, prefix, **{**small, "skipped.operations": "none", **FAST_HEARTBEAT})
     first = start_worker()
     await sluice.create(f"src-{name}", source)
+    truncates = {"truncate.enabled": "true", "transforms.unwrap.drop.truncates": "false", "tasks.max": "2"}
     sink = replica_sink(
-        target_pg, f"{prefix}_{mariadb_db.name}_", **{"auto.evolve": "true", **FAST_HEARTBEAT}
+        target_pg, f"{prefix}_{mariadb_db.name}_", **{"auto.evolve": "true", **truncates, **FAST_HEARTBEAT}
     )
     await sluice.create(f"dst-{name}", sink)
 
@@ -98,6 +102,7 @@ async def test_mysql_cdc_replica_equals_source_through_a_worker_kill(
     _workload(src, 1, 400)
     await wait_for(lambda: len(_rows(target_pg.url, "orders")) >= 100, 600, "the first changes replicated")
     first.kill()  # SIGKILL mid-run: a batch in flight is abandoned half-way
+    src.run("TRUNCATE TABLE customers")  # ordered against every queue's earlier and later rows
     _workload(src, 400, 800)
     src.run("ALTER TABLE orders ADD COLUMN tag VARCHAR(12)", "UPDATE orders SET tag = 't' WHERE id % 3 = 0")
     start_worker()
@@ -109,7 +114,13 @@ async def test_mysql_cdc_replica_equals_source_through_a_worker_kill(
     assert 7 not in ids and 100007 in ids and 49 not in ids and 100057 in ids  # key change, delete
     assert any(row[3] == "updated" for row in orders) and any(row[3] == "both" for row in orders)
     assert any(row[-1] == "t" for row in orders) and any(row[-1] is None for row in orders)  # added column
-    assert any(str(row[1]).endswith("+") for row in _rows(target_pg.url, "customers"))
+    customers = _rows(target_pg.url, "customers")
+    assert any(str(row[1]).endswith("+") for row in customers)
+    assert customers and all(row[0] >= 400 for row in customers)  # the truncate emptied the first ones
+    # every table's changes were spread over its topic's queues by key
+    for table in TABLES:
+        queues = rocketmq_admin.queues(f"{prefix}_{mariadb_db.name}_{table}")
+        assert sum(rocketmq_admin.max_offset(q) > 0 for q in queues) > 1, table
     for connector in (f"src-{name}", f"dst-{name}"):
         assert (await sluice.status(connector)).state == "RUNNING"
         await sluice.delete(connector)
