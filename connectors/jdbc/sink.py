@@ -20,12 +20,12 @@ ledger, not a key, stops the re-run). The choice is made by ``bind_positions`` f
 TRUNCATE (Debezium JDBC sink's ``truncate.enabled``, default false): a truncate event reaches the
 sink as ``ExtractNewRecordState`` with ``drop.truncates=false`` passes it on — null key and value,
 header ``__op=t``. Such a record is never written as a row. With ``truncate.enabled`` it empties
-its table *in order*: the rows of its topic and partition before it are left out of the batch and
-the table is emptied (PostgreSQL ``TRUNCATE``; MariaDB ``DELETE``, as its TRUNCATE would commit on
-its own) in the batch's transaction, before the rows after it are written — so the table ends as if
-every record had been applied one by one, committed with the positions. Without it the record is
-ignored, as Debezium's sink does. Rows of *other* partitions into the same table are not ordered
-against it (a CDC source sends a table's records to one queue, so this does not arise for them).
+its table *in order*. A table's records spread over its topic's queues by key, so the truncate
+comes as a copy per queue (``sluice.connectors.barriers``): the table is emptied at the first copy
+met (PostgreSQL ``TRUNCATE``; MariaDB ``DELETE``, as its TRUNCATE would commit on its own) in the
+batch's transaction, and each queue's rows before its own copy are left out — so the table ends as
+if every record had been applied one by one, committed with the positions and the barrier state
+(``barrier_state``). Without it the record is ignored, as Debezium's sink does.
 
 Lifecycle (as the runtime drives it):
 
