@@ -20,7 +20,14 @@ from pyspark.sql import functions as F
 
 from sluice.activities.bad_records import checked_records
 from sluice.activities.runner import TaskSetup, next_plan
-from sluice.connectors.api import CommitListener, KnowsEmptyRanges, ReportsWaiting, RoutesTopics
+from sluice.connectors.api import (
+    CommitListener,
+    KnowsEmptyRanges,
+    KnowsSendOrder,
+    ReportsWaiting,
+    RoutesTopics,
+    SendOrder,
+)
 from sluice.connectors.barriers import BARRIER_HEADER
 from sluice.connectors.converters import OFFSET_PROPERTY, PARTITION_PROPERTY
 from sluice.connectors.model import BatchPlan, PartitionRange
@@ -134,7 +141,8 @@ class SourceRunner:
             messages = self._sharded(messages, topic)
             if rerun:
                 messages = self._without_already_sent(messages, plan, topic)
-            return self._send(messages, topic)
+            # a re-run's join with what was sent may shuffle: sorted, whatever the read's order
+            return self._send(messages, topic, SendOrder.SORTED if rerun else self._send_order(ranges))
 
     def _sharded(self, messages: DataFrame, topic: str) -> DataFrame:
         """``messages`` with the ``queue`` each goes to: ``crc32(key) % queues`` for a keyed record
@@ -157,21 +165,31 @@ class SourceRunner:
         )
         return out.withColumn("properties", F.when(barrier, labelled).otherwise(props))
 
-    def _send(self, messages: DataFrame, topic: str) -> int:
-        """Send to the topic in source order; return how many messages the writer stored.
+    def _send_order(self, ranges: Sequence[PartitionRange]) -> SendOrder:
+        """The task's own word on its read's order (KnowsSendOrder) when nothing transforms it."""
+        if isinstance(self.task, KnowsSendOrder) and not self.setup.chain:
+            return self.task.send_order(ranges)
+        return SendOrder.SORTED
 
-        Each message goes to its ``queue`` (``_sharded``), and a queue must get its messages in
-        source order, whatever order the source and transforms produced: one Spark partition
+    def _send(self, messages: DataFrame, topic: str, order: SendOrder = SendOrder.SORTED) -> int:
+        """Send to the topic keeping each key's order; return how many messages the writer stored.
+
+        Each message goes to its ``queue`` (``_sharded``), and a queue must get one key's messages
+        in source order, whatever order the source and transforms produced: one Spark partition
         sorted by source position gives that without a shuffle (Spark would otherwise write chunks
-        of one batch concurrently). The count comes from the writer's own summary, so the batch is
-        computed once, by the write.
+        of one batch concurrently). A read that is already in order (``SendOrder.AS_READ``) skips
+        the sort; one whose keys are unique in the batch (``SendOrder.ANY``) is sent by every Spark
+        task at once. The count comes from the writer's own summary, so the batch is computed
+        once, by the write.
         """
+        if order is SendOrder.SORTED:
+            messages = messages.coalesce(1).sortWithinPartitions("partition", "offset")
+        elif order is SendOrder.AS_READ:
+            messages = messages.coalesce(1)
         with tempfile.TemporaryDirectory(prefix="sluice-send-") as tmp:
             summary = os.path.join(tmp, "summary.json")
             (
-                messages.coalesce(1)
-                .sortWithinPartitions("partition", "offset")
-                .write.format("rocketmq")
+                messages.write.format("rocketmq")
                 .option("namesrv", self.ctx.settings.namesrv)
                 .option("topic", topic)
                 .option("resultPath", summary)

@@ -42,7 +42,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
+from enum import Enum, StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from sluice.connectors.config import (
@@ -274,6 +274,31 @@ class WritesArrow(Protocol):
     """
 
     def write_arrow(self, records: pa.Table, plan: BatchPlan) -> None: ...
+
+
+class SendOrder(Enum):
+    """What a source task's read guarantees about order, so the runtime keeps each key's order in
+    its queue at the least cost (``KnowsSendOrder``)."""
+
+    #: nothing: the runtime sends from one Spark task, sorted by source position
+    SORTED = "sorted"
+    #: the read's Spark partitions, taken in order, are in source order: one task, no sort
+    AS_READ = "as-read"
+    #: a key appears at most once in a read (a table read by primary key): every Spark task sends
+    #: its own rows, in parallel, and no key's order can be broken
+    ANY = "any"
+
+
+@runtime_checkable
+class KnowsSendOrder(Protocol):
+    """Optional ability of a source task: say how ordered a read of ``ranges`` is (``SendOrder``).
+
+    The runtime trusts it only when the connector has no transforms (a transform may re-key
+    records or reorder them); otherwise it sorts, as for any other source."""
+
+    def send_order(self, ranges: Sequence[PartitionRange]) -> SendOrder:
+        """How the records ``read(spark, ranges)`` returns may be sent."""
+        ...
 
 
 @runtime_checkable

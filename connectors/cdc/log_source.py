@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
-from sluice.connectors.api import SourceConnector, SourceTask
+from sluice.connectors.api import SendOrder, SourceConnector, SourceTask
 from sluice.connectors.cdc import ondemand as od
 from sluice.connectors.cdc import operations, signals
 from sluice.connectors.cdc import snapshot as snap
@@ -258,6 +258,11 @@ class LogCdcTask(SourceTask, Generic[C]):
         """KnowsEmptyRanges: a log range holds records only when its table changed in it (a
         snapshot chunk is read to find out)."""
         return not r.is_empty and (snap.is_snapshot(r.partition) or bool(self._emitted(r)))
+
+    def send_order(self, ranges: Sequence[PartitionRange]) -> SendOrder:
+        """KnowsSendOrder: a log range's frame is built in log order; a snapshot chunk holds each
+        row of its table once, so its keys are unique and its splits are sent in parallel."""
+        return SendOrder.ANY if all(snap.is_snapshot(r.partition) for r in ranges) else SendOrder.AS_READ
 
     def read(self, spark: SparkSession, ranges: Sequence[PartitionRange]) -> DataFrame:
         """Records of ``ranges`` (the runtime reads one table per call: ``topic_of``)."""

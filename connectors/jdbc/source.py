@@ -37,7 +37,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 from zoneinfo import ZoneInfo
 
-from sluice.connectors.api import SourceConnector, SourceTask, split_round_robin
+from sluice.connectors.api import SendOrder, SourceConnector, SourceTask, split_round_robin
 from sluice.connectors.config import ConfigDef, FieldError
 from sluice.connectors.jdbc import read as db
 from sluice.connectors.jdbc.config import (
@@ -307,6 +307,11 @@ class JdbcSourceTask(SourceTask):
             F.create_map().cast("map<string,string>").alias("headers"),
             stamp.alias("timestamp"),
         )
+
+    def send_order(self, ranges: Sequence[PartitionRange]) -> SendOrder:
+        """KnowsSendOrder: a read returns each row of its table once, so a keyed table's keys are
+        unique in a batch and its splits are sent in parallel; a keyless table's are sorted."""
+        return SendOrder.ANY if all(self.columns(r.partition)[1] for r in ranges) else SendOrder.SORTED
 
     def read(self, spark: SparkSession, ranges: Sequence[PartitionRange]) -> DataFrame:
         """Records of ``ranges``; several tables only when their rows have one shape (the runtime
