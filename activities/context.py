@@ -28,6 +28,8 @@ class RuntimeSettings:
     spark_master: str
     store_schema: str
     spark_driver_memory: str
+    #: Spark tasks one side of a batch may run at once (``SLUICE_BATCH_TASKS``; see Settings)
+    batch_tasks: int = 1
     #: Fernet key of ``${sealed:…}`` config values (connectors.sealing); None: none can be resolved
     sealing_key: bytes | None = None
 

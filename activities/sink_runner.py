@@ -196,6 +196,7 @@ class SinkRunner:
             .option("namesrv", self.ctx.settings.namesrv)
             .option("plan", plan_to_json(plan.ranges))
             .option("failOnDataLoss", str(self.setup.data_loss is DataLossPolicy.FAIL).lower())
+            .option("maxTasks", str(self.ctx.settings.batch_tasks))
             .load()
         )
         if not (isinstance(self.task, OrdersBarriers) and self.task.orders_barriers()):

@@ -186,6 +186,8 @@ class SourceRunner:
             messages = messages.coalesce(1).sortWithinPartitions("partition", "offset")
         elif order is SendOrder.AS_READ:
             messages = messages.coalesce(1)
+        else:  # no more sending tasks than the worker allows a batch (Settings.batch_tasks)
+            messages = messages.coalesce(self.ctx.settings.batch_tasks)
         with tempfile.TemporaryDirectory(prefix="sluice-send-") as tmp:
             summary = os.path.join(tmp, "summary.json")
             (

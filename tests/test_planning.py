@@ -16,6 +16,7 @@ from sluice.connectors.planning import (
     StartPolicy,
     admit,
     natural_key,
+    pack_splits,
     ramped_budget,
     resolve_start,
     split_ranges,
@@ -262,3 +263,28 @@ RAMP_CASES = [
 @pytest.mark.parametrize(("configured", "unit", "planned", "budget"), RAMP_CASES)
 def test_ramped_budget(configured: int | None, unit: str, planned: int, budget: int | None) -> None:
     assert ramped_budget(configured, unit, planned) == budget
+
+
+PACK_CASES = [
+    # (what, split sizes, min per task, max tasks, expected tasks as split indices)
+    ("a small batch over four queues: one task", [400, 380, 370, 350], 20_000, 2, [[0, 1, 2, 3]]),
+    ("large enough for two tasks", [30_000, 30_000, 30_000, 30_000], 20_000, 2, [[0, 2], [1, 3]]),
+    ("no more tasks than allowed", [50_000] * 4, 20_000, 1, [[0, 1, 2, 3]]),
+    ("no more tasks than splits", [90_000], 20_000, 4, [[0]]),
+    ("largest first to the emptiest", [10, 60_000, 20_000, 30_000], 20_000, 2, [[1], [0, 2, 3]]),
+    ("nothing", [], 20_000, 2, []),
+]
+
+
+@pytest.mark.parametrize(
+    ("what", "sizes", "least", "most", "expected"), PACK_CASES, ids=[c[0] for c in PACK_CASES]
+)
+def test_pack_splits(what: str, sizes: list[int], least: int, most: int, expected: list[list[int]]) -> None:
+    got = pack_splits(sizes, least, most)
+    assert got == expected
+    assert sorted(i for task in got for i in task) == list(range(len(sizes)))  # every split, once
+
+
+def test_pack_splits_rejects_non_positive_limits() -> None:
+    with pytest.raises(PlanningError, match="min_per_task"):
+        pack_splits([1], 0, 1)

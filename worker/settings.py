@@ -77,6 +77,11 @@ class Settings(BaseSettings):
     mariadb_port: Port = 13306
     spark_master: str = Field(default="local[2]", min_length=1)
     spark_driver_memory: str = Field(default="2g", pattern=r"(?i)^\d+([kmgtp]b?)?$")
+    #: Spark tasks one side of one batch may run at once: a table read in splits, a sink batch over
+    #: several queues. 1 on the local stack, where a pipeline's source and sink batches already run
+    #: side by side on its two cores (measured: two tasks per side starved the other side's small
+    #: batches, first row 3 s -> 8 s); a cluster sets its executors' cores.
+    batch_tasks: int = Field(default=1, ge=1)
     # Where the worker and clients find the services; the local stack unless set.
     temporal_namespace: str = Field(default="default", min_length=1)
     temporal_address: str = Field(default_factory=_local(lambda s: s.temporal_address), min_length=1)
@@ -128,6 +133,7 @@ class Settings(BaseSettings):
             namesrv=self.namesrv,
             spark_master=self.spark_master,
             spark_driver_memory=self.spark_driver_memory,
+            batch_tasks=self.batch_tasks,
             store_schema=self.store_schema,
             sealing_key=self.sealing_key(),
         )

@@ -4,6 +4,9 @@ Options:
 - ``namesrv`` (required): name server address(es), ``host:port[;host:port]``.
 - ``plan`` (required): JSON from ``spark_options.plan_to_json``; ranges are half-open per queue.
 - ``maxRecordsPerSplit`` (default 200000): a larger range is split into several Spark tasks.
+- ``minRecordsPerTask`` (default 20000) and ``maxTasks`` (default 2; the runtime passes the
+  worker's ``batch_tasks``): small ranges share a Spark task (``planning.pack_splits``), so a small
+  batch over several queues does not pay a task's fixed cost per queue.
 - ``failOnDataLoss`` (default true): what to do when part of a planned range is gone.
 - ``pullBatchSize`` (default 512): messages asked for per pull request. A broker returns at most its
   ``maxTransferCountOnMessageInMemory`` (32 by default, 2048 on the local stack); the client pulls again
@@ -11,7 +14,7 @@ Options:
 - ``pullConcurrency`` (default 4): pull requests in flight per task.
 - ``accessKey``/``secretKey``, ``requestTimeoutSeconds``: passed to the client.
 
-Lifecycle of one input partition (on an executor):
+Lifecycle of one input partition (on an executor), for each of its ranges in turn:
 1. Get the process's shared SyncRocketMQClient (created lazily; nothing unpicklable is shipped).
 2. Ask the queue's min/max offsets and run ``check_data_loss`` on the range: a vanished queue, a
    start below the min (retention) or an end beyond the max (planned messages missing, e.g. lost by
@@ -33,7 +36,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from sluice.connectors.model import DataLossPolicy, PartitionRange, parse_queue_partition
-from sluice.connectors.planning import split_ranges
+from sluice.connectors.planning import pack_splits, split_ranges
 from sluice.connectors.rocketmq.arrow_decode import to_record_batch
 from sluice.connectors.rocketmq.errors import OffsetOutOfRangeError
 from sluice.connectors.rocketmq.offsets import check_data_loss
@@ -51,19 +54,28 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 DEFAULT_MAX_RECORDS_PER_SPLIT = 200_000
+DEFAULT_MIN_RECORDS_PER_TASK = 20_000
+DEFAULT_MAX_TASKS = 2
 DEFAULT_PULL_BATCH = 512
 DEFAULT_PULL_CONCURRENCY = 4
 ARROW_CHUNK = 8192  # messages per yielded RecordBatch: bounds executor memory for large ranges
 
 
 @dataclass(frozen=True)
-class QueueRangePartition(InputPartition):
-    """One Spark task: a slice of one queue's planned range (picklable plain values only)."""
+class QueueRange:
+    """A slice of one queue's planned range (picklable plain values only)."""
 
     topic: str
     partition: str
     start: int
     end: int
+
+
+@dataclass(frozen=True)
+class QueueRangePartition(InputPartition):
+    """One Spark task: slices of queues, read one after the other."""
+
+    ranges: tuple[QueueRange, ...]
 
 
 class RocketMQReader(DataSourceReader):
@@ -73,6 +85,8 @@ class RocketMQReader(DataSourceReader):
         self.namesrv = require_option(options, "namesrv")
         self.ranges = plan_from_json(require_option(options, "plan"))
         self.max_per_split = int_option(options, "maxRecordsPerSplit", DEFAULT_MAX_RECORDS_PER_SPLIT)
+        self.min_per_task = int_option(options, "minRecordsPerTask", DEFAULT_MIN_RECORDS_PER_TASK)
+        self.max_tasks = int_option(options, "maxTasks", DEFAULT_MAX_TASKS)
         fail = bool_option(options, "failOnDataLoss", True)
         self.policy = DataLossPolicy.FAIL if fail else DataLossPolicy.SKIP
         self.pull_batch = int_option(options, "pullBatchSize", DEFAULT_PULL_BATCH)
@@ -85,14 +99,25 @@ class RocketMQReader(DataSourceReader):
                 raise ValueError(f"rocketmq source: plan range {i} of topic {r.topic!r}: {exc}") from None
 
     def partitions(self) -> Sequence[InputPartition]:
+        splits = split_ranges(self.ranges, self.max_per_split)
+        tasks = pack_splits([r.size for r in splits], self.min_per_task, self.max_tasks)
         return [
-            QueueRangePartition(r.topic, r.partition, r.start.offset, r.end.offset)
-            for r in split_ranges(self.ranges, self.max_per_split)
+            QueueRangePartition(
+                tuple(
+                    QueueRange(r.topic, r.partition, r.start.offset, r.end.offset)
+                    for r in map(splits.__getitem__, t)
+                )
+            )
+            for t in tasks
         ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, QueueRangePartition):
             return  # Spark runs one task with a placeholder partition when a plan has no ranges
+        for r in partition.ranges:
+            yield from self._read_range(r)
+
+    def _read_range(self, partition: QueueRange) -> Iterator[pa.RecordBatch]:
         client = executor_client(self.namesrv, self.client_options)
         broker, queue_id = parse_queue_partition(partition.partition)
         mq = MessageQueue(partition.topic, broker, queue_id)
