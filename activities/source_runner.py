@@ -178,9 +178,9 @@ class SourceRunner:
         in source order, whatever order the source and transforms produced: one Spark partition
         sorted by source position gives that without a shuffle (Spark would otherwise write chunks
         of one batch concurrently). A read that is already in order (``SendOrder.AS_READ``) skips
-        the sort; one whose keys are unique in the batch (``SendOrder.ANY``) is sent by every Spark
-        task at once. The count comes from the writer's own summary, so the batch is computed
-        once, by the write.
+        the sort; one whose keys are unique in the batch (``SendOrder.ANY``) is sent by up to the
+        worker's ``batch_tasks`` Spark tasks at once. The count comes from the writer's own summary,
+        so the batch is computed once, by the write.
         """
         if order is SendOrder.SORTED:
             messages = messages.coalesce(1).sortWithinPartitions("partition", "offset")

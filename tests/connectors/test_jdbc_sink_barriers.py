@@ -20,6 +20,8 @@ from sluice.connectors.api import open_sink_task
 from sluice.connectors.jdbc.sink import JdbcSinkConnector, JdbcSinkTask
 from sluice.connectors.model import BatchPlan, PartitionRange
 from tests.connectors.contract import _Crash, _CrashingCommitter
+from tests.connectors.test_jdbc_sink_truncate import _config as replica_config
+from tests.connectors.test_jdbc_sink_truncate import _rows
 
 TOPIC, SOURCE = "shop_items", "shop.items"
 QUEUES = [f"broker-a:{i}" for i in range(4)]
@@ -78,32 +80,9 @@ def _expected() -> list[tuple[int, str]]:
 
 
 def _config(url: str, user: str, password: str, schema: str) -> dict[str, str]:
-    return {
-        "name": f"spread-{uuid.uuid4().hex[:8]}",
-        "connector.class": "io.confluent.connect.jdbc.JdbcSinkConnector",
-        "topics": TOPIC,
-        "connection.url": url,
-        "connection.user": user,
-        "connection.password": password,
-        "schema": schema,
-        "table.name.format": "items",
-        "insert.mode": "upsert",
-        "pk.mode": "record_key",
-        "pk.fields": "id",
-        "delete.enabled": "true",
-        "auto.create": "true",
-        "truncate.enabled": "true",
-        "tasks.max": "2",
-    }
-
-
-def _rows(url: str, table: str) -> list[tuple[Any, ...]]:
-    engine = create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return [tuple(r) for r in conn.execute(text(f"SELECT id, name FROM {table} ORDER BY id"))]
-    finally:
-        engine.dispose()
+    """test_jdbc_sink_truncate's replica sink, with truncates, two tasks and a name of its own."""
+    spread = {"truncate.enabled": "true", "tasks.max": "2", "topics": TOPIC}
+    return {**replica_config(url, user, password, schema, **spread), "name": f"spread-{uuid.uuid4().hex[:8]}"}
 
 
 # Batches: (task, {queue: how many more of its records}). Task 0 reads queues 0 and 1, task 1
