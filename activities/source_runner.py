@@ -28,11 +28,11 @@ from sluice.connectors.api import (
     RoutesTopics,
     SendOrder,
 )
-from sluice.connectors.barriers import BARRIER_HEADER
+from sluice.connectors.barriers import BARRIER_HEADER, BARRIER_QUEUES_HEADER
 from sluice.connectors.converters import OFFSET_PROPERTY, PARTITION_PROPERTY
 from sluice.connectors.model import BatchPlan, PartitionRange
 from sluice.connectors.planner import view_of
-from sluice.connectors.planning import ramped_budget
+from sluice.connectors.planning import natural_key, ramped_budget
 from sluice.connectors.rocketmq.spark_source import register
 from sluice.connectors.rocketmq.spark_writer import read_write_summary
 from sluice.connectors.transforms import apply_chain
@@ -148,8 +148,9 @@ class SourceRunner:
         """``messages`` with the ``queue`` each goes to: ``crc32(key) % queues`` for a keyed record
         (per-key order, as Kafka's default partitioner keeps it), its source partition's for a
         keyless one (a table without a key keeps its whole order), and every queue for a barrier,
-        each copy labelled ``<i>/<n>`` (connectors.barriers)."""
-        count = len(self.ctx.rocketmq.queues(topic))
+        each copy labelled ``<i>/<n>`` with the list of queues sent to (connectors.barriers)."""
+        queues = [q.key for q in sorted(self.ctx.rocketmq.queues(topic), key=lambda q: natural_key(q.key))]
+        count = len(queues)  # in the writer's order: index i is queues[i]
         props = F.col("properties")
         barrier = props[BARRIER_HEADER].isNotNull()
         key = F.coalesce(F.col("keys"), F.col("partition")).cast("binary")
@@ -161,7 +162,7 @@ class SourceRunner:
         label = F.concat(F.col("queue").cast("string"), F.lit(f"/{count}"))
         labelled = F.map_concat(
             F.map_filter(props, lambda k, _: k != F.lit(BARRIER_HEADER)),
-            F.create_map(F.lit(BARRIER_HEADER), label),
+            F.create_map(F.lit(BARRIER_HEADER), label, F.lit(BARRIER_QUEUES_HEADER), F.lit(",".join(queues))),
         )
         return out.withColumn("properties", F.when(barrier, labelled).otherwise(props))
 

@@ -308,8 +308,9 @@ class OrdersBarriers(Protocol):
     A source sends a record ordered against all keys of its table (a truncate event) to every
     queue of its topic. Other sinks get only copy ``0/n``, so they see the record once; a sink with
     this ability gets each copy, in its queue's order, and orders its writes across queues with
-    ``connectors.barriers.cut_at_barriers``. The copies carry the header ``sluice.barrier``
-    (``<i>/<n>``) and their source position (``sluice.partition``, ``sluice.offset``).
+    ``connectors.barriers.cut_at_barriers``. The copies carry the headers ``sluice.barrier``
+    (``<i>/<n>``) and ``sluice.barrier.queues`` (the queues sent to), and their source position
+    (``sluice.partition``, ``sluice.offset``).
     """
 
     def orders_barriers(self) -> bool:

@@ -5,7 +5,8 @@ spreads over the topic's queues and the sink's tasks. A few records are ordered 
 of their table — a truncate event: every row before it is gone, every row after it stays. Sent to
 one queue, a sink could apply it in between other queues' rows. So the source runner sends such a
 record to **every** queue of its topic, as copies marked ``sluice.barrier = "<i>/<n>"`` (copy *i*
-of *n*, the topic's queue count), each in order with its queue's keys.
+of *n*, the topic's queue count) and listing the queues sent to (``sluice.barrier.queues``), each
+in order with its queue's keys.
 
 What a sink then does with the copies:
 - one that merely delivers records (file, dummy) gets copy ``0/n`` only: the record once, as before;
@@ -26,24 +27,11 @@ from dataclasses import dataclass, field
 from typing import Final
 
 BARRIER_HEADER: Final = "sluice.barrier"
+#: The queues a barrier's copies went to (comma-separated keys): exactly the queues that owe it, so a
+#: queue added to the topic later never waits for a copy it will not get.
+BARRIER_QUEUES_HEADER: Final = "sluice.barrier.queues"
 #: The value a source sets on a record that is a barrier; the runner replaces it by ``<i>/<n>``.
 BARRIER_MARK: Final = "true"
-
-
-def copy_label(index: int, count: int) -> str:
-    return f"{index}/{count}"
-
-
-def parse_copy_label(label: str) -> tuple[int, int]:
-    """``"<i>/<n>"`` -> (i, n); raises ValueError naming the label otherwise."""
-    index, sep, count = label.partition("/")
-    try:
-        i, n = int(index), int(count)
-    except ValueError:
-        raise ValueError(f"barrier copy label {label!r} is not '<index>/<count>'") from None
-    if not sep or n < 1 or not 0 <= i < n:
-        raise ValueError(f"barrier copy label {label!r} is not '<index>/<count>' with 0 <= index < count")
-    return i, n
 
 
 @dataclass(frozen=True, order=True)
@@ -56,13 +44,13 @@ class BarrierId:
 
 @dataclass(frozen=True)
 class Copy:
-    """A barrier copy met in a batch: the queue holding it, its offset there, and how many copies
-    were sent (1: a record marked the old way, ordered only against its own queue)."""
+    """A barrier copy met in a batch: the queue holding it, its offset there, and the queues its
+    copies went to (only its own for a record marked before barriers were sent to every queue)."""
 
     queue: str
     offset: int
     barrier: BarrierId
-    count: int
+    queues: frozenset[str]
 
 
 @dataclass(frozen=True)
@@ -70,10 +58,9 @@ class Pending:
     """An applied barrier that some queues have not passed yet."""
 
     barrier: BarrierId
-    count: int
+    #: the queues its copies went to: each owes it until it passes its copy
+    queues: frozenset[str]
     passed: frozenset[str]
-    #: for a single-copy barrier: the one queue that owes it
-    home: str = ""
 
 
 @dataclass(frozen=True)
@@ -91,9 +78,8 @@ class TopicBarriers:
                 {
                     "partition": p.barrier.partition,
                     "offset": p.barrier.offset,
-                    "count": p.count,
+                    "queues": sorted(p.queues),
                     "passed": sorted(p.passed),
-                    "home": p.home,
                 }
                 for p in self.pending
             ],
@@ -109,9 +95,8 @@ class TopicBarriers:
             tuple(
                 Pending(
                     BarrierId(str(p["partition"]), int(p["offset"])),
-                    int(p["count"]),
+                    frozenset(str(q) for q in p["queues"]),
                     frozenset(str(q) for q in p["passed"]),
-                    str(p.get("home") or ""),
                 )
                 for p in pending
             ),
@@ -134,7 +119,7 @@ class Cut:
 
 
 def _owes(p: Pending, queue: str) -> bool:
-    return queue not in p.passed and (p.count > 1 or p.home == queue)
+    return queue in p.queues and queue not in p.passed
 
 
 def cut_at_barriers(queues: Iterable[str], copies: Sequence[Copy], state: TopicBarriers) -> Cut:
@@ -153,7 +138,7 @@ def cut_at_barriers(queues: Iterable[str], copies: Sequence[Copy], state: TopicB
             continue
         if c.barrier.offset <= last.get(c.barrier.partition, -1):
             continue  # retired, or older than one applied: a duplicate delivery
-        new[c.barrier] = Pending(c.barrier, c.count, frozenset(), c.queue if c.count == 1 else "")
+        new[c.barrier] = Pending(c.barrier, c.queues, frozenset())
         last[c.barrier.partition] = c.barrier.offset
     barriers = sorted([*known.values(), *new.values()], key=lambda p: p.barrier)
     keep_after: dict[str, int | None] = {}
@@ -170,8 +155,8 @@ def cut_at_barriers(queues: Iterable[str], copies: Sequence[Copy], state: TopicB
         if c.barrier in passed:
             passed[c.barrier].add(c.queue)
     pending = tuple(
-        Pending(p.barrier, p.count, frozenset(passed[p.barrier]), p.home)
+        Pending(p.barrier, p.queues, frozenset(passed[p.barrier]))
         for p in barriers
-        if len(passed[p.barrier]) < p.count
+        if not p.queues <= passed[p.barrier]
     )
     return Cut(keep_after, bool(new), TopicBarriers(pending, last))

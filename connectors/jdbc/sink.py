@@ -57,10 +57,10 @@ from sluice.connectors.api import (
 from sluice.connectors.barriers import (
     BARRIER_HEADER,
     BARRIER_MARK,
+    BARRIER_QUEUES_HEADER,
     BarrierId,
     Copy,
     cut_at_barriers,
-    parse_copy_label,
 )
 from sluice.connectors.config import ConfigDef, ConfigError, FieldError
 from sluice.connectors.converters import (
@@ -264,16 +264,20 @@ class JdbcSinkTask(SinkTask):
         marked = records.filter(marker).append_column("_scope", scope.filter(marker))
         found = {
             name: pc.map_lookup(marked.column("headers"), pa.scalar(header), "first").to_pylist()
-            for name, header in (("label", BARRIER_HEADER), ("at", OFFSET_PROPERTY))
+            for name, header in (
+                ("label", BARRIER_HEADER),
+                ("queues", BARRIER_QUEUES_HEADER),
+                ("at", OFFSET_PROPERTY),
+            )
         }
         columns = ("_scope", "topic", "partition", "offset")
         copies: dict[str, list[Copy]] = {}
         tables: dict[str, set[tuple[str, str]]] = {}
         for i, (p, t, q, o) in enumerate(zip(*(marked.column(c).to_pylist() for c in columns), strict=True)):
             tables.setdefault(p, set()).add(self.table_for(t))
-            label, at = found["label"][i], found["at"][i]
-            if not label or label == BARRIER_MARK:  # sent before barriers were: in its queue only
-                copies.setdefault(p, []).append(Copy(q, o, BarrierId(f"queue {q}", o), 1))
+            label, sent_to, at = found["label"][i], found["queues"][i], found["at"][i]
+            if not label or label == BARRIER_MARK or not sent_to:  # sent to its queue only
+                copies.setdefault(p, []).append(Copy(q, o, BarrierId(f"queue {q}", o), frozenset([q])))
                 continue
             try:
                 barrier = BarrierId(p, int(at))
@@ -282,7 +286,7 @@ class JdbcSinkTask(SinkTask):
                     f"{self._where(plan)}: truncate at topic {t!r} queue {q!r} offset {o} has no source "
                     f"offset ({OFFSET_PROPERTY}={at!r}); it cannot be ordered against the other queues"
                 ) from None
-            copies.setdefault(p, []).append(Copy(q, o, barrier, parse_copy_label(label)[1]))
+            copies.setdefault(p, []).append(Copy(q, o, barrier, frozenset(sent_to.split(","))))
         # the queues and first offsets of each scope's records
         firsts = (
             pa.table({"s": scope, "q": records.column("partition"), "o": records.column("offset")})

@@ -13,9 +13,7 @@ from sluice.connectors.barriers import (
     Copy,
     Pending,
     TopicBarriers,
-    copy_label,
     cut_at_barriers,
-    parse_copy_label,
 )
 
 # A source history: ("row", key) or ("truncate",). Key k goes to queue k % QUEUES.
@@ -23,14 +21,14 @@ QUEUES = 3
 
 
 def _sent(history: list[tuple]) -> dict[str, list[tuple]]:
-    """Each queue's messages: ("row", key, source offset) or ("copy", source offset, count)."""
+    """Each queue's messages: ("row", key, source offset) or ("copy", source offset, queues sent to)."""
     queues: dict[str, list[tuple]] = {f"q{i}": [] for i in range(QUEUES)}
     for offset, event in enumerate(history):
         if event[0] == "row":
             queues[f"q{event[1] % QUEUES}"].append(("row", event[1], offset))
         else:
             for q in queues.values():
-                q.append(("copy", offset, QUEUES))
+                q.append(("copy", offset, frozenset(queues)))
     return queues
 
 
@@ -105,38 +103,30 @@ def test_batches_cut_at_barriers_leave_what_a_one_by_one_replay_leaves(
 
 
 def test_a_duplicate_copy_is_not_applied_again() -> None:
-    b = BarrierId("shop.items", 7)
-    first = cut_at_barriers(["q0"], [Copy("q0", 3, b, 2)], TopicBarriers())
+    b, both = BarrierId("shop.items", 7), frozenset({"q0", "q1"})
+    first = cut_at_barriers(["q0"], [Copy("q0", 3, b, both)], TopicBarriers())
     assert first.apply and first.keep_after == {"q0": 3}
     # q0 meets its copy again (a re-sent message): rows around it are kept, nothing is emptied
-    again = cut_at_barriers(["q0", "q1"], [Copy("q0", 5, b, 2), Copy("q1", 2, b, 2)], first.state)
+    again = cut_at_barriers(["q0", "q1"], [Copy("q0", 5, b, both), Copy("q1", 2, b, both)], first.state)
     assert not again.apply and again.keep_after == {"q0": -1, "q1": 2}
     assert again.state.pending == ()
     # after it retired, a late duplicate changes nothing either
-    late = cut_at_barriers(["q1"], [Copy("q1", 9, b, 2)], again.state)
+    late = cut_at_barriers(["q1"], [Copy("q1", 9, b, both)], again.state)
     assert not late.apply and late.keep_after == {"q1": -1} and late.state == again.state
 
 
-def test_a_single_copy_barrier_orders_only_its_own_queue() -> None:
-    """A truncate marker sent before barriers existed (one queue held its table)."""
+def test_only_the_queues_a_barrier_went_to_owe_it() -> None:
+    """A queue added to the topic after the truncate was sent holds only later rows; and a
+    truncate marked before barriers were sent to every queue orders only its own queue."""
     b = BarrierId("shop.items", 4)
-    cut = cut_at_barriers(["q0", "q1"], [Copy("q0", 4, b, 1)], TopicBarriers())
-    assert cut.apply and cut.keep_after == {"q0": 4, "q1": -1} and cut.state.pending == ()
+    spread = cut_at_barriers(["q0", "q4"], [Copy("q0", 4, b, frozenset({"q0", "q1"}))], TopicBarriers())
+    assert spread.apply and spread.keep_after == {"q0": 4, "q4": -1}
+    assert [sorted(p.queues - p.passed) for p in spread.state.pending] == [["q1"]]
+    alone = cut_at_barriers(["q0", "q1"], [Copy("q0", 4, b, frozenset({"q0"}))], TopicBarriers())
+    assert alone.apply and alone.keep_after == {"q0": 4, "q1": -1} and alone.state.pending == ()
 
 
 def test_state_round_trips_through_json() -> None:
-    state = TopicBarriers((Pending(BarrierId("p", 3), 4, frozenset({"b:1", "b:0"})),), {"p": 3})
+    pending = Pending(BarrierId("p", 3), frozenset({"b:0", "b:1", "b:2"}), frozenset({"b:1", "b:0"}))
+    state = TopicBarriers((pending,), {"p": 3})
     assert TopicBarriers.from_json(state.to_json()) == state
-
-
-@pytest.mark.parametrize(
-    ("label", "expected"),
-    [("0/4", (0, 4)), ("3/4", (3, 4)), ("4/4", None), ("x/4", None), ("1", None), ("0/0", None)],
-)
-def test_copy_labels(label: str, expected: tuple[int, int] | None) -> None:
-    if expected is None:
-        with pytest.raises(ValueError, match="barrier copy label"):
-            parse_copy_label(label)
-    else:
-        assert parse_copy_label(label) == expected
-        assert copy_label(*expected) == label

@@ -52,7 +52,11 @@ def _queues() -> dict[str, list[dict[str, Any]]]:
             q = QUEUES[i]
             headers = {"sluice.partition": SOURCE, "sluice.offset": str(src_offset)}
             if op == "t":
-                headers |= {"__op": "t", "sluice.barrier": f"{i}/4"}
+                headers |= {
+                    "__op": "t",
+                    "sluice.barrier": f"{i}/4",
+                    "sluice.barrier.queues": ",".join(QUEUES),
+                }
             out[q].append(
                 {
                     "topic": TOPIC,
