@@ -65,7 +65,8 @@ class Pending:
 
 @dataclass(frozen=True)
 class TopicBarriers:
-    """One topic's barrier state, as committed with the sink's positions."""
+    """The barrier state of one scope (a topic, or a source partition: jdbc-sink keys it by table),
+    as committed with the sink's positions."""
 
     pending: tuple[Pending, ...] = ()
     #: per source partition, the newest barrier applied: an older or equal copy met again (a
@@ -106,7 +107,7 @@ class TopicBarriers:
 
 @dataclass(frozen=True)
 class Cut:
-    """What a batch of one topic does at its barriers.
+    """What a batch does at one scope's barriers.
 
     ``keep_after``: per queue of the batch, rows at offsets above this are written (-1: all of
     them; ``None``: none — the queue still owes an applied barrier its copy). ``apply``: the batch
@@ -123,7 +124,7 @@ def _owes(p: Pending, queue: str) -> bool:
 
 
 def cut_at_barriers(queues: Iterable[str], copies: Sequence[Copy], state: TopicBarriers) -> Cut:
-    """Apply a batch's barrier copies to one topic's state (see the module docstring).
+    """Apply a batch's barrier copies to one scope's state (see the module docstring).
 
     ``queues``: the queues the batch holds rows of; ``copies``: the barrier copies among them.
     Every queue gets a queue's copies in source order, so a queue that holds a copy of a barrier
