@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Final
 from sqlalchemy import text
 
 from sluice.connectors.barriers import TopicBarriers
+from sluice.connectors.jdbc import ledger
 from sluice.connectors.jdbc.urls import Dialect
 
 if TYPE_CHECKING:
@@ -82,16 +83,13 @@ class Stored:
 
 
 def ensure(conn: Connection, dialect: Dialect) -> None:
-    """Create the table when missing (PostgreSQL: under an advisory lock, as the ledger does)."""
-    if dialect is Dialect.POSTGRESQL:
-        conn.execute(text(f"SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.{TABLE}'))"))
+    """Create the table when missing (``ledger.create_once``)."""
     body = "text" if dialect is Dialect.POSTGRESQL else "LONGTEXT"
-    conn.execute(
-        text(
-            f"CREATE TABLE IF NOT EXISTS {TABLE} (connector VARCHAR(255) NOT NULL, "
-            f"scope VARCHAR(255) NOT NULL, state {body} NOT NULL, PRIMARY KEY (connector, scope))"
-        )
+    sql = (
+        f"CREATE TABLE IF NOT EXISTS {TABLE} (connector VARCHAR(255) NOT NULL, "
+        f"scope VARCHAR(255) NOT NULL, state {body} NOT NULL, PRIMARY KEY (connector, scope))"
     )
+    ledger.create_once(conn, dialect, TABLE, sql)
 
 
 def load(

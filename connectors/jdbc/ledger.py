@@ -52,13 +52,18 @@ def create_sql(dialect: Dialect) -> str:
 
 
 def ensure(conn: Connection, dialect: Dialect) -> None:
-    """Create the ledger when missing. PostgreSQL's ``CREATE TABLE IF NOT EXISTS`` is not safe
-    against itself: two sinks starting at once into one database both create it and one fails on
+    """Create the ledger when missing (``create_once``)."""
+    create_once(conn, dialect, TABLE, create_sql(dialect))
+
+
+def create_once(conn: Connection, dialect: Dialect, table: str, sql: str) -> None:
+    """Run ``sql`` (a ``CREATE TABLE IF NOT EXISTS table``). PostgreSQL's is not safe against
+    itself: two sinks starting at once into one database both create it and one fails on
     ``pg_type``'s unique index. A transaction-scoped advisory lock makes them take turns (the
-    transaction is this check and ``already_applied``, so the wait is short)."""
+    transaction is this check and what follows it, so the wait is short)."""
     if dialect is Dialect.POSTGRESQL:
-        conn.execute(text(f"SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.{TABLE}'))"))
-    conn.execute(text(create_sql(dialect)))
+        conn.execute(text(f"SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.{table}'))"))
+    conn.execute(text(sql))
 
 
 def already_applied(conn: Connection, plan: BatchPlan, nonce: str) -> bool:

@@ -134,6 +134,7 @@ class JdbcSinkTask(SinkTask):
         self._whitelist = [str(f) for f in c.get("fields.whitelist") or []]
         self._chunk = int(c.get("batch.size") or 50_000)
         self._truncates = bool(c.get("truncate.enabled", False))
+        self._barrier_table = False  # created (when missing) by this task's first batch
         self._committer: PositionCommitter | None = None
         self._own_ledger = True
         self._engine: Engine | None = None
@@ -181,7 +182,7 @@ class JdbcSinkTask(SinkTask):
     # ---- rows --------------------------------------------------------------------------------
 
     def _parts(self, records: pa.Table, plan: BatchPlan) -> list[Part]:
-        """Each table's rows (``records`` without truncate markers: ``_rows``)."""
+        """Each table's rows (``records`` without truncate markers: ``_cut``)."""
         # pyarrow: config validation imports this module (the jdbc-sink class)
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -347,9 +348,10 @@ class JdbcSinkTask(SinkTask):
                 with engine.begin() as conn:
                     for p in parts:
                         types[p.write.target] = self._ensure_table(conn, p, plan)
-            if self._truncates:
+            if self._truncates and not self._barrier_table:
                 with engine.begin() as conn:
                     barrier_state.ensure(conn, self.dialect)
+                self._barrier_table = True
             with engine.begin() as conn:
                 rows, emptied, barriers = (
                     self._cut(conn, records, marker, plan) if self._truncates else (unmarked, [], {})

@@ -311,7 +311,8 @@ class JdbcSourceTask(SourceTask):
     def send_order(self, ranges: Sequence[PartitionRange]) -> SendOrder:
         """KnowsSendOrder: a read returns each row of its table once, so a keyed table's keys are
         unique in a batch and its splits are sent in parallel; a keyless table's are sorted."""
-        return SendOrder.ANY if all(self.columns(r.partition)[1] for r in ranges) else SendOrder.SORTED
+        keyed = all(self._source(r.partition)[0].order_keys for r in ranges)  # cached: no catalog query
+        return SendOrder.ANY if keyed else SendOrder.SORTED
 
     def read(self, spark: SparkSession, ranges: Sequence[PartitionRange]) -> DataFrame:
         """Records of ``ranges``; several tables only when their rows have one shape (the runtime
