@@ -41,7 +41,7 @@ from sluice.connectors.records import RecordError, flag_errors, good_arrow_recor
 from sluice.connectors.rocketmq.client import MessageQueue
 from sluice.connectors.rocketmq.offsets import consumer_group
 from sluice.connectors.rocketmq.spark_source import plan_to_json, register
-from sluice.connectors.transforms import apply_chain
+from sluice.connectors.transforms import apply_chain, value_read
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +207,8 @@ class SinkRunner:
         try:
             if self.notice is None:
                 self.notice = self.setting_notice(messages)
-            records = apply_chain(self.setup.chain, self.setup.converter.to_records(messages))
+            decoded = self.setup.converter.to_records(messages, value_read(self.setup.chain))
+            records = apply_chain(self.setup.chain, decoded)
             if isinstance(self.task, WritesArrow) and not self.tolerates:
                 self._write_arrow(self.task, records, plan)
             else:

@@ -15,7 +15,7 @@ are messages over the broker's size limit (``to_messages``, connectors.rocketmq.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from sluice.connectors.barriers import BARRIER_HEADER
@@ -35,6 +35,9 @@ from sluice.connectors.records import ERROR_COLUMN, flag_errors
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import DataType
+
+#: Given a value's type, the part of it that is read (connectors.transforms.base.PrunesValue).
+Narrow = Callable[["DataType"], "DataType"]
 
 PARTITION_PROPERTY: Final = "sluice.partition"
 #: Header the json converter sets when one batch's topics carry different schemas: the record's own
@@ -122,8 +125,11 @@ class Converter(ABC):
         self.seen_prefixes = SeenPrefixes()
 
     @abstractmethod
-    def decode(self, df: DataFrame, prefixes: Sequence[tuple[str, str]] | None = None) -> DataFrame:
-        """``df`` with a ``value`` column made from the binary ``body`` (may flag ``_sluice_error``)."""
+    def decode(
+        self, df: DataFrame, prefixes: Sequence[tuple[str, str]] | None = None, narrow: Narrow | None = None
+    ) -> DataFrame:
+        """``df`` with a ``value`` column made from the binary ``body`` (may flag ``_sluice_error``);
+        ``narrow`` (envelopes only): the part of a value type that is read (``to_records``)."""
 
     def to_messages(self, records: DataFrame, extra_properties: Mapping[str, str] | None = None) -> DataFrame:
         """Messages of ``records``; ``extra_properties`` (e.g. the runtime's batch reference) go on
@@ -174,7 +180,10 @@ class Converter(ABC):
         )
         return _flag_unsendable(messages)
 
-    def to_records(self, messages: DataFrame) -> DataFrame:
+    def to_records(self, messages: DataFrame, narrow: Narrow | None = None) -> DataFrame:
+        """Records of the reader's ``messages``. ``narrow``: given a topic's value type, the part
+        of it that is read at all (the first transform's ``PrunesValue``); a value read from Connect
+        envelopes is parsed only that far."""
         # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
         from pyspark.sql.types import NumericType
@@ -197,11 +206,12 @@ class Converter(ABC):
             "body", F.when(is_tombstone, F.lit(None).cast("binary")).otherwise(F.col("body"))
         )
         key = F.when(F.col("keys") != "", F.col("keys"))
-        texts = {"value": utf8_text(F.col("body"))} if self.discovers_envelopes else {}
+        # Schema prefixes are found in the raw bytes: decoding validates the UTF-8, once.
+        texts = {"value": F.col("body").cast("string")} if self.discovers_envelopes else {}
         if self.key_envelopes:
             texts["key"] = key
         found = envelope_prefixes(messages, texts, self.seen_prefixes) if texts else {}
-        decoded = self.decode(messages, found.get("value"))
+        decoded = self.decode(messages, found.get("value"), narrow)
         if self.key_envelopes:
             decoded = decode_envelopes(
                 decoded.withColumn(_KEY_TEXT, key), F.col(_KEY_TEXT), what="key",
@@ -273,7 +283,9 @@ class StringConverter(Converter):
             text = value if isinstance(data_type, StringType) else value.cast("string")
         return df.withColumn("body", F.encode(text, "UTF-8"))
 
-    def decode(self, df: DataFrame, prefixes: Sequence[tuple[str, str]] | None = None) -> DataFrame:
+    def decode(
+        self, df: DataFrame, prefixes: Sequence[tuple[str, str]] | None = None, narrow: Narrow | None = None
+    ) -> DataFrame:
         # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
 
@@ -299,7 +311,9 @@ class BytesConverter(Converter):
             return df.withColumn("body", F.encode("value", "UTF-8"))
         raise ValueError(f"bytes converter: value must be binary or string, got {data_type.simpleString()}")
 
-    def decode(self, df: DataFrame, prefixes: Sequence[tuple[str, str]] | None = None) -> DataFrame:
+    def decode(
+        self, df: DataFrame, prefixes: Sequence[tuple[str, str]] | None = None, narrow: Narrow | None = None
+    ) -> DataFrame:
         return df.withColumn("value", df["body"])
 
 
@@ -359,7 +373,9 @@ class JsonConverter(Converter):
         body = envelope_text(F.col("value"), data_type, df.schema["value"].nullable)
         return df.withColumn("body", F.encode(body, "UTF-8"))
 
-    def decode(self, df: DataFrame, prefixes: Sequence[tuple[str, str]] | None = None) -> DataFrame:
+    def decode(
+        self, df: DataFrame, prefixes: Sequence[tuple[str, str]] | None = None, narrow: Narrow | None = None
+    ) -> DataFrame:
         # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
 
@@ -369,10 +385,10 @@ class JsonConverter(Converter):
         df = flag_errors(
             df, F.col("body").isNotNull() & text.isNull(), F.lit("json converter: body is not UTF-8")
         )
-        return self._decode_text(df, text, prefixes).drop(_TEXT_COLUMN)
+        return self._decode_text(df, text, prefixes, narrow).drop(_TEXT_COLUMN)
 
     def _decode_text(
-        self, df: DataFrame, text: Column, prefixes: Sequence[tuple[str, str]] | None
+        self, df: DataFrame, text: Column, prefixes: Sequence[tuple[str, str]] | None, narrow: Narrow | None
     ) -> DataFrame:
         declared = self._declared_type()
         if not self.schemas_enable:
@@ -383,7 +399,7 @@ class JsonConverter(Converter):
             return parse_json(df, text, declared, envelope=True, what="body envelope")
         return decode_envelopes(
             df, text, what="body", setting="value.converter.schemas.enable", out="value",
-            own_column=VALUE_SCHEMA_COLUMN, prefixes=prefixes,
+            own_column=VALUE_SCHEMA_COLUMN, prefixes=prefixes, narrow=narrow,
         )  # fmt: skip
 
 

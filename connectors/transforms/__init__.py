@@ -22,7 +22,7 @@ rather than dropped.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib.metadata import EntryPoint
 from typing import TYPE_CHECKING, Any, Final
 
@@ -37,12 +37,14 @@ from sluice.connectors.records import check_record_columns
 
 # The built-in transforms register themselves on import (cheap: they import pyspark only when used).
 from sluice.connectors.transforms import extract_new_record_state, fields, filter, route, sql  # noqa: F401
-from sluice.connectors.transforms.base import REGISTRY, Transform, TransformFactory, register
+from sluice.connectors.transforms.base import REGISTRY, PrunesValue, Transform, TransformFactory, register
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+    from pyspark.sql.types import DataType
 
 __all__ = [
+    "PrunesValue",
     "Transform",
     "TransformFactory",
     "apply_chain",
@@ -53,6 +55,7 @@ __all__ = [
     "load_transform_class",
     "register",
     "transform_options",
+    "value_read",
 ]
 
 _KAFKA_PACKAGES: Final = ("org.apache.kafka.connect.transforms.", "org.apache.rocketmq.connect.transforms.")
@@ -175,6 +178,13 @@ def chain_errors(config: Mapping[str, Any], owner: str = "") -> list[FieldError]
     except ConfigError as exc:
         return [FieldError(e.field, f"{owner}: {e.message}" if owner else e.message) for e in exc.errors]
     return []
+
+
+def value_read(chain: Sequence[Transform]) -> Callable[[DataType], DataType] | None:
+    """What of a record value the chain reads: its first transform's ``PrunesValue``, or None
+    (all of it; the chain is empty, or starts with a transform that reads the value whole)."""
+    first = chain[0] if chain else None
+    return first.value_read if isinstance(first, PrunesValue) else None
 
 
 def apply_chain(chain: list[Transform], df: DataFrame) -> DataFrame:

@@ -9,12 +9,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from functools import partial
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, runtime_checkable
 
 from sluice.connectors.config import ConfigDef, ConfigError, FieldError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+    from pyspark.sql.types import DataType
 
 
 class Transform(ABC):
@@ -52,6 +53,20 @@ class Transform(ABC):
     @abstractmethod
     def apply(self, df: DataFrame) -> DataFrame:
         """The transformed records."""
+
+
+@runtime_checkable
+class PrunesValue(Protocol):
+    """Optional ability: the transform reads only part of the record value it is given.
+
+    When the first transform of a chain has it, the converter decodes only that part of each
+    value (Debezium's ``ExtractNewRecordState`` reads an event's ``after`` and ``op``, not its
+    ``before`` nor ``source``: two thirds of a change event's payload need not be parsed)."""
+
+    def value_read(self, value_type: DataType) -> DataType:
+        """The part of ``value_type`` that ``apply`` reads: the same type with fewer struct fields,
+        or ``value_type`` itself when all of it is read."""
+        ...
 
 
 TransformFactory = Callable[[], Transform]

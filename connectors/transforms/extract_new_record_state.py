@@ -34,7 +34,7 @@ from sluice.connectors.transforms.base import Transform, register
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import DataType, StructType
 
 _MODES = {  # delete.tombstone.handling.mode -> (delete.handling.mode, drop.tombstones)
     "tombstone": ("none", True),
@@ -86,6 +86,19 @@ class ExtractNewRecordState(Transform):
         if combined:
             return _MODES[combined]
         return self.options["delete.handling.mode"], self.options["drop.tombstones"]
+
+    def value_read(self, value_type: DataType) -> DataType:
+        """PrunesValue: of a change event, ``op``, ``after``, ``before`` when deletes are rewritten
+        to the old row, and what ``add.fields`` names; any other value is read whole."""
+        # pyspark: config validation imports this module (via connectors.plugins)
+        from pyspark.sql.types import StructType
+
+        if not isinstance(value_type, StructType) or not {"op", "after"} <= set(value_type.fieldNames()):
+            return value_type
+        mode, _ = self._modes()
+        read = {"op", "after", *(["before"] if mode == "rewrite" else [])}
+        read |= {name if name in ("op", "ts_ms") else "source" for name in self.options["add.fields"]}
+        return StructType([f for f in value_type.fields if f.name in read])
 
     def _added(self, value_type: StructType) -> list[tuple[str, Column, Any]]:
         """(name, column, Spark type) of each ``add.fields`` entry."""

@@ -1,0 +1,103 @@
+"""The json converter's two shortcuts when reading Connect envelopes give what the full parse gives:
+
+- an envelope that starts with a schema already known is parsed from its payload on
+  (connectors.envelopes.parse_json ``heads``), in the same batch as bodies laid out otherwise;
+- a chain whose first transform reads only part of the value (``PrunesValue``: Debezium's
+  ``ExtractNewRecordState``) has only that part decoded (``to_records(narrow=...)``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from sluice.connectors.converters import JsonConverter
+from sluice.connectors.records import ERROR_COLUMN, Record, make_records
+from sluice.connectors.transforms import apply_chain, build_chain, value_read
+from tests.connectors.test_converters import KAFKA_ENVELOPE, as_messages, raw_messages
+from tests.connectors.test_extract_new_record_state import _records
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+UNWRAP = {"transforms": "u", "transforms.u.type": "io.debezium.transforms.ExtractNewRecordState"}
+
+
+def _rows(df: DataFrame) -> list[tuple[Any, ...]]:
+    out = df.orderBy("topic", "offset").collect()
+    return [(r["topic"], r["offset"], r["key"], None if r["value"] is None else r["value"].asDict(True))
+            for r in out]  # fmt: skip
+
+
+def _envelope_messages(spark: SparkSession, records: DataFrame) -> DataFrame:
+    converter = JsonConverter(schemas_enable=True)
+    converter.key_envelopes = True
+    return as_messages(spark, converter.to_messages(records))
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"delete.handling.mode": "none"},
+        {"delete.handling.mode": "none", "drop.tombstones": "false"},
+        {"delete.handling.mode": "rewrite", "add.fields": "op,ts_ms,source.lsn,table"},
+        {"delete.tombstone.handling.mode": "rewrite-with-tombstone", "add.fields": "source.ts_ms"},
+    ],
+)
+def test_a_narrowed_decode_gives_the_transform_what_the_whole_decode_gives(
+    spark: SparkSession, options: dict[str, str]
+) -> None:
+    chain = build_chain({**UNWRAP, **{f"transforms.u.{k}": v for k, v in options.items()}})
+    messages = _envelope_messages(spark, _records(spark))
+
+    def decoded(narrow: Any) -> DataFrame:
+        converter = JsonConverter(schemas_enable=True)
+        converter.key_envelopes = True
+        return converter.to_records(messages, narrow)
+
+    narrowed = decoded(value_read(chain))
+    assert _rows(apply_chain(chain, narrowed)) == _rows(apply_chain(chain, decoded(None)))
+    read = set(narrowed.schema["value"].dataType.fieldNames())
+    assert ("before" in read) == (options.get("delete.handling.mode") == "rewrite" or "rewrite" in
+                                  options.get("delete.tombstone.handling.mode", ""))  # fmt: skip
+    assert ("source" in read) == any(f not in ("op", "ts_ms") for f in options.get("add.fields", "").split(",") if f)
+
+
+def test_a_value_that_is_not_an_envelope_is_decoded_whole_beside_one_that_is(spark: SparkSession) -> None:
+    """One sink batch over two topics: change events, and plain rows that merely share no field."""
+    from pyspark.sql import functions as F
+
+    events = _records(spark).withColumn("key", F.lit(None).cast("string"))
+    plain = make_records(spark, [Record("other", 0, "x", topic="plain")])
+    plain = plain.withColumn("value", F.struct(F.lit(7).alias("n"), F.lit("seven").alias("word")))
+    converter = JsonConverter(schemas_enable=True)
+    messages = as_messages(spark, converter.to_messages(events).unionByName(converter.to_messages(plain)))
+    chain = build_chain(UNWRAP)
+    whole = JsonConverter(schemas_enable=True).to_records(messages)
+    narrowed = JsonConverter(schemas_enable=True).to_records(messages, value_read(chain))
+    plain_value = {r["topic"]: r["value"].asDict(True) for r in narrowed.collect() if r["value"]}["plain"]
+    assert {k: v for k, v in plain_value.items() if v is not None} == {"n": 7, "word": "seven"}
+    assert "before" not in narrowed.schema["value"].dataType.fieldNames()
+    assert _rows(apply_chain(chain, narrowed)) == _rows(apply_chain(chain, whole))
+
+
+def test_an_envelope_with_a_known_schema_decodes_as_one_laid_out_otherwise(spark: SparkSession) -> None:
+    """The first body is laid out as Kafka writes it (its head is cut short), the second has the
+    same content with spaces (parsed whole), the third a known head and a payload that does not fit."""
+    spaced = json.dumps(json.loads(KAFKA_ENVELOPE))
+    broken = KAFKA_ENVELOPE[: KAFKA_ENVELOPE.index('"payload":')] + '"payload":{"id":"not a number"}}'
+    converter = JsonConverter(schemas_enable=True)
+    out = converter.to_records(raw_messages(spark, [KAFKA_ENVELOPE.encode(), spaced.encode(), broken.encode()]))
+    rows = out.orderBy("offset").collect()
+    assert rows[0]["value"] == rows[1]["value"]
+    assert rows[0]["value"]["name"] == "ann"
+    assert rows[0][ERROR_COLUMN] is None and rows[1][ERROR_COLUMN] is None
+    assert "body envelope does not parse" in rows[2][ERROR_COLUMN]
+    # a second batch meets the schema as one seen before: the same values again
+    again = converter.to_records(raw_messages(spark, [KAFKA_ENVELOPE.encode(), broken.encode()]))
+    rows_again = again.orderBy("offset").collect()
+    assert rows_again[0]["value"] == rows[0]["value"]
+    assert "body envelope does not parse" in rows_again[1][ERROR_COLUMN]
