@@ -61,9 +61,12 @@ def test_a_narrowed_decode_gives_the_transform_what_the_whole_decode_gives(
     narrowed = decoded(value_read(chain))
     assert _rows(apply_chain(chain, narrowed)) == _rows(apply_chain(chain, decoded(None)))
     read = set(narrowed.schema["value"].dataType.fieldNames())
-    assert ("before" in read) == (options.get("delete.handling.mode") == "rewrite" or "rewrite" in
-                                  options.get("delete.tombstone.handling.mode", ""))  # fmt: skip
-    assert ("source" in read) == any(f not in ("op", "ts_ms") for f in options.get("add.fields", "").split(",") if f)
+    rewrites = "rewrite" in options.get("delete.handling.mode", "") + options.get(
+        "delete.tombstone.handling.mode", ""
+    )
+    added = [f for f in options.get("add.fields", "").split(",") if f]
+    assert ("before" in read) == rewrites
+    assert ("source" in read) == any(f not in ("op", "ts_ms") for f in added)
 
 
 def test_a_value_that_is_not_an_envelope_is_decoded_whole_beside_one_that_is(spark: SparkSession) -> None:
@@ -90,7 +93,8 @@ def test_an_envelope_with_a_known_schema_decodes_as_one_laid_out_otherwise(spark
     spaced = json.dumps(json.loads(KAFKA_ENVELOPE))
     broken = KAFKA_ENVELOPE[: KAFKA_ENVELOPE.index('"payload":')] + '"payload":{"id":"not a number"}}'
     converter = JsonConverter(schemas_enable=True)
-    out = converter.to_records(raw_messages(spark, [KAFKA_ENVELOPE.encode(), spaced.encode(), broken.encode()]))
+    bodies = [KAFKA_ENVELOPE.encode(), spaced.encode(), broken.encode()]
+    out = converter.to_records(raw_messages(spark, bodies))
     rows = out.orderBy("offset").collect()
     assert rows[0]["value"] == rows[1]["value"]
     assert rows[0]["value"]["name"] == "ann"
@@ -101,3 +105,15 @@ def test_an_envelope_with_a_known_schema_decodes_as_one_laid_out_otherwise(spark
     rows_again = again.orderBy("offset").collect()
     assert rows_again[0]["value"] == rows[0]["value"]
     assert "body envelope does not parse" in rows_again[1][ERROR_COLUMN]
+
+
+def test_a_schema_that_is_not_a_connect_schema_is_named_when_every_envelope_is_laid_out_as_kafka_writes_it(
+    spark: SparkSession,
+) -> None:
+    """Every prefix is found cheaply here; one schema is refused, and its records are flagged."""
+    good = b'{"schema":{"type":"int32","optional":false},"payload":5}'
+    not_connect = b'{"schema":{"type":"decimal"},"payload":1}'
+    rows = JsonConverter(schemas_enable=True).to_records(raw_messages(spark, [good, not_connect]))
+    got = [(r["value"], r[ERROR_COLUMN]) for r in rows.orderBy("offset").collect()]
+    assert got[0] == (5, None)
+    assert "an envelope's schema is not a Connect schema" in got[1][1] and "decimal" in got[1][1]
