@@ -305,6 +305,21 @@ def bad_record_error(exc: BaseException) -> RecordError | None:
     return RecordError(found.group(1)) if found else None
 
 
+def keep_where(df: DataFrame, condition: Column) -> DataFrame:
+    """``df.where(condition)`` that never drops a flagged record (a null condition drops the row).
+
+    A record that did not decode (its value null) or that a transform could not handle is the
+    runtime's to report or dead-letter; a transform that filters must not make it vanish, as
+    ``ExtractNewRecordState`` did when it took a body that did not parse for a tombstone to drop.
+    """
+    # pyspark: config validation imports this module (via connectors.plugins)
+    from pyspark.sql import functions as F
+
+    if ERROR_COLUMN in df.columns:
+        return df.where(F.coalesce(condition, F.lit(False)) | F.col(ERROR_COLUMN).isNotNull())
+    return df.where(condition)
+
+
 def flag_errors(df: DataFrame, failed: Column, message: Column) -> DataFrame:
     """Set ``_sluice_error`` to ``message`` where ``failed`` holds (keeping an earlier error)."""
     # pyspark: config validation imports this module (via connectors.plugins)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.connectors.config import ConfigDef, ConfigField
 from sluice.connectors.converters import HEADER_VALUES_METADATA, VALUE_SCHEMA_HEADER
-from sluice.connectors.records import OP_HEADER, OP_TRUNCATE
+from sluice.connectors.records import OP_HEADER, OP_TRUNCATE, keep_where
 from sluice.connectors.transforms.base import Transform, register
 
 if TYPE_CHECKING:
@@ -157,7 +157,7 @@ class ExtractNewRecordState(Transform):
             new_value = F.when(is_delete, row_of(value["before"])).otherwise(row_of(value["after"]))
         else:
             new_value = F.when(is_delete, F.lit(None)).otherwise(row_of(value["after"]))
-        out = df.where(keep)
+        out = keep_where(df, keep)
         if not self.options["drop.truncates"]:  # marked before ``value`` loses its ``op``
             marker = F.create_map(F.lit(OP_HEADER), F.lit(OP_TRUNCATE))
             marked = F.map_concat(F.map_filter(F.col("headers"), lambda k, _: k != F.lit(OP_HEADER)), marker)

@@ -11,6 +11,7 @@ import re
 from typing import TYPE_CHECKING
 
 from sluice.connectors.config import ConfigDef, ConfigField
+from sluice.connectors.records import keep_where
 from sluice.connectors.transforms.base import Transform, register
 
 if TYPE_CHECKING:
@@ -87,4 +88,4 @@ class Filter(Transform):
         from pyspark.sql import functions as F
 
         hit = F.coalesce(self.matches(), F.lit(False))
-        return df.where(hit if self.options["negate"] else ~hit)
+        return keep_where(df, hit if self.options["negate"] else ~hit)

@@ -12,6 +12,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from sluice.connectors.config import ConfigDef, ConfigField
+from sluice.connectors.records import keep_where
 from sluice.connectors.transforms.base import Transform, register
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ class SqlTransform(Transform):
             return self._query(df, statement)
         if self.options["filter"].strip():
             try:
-                df = df.where(F.coalesce(F.expr(self.options["filter"]), F.lit(False)))
+                df = keep_where(df, F.expr(self.options["filter"]))
                 df.schema  # noqa: B018
             except Exception as exc:
                 raise ValueError(f"{self.where}: bad 'filter' expression: {exc}") from exc

@@ -117,3 +117,24 @@ def test_a_schema_that_is_not_a_connect_schema_is_named_when_every_envelope_is_l
     got = [(r["value"], r[ERROR_COLUMN]) for r in rows.orderBy("offset").collect()]
     assert got[0] == (5, None)
     assert "an envelope's schema is not a Connect schema" in got[1][1] and "decimal" in got[1][1]
+
+
+@pytest.mark.parametrize(
+    "transforms",
+    [
+        UNWRAP,  # drops tombstones by default: a body that did not parse has no value either
+        {"transforms": "f", "transforms.f.type": "Filter", "transforms.f.predicate": "p",
+         "predicates": "p", "predicates.p.type": "RecordIsTombstone"},  # fmt: skip
+    ],
+)
+def test_a_filtering_transform_never_drops_a_record_that_did_not_decode(
+    spark: SparkSession, transforms: dict[str, str]
+) -> None:
+    good = KAFKA_ENVELOPE.encode()
+    out = apply_chain(
+        build_chain(transforms),
+        JsonConverter(schemas_enable=True).to_records(raw_messages(spark, [good, b"not json at all"])),
+    )
+    rows = {r["offset"]: r[ERROR_COLUMN] for r in out.collect()}
+    assert rows[0] is None
+    assert "body is not a Connect JSON envelope" in rows[1]
