@@ -123,8 +123,13 @@ def test_a_schema_that_is_not_a_connect_schema_is_named_when_every_envelope_is_l
     "transforms",
     [
         UNWRAP,  # drops tombstones by default: a body that did not parse has no value either
-        {"transforms": "f", "transforms.f.type": "Filter", "transforms.f.predicate": "p",
-         "predicates": "p", "predicates.p.type": "RecordIsTombstone"},  # fmt: skip
+        {
+            "transforms": "f",
+            "transforms.f.type": "Filter",
+            "transforms.f.predicate": "p",
+            "predicates": "p",
+            "predicates.p.type": "RecordIsTombstone",
+        },  # fmt: skip
     ],
 )
 def test_a_filtering_transform_never_drops_a_record_that_did_not_decode(
