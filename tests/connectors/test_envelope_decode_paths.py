@@ -1,8 +1,9 @@
-"""The json converter's two shortcuts when reading Connect envelopes give what the full parse gives:
+"""Reading Connect envelopes: the json converter's shortcuts give what the full parse gives, and
+a filtering transform never loses a record that did not decode.
 
-- an envelope that starts with a schema already known is parsed from its payload on
-  (connectors.envelopes.parse_json ``heads``), in the same batch as bodies laid out otherwise;
-- a chain whose first transform reads only part of the value (``PrunesValue``: Debezium's
+- Schema prefixes are found in the raw bytes and remembered between batches (``SeenPrefixes``):
+  an envelope laid out as Kafka writes it decodes as one laid out otherwise, in the same batch.
+- A chain whose first transform reads only part of the value (``PrunesValue``: Debezium's
   ``ExtractNewRecordState``) has only that part decoded (``to_records(narrow=...)``).
 """
 
@@ -88,8 +89,9 @@ def test_a_value_that_is_not_an_envelope_is_decoded_whole_beside_one_that_is(spa
 
 
 def test_an_envelope_with_a_known_schema_decodes_as_one_laid_out_otherwise(spark: SparkSession) -> None:
-    """The first body is laid out as Kafka writes it (its head is cut short), the second has the
-    same content with spaces (parsed whole), the third a known head and a payload that does not fit."""
+    """The first body is laid out as Kafka writes it (its schema found from its prefix), the second
+    has the same content with spaces (found by a JSON query), the third the first's schema and a
+    payload that does not fit it."""
     spaced = json.dumps(json.loads(KAFKA_ENVELOPE))
     broken = KAFKA_ENVELOPE[: KAFKA_ENVELOPE.index('"payload":')] + '"payload":{"id":"not a number"}}'
     converter = JsonConverter(schemas_enable=True)
