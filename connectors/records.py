@@ -251,11 +251,16 @@ _BAD_RECORD = re.compile(r"sluice bad record<<(.*?)>>", re.S)
 
 
 def fail_on_bad_records(df: DataFrame, where: str) -> DataFrame:
-    """``df`` without the error column; the job that reads it fails at the first flagged record.
+    """``df`` without the error column; the job that reads its rows fails at the first flagged one.
 
     Why not ``raise_on_bad_records``: that costs a job of its own, and the records must be cached
-    (or read twice) for it. Here the check rides along the batch's one job: ``raise_error`` in a
-    filter, evaluated for flagged rows only. The failure text is recovered by ``bad_record_error``.
+    (or read twice) for it. Here the check rides along the batch's one job: each row's columns come
+    out of a ``CASE`` that raises for a flagged row. The failure text is recovered by
+    ``bad_record_error``. Not a filter: Spark pushes a filter below the projection that computes
+    the error, and then computes what the error is made of (the message body, for the converter's
+    size check) twice; measured on a 50,000-event CDC batch's send, 3.3-3.9 s with the filter
+    against 2.1-2.2 s with this, and 1.8-2.7 s with no check at all. A job that reads no column
+    (``count``) computes no row and so checks nothing: the runtime's jobs write the rows.
     """
     # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
@@ -274,8 +279,14 @@ def fail_on_bad_records(df: DataFrame, where: str) -> DataFrame:
         F.col(ERROR_COLUMN),
         F.lit(">>"),
     )
-    good = F.when(F.col(ERROR_COLUMN).isNull(), F.lit(True)).otherwise(F.raise_error(message))
-    return df.where(good).drop(ERROR_COLUMN, RAW_COLUMN)
+    kept = [c for c in df.columns if c not in (ERROR_COLUMN, RAW_COLUMN)]
+    row = F.when(F.col(ERROR_COLUMN).isNull(), F.struct(*kept)).otherwise(F.raise_error(message))
+    checked = df.select(row.alias(_CHECKED))
+    return checked.select(*[checked[_CHECKED][c].alias(c, metadata=df.schema[c].metadata) for c in kept])
+
+
+#: The struct column ``fail_on_bad_records`` passes each good row through.
+_CHECKED: Final = "_sluice_checked"
 
 
 def good_arrow_records(table: pa.Table, where: str) -> pa.Table:
