@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -65,19 +66,44 @@ Column = tuple[str, "pa.Array", "pa.DataType"]
 def _text_key_columns(key: pa.Array, spec: KeySpec, value_types: dict[str, pa.DataType]) -> list[Column]:
     """Key columns from a text key: each named field of a JSON object key, or (one field) the key."""
     import pyarrow as pa  # pyarrow: config validation imports this module (the jdbc-sink class)
+    import pyarrow.compute as pc
 
     if not spec.fields:
         raise KeySpecError("pk.mode=record_key with a text key needs pk.fields naming the key column(s)")
-    texts = [k.decode() if isinstance(k, bytes) else k for k in key.to_pylist()]
+    simple = _integer_fields(key, spec.fields)
+    # The rest, one by one: any other JSON (strings, other field orders, nesting) or plain text.
+    rest = pc.invert(pc.fill_null(pc.is_valid(simple[0]), False)) if simple else None
+    others = key if rest is None else key.filter(rest)
+    texts = [k.decode() if isinstance(k, bytes) else k for k in others.to_pylist()]
     objects = [_json_object(t) for t in texts]
     out: list[Column] = []
-    for n in spec.fields:
+    for i, n in enumerate(spec.fields):
         found = [_json_field(o, n) for o in objects]
         if len(spec.fields) == 1:  # a JSON object key that has it (a change event's key) gives it
             found = [f if f is not None else t for f, t in zip(found, texts, strict=True)]
+        column = pa.array(found, pa.string())
+        if simple:
+            column = pc.replace_with_mask(simple[i], rest, column)
         dt = value_types.get(n, pa.string())
-        out.append((n, _cast_or_null(pa.array(found, pa.string()), dt), dt))
+        out.append((n, _cast_or_null(column, dt), dt))
     return out
+
+
+def _integer_fields(key: pa.Array, names: Sequence[str]) -> list[pa.Array]:
+    """Per name, the digits of keys that are exactly ``{"<name>":<integer>, ...}`` in ``names``'
+    order (how Spark's ``to_json`` writes a change event's integer key columns: most keys), null
+    for any other key; [] when the key column is not text. Found by one regular expression over
+    the column, not a JSON parse per row (0.7 s per 50,000 keys)."""
+    import re
+
+    import pyarrow as pa  # pyarrow: config validation imports this module (the jdbc-sink class)
+    import pyarrow.compute as pc
+
+    if not pa.types.is_string(key.type) and not pa.types.is_large_string(key.type):
+        return []
+    fields = ",".join(f'"{re.escape(n)}":(?P<f{i}>-?(?:0|[1-9][0-9]*))' for i, n in enumerate(names))
+    found = pc.extract_regex(key, f"^\\{{{fields}\\}}$")
+    return [pc.struct_field(found, [i]) for i in range(len(names))]
 
 
 def _json_object(text: str | None) -> dict[str, Any] | None:

@@ -205,3 +205,40 @@ def test_own_struct_narrows_a_merged_value_to_its_topics_fields() -> None:
     narrowed = own_struct(table, "value", own.json()).column("value")
     assert narrowed.type == pa.struct([("id", pa.int32()), ("at", pa.timestamp("us", "UTC"))])
     assert narrowed.to_pylist() == [{"id": 1, "at": at}, None]
+
+
+KEY_FORMS = [
+    '{"id":9}',  # Spark's to_json of an integer key: the regular expression takes it
+    '{"id":-12}',
+    '{"id":0}',
+    '{"id":007}',  # not JSON: kept whole, as the per-row parse keeps it
+    '{"id": 9}',  # spaced: parsed per row
+    '{"id":"9"}',
+    '{"id":9.5}',
+    '{"id":null}',
+    '{"other":1}',
+    '{"id":1,"id":2}',
+    "[1]",
+    "plain",
+    None,
+]
+
+
+@pytest.mark.parametrize("fields", [("id",), ("id", "other")])
+def test_a_text_key_gives_the_same_columns_by_expression_as_by_parse(
+    fields: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keys in every form, in one batch: the fast path for ``{"id":<integer>}`` and the JSON parse
+    per row for the rest agree with parsing every row (the fast path switched off)."""
+    import sluice.connectors.jdbc.shape as shape_module
+
+    forms = [*KEY_FORMS, '{"id":3,"other":4}', '{"other":4,"id":3}']
+    rows = [("q:0", i, k, {"id": i, "name": "n", "amount": Decimal("1.00")}) for i, k in enumerate(forms)]
+    spec = KeySpec("record_key", fields, deletes=False)
+    value_types = {"id": pa.int64(), "other": pa.string()}
+    key = records(rows).column("key").combine_chunks()
+    fast = shape_module._text_key_columns(key, spec, value_types)
+    monkeypatch.setattr(shape_module, "_integer_fields", lambda key, names: [])
+    slow = shape_module._text_key_columns(key, spec, value_types)
+    assert [(n, a.to_pylist()) for n, a, _ in fast] == [(n, a.to_pylist()) for n, a, _ in slow]
+    assert fast[0][1].to_pylist()[:3] == [9, -12, 0]
