@@ -94,8 +94,6 @@ def _integer_fields(key: pa.Array, names: Sequence[str]) -> list[pa.Array]:
     order (how Spark's ``to_json`` writes a change event's integer key columns: most keys), null
     for any other key; [] when the key column is not text. Found by one regular expression over
     the column, not a JSON parse per row (0.7 s per 50,000 keys)."""
-    import re
-
     import pyarrow as pa  # pyarrow: config validation imports this module (the jdbc-sink class)
     import pyarrow.compute as pc
 
