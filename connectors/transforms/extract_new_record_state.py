@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.connectors.config import ConfigDef, ConfigField
 from sluice.connectors.converters import HEADER_VALUES_METADATA, VALUE_SCHEMA_HEADER
-from sluice.connectors.records import OP_HEADER, OP_TRUNCATE, keep_where
+from sluice.connectors.records import OP_HEADER, OP_TRUNCATE, flag_errors, keep_where
 from sluice.connectors.transforms.base import Transform, register
 
 if TYPE_CHECKING:
@@ -157,6 +157,14 @@ class ExtractNewRecordState(Transform):
             new_value = F.when(is_delete, row_of(value["before"])).otherwise(row_of(value["after"]))
         else:
             new_value = F.when(is_delete, F.lit(None)).otherwise(row_of(value["after"]))
+        # A value without ``op`` in a batch typed as change events belongs to another topic's kind of
+        # record (one sink batch reads several topics). Debezium's transform passes such a record
+        # unchanged; one value type per batch cannot, and dropping it would lose it silently.
+        not_an_event = F.lit(
+            f"{self.where}: the record is not a change event (its value has no 'op'), but its sink "
+            "batch holds change events of other topics: give its topic a sink of its own"
+        )
+        df = flag_errors(df, value.isNotNull() & value["op"].isNull(), not_an_event)
         out = keep_where(df, keep)
         if not self.options["drop.truncates"]:  # marked before ``value`` loses its ``op``
             marker = F.create_map(F.lit(OP_HEADER), F.lit(OP_TRUNCATE))
