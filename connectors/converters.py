@@ -15,7 +15,7 @@ are messages over the broker's size limit (``to_messages``, connectors.rocketmq.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from sluice.connectors.barriers import BARRIER_HEADER
@@ -23,6 +23,7 @@ from sluice.connectors.config import converter_fields, converter_name
 from sluice.connectors.connect_json import json_text
 from sluice.connectors.envelopes import (
     OWN_TYPES_METADATA,
+    Narrow,
     SeenPrefixes,
     decode_envelopes,
     envelope_prefixes,
@@ -35,9 +36,6 @@ from sluice.connectors.records import ERROR_COLUMN, flag_errors
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import DataType
-
-#: Given a value's type, the part of it that is read (connectors.transforms.base.PrunesValue).
-Narrow = Callable[["DataType"], "DataType"]
 
 PARTITION_PROPERTY: Final = "sluice.partition"
 #: Header the json converter sets when one batch's topics carry different schemas: the record's own

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 _PARSED: Final = "_sluice_parsed"
 
+#: Given a value's type, the part of it that is read (connectors.transforms.base.PrunesValue).
+Narrow = Callable[["DataType"], "DataType"]
+
 
 def envelope_text(column: Column, data_type: DataType, nullable: bool) -> Column:
     """``column`` as the envelope Kafka's JsonConverter writes: its Connect schema (built once, on
@@ -185,7 +188,7 @@ def decode_envelopes(
     out: str,
     own_column: str,
     prefixes: Sequence[tuple[str, str]] | None = None,
-    narrow: Callable[[DataType], DataType] | None = None,
+    narrow: Narrow | None = None,
 ) -> DataFrame:
     """``out`` typed from the envelopes in ``text``; when the batch's topics carry different
     schemas, ``own_column`` holds each record's own topic type (Spark JSON; merge_schemas).

@@ -22,7 +22,7 @@ rather than dropped.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from importlib.metadata import EntryPoint
 from typing import TYPE_CHECKING, Any, Final
 
@@ -33,6 +33,7 @@ from sluice.connectors.discovery import (
     looks_like_path,
     transform_entry_points,
 )
+from sluice.connectors.envelopes import Narrow
 from sluice.connectors.records import check_record_columns
 
 # The built-in transforms register themselves on import (cheap: they import pyspark only when used).
@@ -41,7 +42,6 @@ from sluice.connectors.transforms.base import REGISTRY, PrunesValue, Transform, 
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-    from pyspark.sql.types import DataType
 
 __all__ = [
     "PrunesValue",
@@ -180,7 +180,7 @@ def chain_errors(config: Mapping[str, Any], owner: str = "") -> list[FieldError]
     return []
 
 
-def value_read(chain: Sequence[Transform]) -> Callable[[DataType], DataType] | None:
+def value_read(chain: Sequence[Transform]) -> Narrow | None:
     """What of a record value the chain reads: its first transform's ``PrunesValue``, or None
     (all of it; the chain is empty, or starts with a transform that reads the value whole)."""
     first = chain[0] if chain else None
