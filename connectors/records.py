@@ -279,10 +279,10 @@ def fail_on_bad_records(df: DataFrame, where: str) -> DataFrame:
         F.col(ERROR_COLUMN),
         F.lit(">>"),
     )
-    kept = [c for c in df.columns if c not in (ERROR_COLUMN, RAW_COLUMN)]
-    row = F.when(F.col(ERROR_COLUMN).isNull(), F.struct(*kept)).otherwise(F.raise_error(message))
-    checked = df.select(row.alias(_CHECKED))
-    return checked.select(*[checked[_CHECKED][c].alias(c, metadata=df.schema[c].metadata) for c in kept])
+    kept = [f for f in df.schema.fields if f.name not in (ERROR_COLUMN, RAW_COLUMN)]  # one schema call
+    row = F.when(F.col(ERROR_COLUMN).isNull(), F.struct(*[f.name for f in kept]))
+    checked = df.select(row.otherwise(F.raise_error(message)).alias(_CHECKED))
+    return checked.select(*[F.col(_CHECKED)[f.name].alias(f.name, metadata=f.metadata) for f in kept])
 
 
 #: The struct column ``fail_on_bad_records`` passes each good row through.
