@@ -41,9 +41,7 @@ def _envelope_messages(spark: SparkSession, records: DataFrame) -> DataFrame:
 @pytest.mark.parametrize(
     "options",
     [
-        {},
-        {"delete.handling.mode": "none"},
-        {"delete.handling.mode": "none", "drop.tombstones": "false"},
+        {},  # what is read depends only on the delete mode and add.fields
         {"delete.handling.mode": "rewrite", "add.fields": "op,ts_ms,source.lsn,table"},
         {"delete.tombstone.handling.mode": "rewrite-with-tombstone", "add.fields": "source.ts_ms"},
     ],
