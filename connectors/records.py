@@ -265,7 +265,8 @@ def fail_on_bad_records(df: DataFrame, where: str) -> DataFrame:
     # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
 
-    if ERROR_COLUMN not in df.columns:
+    fields = df.schema.fields  # one schema call: each is a JVM round trip and a JSON parse
+    if ERROR_COLUMN not in [f.name for f in fields]:
         return df
     topic = F.when(F.col("topic").isNotNull(), F.concat(F.lit("topic '"), F.col("topic"), F.lit("' ")))
     message = F.concat(
@@ -279,7 +280,7 @@ def fail_on_bad_records(df: DataFrame, where: str) -> DataFrame:
         F.col(ERROR_COLUMN),
         F.lit(">>"),
     )
-    kept = [f for f in df.schema.fields if f.name not in (ERROR_COLUMN, RAW_COLUMN)]  # one schema call
+    kept = [f for f in fields if f.name not in (ERROR_COLUMN, RAW_COLUMN)]
     row = F.when(F.col(ERROR_COLUMN).isNull(), F.struct(*[f.name for f in kept]))
     checked = df.select(row.otherwise(F.raise_error(message)).alias(_CHECKED))
     return checked.select(*[F.col(_CHECKED)[f.name].alias(f.name, metadata=f.metadata) for f in kept])

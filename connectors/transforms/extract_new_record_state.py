@@ -45,6 +45,12 @@ _MODES = {  # delete.tombstone.handling.mode -> (delete.handling.mode, drop.tomb
 }
 
 
+def _envelope_field(added: str) -> str:
+    """The envelope field an ``add.fields`` entry is read from: ``op`` and ``ts_ms`` themselves,
+    anything else (``source.lsn``, or a bare ``table``) from ``source``."""
+    return added if added in ("op", "ts_ms") else "source"
+
+
 @register(
     "ExtractNewRecordState",
     "io.debezium.transforms.ExtractNewRecordState",
@@ -97,7 +103,7 @@ class ExtractNewRecordState(Transform):
             return value_type
         mode, _ = self._modes()
         read = {"op", "after", *(["before"] if mode == "rewrite" else [])}
-        read |= {name if name in ("op", "ts_ms") else "source" for name in self.options["add.fields"]}
+        read |= {_envelope_field(name) for name in self.options["add.fields"]}
         return StructType([f for f in value_type.fields if f.name in read])
 
     def _added(self, value_type: StructType) -> list[tuple[str, Column, Any]]:
@@ -111,7 +117,7 @@ class ExtractNewRecordState(Transform):
         out = []
         for name in self.options["add.fields"]:
             field = name[len("source.") :] if name.startswith("source.") else name
-            outer = not name.startswith("source.") and name in ("op", "ts_ms")
+            outer = _envelope_field(name) != "source"
             holder = value_type if outer else source
             if field not in holder.fieldNames():
                 raise ValueError(f"{self.where}: add.fields entry {name!r} is not an envelope field")
