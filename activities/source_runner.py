@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 
 from sluice.activities.bad_records import checked_records
 from sluice.activities.runner import TaskSetup, next_plan
+from sluice.activities.spark_binding import source_frame
 from sluice.connectors.api import (
     CommitListener,
     KnowsEmptyRanges,
@@ -130,7 +131,7 @@ class SourceRunner:
         return self.task.holds_records(r) if isinstance(self.task, KnowsEmptyRanges) else True
 
     def _run_ranges(self, plan: BatchPlan, rerun: bool, ranges: Sequence[PartitionRange], topic: str) -> int:
-        records = apply_chain(self.setup.chain, self.task.read(self.ctx.spark, ranges))
+        records = apply_chain(self.setup.chain, source_frame(self.ctx.spark, self.task.read(ranges)))
         with (
             checked_records(records, self.setup) as good,
             # The converter can flag records too (a value it cannot encode).

@@ -4,7 +4,7 @@ For ROWS rows of ``bench_rows`` (``bench.db_baselines``) in MariaDB and in Postg
 is the wall time of one stage *including every stage before it* (Spark runs them fused), so the
 difference between two lines is what the later stage costs:
 
-1. ``read``: ``JdbcSourceTask.read`` computed by Spark's noop sink;
+1. ``read``: ``JdbcSourceTask.read`` bound by ``source_frame``, computed by Spark's noop sink;
 2. ``+convert``: and the JSON converter's ``to_messages`` (Connect envelope, schemas on);
 3. ``+send``: the source runner's whole batch (read, convert, send to RocketMQ, sorted);
 4. ``pull+decode``: the sink side's read of exactly those messages, decoded to records;
@@ -24,6 +24,7 @@ from typing import Any
 from bench import batch_cost, db_baselines
 from bench.db_bench import Databases, drop_databases, make_databases, sink_config, source_config
 from sluice.activities.context import RuntimeContext
+from sluice.activities.spark_binding import source_frame
 from sluice.connectors.model import PartitionRange
 from sluice.worker.settings import settings_or_exit
 
@@ -56,13 +57,13 @@ def profile(ctx: RuntimeContext, dbs: Databases, source: Any, rows: int, label: 
     r = PartitionRange(part, task.earliest_positions()[part], task.latest_positions({})[part])
     spark = ctx.spark
     print(f"{label}: {rows:,} rows", flush=True)
-    _noop(task.read(spark, [r]))  # Python workers warm
-    _timed("read", rows, lambda: _noop(task.read(spark, [r])))
-    _timed(
-        "+convert",
-        rows,
-        lambda: _noop(setup.converter.to_messages(task.read(spark, [r]), {"sluice.batch": "x"})),
-    )
+
+    def records() -> Any:
+        return source_frame(spark, task.read([r]))
+
+    _noop(records())  # Python workers warm
+    _timed("read", rows, lambda: _noop(records()))
+    _timed("+convert", rows, lambda: _noop(setup.converter.to_messages(records(), {"sluice.batch": "x"})))
     # Full-size batches: a task's first batch is small (planning.ramped_budget), not what this
     # profile measures (it once timed 1,000-row batches as if they held all the rows).
     runner.planned = sink_planned = 1

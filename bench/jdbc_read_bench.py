@@ -3,9 +3,10 @@
 For N rows of about 100 bytes (id, customer, amount DECIMAL, note, created) in MariaDB and in
 PostgreSQL it prints rows/s of:
 
-- ``driver``: one DB-API connection on the driver, rows -> Arrow (PyMySQL / psycopg), no Spark;
-- ``spark-1``: the source's read path (``JdbcSourceTask.read``: mapInArrow in Spark tasks) with the
-  range in one split;
+- ``driver``: the source's read run in-process (``SourceRead.to_table``): one DB-API connection
+  on the driver, rows -> Arrow records (PyMySQL / psycopg), no Spark;
+- ``spark-1``: the source's read path (``JdbcSourceTask.read`` bound by ``source_frame``: its splits
+  read in Spark tasks by mapInArrow) with the range in one split;
 - ``spark-split``: the same range split into ``read.split.rows`` sub-ranges read in parallel;
 - ``copy`` (PostgreSQL only): ``COPY (SELECT …) TO STDOUT`` bytes, unparsed: the database's own
   bulk path as the upper bound.
@@ -20,9 +21,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from sluice.activities.spark_binding import source_frame
 from sluice.connectors.api import open_source_task
 from sluice.connectors.jdbc import read as db
-from sluice.connectors.jdbc.queries import Sql
 from sluice.connectors.jdbc.source import JdbcSourceConnector
 from sluice.connectors.model import PartitionRange
 from sluice.worker.settings import settings
@@ -78,18 +79,11 @@ def bench(d: Db, rows: int, spark: object) -> dict[str, float]:
     one = open_source_task(JdbcSourceConnector, {**cfg, "read.split.rows": str(rows + 1)}, 0)
     split = open_source_task(JdbcSourceConnector, {**cfg, "read.split.rows": str(rows // 4 + 1)}, 0)
     start, end = one.earliest_positions()["orders"], one.latest_positions({})["orders"]
-    columns, _ = one.columns("orders")
-
-    def driver() -> int:
-        spec = db.ReadSpec(one.params, tuple(columns), (), "bench")
-        sql = Sql("SELECT id, customer, amount, note, created FROM orders")
-        return sum(b.num_rows for b in db.read_split(spec, sql))
-
-    out["driver"] = _rate(rows, driver)
     r = PartitionRange("orders", start, end)
-    _materialise(one.read(spark, [r]))  # warm up Python workers
-    out["spark-1"] = _rate(rows, lambda: _materialise(one.read(spark, [r])))
-    out["spark-split"] = _rate(rows, lambda: _materialise(split.read(spark, [r])))
+    out["driver"] = _rate(rows, lambda: one.read([r]).to_table().num_rows)
+    _materialise(source_frame(spark, one.read([r])))  # warm up Python workers
+    out["spark-1"] = _rate(rows, lambda: _materialise(source_frame(spark, one.read([r]))))
+    out["spark-split"] = _rate(rows, lambda: _materialise(source_frame(spark, split.read([r]))))
     if d.dialect == "postgresql":
         conn = db.connect(one.params, "bench")
 

@@ -2,8 +2,9 @@
 
 Kafka Connect's shape (Connector splits work into task configs; tasks move data), reworked for
 micro-batches: a source task does not ``poll`` — it reports positions and reads an exact, half-open
-range as a Spark DataFrame, so a recorded plan can be replayed identically. A sink task writes one
-planned batch and must give the same result when the same plan is re-run.
+range as Arrow record batches (``SourceRead``: no PySpark in a source), so a recorded plan can be
+replayed identically. A sink task writes one planned batch and must give the same result when the
+same plan is re-run.
 
 Source batch lifecycle (driven by the runtime, one task; ``sluice.connectors.planner`` plans every batch):
   1. The task is built from its parsed, secret-resolved config; ``partitions()`` names what it reads.
@@ -13,7 +14,7 @@ Source batch lifecycle (driven by the runtime, one task; ``sluice.connectors.pla
      ``batch_end(partition, start, latest, budget)`` to decide where at most ``budget`` units
      (``position_unit``: records or bytes) from ``start`` end — ``WHERE key > start ORDER BY key
      LIMIT n`` semantics, so limits hold for keys with gaps and for composite positions.
-  3. The plan is recorded; ``read(spark, ranges)`` returns exactly those records; transforms,
+  3. The plan is recorded; ``read(ranges)`` returns exactly those records, in Arrow; transforms,
      converter and the RocketMQ writer follow; positions commit; then a task that is a
      :class:`CommitListener` hears ``committed(plan)`` (a CDC source releases the log it no longer
      needs: advances its replication slot).
@@ -54,6 +55,7 @@ from sluice.connectors.config import (
 from sluice.connectors.model import BatchPlan, PartitionRange
 from sluice.connectors.positions import Position, offset_backlog, offset_batch_end
 from sluice.connectors.records import RecordError
+from sluice.connectors.source_reads import SourceRead
 from sluice.connectors.transforms import chain_errors
 
 if TYPE_CHECKING:
@@ -150,8 +152,9 @@ class SourceTask(ABC):
         return offset_batch_end(start, latest, budget)
 
     @abstractmethod
-    def read(self, spark: SparkSession, ranges: Sequence[PartitionRange]) -> DataFrame:
-        """The records of exactly ``ranges``, in the record columns (connectors.records)."""
+    def read(self, ranges: Sequence[PartitionRange]) -> SourceRead:
+        """The records of exactly ``ranges`` in Arrow, in the record columns (connectors.records):
+        tables built here, or splits the runtime reads in Spark tasks (connectors.source_reads)."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release files, connections."""
@@ -297,7 +300,7 @@ class KnowsSendOrder(Protocol):
     records or reorder them); otherwise it sorts, as for any other source."""
 
     def send_order(self, ranges: Sequence[PartitionRange]) -> SendOrder:
-        """How the records ``read(spark, ranges)`` returns may be sent."""
+        """How the records ``read(ranges)`` returns may be sent."""
         ...
 
 

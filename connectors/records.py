@@ -19,7 +19,7 @@ module-level pyspark import so this module stays importable from workflows.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
@@ -114,53 +114,6 @@ def make_records(
 ) -> DataFrame:
     """A record DataFrame from driver-side records (modest sizes: everything passes through the driver)."""
     return spark.createDataFrame([r.as_row() for r in records], schema=record_schema(value_type))
-
-
-def records_from_columns(
-    spark: SparkSession,
-    partition: str,
-    offsets: Sequence[int],
-    values: Sequence[str | None],
-    topic: str | None = None,
-    errors: Sequence[str | None] | None = None,
-    raw: Sequence[bytes | None] | None = None,
-) -> DataFrame:
-    """A record DataFrame of one source partition's string values, built through Arrow.
-
-    Why not ``make_records``: rows pickled one by one cost ~13 us a record on the way into the JVM;
-    Arrow columns cost ~2 us, which is what lets a driver-side source keep up with the broker.
-    ``errors`` (with ``raw``, the undecodable bytes) flags records the source could not read, as
-    ``_sluice_error`` / ``_sluice_raw`` columns; both are left out when nothing is flagged.
-    """
-    # pyarrow, numpy: config validation imports this module (via connectors.plugins)
-    import numpy as np
-    import pyarrow as pa
-
-    n = len(values)
-    no_headers = pa.MapArray.from_arrays(
-        pa.array(np.zeros(n + 1, np.int32)), pa.array([], pa.string()), pa.array([], pa.string())
-    )
-    table = pa.table(
-        {
-            "topic": pa.array([topic] * n, pa.string()) if topic else pa.nulls(n, pa.string()),
-            "partition": pa.array([partition] * n, pa.string()),
-            "offset": pa.array(offsets, pa.int64()),
-            "key": pa.nulls(n, pa.string()),
-            "value": pa.array(values, pa.string()),
-            "headers": no_headers,
-            "timestamp": pa.nulls(n, pa.timestamp("us", tz="UTC")),
-        }
-    )
-    schema = record_schema()
-    if errors is not None and any(e is not None for e in errors):
-        # pyspark: config validation imports this module (via connectors.plugins)
-        from pyspark.sql.types import BinaryType, StringType, StructField
-
-        table = table.append_column(ERROR_COLUMN, pa.array(errors, pa.string()))
-        table = table.append_column(RAW_COLUMN, pa.array(raw or [None] * n, pa.binary()))
-        schema = schema.add(StructField(ERROR_COLUMN, StringType(), True))
-        schema = schema.add(StructField(RAW_COLUMN, BinaryType(), True))
-    return spark.createDataFrame(table, schema=schema)
 
 
 def empty_records(spark: SparkSession, value_type: DataType | None = None) -> DataFrame:

@@ -1,4 +1,4 @@
-"""Debezium's change-event envelope as Spark records, for every change-capture source.
+"""Debezium's change-event envelope as Arrow records, for every change-capture source.
 
 A change event's value is ``{before, after, source, op, ts_ms}`` (Debezium's envelope): ``before``
 and ``after`` are the row before and after the change (one of them null for creates and deletes),
@@ -13,7 +13,8 @@ converter writes the value with or without Kafka's ``{schema, payload}`` wrapper
 Debezium stamps ``ts_ms`` with the time the connector processed the event; Sluice uses the source's
 commit time instead, so re-reading a range gives byte-identical records (exactly-once replay).
 
-Rows are built on the driver and handed to Spark through Arrow (connectors.records explains why).
+Records are built on the driver as Arrow tables (connectors.source_reads): no PySpark here, so the
+envelope is tested without a JVM; the runtime hands the tables to Spark.
 """
 
 from __future__ import annotations
@@ -23,14 +24,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from sluice.connectors.barriers import BARRIER_HEADER, BARRIER_MARK
-from sluice.connectors.jdbc.read import arrow_type
-from sluice.connectors.jdbc.types import MappedColumn
-from sluice.connectors.records import OP_TRUNCATE, empty_records
+from sluice.connectors.jdbc.types import MappedColumn, arrow_type
+from sluice.connectors.records import OP_TRUNCATE
+from sluice.connectors.source_reads import headers_where, record_table
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
 
 OP_CREATE: Final = "c"
 OP_UPDATE: Final = "u"
@@ -62,67 +61,39 @@ def envelope(
     return {"before": before, "after": after, "source": dict(source), "op": op, "ts_ms": ts_ms}
 
 
-def _struct_json(fields: Sequence[tuple[str, str]], nullable: bool = True) -> dict[str, Any]:
-    # pyspark: config validation imports this module (the CDC connector classes)
-    from pyspark.sql.types import _parse_datatype_string
+def envelope_type(columns: Sequence[MappedColumn], source_fields: Sequence[tuple[str, str]]) -> pa.DataType:
+    """The Arrow type of the envelope for a table's ``columns``; ``source_fields`` (name, Spark DDL)
+    are the connector's ``source`` block. The JSON converter writes the Connect schemas' ``optional``
+    flags from its nullability, so that is spelled out here: ``source``, ``op`` and the source's
+    ``connector`` and ``name`` are required, everything else optional."""
+    import pyarrow as pa  # pyarrow: config validation imports this module (the CDC connector classes)
 
-    return {
-        "type": "struct",
-        "fields": [
-            {
-                "name": name,
-                "type": _parse_datatype_string(ddl).jsonValue(),
-                "nullable": nullable,
-                "metadata": {},
-            }
-            for name, ddl in fields
-        ],
-    }
-
-
-def envelope_spark_type(
-    columns: Sequence[MappedColumn], source_fields: Sequence[tuple[str, str]]
-) -> StructType:
-    """The Spark type of the envelope for a table's ``columns``; ``source_fields`` (name, Spark DDL)
-    are the connector's ``source`` block."""
-    # pyspark: config validation imports this module (the CDC connector classes)
-    from pyspark.sql.types import StructType
-
-    row = _struct_json([(c.name, c.spark_ddl) for c in columns])
-    source = _struct_json(source_fields)
-    source["fields"] = [dict(f, nullable=f["name"] not in ("connector", "name")) for f in source["fields"]]
-    return StructType.fromJson(
-        {
-            "type": "struct",
-            "fields": [
-                {"name": "before", "type": row, "nullable": True, "metadata": {}},
-                {"name": "after", "type": row, "nullable": True, "metadata": {}},
-                {"name": "source", "type": source, "nullable": False, "metadata": {}},
-                {"name": "op", "type": "string", "nullable": False, "metadata": {}},
-                {"name": "ts_ms", "type": "long", "nullable": True, "metadata": {}},
-            ],
-        }
+    row = _arrow_struct([(c.name, c.spark_ddl) for c in columns])
+    source = pa.struct(
+        [
+            pa.field(name, arrow_type(ddl), nullable=name not in ("connector", "name"))
+            for name, ddl in source_fields
+        ]
+    )
+    return pa.struct(
+        [
+            pa.field("before", row),
+            pa.field("after", row),
+            pa.field("source", source, nullable=False),
+            pa.field("op", pa.string(), nullable=False),
+            pa.field("ts_ms", pa.int64()),
+        ]
     )
 
 
 def _arrow_struct(fields: Sequence[tuple[str, str]]) -> pa.DataType:
+    """A struct of nullable fields (a row's and a key's columns are all optional in the envelope)."""
     import pyarrow as pa  # pyarrow: config validation imports this module (the CDC connector classes)
 
     return pa.struct([pa.field(name, arrow_type(ddl)) for name, ddl in fields])
 
 
-def union_frames(spark: SparkSession, frames: Sequence[DataFrame]) -> DataFrame:
-    """One DataFrame of a read's per-range frames (the runtime's empty records when there are none)."""
-    if not frames:
-        return empty_records(spark)
-    out = frames[0]
-    for frame in frames[1:]:
-        out = out.unionByName(frame)
-    return out
-
-
-def record_frame(
-    spark: SparkSession,
+def change_table(
     records: Sequence[ChangeRecord],
     *,
     columns: Sequence[MappedColumn],
@@ -130,65 +101,23 @@ def record_frame(
     source_fields: Sequence[tuple[str, str]],
     topic: str,
     partition: str,
-) -> DataFrame:
-    """Record columns (connectors.records) of one table's change records: ``key`` the primary key
-    struct (typed, so a key converter with schemas can describe it), ``value`` the envelope struct."""
-    # pyspark, pyarrow: config validation imports this module (the CDC connector classes)
-    import pyarrow as pa
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
+) -> pa.Table:
+    """Record columns (connectors.records) of one table's change records, in Arrow: ``key`` the
+    primary key struct (typed, so a key converter with schemas can describe it), ``value`` the
+    envelope struct. A truncate is ordered against every key of its table, so it carries the
+    barrier header (connectors.barriers)."""
+    import pyarrow as pa  # pyarrow: config validation imports this module (the CDC connector classes)
 
-    row = [(c.name, c.spark_ddl) for c in columns]
     by_name = {c.name: c for c in columns}
-    key_fields = [(k, by_name[k].spark_ddl) for k in key_columns]
-    value_type = pa.struct(
-        [
-            pa.field("before", _arrow_struct(row)),
-            pa.field("after", _arrow_struct(row)),
-            pa.field("source", _arrow_struct(source_fields)),
-            pa.field("op", pa.string()),
-            pa.field("ts_ms", pa.int64()),
-        ]
-    )
-    table = pa.table(
-        {
-            "offset": pa.array([r.offset for r in records], pa.int64()),
-            "k": pa.array(
-                [None if r.key is None else dict(r.key) for r in records], _arrow_struct(key_fields)
-            ),
-            "value": pa.array([None if r.value is None else dict(r.value) for r in records], value_type),
-            "timestamp": pa.array([r.timestamp_us for r in records], pa.timestamp("us", tz="UTC")),
-        }
-    )
-    schema = StructType.fromJson(
-        {
-            "type": "struct",
-            "fields": [
-                {"name": "offset", "type": "long", "nullable": False, "metadata": {}},
-                {"name": "k", "type": _struct_json(key_fields), "nullable": True, "metadata": {}},
-                {
-                    "name": "value",
-                    "type": envelope_spark_type(columns, source_fields).jsonValue(),
-                    "nullable": True,
-                    "metadata": {},
-                },
-                {"name": "timestamp", "type": "timestamp", "nullable": True, "metadata": {}},
-            ],
-        }
-    )
-    frame = spark.createDataFrame(table, schema=schema)
-    return frame.select(
-        F.lit(topic).alias("topic"),
-        F.lit(partition).alias("partition"),
-        F.col("offset"),
-        F.col("k").alias("key"),
-        F.col("value"),
-        # A truncate is ordered against every key of its table: a barrier (connectors.barriers).
-        F.when(
-            F.col("value.op") == F.lit(OP_TRUNCATE), F.create_map(F.lit(BARRIER_HEADER), F.lit(BARRIER_MARK))
-        )
-        .otherwise(F.create_map())
-        .cast("map<string,string>")
-        .alias("headers"),
-        F.col("timestamp"),
+    truncates = [r.value is not None and r.value["op"] == OP_TRUNCATE for r in records]
+    return record_table(
+        partition,
+        [r.offset for r in records],
+        [None if r.value is None else dict(r.value) for r in records],
+        topic=topic,
+        keys=[None if r.key is None else dict(r.key) for r in records],
+        headers=headers_where(truncates, BARRIER_HEADER, BARRIER_MARK),
+        timestamps=pa.array([r.timestamp_us for r in records], pa.timestamp("us", tz="UTC")),
+        value_type=envelope_type(columns, source_fields),
+        key_type=_arrow_struct([(k, by_name[k].spark_ddl) for k in key_columns]),
     )

@@ -28,15 +28,16 @@ from sluice.connectors.api import SendOrder, SourceConnector, SourceTask
 from sluice.connectors.cdc import ondemand as od
 from sluice.connectors.cdc import operations, signals
 from sluice.connectors.cdc import snapshot as snap
-from sluice.connectors.cdc.envelope import record_frame, union_frames
+from sluice.connectors.cdc.envelope import change_table
 from sluice.connectors.cdc.topics import debezium_topic
 from sluice.connectors.config import ConfigError, FieldError
 from sluice.connectors.jdbc.types import MappedColumn
 from sluice.connectors.model import PartitionRange
 from sluice.connectors.positions import Position
+from sluice.connectors.source_reads import SourceRead
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    import pyarrow as pa
 
 Keys = dict[str, tuple[str, ...]]  # table -> its primary-key columns
 
@@ -146,7 +147,7 @@ class LogCdcTask(SourceTask, Generic[C]):
 
     @abstractmethod
     def changes_of(self, r: PartitionRange) -> list[C]:
-        """The changes of a log range in log order: what ``read`` makes its frame of."""
+        """The changes of a log range in log order: what ``read`` makes its table of."""
 
     @abstractmethod
     def _with_offsets(self, changes: list[C], r: PartitionRange) -> list[C]:
@@ -260,45 +261,40 @@ class LogCdcTask(SourceTask, Generic[C]):
         return not r.is_empty and (snap.is_snapshot(r.partition) or bool(self._emitted(r)))
 
     def send_order(self, ranges: Sequence[PartitionRange]) -> SendOrder:
-        """KnowsSendOrder: a log range's frame is built in log order; a snapshot chunk holds each
+        """KnowsSendOrder: a log range's table is built in log order; a snapshot chunk holds each
         row of its table once, so its keys are unique and its splits are sent in parallel."""
         return SendOrder.ANY if all(snap.is_snapshot(r.partition) for r in ranges) else SendOrder.AS_READ
 
-    def read(self, spark: SparkSession, ranges: Sequence[PartitionRange]) -> DataFrame:
-        """Records of ``ranges`` (the runtime reads one table per call: ``topic_of``)."""
-        frames = []
-        for r in ranges:
-            if r.is_empty:
-                continue
-            if snap.is_snapshot(r.partition):
-                shot = self._snapshot_frame(spark, r)
-                if shot is not None:
-                    frames.append(shot)
-                continue
-            wanted = self._emitted(r)
-            if not wanted:
-                continue
-            wanted = self._with_offsets(wanted, r)
-            shape = wanted[-1].shape
-            frames.append(
-                record_frame(
-                    spark,
-                    [c.record for c in wanted],
-                    columns=shape.columns,
-                    key_columns=shape.keys,
-                    source_fields=self.source_fields,
-                    topic=self.topic_of(r.partition),
-                    partition=r.partition,
-                )
-            )
-        return union_frames(spark, frames)
+    def read(self, ranges: Sequence[PartitionRange]) -> SourceRead:
+        """Records of ``ranges``, one Arrow table per range that has any (the runtime reads one
+        table per call: ``topic_of``)."""
+        tables = (self._range_table(r) for r in ranges if not r.is_empty)
+        return SourceRead(tables=tuple(t for t in tables if t is not None))
 
-    def _snapshot_frame(self, spark: SparkSession, r: PartitionRange) -> DataFrame | None:
+    def _range_table(self, r: PartitionRange) -> pa.Table | None:
+        """The records of one non-empty range (None: it has none)."""
+        if snap.is_snapshot(r.partition):
+            return self._snapshot_table(r)
+        wanted = self._emitted(r)
+        if not wanted:
+            return None
+        wanted = self._with_offsets(wanted, r)
+        shape = wanted[-1].shape
+        return change_table(
+            [c.record for c in wanted],
+            columns=shape.columns,
+            key_columns=shape.keys,
+            source_fields=self.source_fields,
+            topic=self.topic_of(r.partition),
+            partition=r.partition,
+        )
+
+    def _snapshot_table(self, r: PartitionRange) -> pa.Table | None:
         source = self._snapshot_source(snap.table_of(r.partition))
         snapshots = self._snap()  # first: a re-run reads before any planning made the on-demand reader
         topic = self.topic_of(r.partition)
         ondemand, changed = self._ondemand, self._changed_since
-        return od.snapshot_frame(spark, r, snapshots, ondemand, changed, source, self.source_fields, topic)
+        return od.snapshot_table(r, snapshots, ondemand, changed, source, self.source_fields, topic)
 
     def topic_of(self, partition: str) -> str:
         return debezium_topic(self.prefix, *snap.table_of(partition).split(".", 1))

@@ -54,13 +54,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from sluice.connectors.cdc import snapshot as snap
-from sluice.connectors.cdc.envelope import OP_READ, ChangeRecord, envelope, record_frame
+from sluice.connectors.cdc.envelope import OP_READ, ChangeRecord, change_table, envelope
 from sluice.connectors.cdc.signals import EXECUTE, Signal, signals_in
 from sluice.connectors.model import PartitionRange
 from sluice.connectors.positions import Position
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    import pyarrow as pa
 
 #: On-demand snapshot records' offsets are OFFSET_BASE + a 62-bit hash of the key.
 OFFSET_BASE: Final = 1 << 62
@@ -242,24 +242,22 @@ class OnDemand:
         rows = self.fetch(table, first.after, last.after, None)
         return kept(rows, changed_since(table, last.log))
 
-    def chunk_frame(
+    def chunk_table(
         self,
-        spark: SparkSession,
         r: PartitionRange,
         changed_since: Callable[[str, str], set[str]],
         source: Mapping[str, Any],
         source_fields: Sequence[tuple[str, str]],
         topic: str,
-    ) -> DataFrame | None:
+    ) -> pa.Table | None:
         """The records of a planned range of a generation (None: it has none)."""
         rows = self.rows(r.partition, r.start, r.end, changed_since)
         if rows is None or not rows.rows:
             return None
-        return frame(spark, rows, source, source_fields, topic, r.partition, snap.Chunk.of(r.end).ts)
+        return reconciled_table(rows, source, source_fields, topic, r.partition, snap.Chunk.of(r.end).ts)
 
 
-def snapshot_frame(
-    spark: SparkSession,
+def snapshot_table(
     r: PartitionRange,
     snapshots: snap.TableSnapshots,
     ondemand: OnDemand | None,
@@ -267,14 +265,14 @@ def snapshot_frame(
     source: Mapping[str, Any],
     source_fields: Sequence[tuple[str, str]],
     topic: str,
-) -> DataFrame | None:
+) -> pa.Table | None:
     """The records of a planned snapshot range, for either CDC source: an on-demand generation's
-    chunk reconciled with the log (``OnDemand.chunk_frame``), or an initial-snapshot chunk."""
+    chunk reconciled with the log (``OnDemand.chunk_table``), or an initial-snapshot chunk."""
     if snap.Chunk.of(r.end).generation:
         assert ondemand is not None, f"{r.partition}: an on-demand chunk without a signal table"
-        return ondemand.chunk_frame(spark, r, changed_since, source, source_fields, topic)
+        return ondemand.chunk_table(r, changed_since, source, source_fields, topic)
     rows = snapshots.rows(r.partition, r.start, r.end)
-    return snap.frame(spark, rows, source, source_fields, topic, r.partition)
+    return snap.chunk_table(rows, source, source_fields, topic, r.partition)
 
 
 def records(rows: snap.Rows, source: Mapping[str, Any], ts_ms: int) -> list[ChangeRecord]:
@@ -291,19 +289,17 @@ def records(rows: snap.Rows, source: Mapping[str, Any], ts_ms: int) -> list[Chan
     ]
 
 
-def frame(
-    spark: SparkSession,
+def reconciled_table(
     rows: snap.Rows,
     source: Mapping[str, Any],
     source_fields: Sequence[tuple[str, str]],
     topic: str,
     partition: str,
     ts_ms: int,
-) -> DataFrame:
+) -> pa.Table:
     """The record columns of a reconciled chunk, on the table's partition (its queue: see
-    connectors.cdc.snapshot.frame)."""
-    return record_frame(
-        spark,
+    connectors.cdc.snapshot.chunk_table)."""
+    return change_table(
         records(rows, source, ts_ms),
         columns=rows.columns,
         key_columns=rows.keys,

@@ -15,7 +15,7 @@ Why the target ends equal to the source without locks (the ordering argument DBL
      after ``S`` is in the log from ``S`` on.
   2. The log partitions are *held* at ``S`` until every snapshot partition has *committed* its
      last chunk, so every snapshot record is sent before any change record of its table — and to
-     the same RocketMQ queue (``frame``), so a sink sees them in that order too.
+     the same RocketMQ queue (``chunk_table``), so a sink sees them in that order too.
   3. A chunk read at time ``T`` shows each row as of ``T``: every change committed before ``T`` is
      in it, and the log replays the changes since ``S`` after it, in commit order. A keyed sink
      (upsert, delete on tombstone) applying "row as of T" then "every change since S" ends with
@@ -44,12 +44,12 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final
 
-from sluice.connectors.cdc.envelope import OP_READ, ChangeRecord, envelope, record_frame
+from sluice.connectors.cdc.envelope import OP_READ, ChangeRecord, change_table, envelope
 from sluice.connectors.jdbc.types import MappedColumn
 from sluice.connectors.positions import Position
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    import pyarrow as pa
 
 PREFIX: Final = "snapshot:"
 #: snapshot.mode values -> what the source does: read existing rows first, and stream or not.
@@ -260,21 +260,19 @@ def read_records(rows: Rows, source: Mapping[str, Any]) -> list[ChangeRecord]:
     ]
 
 
-def frame(
-    spark: SparkSession,
+def chunk_table(
     rows: Rows,
     source: Mapping[str, Any],
     source_fields: Sequence[tuple[str, str]],
     topic: str,
     partition: str,
-) -> DataFrame:
-    """The record columns of a chunk (connectors.cdc.envelope.record_frame). Their ``partition``
+) -> pa.Table:
+    """The record columns of a chunk (connectors.cdc.envelope.change_table). Their ``partition``
     column is the *table's*, not the snapshot partition's: the runtime shards messages by it, so a
     table's snapshot records land on the same RocketMQ queue as its change records, behind them in
     queue order — a sink reading several queues could otherwise apply a change before the snapshot
     row it follows. (Within a batch no log range of the table is beside a chunk: the log is held.)"""
-    return record_frame(
-        spark,
+    return change_table(
         read_records(rows, source),
         columns=rows.columns,
         key_columns=rows.keys,

@@ -18,18 +18,14 @@ import hashlib
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from functools import reduce
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sluice.connectors.api import SourceConnector, SourceTask, split_round_robin
 from sluice.connectors.config import ConfigDef, ConfigField, FieldError
 from sluice.connectors.file.lines import Lines, split_lines
 from sluice.connectors.model import PartitionRange
 from sluice.connectors.positions import Position, offset_batch_end
-from sluice.connectors.records import empty_records, records_from_columns
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+from sluice.connectors.source_reads import SourceRead, record_table
 
 log = logging.getLogger(__name__)
 
@@ -219,20 +215,22 @@ class FileSourceTask(SourceTask):
             raise EOFError(f"{where}: file has only {r.start.offset + len(data)} bytes (truncated?)")
         return split_lines(data, r.start.offset, self._encoding)
 
-    def read(self, spark: SparkSession, ranges: Sequence[PartitionRange]) -> DataFrame:
-        frames = []
+    def read(self, ranges: Sequence[PartitionRange]) -> SourceRead:
+        tables = []
         for r in ranges:
             if not r.is_empty:
                 lines = self._read_range(r)
-                frames.append(
-                    records_from_columns(
-                        spark, r.partition, lines.offsets, lines.texts, self._topic, lines.errors, lines.raw
+                tables.append(
+                    record_table(
+                        r.partition,
+                        lines.offsets,
+                        lines.texts,
+                        topic=self._topic,
+                        errors=lines.errors,
+                        raw=lines.raw,
                     )
                 )
-        if not frames:
-            return empty_records(spark)
-        # by name: a range with undecodable lines carries the error columns, the others do not
-        return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
+        return SourceRead(tables=tuple(tables))
 
 
 class FileSourceConnector(SourceConnector):

@@ -1,10 +1,13 @@
 """The read path of the JDBC source: DB-API connections, the catalogue, and ranges read as Arrow.
 
-Sluice reads with the Python drivers it already ships (PyMySQL, psycopg 3) *inside Spark tasks*
-(``mapInArrow``), one task per key range, each building Arrow record batches with the exact types
-of ``sluice.connectors.jdbc.types``. A large range (the initial load) is split into sub-ranges of
-``read.split.rows`` rows found with the planner's own ``ORDER BY key LIMIT 1 OFFSET n`` query, so
-splits hold equal row counts even across key gaps, and are read by parallel Spark tasks.
+Sluice reads with the Python drivers it already ships (PyMySQL, psycopg 3) *inside Spark tasks*,
+one task per key range (the source's read is ``ArrowSplits`` of ``read_split``, which the runtime's
+Spark binding runs with ``mapInArrow``; ``SourceRead.to_table`` runs it in-process), each building
+Arrow record batches with the exact types of ``sluice.connectors.jdbc.types`` and framing them as
+records there (connectors.jdbc.records). No PySpark here. A large range (the initial load) is
+split into sub-ranges of ``read.split.rows`` rows found with the planner's own ``ORDER BY key
+LIMIT 1 OFFSET n`` query, so splits hold equal row counts even across key gaps, and are read by
+parallel Spark tasks.
 
 Measured (bench/jdbc_read_bench.py, 100,000 rows of ~100 bytes, local[2] on this shared 2-core
 machine under load, so figures are noisy): rows/s MariaDB driver-only 37k, in Spark one split 22k,
@@ -29,7 +32,6 @@ batch. Errors never contain the URL's password: they name connector, table and c
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -37,10 +39,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 from sluice.connectors.config import ConfigError, FieldError
 from sluice.connectors.jdbc.queries import Sql, columns_query
+from sluice.connectors.jdbc.records import RecordShape, to_records
 from sluice.connectors.jdbc.types import (
     ColumnInfo,
     MappedColumn,
     UnsupportedColumnType,
+    arrow_type,
     map_column,
     mysql_info_from_field,
     postgres_info_from_oid,
@@ -53,7 +57,6 @@ if TYPE_CHECKING:
 
 FETCH_ROWS: Final = 10_000
 EPOCH: Final = datetime(1970, 1, 1)
-_DECIMAL = re.compile(r"DECIMAL\((\d+),(\d+)\)")
 
 
 class JdbcAuthError(PermissionError):
@@ -232,31 +235,6 @@ def ts_param(micros: int, dialect: Dialect, zoned: bool) -> datetime:
 
 
 # ---- values -> Arrow -----------------------------------------------------------------------------
-def arrow_type(ddl: str) -> pa.DataType:
-    import pyarrow as pa  # pyarrow: config validation imports this module (the jdbc-source class)
-
-    simple = {
-        "TINYINT": pa.int8(),
-        "SMALLINT": pa.int16(),
-        "INT": pa.int32(),
-        "BIGINT": pa.int64(),
-        "FLOAT": pa.float32(),
-        "DOUBLE": pa.float64(),
-        "BOOLEAN": pa.bool_(),
-        "DATE": pa.date32(),
-        "TIMESTAMP": pa.timestamp("us", tz="UTC"),
-        "TIMESTAMP_NTZ": pa.timestamp("us"),
-        "BINARY": pa.binary(),
-        "STRING": pa.string(),
-    }
-    if ddl in simple:
-        return simple[ddl]
-    m = _DECIMAL.fullmatch(ddl)
-    if not m:
-        raise ValueError(f"no Arrow type for {ddl}")
-    return pa.decimal128(int(m.group(1)), int(m.group(2)))
-
-
 def _fix(values: Sequence[Any], ddl: str) -> Sequence[Any]:
     """Driver values Arrow would not take as they are (MySQL BIT as bytes, memoryviews)."""
     if ddl == "BOOLEAN" and any(isinstance(v, bytes) for v in values):
@@ -309,22 +287,18 @@ def rows_to_batch(
 
 @dataclass(frozen=True)
 class ReadSpec:
-    """Everything a Spark task needs to read its split (pickled into the task by mapInArrow)."""
+    """Everything a Spark task needs to read a split of one range (pickled into the task)."""
 
     params: ConnectParams
     columns: tuple[MappedColumn, ...]
-    splits: tuple[Sql, ...]
+    schema: pa.Schema  # the records' (connectors.jdbc.records.record_schema)
+    shape: RecordShape
     where: str
 
 
-def read_splits(spec: ReadSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: each input row is a split index; read that split, yield Arrow batches."""
-    for batch in batches:
-        for index in batch.column(0).to_pylist():
-            yield from read_split(spec, spec.splits[int(index)])
-
-
 def read_split(spec: ReadSpec, sql: Sql) -> Iterator[pa.RecordBatch]:
+    """The records of one split (the ``read`` of the source's ``ArrowSplits``), a batch of at most
+    ``FETCH_ROWS`` rows at a time."""
     conn = connect(spec.params, spec.where, text_values=True)
     try:
         if spec.params.dialect is Dialect.MYSQL:
@@ -338,7 +312,7 @@ def read_split(spec: ReadSpec, sql: Sql) -> Iterator[pa.RecordBatch]:
         try:
             cur.execute(sql.text, sql.params)
             while rows := cur.fetchmany(FETCH_ROWS):
-                yield rows_to_batch(rows, spec.columns, spec.where)
+                yield to_records(rows_to_batch(rows, spec.columns, spec.where), spec.schema, spec.shape)
         finally:
             cur.close()
     finally:

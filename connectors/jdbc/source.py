@@ -21,10 +21,12 @@ Batches: a range reads ``(start, end]``; ``batch_end`` finds where ``batch.max.r
 ``ORDER BY key LIMIT 1 OFFSET n``, so the limit holds across key gaps (in timestamp mode a batch
 ends on a timestamp boundary and may exceed the limit by the rows sharing the last timestamp). The
 schema is read from the catalogue per batch: a column added to the table appears in later records.
-Records: ``value`` a struct of the row's columns, ``key`` the primary key as a struct
-(null without one), ``offset`` the id (incrementing) or a 63-bit hash of the row's position and key
-(the runtime's re-run de-duplication needs only uniqueness within a batch), ``timestamp`` the
-row's timestamp column in timestamp modes.
+Records (connectors.jdbc.records, framed in Arrow inside the Spark tasks that read the rows; no
+PySpark here): ``value`` a struct of the row's columns, ``key`` the primary key as a struct (null
+without one), ``offset`` the id (incrementing) or a 63-bit hash of the row's position and key (the
+runtime's re-run de-duplication matches records by offset, so the hash is the one earlier releases
+computed in Spark: connectors.jdbc.offsets), ``timestamp`` the row's timestamp column in timestamp
+modes.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC
 from functools import partial
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 from zoneinfo import ZoneInfo
 
 from sluice.connectors.api import SendOrder, SourceConnector, SourceTask, split_round_robin
@@ -60,18 +62,15 @@ from sluice.connectors.jdbc.queries import (
     range_query,
     tables_query,
 )
+from sluice.connectors.jdbc.records import RecordShape, record_schema
 from sluice.connectors.jdbc.types import MappedColumn
 from sluice.connectors.jdbc.urls import dialect_of, engine_url
 from sluice.connectors.model import PartitionRange
 from sluice.connectors.positions import Position
-from sluice.connectors.records import empty_records
 from sluice.connectors.secrets import resolve_secrets
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+from sluice.connectors.source_reads import ArrowSplits, SourceRead
 
 _INTEGRAL = ("TINYINT", "SMALLINT", "INT", "BIGINT", "DECIMAL(20,0)")
-_HASH_MASK = (1 << 63) - 1
 
 
 class JdbcSourceTask(SourceTask):
@@ -258,55 +257,26 @@ class JdbcSourceTask(SourceTask):
             for a, b in zip(bounds, bounds[1:], strict=False)
         ]
 
-    def read_range(self, spark: SparkSession, r: PartitionRange) -> DataFrame:
-        # pyspark: config validation imports this module (the jdbc-source class)
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import StructType, _parse_datatype_string
-
+    def read_range(self, r: PartitionRange) -> ArrowSplits:
+        """The range as splits read by Spark tasks, each framing its rows as records (offsets as
+        connectors.jdbc.records says)."""
         columns, keys = self.columns(r.partition)
         self._sources.pop(r.partition, None)  # the key or a type may have changed: plan with fresh facts
         select = [SelectColumn(c.name, c.as_text, c.spark_ddl if c.as_decimal else "") for c in columns]
         splits = self.splits(r.partition, r, select)
-        where = f"{self._where} table {r.partition!r} range [{r.start}, {r.end})"
-        spec = db.ReadSpec(self.params, tuple(columns), tuple(splits), where)
-        schema = StructType.fromJson(
-            {
-                "type": "struct",
-                "fields": [
-                    {
-                        "name": c.name,
-                        "type": _parse_datatype_string(c.spark_ddl).jsonValue(),
-                        "nullable": True,
-                        "metadata": {},
-                    }
-                    for c in columns
-                ],
-            }
-        )
-        rows = spark.range(0, len(splits), 1, len(splits)).mapInArrow(partial(db.read_splits, spec), schema)
-        key = F.struct(*[F.col(k) for k in keys]) if keys else F.lit(None).cast("string")
         inc_type = next((c.spark_ddl for c in columns if c.name == self.inc), "")
-        if self.mode is Mode.INCREMENTING and inc_type in _INTEGRAL[:4]:
-            offset = F.col(self.inc).cast("long")
-        else:
-            parts = [F.coalesce(*[F.col(c) for c in self.ts_cols])] if self.mode.uses_timestamp else []
-            parts += [F.col(self.inc)] if self.mode.uses_incrementing else []
-            # hashed as JSON text, as before keys were structs: a re-read range keeps its offsets
-            parts += [F.to_json(key)] if keys else [F.to_json(F.struct(*[F.col(c.name) for c in columns]))]
-            offset = F.xxhash64(*parts).bitwiseAND(F.lit(_HASH_MASK))
-        stamp = F.lit(None).cast("timestamp")
-        if self.mode.uses_timestamp:
-            stamp = F.coalesce(*[F.col(c) for c in self.ts_cols]).cast("timestamp")
-        topic = self.topic_of(r.partition)
-        return rows.select(
-            F.lit(topic).alias("topic"),
-            F.lit(r.partition).alias("partition"),
-            offset.alias("offset"),
-            key.alias("key"),
-            F.struct(*[F.col(c.name) for c in columns]).alias("value"),
-            F.create_map().cast("map<string,string>").alias("headers"),
-            stamp.alias("timestamp"),
+        shape = RecordShape(
+            topic=self.topic_of(r.partition),
+            partition=r.partition,
+            keys=tuple(keys),
+            timestamps=self.ts_cols if self.mode.uses_timestamp else (),
+            incrementing=self.inc if self.mode.uses_incrementing else "",
+            id_offset=self.mode is Mode.INCREMENTING and inc_type in _INTEGRAL[:4],
         )
+        schema = record_schema(columns, shape)
+        where = f"{self._where} table {r.partition!r} range [{r.start}, {r.end})"
+        spec = db.ReadSpec(self.params, tuple(columns), schema, shape, where)
+        return ArrowSplits(schema, tuple(splits), partial(db.read_split, spec))
 
     def send_order(self, ranges: Sequence[PartitionRange]) -> SendOrder:
         """KnowsSendOrder: a read returns each row of its table once, so a keyed table's keys are
@@ -314,16 +284,10 @@ class JdbcSourceTask(SourceTask):
         keyed = all(self._source(r.partition)[0].order_keys for r in ranges)  # cached: no catalog query
         return SendOrder.ANY if keyed else SendOrder.SORTED
 
-    def read(self, spark: SparkSession, ranges: Sequence[PartitionRange]) -> DataFrame:
-        """Records of ``ranges``; several tables only when their rows have one shape (the runtime
-        reads one table per call: ``topic_of``)."""
-        frames = [self.read_range(spark, r) for r in ranges if not r.is_empty]
-        if not frames:
-            return empty_records(spark)
-        out = frames[0]
-        for frame in frames[1:]:
-            out = out.unionByName(frame)
-        return out
+    def read(self, ranges: Sequence[PartitionRange]) -> SourceRead:
+        """Records of ``ranges``, one ``ArrowSplits`` per range; several tables only when their rows
+        have one shape (the runtime reads one table per call: ``topic_of``)."""
+        return SourceRead(splits=tuple(self.read_range(r) for r in ranges if not r.is_empty))
 
     def topic_of(self, partition: str) -> str:
         """The topic a partition's records go to (RoutesTopics)."""

@@ -15,10 +15,14 @@ Pure: Spark types are named by DDL strings (``spark_ddl``) so this module import
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from sluice.connectors.jdbc.urls import Dialect
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 MAX_DECIMAL_PRECISION: Final = 38
 
@@ -260,3 +264,31 @@ def mysql_info_from_field(
         precision = length - (1 if decimals else 0) - (0 if unsigned else 1)
     column_type = f"{kind} unsigned" if unsigned else kind
     return ColumnInfo(name, kind, column_type, precision, scale)
+
+
+_DECIMAL = re.compile(r"DECIMAL\((\d+),(\d+)\)")
+
+
+def arrow_type(ddl: str) -> pa.DataType:
+    import pyarrow as pa  # pyarrow: config validation imports this module (the JDBC connector classes)
+
+    simple = {
+        "TINYINT": pa.int8(),
+        "SMALLINT": pa.int16(),
+        "INT": pa.int32(),
+        "BIGINT": pa.int64(),
+        "FLOAT": pa.float32(),
+        "DOUBLE": pa.float64(),
+        "BOOLEAN": pa.bool_(),
+        "DATE": pa.date32(),
+        "TIMESTAMP": pa.timestamp("us", tz="UTC"),
+        "TIMESTAMP_NTZ": pa.timestamp("us"),
+        "BINARY": pa.binary(),
+        "STRING": pa.string(),
+    }
+    if ddl in simple:
+        return simple[ddl]
+    m = _DECIMAL.fullmatch(ddl)
+    if not m:
+        raise ValueError(f"no Arrow type for {ddl}")
+    return pa.decimal128(int(m.group(1)), int(m.group(2)))

@@ -10,6 +10,7 @@ from typing import Any
 
 from sluice.connectors.cdc.snapshot import Chunk, partition_of
 from sluice.connectors.positions import Position
+from tests.cdc.records import as_json, read_records
 from tests.cdc.snapshot import Replica, Writer, _create, drain, plan, read, run_batches, source_rows
 from tests.connectors.jdbc_dbs import Db
 
@@ -38,7 +39,6 @@ def generation(committed: dict[str, Position], table: str) -> Chunk | None:
 
 def until_generation_done(
     task: Any,
-    spark: Any,
     committed: dict[str, Position],
     replica: Replica,
     table: str,
@@ -50,13 +50,11 @@ def until_generation_done(
         chunk = generation(committed, table)
         if chunk is not None and chunk.generation == gen and chunk.done:
             return n
-        run_batches(task, spark, committed, replica, batches=1, between=between)
+        run_batches(task, committed, replica, batches=1, between=between)
     raise AssertionError(f"generation {gen} of {table} did not finish in 200 batches: {committed}")
 
 
-def resnapshot_converges(
-    db: Db, make_task: Callable[[], Any], spark: Any, qualify: Callable[[str], str]
-) -> None:
+def resnapshot_converges(db: Db, make_task: Callable[[], Any], qualify: Callable[[str], str]) -> None:
     """Rows that exist before capture starts (snapshot.mode=never) reach a replica only through a
     signalled snapshot; a writer inserts, updates, re-keys and deletes throughout, between each
     planning and its read; the replica ends equal to the source, the signal table's rows never
@@ -68,19 +66,17 @@ def resnapshot_converges(
     assert partition_of(items) in task.partitions()
     committed: dict[str, Position] = {}
     replica = Replica()
-    run_batches(task, spark, committed, replica, batches=2)
+    run_batches(task, committed, replica, batches=2)
     assert items not in replica.rows  # never mode: nothing before capture
     writer = Writer(db, "items", seed=11, first_new_id=10_000, below=400)
     writer.start()
     try:
-        run_batches(task, spark, committed, replica, batches=2, between=lambda: writer.done.wait(0.2))
+        run_batches(task, committed, replica, batches=2, between=lambda: writer.done.wait(0.2))
         execute(db, "resnap-1", items)
-        until_generation_done(
-            task, spark, committed, replica, items, 1, between=lambda: writer.done.wait(0.15)
-        )
+        until_generation_done(task, committed, replica, items, 1, between=lambda: writer.done.wait(0.15))
     finally:
         writes = writer.stop()
-    drain(task, spark, committed, replica)
+    drain(task, committed, replica)
     assert writes > 20, writes
     assert qualify(SIGNALS) not in replica.rows and set(replica.rows) == {items}
     read_keys = replica.snapshot_keys[items]
@@ -94,9 +90,7 @@ def resnapshot_converges(
     task.close()
 
 
-def rereads_are_subsets(
-    db: Db, make_task: Callable[[], Any], spark: Any, qualify: Callable[[str], str]
-) -> None:
+def rereads_are_subsets(db: Db, make_task: Callable[[], Any], qualify: Callable[[str], str]) -> None:
     """A planned chunk read again by a new task after rows of it changed gives a subset of the first
     read's records, each identical (offset, key, value), leaving out exactly the changed keys; the
     capture then goes on and the replica ends equal to the source."""
@@ -106,15 +100,15 @@ def rereads_are_subsets(
     items = qualify("items")
     committed: dict[str, Position] = {}
     replica = Replica()
-    run_batches(first, spark, committed, replica, batches=1)
+    run_batches(first, committed, replica, batches=1)
     execute(db, "again-1", items)
-    run_batches(first, spark, committed, replica, batches=1)
+    run_batches(first, committed, replica, batches=1)
     opened = generation(committed, items)
     assert opened is not None and opened.generation == 1 and not opened.done
     pending = plan(first, committed)
     chunks = [r for r in pending if r.partition == partition_of(items)]
     assert len(chunks) == 1
-    before = _records(first, spark, chunks[0])
+    before = _records(first, chunks[0])
     assert len(before) == 40, len(before)  # snapshot.chunk.size
     db.run(
         "UPDATE items SET qty = 999 WHERE id = 10",
@@ -124,31 +118,29 @@ def rereads_are_subsets(
     first.close()  # a crash: the planned batch never committed
 
     again = make_task()
-    after = _records(again, spark, chunks[0])
+    after = _records(again, chunks[0])
     changed = {json.dumps({"id": i}, separators=(",", ":")) for i in (10, 20, 21)}
     assert set(after) <= set(before)
     assert {k for _, k, _ in before} - {k for _, k, _ in after} == changed - {'{"id":21}'}
     assert not changed & {k for _, k, _ in after}
     for r in pending:  # the runtime re-runs the recorded plan, then goes on
-        for key, value in read(again, spark, r):
+        for key, value in read(again, r):
             replica.apply(r.partition.removeprefix("snapshot:"), key, value)
     committed.update({r.partition: r.end for r in pending})
-    until_generation_done(again, spark, committed, replica, items, 1)
-    drain(again, spark, committed, replica)
+    until_generation_done(again, committed, replica, items, 1)
+    drain(again, committed, replica)
     assert replica.rows[items] == source_rows(db, "items")
     again.close()
 
 
-def _records(task: Any, spark: Any, r: Any) -> list[tuple[int, str, str]]:
-    from pyspark.sql import functions as F
-
-    df = task.read(spark, [r])
-    rows = df.select("offset", F.to_json("key"), F.to_json("value")).collect()
-    return sorted((int(o), k, v) for o, k, v in rows)
+def _records(task: Any, r: Any) -> list[tuple[int, str | None, str | None]]:
+    return sorted(
+        (row["offset"], as_json(row["key"]), as_json(row["value"])) for row in read_records(task, r)
+    )
 
 
 def bad_signals_are_skipped(
-    db: Db, make_task: Callable[[], Any], spark: Any, qualify: Callable[[str], str], caplog: Any
+    db: Db, make_task: Callable[[], Any], qualify: Callable[[str], str], caplog: Any
 ) -> None:
     """Signals the connector cannot act on are logged with their id and skipped; a good one after
     them still works, and ``stop-snapshot`` ends a running generation."""
@@ -160,13 +152,13 @@ def bad_signals_are_skipped(
     items = qualify("items")
     committed: dict[str, Position] = {}
     replica = Replica()
-    run_batches(task, spark, committed, replica, batches=1)
+    run_batches(task, committed, replica, batches=1)
     with caplog.at_level(logging.WARNING, logger="sluice.connectors.cdc.signals"):
         signal(db, "bad-json", "execute-snapshot", "{not json")
         execute(db, "bad-table", qualify("nope"))
         signal(db, "bad-type", "pause-snapshot", {})
         db.run("INSERT INTO items (id, name, qty) VALUES (1001, 'x', 1)")
-        run_batches(task, spark, committed, replica, batches=2)
+        run_batches(task, committed, replica, batches=2)
     text = caplog.text
     for sid in ("bad-json", "bad-table", "bad-type"):
         assert f"signal '{sid}'" in text, text
@@ -175,19 +167,19 @@ def bad_signals_are_skipped(
     assert replica.rows[items] == {'{"id":1001}': {"id": 1001, "name": "x", "qty": 1}}
     execute(db, "good", items, kind="blocking")
     signal(db, "halt", "stop-snapshot", {"data-collections": [items], "type": "incremental"})
-    run_batches(task, spark, committed, replica, batches=1)
+    run_batches(task, committed, replica, batches=1)
     chunk = generation(committed, items)
     assert chunk is not None and chunk.generation == 1 and chunk.done and chunk.signal == "good"
-    drain(task, spark, committed, replica)
+    drain(task, committed, replica)
     assert list(replica.rows[items]) == ['{"id":1001}']  # stopped before any chunk was read
     execute(db, "good-2", items)
-    until_generation_done(task, spark, committed, replica, items, 2)
+    until_generation_done(task, committed, replica, items, 2)
     assert replica.rows[items] == source_rows(db, "items")
     task.close()
 
 
 def a_change_inside_the_window_wins(
-    db: Db, make_task: Callable[[], Any], spark: Any, qualify: Callable[[str], str]
+    db: Db, make_task: Callable[[], Any], qualify: Callable[[str], str]
 ) -> None:
     """A change committed right after a chunk's select (before the batch's log end is pinned) is in
     the batch's log but not in the chunk: the chunk must drop that key, or its older row would be
@@ -198,9 +190,9 @@ def a_change_inside_the_window_wins(
     items = qualify("items")
     committed: dict[str, Position] = {}
     replica = Replica()
-    run_batches(task, spark, committed, replica, batches=1)
+    run_batches(task, committed, replica, batches=1)
     execute(db, "window-1", items)
-    run_batches(task, spark, committed, replica, batches=1)
+    run_batches(task, committed, replica, batches=1)
     ondemand = task._ondemand
     fetch, fired = ondemand.fetch, []
 
@@ -212,8 +204,8 @@ def a_change_inside_the_window_wins(
         return rows
 
     ondemand.fetch = fetch_then_write
-    until_generation_done(task, spark, committed, replica, items, 1)
-    drain(task, spark, committed, replica)
+    until_generation_done(task, committed, replica, items, 1)
+    drain(task, committed, replica)
     assert fired
     assert replica.rows[items]['{"id":10}'] == {"id": 10, "name": "late", "qty": 5000}
     assert replica.rows[items] == source_rows(db, "items")

@@ -15,6 +15,7 @@ from typing import Any
 
 from sluice.connectors.model import BatchPlan, PartitionRange
 from sluice.connectors.positions import Position
+from tests.cdc.records import as_json, read_records
 from tests.connectors.jdbc_dbs import Db
 
 
@@ -57,21 +58,13 @@ def plan(task: Any, committed: dict[str, Position]) -> list[PartitionRange]:
     return out
 
 
-def read(task: Any, spark: Any, r: PartitionRange) -> list[tuple[str, str | None]]:
-    from pyspark.sql import functions as F
-
-    df = task.read(spark, [r])
-    if df.isEmpty():
-        return []
-    return [
-        (row[0], row[1])
-        for row in df.orderBy("offset").select(F.to_json("key"), F.to_json("value")).collect()
-    ]
+def read(task: Any, r: PartitionRange) -> list[tuple[str | None, str | None]]:
+    """The records of ``r`` as (key JSON, value JSON), in offset order."""
+    return [(as_json(row["key"]), as_json(row["value"])) for row in read_records(task, r)]
 
 
 def run_batches(
     task: Any,
-    spark: Any,
     committed: dict[str, Position],
     replica: Replica,
     *,
@@ -88,7 +81,7 @@ def run_batches(
             return n
         for r in ranges:
             table = r.partition.removeprefix("snapshot:")
-            for key, value in read(task, spark, r):
+            for key, value in read(task, r):
                 replica.apply(table, key, value)
         committed.update({r.partition: r.end for r in ranges})
         if hasattr(task, "committed") and ranges:
@@ -171,24 +164,24 @@ def _create(db: Db, table: str, ids: range) -> None:
         db.run(f"INSERT INTO {table} (id, name, qty) VALUES {values}")
 
 
-def until_snapshot_done(task: Any, spark: Any, committed: dict[str, Position], replica: Replica) -> int:
+def until_snapshot_done(task: Any, committed: dict[str, Position], replica: Replica) -> int:
     from sluice.connectors.cdc.snapshot import finished
 
     tables = [p.removeprefix("snapshot:") for p in task.partitions() if p.startswith("snapshot:")]
     for n in range(100):
         if finished(tables, committed):
             return n
-        run_batches(task, spark, committed, replica, batches=1)
+        run_batches(task, committed, replica, batches=1)
     raise AssertionError(f"the snapshot did not finish in 100 batches: {committed}")
 
 
-def drain(task: Any, spark: Any, committed: dict[str, Position], replica: Replica) -> None:
+def drain(task: Any, committed: dict[str, Position], replica: Replica) -> None:
     """Batches until a planning finds nothing left to read."""
-    assert run_batches(task, spark, committed, replica, batches=60, stop_when=lambda r: not r) < 60
+    assert run_batches(task, committed, replica, batches=60, stop_when=lambda r: not r) < 60
 
 
 def concurrent_snapshot_converges(
-    db: Db, make_task: Callable[[], Any], spark: Any, qualify: Callable[[str], str]
+    db: Db, make_task: Callable[[], Any], qualify: Callable[[str], str]
 ) -> None:
     """400 existing rows read in chunks while a writer inserts, updates, re-keys and deletes; then
     the log: the replica equals the source by content, no snapshot row followed a log record, and
@@ -201,12 +194,12 @@ def concurrent_snapshot_converges(
     writer = Writer(db, "items", seed=7, first_new_id=10_000, below=400)
     writer.start()
     try:
-        run_batches(task, spark, committed, replica, batches=3, between=lambda: writer.done.wait(0.2))
+        run_batches(task, committed, replica, batches=3, between=lambda: writer.done.wait(0.2))
         assert replica.log_seen == set()  # the log is held while the snapshot runs
-        until_snapshot_done(task, spark, committed, replica)
+        until_snapshot_done(task, committed, replica)
     finally:
         writes = writer.stop()
-    drain(task, spark, committed, replica)
+    drain(task, committed, replica)
     items = qualify("items")
     assert writes > 20, writes
     assert items in replica.log_seen  # the concurrent changes came through the log
@@ -222,7 +215,7 @@ def concurrent_snapshot_converges(
 
 
 def resumed_snapshot_reads_each_row_once(
-    db: Db, make_task: Callable[[], Any], spark: Any, qualify: Callable[[str], str]
+    db: Db, make_task: Callable[[], Any], qualify: Callable[[str], str]
 ) -> None:
     """Three chunks committed, changes made, a fourth chunk planned but not committed (a crash): a new
     task re-runs it and goes on; the snapshot read every key exactly once, in key order, and the
@@ -231,7 +224,7 @@ def resumed_snapshot_reads_each_row_once(
     first = make_task()
     committed: dict[str, Position] = {}
     replica = Replica()
-    run_batches(first, spark, committed, replica, batches=3)
+    run_batches(first, committed, replica, batches=3)
     db.run(
         "UPDATE items SET qty = 999 WHERE id = 2",  # already read
         "DELETE FROM items WHERE id = 4",  # already read
@@ -244,13 +237,13 @@ def resumed_snapshot_reads_each_row_once(
 
     again = make_task()
     for r in pending:  # the runtime re-runs the recorded plan first
-        for key, value in read(again, spark, r):
+        for key, value in read(again, r):
             replica.apply(r.partition.removeprefix("snapshot:"), key, value)
     committed.update({r.partition: r.end for r in pending})
     if hasattr(again, "committed"):
         again.committed(BatchPlan("snap-test", 0, 4, tuple(pending)))
-    until_snapshot_done(again, spark, committed, replica)
-    drain(again, spark, committed, replica)
+    until_snapshot_done(again, committed, replica)
+    drain(again, committed, replica)
     items = qualify("items")
     read_keys, expected = replica.snapshot_keys[items], [_key(i) for i in range(2, 502, 2)]
     assert read_keys == expected, (len(read_keys), sorted(set(read_keys) ^ set(expected))[:10], read_keys[:5])
@@ -260,7 +253,7 @@ def resumed_snapshot_reads_each_row_once(
 
 
 def initial_only_reads_the_rows_and_stops(
-    db: Db, make_task: Callable[[], Any], spark: Any, qualify: Callable[[str], str]
+    db: Db, make_task: Callable[[], Any], qualify: Callable[[str], str]
 ) -> None:
     """``snapshot.mode=initial_only``: the rows in chunks, then nothing: a later insert is not read."""
     _create(db, "items", range(2, 22, 2))
@@ -268,7 +261,7 @@ def initial_only_reads_the_rows_and_stops(
     assert task.partitions() == [f"snapshot:{qualify('items')}"]
     committed: dict[str, Position] = {}
     replica = Replica()
-    drain(task, spark, committed, replica)
+    drain(task, committed, replica)
     items = qualify("items")
     assert replica.rows[items] == source_rows(db, "items")
     db.run("INSERT INTO items (id, name, qty) VALUES (1000, 'late', 1)")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,28 +19,28 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def test_source_records_are_deterministic(spark: SparkSession) -> None:
+def test_source_records_are_deterministic() -> None:
     raw = {"connector.class": "dummy-source", "topic": "t", "partitions": "3", "records.per.partition": "5"}
     configs = DummySourceConnector().task_configs(raw, 2)
     tasks = [open_source_task(DummySourceConnector, c, i) for i, c in enumerate(configs)]
     assert [t.partitions() for t in tasks] == [["dummy-0", "dummy-2"], ["dummy-1"]]
     assert offsets(tasks[0].latest_positions({})) == {"dummy-0": 5, "dummy-2": 5}
-    df = tasks[0].read(spark, [PartitionRange("dummy-2", 3, 5)])
-    assert [r.asDict() for r in df.orderBy("offset").collect()] == [
+    table = tasks[0].read([PartitionRange("dummy-2", 3, 5)]).to_table()
+    assert table.to_pylist() == [
         {
             "topic": "t",
             "partition": "dummy-2",
             "offset": i,
             "key": f"key-2-{i}",
             "value": f"value-2-{i}",
-            "headers": {"dummy.partition": "2"},
-            "timestamp": datetime(2024, 1, 1, 0, 0, 0, i * 1000),
+            "headers": [("dummy.partition", "2")],
+            "timestamp": datetime(2024, 1, 1, 0, 0, 0, i * 1000, tzinfo=UTC),
         }
         for i in (3, 4)
     ]
 
 
-def test_source_faults(spark: SparkSession, tmp_path: Path) -> None:
+def test_source_faults(tmp_path: Path) -> None:
     marker = tmp_path / "failed-once"
     raw = {
         "connector.class": "dummy-source",
@@ -53,13 +53,12 @@ def test_source_faults(spark: SparkSession, tmp_path: Path) -> None:
     with pytest.raises(
         InjectedFault, match="connector 'd': injected failure at partition 'dummy-0' offset 7"
     ):
-        task.read(spark, [PartitionRange("dummy-0", 5, 10)])
+        task.read([PartitionRange("dummy-0", 5, 10)])
     with pytest.raises(InjectedFault, match=r"one-time failure \(fail.once.marker\)"):
-        task.read(spark, [PartitionRange("dummy-0", 0, 3)])
+        task.read([PartitionRange("dummy-0", 0, 3)])
     assert marker.exists()
-    assert [
-        r["value"] for r in task.read(spark, [PartitionRange("dummy-0", 0, 3)]).orderBy("offset").collect()
-    ] == ["value-0-0", "value-0-1", "value-0-2"]
+    values = task.read([PartitionRange("dummy-0", 0, 3)]).to_table().column("value").to_pylist()
+    assert values == ["value-0-0", "value-0-1", "value-0-2"]
 
 
 @pytest.mark.parametrize("fault", ["fail.at.offset", "fail.once.marker"])

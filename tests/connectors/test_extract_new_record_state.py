@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from sluice.connectors.cdc.envelope import ChangeRecord, envelope, record_frame
+from sluice.activities.spark_binding import table_frame
+from sluice.connectors.cdc.envelope import ChangeRecord, change_table, envelope
 from sluice.connectors.converters import VALUE_SCHEMA_HEADER
 from sluice.connectors.jdbc.types import MappedColumn
 from sluice.connectors.transforms import build_chain
@@ -29,8 +30,9 @@ def _records(spark: Any) -> Any:
         change(2, "d", 1, {"id": 1, "name": "b"}, None),
         change(3, None, 1, None, None),  # the source's tombstone
     ]
-    return record_frame(spark, rows, columns=COLUMNS, key_columns=["id"], source_fields=SOURCE,
-                        topic="p_public_t", partition="public.t")  # fmt: skip
+    table = change_table(rows, columns=COLUMNS, key_columns=["id"], source_fields=SOURCE,
+                         topic="p_public_t", partition="public.t")  # fmt: skip
+    return table_frame(spark, table)
 
 
 def _apply(spark: Any, df: Any, **options: str) -> list[tuple[Any, ...]]:

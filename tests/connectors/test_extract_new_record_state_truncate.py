@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from sluice.connectors.cdc.envelope import ChangeRecord, envelope, record_frame
+from sluice.activities.spark_binding import table_frame
+from sluice.connectors.cdc.envelope import ChangeRecord, change_table, envelope
 from sluice.connectors.jdbc.types import MappedColumn
 from sluice.connectors.records import OP_HEADER
 from sluice.connectors.transforms import build_chain
@@ -32,8 +33,9 @@ def _records(spark: Any) -> Any:
         change(2, "c", 2, None, ROW_B),
         change(3, "d", 2, ROW_B, None),
     ]
-    return record_frame(spark, rows, columns=COLUMNS, key_columns=["id"], source_fields=SOURCE,
-                        topic="p_public_t", partition="public.t")  # fmt: skip
+    table = change_table(rows, columns=COLUMNS, key_columns=["id"], source_fields=SOURCE,
+                         topic="p_public_t", partition="public.t")  # fmt: skip
+    return table_frame(spark, table)
 
 
 def _apply(spark: Any, **options: str) -> list[tuple[Any, ...]]:

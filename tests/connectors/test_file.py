@@ -28,13 +28,13 @@ def source(path: Path, **extra: str) -> FileSourceTask:
     return task
 
 
-def lines(spark: SparkSession, task: FileSourceTask, *ranges: tuple[int, int]) -> list[tuple[int, str]]:
+def lines(task: FileSourceTask, *ranges: tuple[int, int]) -> list[tuple[int, str]]:
     path = task.partitions()[0]
-    df = task.read(spark, [PartitionRange(path, s, e) for s, e in ranges])
-    return [(r["offset"], r["value"]) for r in df.orderBy("offset").collect()]
+    table = task.read([PartitionRange(path, s, e) for s, e in ranges]).to_table().sort_by("offset")
+    return list(zip(table.column("offset").to_pylist(), table.column("value").to_pylist(), strict=True))
 
 
-def test_exact_ranges_partial_line_and_appends(spark: SparkSession, tmp_path: Path) -> None:
+def test_exact_ranges_partial_line_and_appends(tmp_path: Path) -> None:
     path = tmp_path / "in.txt"
     path.write_bytes(b"a\nbb\r\nccc\ndd")  # "dd" has no newline yet
     task = source(path)
@@ -42,20 +42,16 @@ def test_exact_ranges_partial_line_and_appends(spark: SparkSession, tmp_path: Pa
     assert task.snap_end(str(path), 0, 12) == 10  # the partial line waits
     assert task.snap_end(str(path), 0, 4) == 2  # cut to a line boundary
     assert task.snap_end(str(path), 10, 12) == 10  # nothing complete after 10
-    assert lines(spark, task, (0, 10)) == [(0, "a"), (2, "bb"), (6, "ccc")]
-    assert lines(spark, task, (2, 6)) == [(2, "bb")]
-    assert (
-        lines(spark, task, (0, 10))
-        == lines(spark, task, (0, 2), (2, 10))
-        == [(0, "a"), (2, "bb"), (6, "ccc")]
-    )
+    assert lines(task, (0, 10)) == [(0, "a"), (2, "bb"), (6, "ccc")]
+    assert lines(task, (2, 6)) == [(2, "bb")]
+    assert lines(task, (0, 10)) == lines(task, (0, 2), (2, 10)) == [(0, "a"), (2, "bb"), (6, "ccc")]
 
     with open(path, "ab") as fh:
         fh.write(b"d\neee\n")
     assert offsets(task.latest_positions({})) == {str(path): 18}
     end = task.snap_end(str(path), 10, 18)
     assert end == 18
-    assert lines(spark, task, (10, end)) == [(10, "ddd"), (14, "eee")]
+    assert lines(task, (10, end)) == [(10, "ddd"), (14, "eee")]
 
 
 def test_long_line_is_not_stalled_by_a_small_range(tmp_path: Path) -> None:
@@ -85,7 +81,6 @@ def test_long_line_is_not_stalled_by_a_small_range(tmp_path: Path) -> None:
     ids=["truncated", "deleted"],  # a line that does not decode is a flagged record: test_file_lines
 )
 def test_read_errors_name_the_position(
-    spark: SparkSession,
     tmp_path: Path,
     content: bytes,
     action: str | None,
@@ -103,14 +98,14 @@ def test_read_errors_name_the_position(
         assert task.latest_positions({}) == {}  # a missing file is waited for, not read
         assert task.waiting_for() == f"waiting for file {path} (does not exist)"
     with pytest.raises(error) as info:
-        task.read(spark, [PartitionRange(str(path), 0, size)])
+        task.read([PartitionRange(str(path), 0, size)])
     assert str(info.value) == message.format(p=path)
 
 
-def test_other_encoding(spark: SparkSession, tmp_path: Path) -> None:
+def test_other_encoding(tmp_path: Path) -> None:
     path = tmp_path / "latin.txt"
     path.write_bytes("café\n".encode("latin-1"))
-    assert lines(spark, source(path, encoding="latin-1"), (0, 5)) == [(0, "café")]
+    assert lines(source(path, encoding="latin-1"), (0, 5)) == [(0, "café")]
 
 
 def test_files_are_split_across_tasks(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from sluice.activities.spark_binding import source_frame
 from sluice.connectors.api import open_source_task
 from sluice.connectors.file.lines import split_lines
 from sluice.connectors.file.source import FileSourceConnector
@@ -45,7 +46,7 @@ def test_read_flags_the_bad_line_and_keeps_the_others(
     good.write_bytes(other)
     config = {"connector.class": "file-source", "name": "lines", "topic": "t", "files": f"{path},{good}"}
     task = open_source_task(FileSourceConnector, {**config, "encoding": encoding}, 0)
-    df = task.read(spark, [PartitionRange(str(path), 0, 11), PartitionRange(str(good), 0, 2)])
+    df = source_frame(spark, task.read([PartitionRange(str(path), 0, 11), PartitionRange(str(good), 0, 2)]))
     rows = sorted(df.select("partition", "offset", "value", ERROR_COLUMN, RAW_COLUMN).collect())
     assert [(r[0], r[1], r[2], r[4]) for r in rows] == [
         (str(good), 0, "x", None),

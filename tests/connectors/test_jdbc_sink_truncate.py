@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, text
 
+from sluice.activities.spark_binding import table_frame
 from sluice.activities.store import OffsetStore
 from sluice.connectors.api import open_sink_task
-from sluice.connectors.cdc.envelope import ChangeRecord, envelope, record_frame
+from sluice.connectors.cdc.envelope import ChangeRecord, change_table, envelope
 from sluice.connectors.jdbc.sink import JdbcSinkConnector, JdbcSinkTask
 from sluice.connectors.jdbc.types import MappedColumn
 from sluice.connectors.model import BatchPlan, PartitionRange
@@ -35,7 +36,7 @@ def _batch(spark: Any, changes: list[tuple[str, int | None, str | None]]) -> Any
         before, after = (row, None) if op == "d" else (None, None if op == "t" else row)
         value = envelope(op, before, after, {"table": "items", "lsn": offset}, 7)
         records.append(ChangeRecord(offset, None if key is None else {"id": key}, value, 7000))
-    frame = record_frame(spark, records, columns=COLUMNS, key_columns=["id"], source_fields=SOURCE,
+    table = change_table(records, columns=COLUMNS, key_columns=["id"], source_fields=SOURCE,
                          topic=TOPIC, partition=PARTITION)  # fmt: skip
     (unwrap,) = build_chain(
         {
@@ -45,7 +46,7 @@ def _batch(spark: Any, changes: list[tuple[str, int | None, str | None]]) -> Any
             "transforms.unwrap.drop.truncates": "false",
         }
     )
-    return unwrap.apply(frame)
+    return unwrap.apply(table_frame(spark, table))
 
 
 BEFORE = [("c", 7, "old"), ("c", 8, "old")]  # an earlier batch

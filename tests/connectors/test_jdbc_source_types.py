@@ -9,14 +9,18 @@ import json
 from datetime import date, datetime
 from decimal import Context, Decimal
 
+import pyarrow as pa
 import pytest
 
+from sluice.activities.spark_binding import source_frame
 from sluice.connectors.api import open_source_task
 from sluice.connectors.converters import JsonConverter
+from sluice.connectors.jdbc.records import RecordShape
 from sluice.connectors.jdbc.source import JdbcSourceConnector
 from sluice.connectors.model import PartitionRange
 from tests.connectors.jdbc_dbs import Db
 from tests.connectors.test_converters import as_messages
+from tests.connectors.test_jdbc_source_offsets import old_frame, spark_frame
 
 pytestmark = pytest.mark.slow
 
@@ -66,7 +70,8 @@ def test_types_round_trip_through_the_json_converter(spark, db: Db) -> None:
     task = open_source_task(JdbcSourceConnector, cfg, 0)
     try:
         latest = task.latest_positions({})["items"]
-        records = task.read(spark, [PartitionRange("items", task.earliest_positions()["items"], latest)])
+        read = task.read([PartitionRange("items", task.earliest_positions()["items"], latest)])
+        records = source_frame(spark, read)  # the splits read by Spark tasks
         converter = JsonConverter(schemas_enable=True)
         messages = converter.to_messages(records)
         bodies = {json.loads(r["body"])["payload"]["s"]: json.loads(r["body"]) for r in messages.collect()}
@@ -94,3 +99,33 @@ def test_types_round_trip_through_the_json_converter(spark, db: Db) -> None:
     assert got["tm"] == ("25:00:01" if mysql else "01:00:01")
     nulls = rows[Decimal(2)] if mysql else rows[2]
     assert [k for k, v in nulls.items() if v is not None] == ["id"]
+
+
+@pytest.mark.parametrize("mode", ["bulk", "incrementing"])
+def test_offsets_of_a_keyless_table_are_the_spark_expressions(spark, db: Db, mode: str) -> None:
+    """Every mapped type as the drivers deliver it, in a table without a key: the offset hashes the
+    row's JSON (and in incrementing mode on MySQL's ``BIGINT UNSIGNED``, a DECIMAL(20,0), the id
+    too) exactly as the Spark expression of earlier releases (test_jdbc_source_offsets)."""
+    mysql = db.dialect == "mysql"
+    full = FULL if mysql else (9223372036854775807, *FULL[1:11], True, "01:00:01")
+    db.run((MYSQL_TABLE if mysql else PG_TABLE).replace("PRIMARY KEY", "NOT NULL"))
+    marks = ", ".join(["%s"] * 13)
+    for row in (full, NULLS, (3, *full[1:])):
+        db.run(f"INSERT INTO items VALUES ({marks})", params=row)
+    cfg = {"connector.class": "jdbc-source", "name": "types", "connection.url": db.jdbc_url,
+           "connection.user": db.user, "connection.password": db.password, "mode": mode,
+           "incrementing.column.name": "id", "table.whitelist": "items"}  # fmt: skip
+    task = open_source_task(JdbcSourceConnector, cfg, 0)
+    try:
+        latest = task.latest_positions({})["items"]
+        records = task.read([PartitionRange("items", task.earliest_positions()["items"], latest)]).to_table()
+        columns, _ = task.columns("items")
+    finally:
+        task.close()
+    values = records.column("value").combine_chunks()
+    rows = pa.RecordBatch.from_arrays(values.flatten(), names=[f.name for f in values.type])
+    id_offset = mode == "incrementing" and not mysql  # PostgreSQL's BIGINT id is the offset itself
+    shape = RecordShape("", "items", (), (), "id" if mode == "incrementing" else "", id_offset)
+    frame = spark_frame(spark, rows, columns)
+    offset, _, _ = old_frame(frame, shape)
+    assert records.column("offset").to_pylist() == [r[0] for r in frame.select(offset).collect()]

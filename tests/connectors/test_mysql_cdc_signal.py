@@ -42,21 +42,19 @@ def _maker(db: TestDatabase, chunk: int) -> MySqlCdcTask:
     return MySqlCdcTask(config, 0)
 
 
-def test_a_signalled_snapshot_under_concurrent_writes_converges(mariadb_db: TestDatabase, spark) -> None:
+def test_a_signalled_snapshot_under_concurrent_writes_converges(mariadb_db: TestDatabase) -> None:
     resnapshot_converges(
-        Db.of(mariadb_db), lambda: _maker(mariadb_db, 64), spark, lambda t: f"{mariadb_db.name}.{t}"
+        Db.of(mariadb_db), lambda: _maker(mariadb_db, 64), lambda t: f"{mariadb_db.name}.{t}"
     )
 
 
-def test_a_reread_chunk_is_a_subset_of_the_same_records(mariadb_db: TestDatabase, spark) -> None:
-    rereads_are_subsets(
-        Db.of(mariadb_db), lambda: _maker(mariadb_db, 40), spark, lambda t: f"{mariadb_db.name}.{t}"
-    )
+def test_a_reread_chunk_is_a_subset_of_the_same_records(mariadb_db: TestDatabase) -> None:
+    rereads_are_subsets(Db.of(mariadb_db), lambda: _maker(mariadb_db, 40), lambda t: f"{mariadb_db.name}.{t}")
 
 
-def test_bad_signals_are_skipped_and_stop_ends_a_snapshot(mariadb_db: TestDatabase, spark, caplog) -> None:
+def test_bad_signals_are_skipped_and_stop_ends_a_snapshot(mariadb_db: TestDatabase, caplog) -> None:
     bad_signals_are_skipped(
-        Db.of(mariadb_db), lambda: _maker(mariadb_db, 8), spark, lambda t: f"{mariadb_db.name}.{t}", caplog
+        Db.of(mariadb_db), lambda: _maker(mariadb_db, 8), lambda t: f"{mariadb_db.name}.{t}", caplog
     )
 
 
@@ -85,7 +83,7 @@ def test_a_bad_signal_table_fails_validation_naming_connector_and_field(mariadb_
     assert [e.field for e in bad] == ["signal.data.collection"]
 
 
-def test_a_change_between_a_chunk_read_and_the_log_end_wins(mariadb_db: TestDatabase, spark) -> None:
+def test_a_change_between_a_chunk_read_and_the_log_end_wins(mariadb_db: TestDatabase) -> None:
     a_change_inside_the_window_wins(
-        Db.of(mariadb_db), lambda: _maker(mariadb_db, 100), spark, lambda t: f"{mariadb_db.name}.{t}"
+        Db.of(mariadb_db), lambda: _maker(mariadb_db, 100), lambda t: f"{mariadb_db.name}.{t}"
     )

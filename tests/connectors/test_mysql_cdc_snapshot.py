@@ -36,22 +36,21 @@ def _maker(db: TestDatabase, chunk: int, mode: str = "initial") -> MySqlCdcTask:
     return MySqlCdcTask(config, 0)
 
 
-def test_a_snapshot_under_concurrent_writes_converges(mariadb_db: TestDatabase, spark) -> None:
+def test_a_snapshot_under_concurrent_writes_converges(mariadb_db: TestDatabase) -> None:
     concurrent_snapshot_converges(
-        Db.of(mariadb_db), lambda: _maker(mariadb_db, 64), spark, lambda t: f"{mariadb_db.name}.{t}"
+        Db.of(mariadb_db), lambda: _maker(mariadb_db, 64), lambda t: f"{mariadb_db.name}.{t}"
     )
 
 
-def test_a_resumed_snapshot_reads_each_row_once(mariadb_db: TestDatabase, spark) -> None:
+def test_a_resumed_snapshot_reads_each_row_once(mariadb_db: TestDatabase) -> None:
     resumed_snapshot_reads_each_row_once(
-        Db.of(mariadb_db), lambda: _maker(mariadb_db, 40), spark, lambda t: f"{mariadb_db.name}.{t}"
+        Db.of(mariadb_db), lambda: _maker(mariadb_db, 40), lambda t: f"{mariadb_db.name}.{t}"
     )
 
 
-def test_initial_only_reads_the_rows_and_no_binlog(mariadb_db: TestDatabase, spark) -> None:
+def test_initial_only_reads_the_rows_and_no_binlog(mariadb_db: TestDatabase) -> None:
     initial_only_reads_the_rows_and_stops(
         Db.of(mariadb_db),
         lambda: _maker(mariadb_db, 3, "initial_only"),
-        spark,
         lambda t: f"{mariadb_db.name}.{t}",
     )

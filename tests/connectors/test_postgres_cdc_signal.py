@@ -59,20 +59,20 @@ def _public(table: str) -> str:
     return f"public.{table}"
 
 
-def test_a_signalled_snapshot_under_concurrent_writes_converges(cdc_pg: TestDatabase, spark) -> None:
-    resnapshot_converges(Db.of(cdc_pg), _factory(cdc_pg, 64), spark, _public)
+def test_a_signalled_snapshot_under_concurrent_writes_converges(cdc_pg: TestDatabase) -> None:
+    resnapshot_converges(Db.of(cdc_pg), _factory(cdc_pg, 64), _public)
 
 
-def test_a_change_between_a_chunk_read_and_the_log_end_wins(cdc_pg: TestDatabase, spark) -> None:
-    a_change_inside_the_window_wins(Db.of(cdc_pg), _factory(cdc_pg, 100), spark, _public)
+def test_a_change_between_a_chunk_read_and_the_log_end_wins(cdc_pg: TestDatabase) -> None:
+    a_change_inside_the_window_wins(Db.of(cdc_pg), _factory(cdc_pg, 100), _public)
 
 
-def test_a_reread_chunk_is_a_subset_of_the_same_records(cdc_pg: TestDatabase, spark) -> None:
-    rereads_are_subsets(Db.of(cdc_pg), _factory(cdc_pg, 40), spark, _public)
+def test_a_reread_chunk_is_a_subset_of_the_same_records(cdc_pg: TestDatabase) -> None:
+    rereads_are_subsets(Db.of(cdc_pg), _factory(cdc_pg, 40), _public)
 
 
-def test_bad_signals_are_skipped_and_stop_ends_a_snapshot(cdc_pg: TestDatabase, spark, caplog) -> None:
-    bad_signals_are_skipped(Db.of(cdc_pg), _factory(cdc_pg, 8), spark, _public, caplog)
+def test_bad_signals_are_skipped_and_stop_ends_a_snapshot(cdc_pg: TestDatabase, caplog) -> None:
+    bad_signals_are_skipped(Db.of(cdc_pg), _factory(cdc_pg, 8), _public, caplog)
 
 
 def _start_errors(raw: dict[str, str]) -> str:

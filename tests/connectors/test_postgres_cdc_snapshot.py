@@ -49,24 +49,24 @@ def _maker(raw: dict[str, str]) -> PostgresCdcTask:
     return PostgresCdcTask(config, 0)
 
 
-def test_a_snapshot_under_concurrent_writes_converges(cdc_pg: TestDatabase, spark) -> None:
+def test_a_snapshot_under_concurrent_writes_converges(cdc_pg: TestDatabase) -> None:
     _, raw = _factory(cdc_pg, 64)
-    concurrent_snapshot_converges(Db.of(cdc_pg), lambda: _maker(raw), spark, lambda t: f"public.{t}")
+    concurrent_snapshot_converges(Db.of(cdc_pg), lambda: _maker(raw), lambda t: f"public.{t}")
 
 
-def test_a_resumed_snapshot_reads_each_row_once(cdc_pg: TestDatabase, spark) -> None:
+def test_a_resumed_snapshot_reads_each_row_once(cdc_pg: TestDatabase) -> None:
     _, raw = _factory(cdc_pg, 40)
-    resumed_snapshot_reads_each_row_once(Db.of(cdc_pg), lambda: _maker(raw), spark, lambda t: f"public.{t}")
+    resumed_snapshot_reads_each_row_once(Db.of(cdc_pg), lambda: _maker(raw), lambda t: f"public.{t}")
 
 
-def test_initial_only_reads_the_rows_without_a_slot(cdc_pg: TestDatabase, spark) -> None:
+def test_initial_only_reads_the_rows_without_a_slot(cdc_pg: TestDatabase) -> None:
     slot, raw = _factory(cdc_pg, 3)
     raw["snapshot.mode"] = "initial_only"
-    initial_only_reads_the_rows_and_stops(Db.of(cdc_pg), lambda: _maker(raw), spark, lambda t: f"public.{t}")
+    initial_only_reads_the_rows_and_stops(Db.of(cdc_pg), lambda: _maker(raw), lambda t: f"public.{t}")
     assert not slot_exists(cdc_pg, slot)  # nothing holds WAL for a connector that reads no changes
 
 
-def test_a_snapshot_row_has_the_values_the_log_gives_the_same_row(cdc_pg: TestDatabase, spark) -> None:
+def test_a_snapshot_row_has_the_values_the_log_gives_the_same_row(cdc_pg: TestDatabase) -> None:
     """Types whose text cast differs from their output (boolean: 'true' vs 't') read alike."""
     src = Db.of(cdc_pg)
     cols = "paid BOOLEAN, amount NUMERIC(8,2), at TIMESTAMPTZ, local_at TIMESTAMP, raw BYTEA, doc JSONB"
@@ -76,9 +76,9 @@ def test_a_snapshot_row_has_the_values_the_log_gives_the_same_row(cdc_pg: TestDa
     task = _maker(raw)
     committed: dict[str, Position] = {}
     replica = Replica()
-    until_snapshot_done(task, spark, committed, replica)
+    until_snapshot_done(task, committed, replica)
     src.run(f"INSERT INTO items VALUES (2, {row})")
-    drain(task, spark, committed, replica)
+    drain(task, committed, replica)
     rows = replica.rows["public.items"]
     assert replica.snapshot_keys["public.items"] == ['{"id":1}']
     snapshot, logged = rows['{"id":1}'], rows['{"id":2}']

@@ -31,9 +31,9 @@ class QuietPartitionSource(DummySourceTask):
     def holds_records(self, r: PartitionRange) -> bool:
         return r.partition != "dummy-1"
 
-    def read(self, spark: Any, ranges: Sequence[PartitionRange]) -> Any:
+    def read(self, ranges: Sequence[PartitionRange]) -> Any:
         self.reads.append([r.partition for r in ranges])
-        return super().read(spark, ranges)
+        return super().read(ranges)
 
 
 class QuietPartitionConnector(DummySourceConnector):

@@ -318,7 +318,7 @@ class MySqlCdcTask(LogCdcTask[Change]):
         return changes
 
     def changes_of(self, r: PartitionRange) -> list[Change]:
-        """The changes of a log range in binlog order: what ``read`` makes its frame of."""
+        """The changes of a log range in binlog order: what ``read`` makes its table of."""
         changes = self._changes(r.start, r.end)
         foreign = self._cache is not None and self._cache[3]  # re-read elsewhere: other positions
         inside = [c for c in changes if foreign or r.start.key <= c.position < r.end.key]

@@ -1,0 +1,65 @@
+"""Where a source's Arrow read becomes Spark: the one place connectors meet PySpark on the way in.
+
+Sources return a ``SourceRead`` (``sluice.connectors.source_reads``) and import no PySpark; this
+module turns it into the record DataFrame that the batch's one Spark job (read → transforms →
+converter → RocketMQ writer) starts from:
+
+- a driver-built table becomes a local relation through Arrow (``createDataFrame``; with
+  ``spark.sql.execution.arrow.localRelationThreshold=0`` the optimizer never evaluates it row by
+  row, activities.spark);
+- splits become ``spark.range(n, numPartitions=n).mapInArrow(...)``: split ``i`` is read by task
+  ``i``, wherever the cluster runs it.
+
+The Spark schema is derived from the Arrow one (``from_arrow_schema``), so the source's Arrow
+types are the only declaration of its record shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial, reduce
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from sluice.connectors.records import empty_records
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+    from sluice.connectors.source_reads import ArrowSplits, SourceRead
+
+
+def source_frame(spark: SparkSession, read: SourceRead) -> DataFrame:
+    """The read's records as one DataFrame (parts united by column name; a column only some parts
+    have, such as the error columns of a range with undecodable records, is null elsewhere)."""
+    frames = [table_frame(spark, t) for t in read.tables]
+    frames += [_split_frame(spark, s) for s in read.splits]
+    if not frames:
+        return empty_records(spark)
+    return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
+
+
+def table_frame(spark: SparkSession, table: pa.Table) -> DataFrame:
+    """A driver-built Arrow table of records as a DataFrame, its Spark types derived from Arrow's."""
+    return spark.createDataFrame(table, schema=from_arrow_schema(table.schema))
+
+
+def _split_frame(spark: SparkSession, splits: ArrowSplits) -> DataFrame:
+    count = len(splits.splits)
+    tasks = spark.range(0, count, 1, count)
+    return tasks.mapInArrow(
+        partial(_read_splits, splits.splits, splits.read), from_arrow_schema(splits.schema)
+    )
+
+
+def _read_splits(
+    splits: tuple[Any, ...],
+    read: Callable[[Any], Iterable[pa.RecordBatch]],
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: each input row is a split's index; read that split."""
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            yield from read(splits[int(index)])
