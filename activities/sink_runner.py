@@ -23,12 +23,12 @@ from pyspark.sql import functions as F
 from sluice.activities.bad_records import checked_records
 from sluice.activities.dead_letters import route_bad_records
 from sluice.activities.runner import TaskSetup, next_plan
+from sluice.activities.spark_binding import batch_table
 from sluice.connectors.api import (
     OrdersBarriers,
     RejectedRecordsError,
     RestatesPlans,
     TransactionalSink,
-    WritesArrow,
 )
 from sluice.connectors.barriers import BARRIER_HEADER
 from sluice.connectors.connect_schemas import SCHEMA_KEY
@@ -201,26 +201,19 @@ class SinkRunner:
         )
         if not (isinstance(self.task, OrdersBarriers) and self.task.orders_barriers()):
             messages = messages.where(once_per_barrier())
-        # A sink reads its batch in several Spark jobs (the json converter's schemas, a table per
-        # topic, dead letters): pull the range from the broker and decode it once.
+        # A batch is read in several Spark jobs (the setting notice, the json converter's schemas,
+        # dead letters): pull the range from the broker once.
         messages = messages.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             if self.notice is None:
                 self.notice = self.setting_notice(messages)
             decoded = self.setup.converter.to_records(messages, value_read(self.setup.chain))
             records = apply_chain(self.setup.chain, decoded)
-            if isinstance(self.task, WritesArrow) and not self.tolerates:
-                self._write_arrow(self.task, records, plan)
-            else:
+            if self.tolerates:
                 with checked_records(records, self.setup, originals=messages) as good:
-                    if isinstance(self.task, WritesArrow):  # collected in one job: nothing to cache
-                        self._write(good, plan, messages)
-                    else:
-                        good = good.persist(StorageLevel.MEMORY_AND_DISK)
-                        try:
-                            self._write(good, plan, messages)
-                        finally:
-                            good.unpersist()
+                    self._write_tolerating(good, plan, messages)
+            else:
+                self._write_strict(records, plan)
         finally:
             messages.unpersist()
         if not isinstance(self.task, TransactionalSink):
@@ -232,29 +225,24 @@ class SinkRunner:
     def tolerates(self) -> bool:
         return self.config.get("errors.tolerance") == "all"
 
-    def _write_arrow(self, task: WritesArrow, records: DataFrame, plan: BatchPlan) -> None:
+    def _write_strict(self, records: DataFrame, plan: BatchPlan) -> None:
         """Without tolerance: the batch collected in one job and checked on the driver
         (records.good_arrow_records), so the converter's parse runs once; anything flagged, or
         refused by the target, fails the task naming the record."""
-        table = good_arrow_records(records.toArrow(), f"connector {self.connector}")
+        table = good_arrow_records(batch_table(records), f"connector {self.connector}")
         try:
-            task.write_arrow(table, plan)
+            self.task.write(table, plan)
         except RejectedRecordsError as exc:
             raise RecordError(str(exc)) from None
 
-    def _write(self, records: DataFrame, plan: BatchPlan, messages: DataFrame) -> None:
-        """``task.write``; records the target refuses fail the task (naming them) or, with
-        ``errors.tolerance=all``, go to the dead-letter topic while the rest is written again."""
+    def _write_tolerating(self, records: DataFrame, plan: BatchPlan, messages: DataFrame) -> None:
+        """``errors.tolerance=all``: records the target refuses go to the dead-letter topic and the
+        rest is collected and written again, for at most ``MAX_REJECTION_ROUNDS`` rounds."""
         for _ in range(MAX_REJECTION_ROUNDS):
             try:
-                if isinstance(self.task, WritesArrow):
-                    self.task.write_arrow(records.toArrow(), plan)
-                else:
-                    self.task.write(self.ctx.spark, records, plan)
+                self.task.write(batch_table(records), plan)
                 return
             except RejectedRecordsError as exc:
-                if not self.tolerates:
-                    raise RecordError(str(exc)) from None
                 records = route_bad_records(flag_rejected(records, exc), self.setup, messages)
         raise RecordError(
             f"connector {self.connector}: batch {plan.batch_id} still refused after "

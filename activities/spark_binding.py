@@ -1,8 +1,8 @@
-"""Where a source's Arrow read becomes Spark: the one place connectors meet PySpark on the way in.
+"""Where connectors' Arrow meets Spark, both ways: the one place the record path binds to PySpark.
 
-Sources return a ``SourceRead`` (``sluice.connectors.source_reads``) and import no PySpark; this
-module turns it into the record DataFrame that the batch's one Spark job (read → transforms →
-converter → RocketMQ writer) starts from:
+On the way in, sources return a ``SourceRead`` (``sluice.connectors.source_reads``) and import no
+PySpark; this module turns it into the record DataFrame that the batch's one Spark job (read →
+transforms → converter → RocketMQ writer) starts from:
 
 - a driver-built table becomes a local relation through Arrow (``createDataFrame``; with
   ``spark.sql.execution.arrow.localRelationThreshold=0`` the optimizer never evaluates it row by
@@ -12,6 +12,10 @@ converter → RocketMQ writer) starts from:
 
 The Spark schema is derived from the Arrow one (``from_arrow_schema``), so the source's Arrow
 types are the only declaration of its record shape.
+
+On the way out, a sink's batch (read, decoded, transformed and checked in one Spark job) is
+collected into one Arrow table (``batch_table``) that ``SinkTask.write`` takes: sinks import no
+PySpark either.
 """
 
 from __future__ import annotations
@@ -63,3 +67,11 @@ def _read_splits(
     for batch in batches:
         for index in batch.column(0).to_pylist():
             yield from read(splits[int(index)])
+
+
+def batch_table(records: DataFrame) -> pa.Table:
+    """A sink's batch collected on the driver, in the record columns as Spark's types map to Arrow.
+
+    One Spark job (a batch is bounded by ``batch.max.records``); nothing is cached, since the
+    sink's write starts no job of its own."""
+    return records.toArrow()

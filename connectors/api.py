@@ -3,8 +3,8 @@
 Kafka Connect's shape (Connector splits work into task configs; tasks move data), reworked for
 micro-batches: a source task does not ``poll`` — it reports positions and reads an exact, half-open
 range as Arrow record batches (``SourceRead``: no PySpark in a source), so a recorded plan can be
-replayed identically. A sink task writes one planned batch and must give the same result when the
-same plan is re-run.
+replayed identically. A sink task writes one planned batch, an Arrow table (no PySpark in a sink
+either), and must give the same result when the same plan is re-run.
 
 Source batch lifecycle (driven by the runtime, one task; ``sluice.connectors.planner`` plans every batch):
   1. The task is built from its parsed, secret-resolved config; ``partitions()`` names what it reads.
@@ -24,10 +24,10 @@ Source batch lifecycle (driven by the runtime, one task; ``sluice.connectors.pla
 Sink batch lifecycle:
   1. The runtime plans queue ranges and calls ``prepare(plan)``; the returned state is recorded
      with the plan *before* anything is written.
-  2. ``write(spark, records, plan)`` with ``plan.sink_state`` set to that state (a
-     :class:`WritesArrow` task: ``write_arrow(table, plan)``, the batch collected in its one Spark
-     job); re-run with the same plan after a crash it must leave the target as one successful run
-     would (``Delivery``).
+  2. ``write(records, plan)`` with ``plan.sink_state`` set to that state: the batch's records in
+     Arrow, collected in the batch's one Spark job (read, decode, transforms, checks;
+     ``sluice.activities.spark_binding``), so no sink imports PySpark; re-run with the same plan
+     after a crash it must leave the target as one successful run would (``Delivery``).
   3. Positions commit — by the runtime after ``write``, or, for a :class:`TransactionalSink`, by the
      sink itself inside its data transaction through the :class:`PositionCommitter` it was handed.
   4. ``close()`` when the task ends, on every exit path.
@@ -60,7 +60,6 @@ from sluice.connectors.transforms import chain_errors
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
 
 
 class Delivery(StrEnum):
@@ -161,7 +160,13 @@ class SourceTask(ABC):
 
 
 class SinkTask(ABC):
-    """Writes one planned batch of records; see the module docstring lifecycle."""
+    """Writes one planned batch of records, in Arrow; see the module docstring lifecycle.
+
+    A sink whose target is Spark's own (a Delta or Iceberg table) would rather have the batch's
+    DataFrame than a collected table: it would declare that as an optional ability, bound to Spark
+    in ``sluice.activities.spark_binding`` like the sources' splits, and no other sink would see
+    Spark.
+    """
 
     delivery: ClassVar[Delivery] = Delivery.AT_LEAST_ONCE
 
@@ -178,8 +183,9 @@ class SinkTask(ABC):
         return {}
 
     @abstractmethod
-    def write(self, spark: SparkSession, records: DataFrame, plan: BatchPlan) -> None:
-        """Write ``records`` (the plan's records after converter and transforms); repeatable per plan."""
+    def write(self, records: pa.Table, plan: BatchPlan) -> None:
+        """Write ``records``: the plan's records after converter and transforms, in the record
+        columns (connectors.records) in the order read; repeatable per plan."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release files, connections."""
@@ -263,20 +269,6 @@ class TransactionalSink(Protocol):
     """
 
     def bind_positions(self, committer: PositionCommitter) -> None: ...
-
-
-@runtime_checkable
-class WritesArrow(Protocol):
-    """Optional ability of a sink task: it takes its batch as one Arrow table.
-
-    Why: the runtime then collects the records in the batch's one Spark job (read, decode,
-    transforms, checks, collect) and does not cache them for a sink that would start several jobs
-    of its own. The table has the records' columns (``topic, partition, offset, key, value,
-    headers, timestamp``) in the order read. Semantics are ``write``'s: the same plan re-run must
-    leave the target as one run would.
-    """
-
-    def write_arrow(self, records: pa.Table, plan: BatchPlan) -> None: ...
 
 
 class SendOrder(Enum):

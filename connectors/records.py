@@ -247,11 +247,11 @@ def good_arrow_records(table: pa.Table, where: str) -> pa.Table:
     """A collected batch without the error columns, or RecordError naming its first flagged record
     in record order (topic, partition, offset) with the same text as ``fail_on_bad_records``.
 
-    For sinks that write Arrow (connectors.api.WritesArrow): the batch is collected in one job
+    For sinks, which write Arrow (connectors.api.SinkTask): the batch is collected in one job
     anyway, and a ``raise_error`` filter in that job would be pushed below the converter's parse,
     which Spark then evaluates twice (measured: twice the decode time per batch).
     """
-    # pyarrow: workflows import this module; only sinks that collect Arrow call this
+    # pyarrow: workflows import this module; only the sink runner calls this
     import pyarrow.compute as pc
 
     if ERROR_COLUMN in table.column_names:

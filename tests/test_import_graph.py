@@ -117,6 +117,35 @@ def test_layers_only_import_downwards() -> None:
     assert upward == set()
 
 
+#: What moves rows speaks Arrow and is bound to Spark in one place (activities.spark_binding), so
+#: these import no PySpark anywhere — not at module level, inside a function or for type checking.
+ARROW_ONLY = (
+    "connectors/source_reads.py",
+    "connectors/spark_json.py",
+    "connectors/spark_schema.py",
+    "connectors/jdbc",
+    "connectors/cdc",
+    "connectors/file",
+    "connectors/dummy",
+)
+
+
+def test_connectors_that_move_rows_import_no_pyspark() -> None:
+    found = []
+    for entry in ARROW_ONLY:
+        path = REPO_ROOT / entry
+        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            for node in ast.walk(ast.parse(file.read_text(), str(file))):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                found += [
+                    f"{file.relative_to(REPO_ROOT)}:{node.lineno} {n}"
+                    for n in names
+                    if n.startswith("pyspark")
+                ]
+    assert found == []
+
+
 def test_every_import_of_our_code_says_sluice() -> None:
     """One module identity: nothing (code, tests, benchmarks) imports a folder by its bare name.
 

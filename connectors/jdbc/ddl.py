@@ -1,10 +1,11 @@
-"""Spark types to column DDL per dialect, for ``auto.create`` and ``auto.evolve`` of the JDBC sink.
+"""Arrow types to column DDL per dialect, for ``auto.create`` and ``auto.evolve`` of the JDBC sink.
 
-One column per field. Nested values (arrays, maps, structs) are stored as JSON (``jsonb`` in
-PostgreSQL, ``JSON`` — a checked LONGTEXT — in MariaDB), binary as ``bytea`` / ``LONGBLOB``. A Spark
-``TimestampType`` is an instant: ``timestamptz`` in PostgreSQL, ``DATETIME(6)`` holding UTC in
-MariaDB (the sink's session runs with ``time_zone='+00:00'``; MariaDB's TIMESTAMP ends in 2038).
-Key columns in MariaDB need a bounded type: text keys become ``VARCHAR(255)``.
+One column per field of the shaped rows (connectors.jdbc.shape). Nested values (arrays, maps,
+structs) are stored as JSON (``jsonb`` in PostgreSQL, ``JSON`` — a checked LONGTEXT — in MariaDB),
+binary as ``bytea`` / ``LONGBLOB``. A timestamp with a zone is an instant: ``timestamptz`` in
+PostgreSQL, ``DATETIME(6)`` holding UTC in MariaDB (the sink's session runs with
+``time_zone='+00:00'``; MariaDB's TIMESTAMP ends in 2038). Key columns in MariaDB need a bounded
+type: text keys become ``VARCHAR(255)``.
 
 ``auto.evolve`` only ever adds nullable columns (Kafka Connect's rule): a dropped or retyped field
 is never applied to the table.
@@ -18,11 +19,11 @@ from typing import TYPE_CHECKING
 from sluice.connectors.jdbc.urls import Dialect
 
 if TYPE_CHECKING:
-    from pyspark.sql.types import DataType, StructField, StructType
+    import pyarrow as pa
 
 
 class UnsupportedTypeError(TypeError):
-    """A field whose Spark type has no column type in the target dialect."""
+    """A field whose Arrow type has no column type in the target dialect."""
 
 
 def quote(dialect: Dialect, name: str) -> str:
@@ -41,8 +42,6 @@ def qualified(dialect: Dialect, schema: str, table: str) -> str:
 
 _PG: dict[str, str] = {
     "string": "text",
-    "varchar": "text",
-    "char": "text",
     "boolean": "boolean",
     "byte": "smallint",
     "short": "smallint",
@@ -57,8 +56,6 @@ _PG: dict[str, str] = {
 }
 _MYSQL: dict[str, str] = {
     "string": "LONGTEXT",
-    "varchar": "LONGTEXT",
-    "char": "LONGTEXT",
     "boolean": "BOOLEAN",
     "byte": "TINYINT",
     "short": "SMALLINT",
@@ -73,50 +70,71 @@ _MYSQL: dict[str, str] = {
 }
 
 
-def column_type(dialect: Dialect, dt: DataType, key: bool = False) -> str:
-    """The column type for a Spark type; ``key`` columns get an indexable type in MariaDB."""
-    from pyspark.sql import types as T  # pyspark: config validation imports this module (the jdbc-sink class)
+def column_type(dialect: Dialect, kind: pa.DataType, key: bool = False) -> str:
+    """The column type for an Arrow type; ``key`` columns get an indexable type in MariaDB."""
+    import pyarrow as pa  # pyarrow: config validation imports this module (the jdbc-sink class)
 
-    if isinstance(dt, T.DecimalType):
-        return (
-            f"numeric({dt.precision},{dt.scale})"
-            if dialect is Dialect.POSTGRESQL
-            else (f"DECIMAL({dt.precision},{dt.scale})")
-        )
-    if isinstance(dt, T.ArrayType | T.MapType | T.StructType):
+    if pa.types.is_decimal(kind):
+        if dialect is Dialect.POSTGRESQL:
+            return f"numeric({kind.precision},{kind.scale})"
+        return f"DECIMAL({kind.precision},{kind.scale})"
+    if pa.types.is_nested(kind):  # lists, maps, structs
         return "jsonb" if dialect is Dialect.POSTGRESQL else "JSON"
     table = _PG if dialect is Dialect.POSTGRESQL else _MYSQL
-    kind = table.get(dt.typeName())
-    if kind is None:
-        raise UnsupportedTypeError(f"no {dialect.value} column type for Spark type {dt.simpleString()}")
-    if key and dialect is Dialect.MYSQL and kind in ("LONGTEXT", "LONGBLOB"):
-        return "VARCHAR(255)" if kind == "LONGTEXT" else "VARBINARY(255)"
-    return kind
+    column = table.get(_kind(kind) or "")
+    if column is None:
+        raise UnsupportedTypeError(f"no {dialect.value} column type for Arrow type {kind}")
+    if key and dialect is Dialect.MYSQL and column in ("LONGTEXT", "LONGBLOB"):
+        return "VARCHAR(255)" if column == "LONGTEXT" else "VARBINARY(255)"
+    return column
 
 
-def _column(dialect: Dialect, f: StructField, pk: Sequence[str], owner: str) -> str:
+def _kind(kind: pa.DataType) -> str | None:
+    """The name ``_PG`` and ``_MYSQL`` know an Arrow type by (a timestamp with a zone is an
+    instant, one without a local date-time), None for a type without a column."""
+    import pyarrow as pa  # pyarrow: config validation imports this module (the jdbc-sink class)
+
+    if pa.types.is_timestamp(kind):
+        return "timestamp" if kind.tz else "timestamp_ntz"
+    checks = {
+        "string": pa.types.is_string(kind) or pa.types.is_large_string(kind),
+        "binary": pa.types.is_binary(kind) or pa.types.is_large_binary(kind),
+        "boolean": pa.types.is_boolean(kind),
+        "byte": pa.types.is_int8(kind),
+        "short": pa.types.is_int16(kind),
+        "integer": pa.types.is_int32(kind),
+        "long": pa.types.is_int64(kind),
+        "float": pa.types.is_float32(kind),
+        "double": pa.types.is_float64(kind),
+        "date": pa.types.is_date32(kind),
+    }
+    return next((name for name, matches in checks.items() if matches), None)
+
+
+def _column(dialect: Dialect, f: pa.Field, pk: Sequence[str], owner: str) -> str:
     try:
-        kind = column_type(dialect, f.dataType, key=f.name in pk)
+        kind = column_type(dialect, f.type, key=f.name in pk)
     except UnsupportedTypeError as exc:
         raise UnsupportedTypeError(f"{owner}: field {f.name!r}: {exc}") from None
     return f"{quote(dialect, f.name)} {kind}{' NOT NULL' if f.name in pk else ' NULL'}"
 
 
 def create_table_sql(
-    dialect: Dialect, schema: str, table: str, fields: StructType, pk: Sequence[str], owner: str
+    dialect: Dialect, schema: str, table: str, fields: Sequence[pa.Field], pk: Sequence[str], owner: str
 ) -> str:
     """``CREATE TABLE IF NOT EXISTS`` for ``fields``; ``owner`` names the connector in errors."""
-    missing = [k for k in pk if k not in fields.fieldNames()]
+    names = [f.name for f in fields]
+    missing = [k for k in pk if k not in names]
     if missing:
-        raise ValueError(f"{owner}: key fields {missing} are not fields of the records {fields.fieldNames()}")
-    cols = [_column(dialect, f, pk, owner) for f in fields.fields]
+        raise ValueError(f"{owner}: key fields {missing} are not fields of the records {names}")
+    cols = [_column(dialect, f, pk, owner) for f in fields]
     if pk:
         cols.append(f"PRIMARY KEY ({', '.join(quote(dialect, k) for k in pk)})")
     return f"CREATE TABLE IF NOT EXISTS {qualified(dialect, schema, table)} ({', '.join(cols)})"
 
 
 def add_columns_sql(
-    dialect: Dialect, schema: str, table: str, fields: Sequence[StructField], owner: str
+    dialect: Dialect, schema: str, table: str, fields: Sequence[pa.Field], owner: str
 ) -> list[str]:
     """``ALTER TABLE … ADD COLUMN`` (nullable) per new field, for ``auto.evolve``."""
     target = qualified(dialect, schema, table)

@@ -14,17 +14,13 @@ twice. It reproduces:
   (microseconds) as an 8-byte long (both in numpy, a column at a time), decimals of more than 18
   digits as ``BigInteger.toByteArray`` of the unscaled value and strings as their UTF-8 bytes (the
   ``xxhash`` package, a call per row);
-- Spark's ``to_json`` of a struct (Jackson): no spaces, null fields left out, strings escaped as
-  Jackson escapes (``\\"``, ``\\\\``, ``\\b \\t \\n \\f \\r``, other control characters as
-  ``\\u00XX``), timestamps at millisecond precision in UTC (``2024-02-29T23:59:59.123Z``, without
-  ``Z`` for ``TIMESTAMP_NTZ``), dates ``yyyy-MM-dd``, decimals as ``BigDecimal.toString``, binary
-  as base64. Arrow formats each column at once; Python only what Arrow cannot (base64, floating
-  point, strings that need escapes).
+- Spark's ``to_json`` of the key struct (Jackson; null fields left out), with
+  ``connectors.spark_json.json_objects``.
 
 Known difference, FLOAT and DOUBLE: Jackson writes them with Java's ``Float/Double.toString``,
 which up to JDK 18 (the workers run JDK 17) is not always the shortest decimal that reads back:
 ``2e23`` is ``1.9999999999999998E23``, ``2^-44`` is ``5.6843418860808015E-14``. Its choice could
-only be reproduced by porting the JDK's own algorithm; :func:`java_float_text` writes the shortest
+only be reproduced by porting the JDK's own algorithm; ``spark_json.java_float_text`` writes the shortest
 decimal in Java's layout, which is what JDK 19+ prints (checked against Spark on JDK 25: no
 difference in 200,000 random doubles and floats). On JDK 17 (measured with Spark 4.3): most
 doubles from 1e16 to 1e19 differ, elsewhere they are rare (none in a sweep of 200,000 doubles of
@@ -38,15 +34,12 @@ years 1-9999, all the drivers read.
 
 from __future__ import annotations
 
-import base64
-import math
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import Final
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import xxhash
 
 SEED: Final = 42
@@ -58,13 +51,6 @@ _P3: Final = np.uint64(0x165667B19E3779F9)
 _P4: Final = np.uint64(0x85EBCA77C2B2AE63)
 _P5: Final = np.uint64(0x27D4EB2F165667C5)
 _MAX_LONG_DIGITS: Final = 18  # Spark hashes a decimal of at most 18 digits as its unscaled long
-#: Jackson's escapes: quote, backslash, the short forms, other control characters as \u00XX.
-_ESCAPES: Final = (
-    {i: f"\\u{i:04X}" for i in range(32)}
-    | {ord(c): "\\" + e for c, e in zip("\b\t\n\f\r", "btnfr", strict=True)}
-    | {ord('"'): '\\"', ord("\\"): "\\\\"}
-)
-_NEEDS_ESCAPE: Final = r'[\x00-\x1f"\\]'
 
 
 # ---- xxhash64 ------------------------------------------------------------------------------------
@@ -139,84 +125,3 @@ def _avalanche(h: np.ndarray) -> np.ndarray:
     h ^= h >> np.uint64(29)
     h *= _P3
     return h ^ (h >> np.uint64(32))
-
-
-# ---- to_json -------------------------------------------------------------------------------------
-def json_objects(fields: Sequence[tuple[str, pa.Array]]) -> pa.Array:
-    """Spark's ``to_json(struct(fields))`` per row: ``{"name":value,...}``, null fields left out."""
-    members = [
-        pc.fill_null(
-            pc.binary_join_element_wise(f'"{name.translate(_ESCAPES)}":', _json_values(v), ",", ""), ""
-        )
-        for name, v in fields
-    ]
-    # Each member ends in its comma and no value ends in one, so trimming drops the last comma only.
-    # (null_handling="skip" would join the non-null members, but pyarrow 21 then drops the rows
-    # whose members are all null.)
-    body = pc.utf8_rtrim(pc.binary_join_element_wise(*members, ""), characters=",")
-    return pc.binary_join_element_wise("{", body, "}", "")
-
-
-def _json_values(values: pa.Array) -> pa.Array:
-    """Each value as Jackson writes it in Spark's ``to_json`` (null stays null)."""
-    kind = values.type
-    if pa.types.is_integer(kind) or pa.types.is_boolean(kind) or pa.types.is_decimal(kind):
-        return values.cast(pa.string())  # BigDecimal.toString's spelling, 0E-10 included
-    if pa.types.is_floating(kind):
-        single = pa.types.is_float32(kind)
-        return pa.array(
-            [None if v is None else java_float_text(v, single) for v in values.to_pylist()], pa.string()
-        )
-    if pa.types.is_string(kind):
-        return _quoted(_escaped(values))
-    if pa.types.is_binary(kind):
-        text = [None if v is None else base64.b64encode(v).decode("ascii") for v in values.to_pylist()]
-        return _quoted(pa.array(text, pa.string()))
-    if pa.types.is_date32(kind):
-        return _quoted(values.cast(pa.string()))
-    if pa.types.is_timestamp(kind):
-        millis = pc.floor_temporal(values, unit="millisecond").cast(pa.timestamp("ms", kind.tz))
-        text = millis.cast(pa.string())  # "2024-02-29 23:59:59.123", a zoned one (UTC) ending in Z
-        return _quoted(pc.replace_substring(text, " ", "T", max_replacements=1))
-    raise TypeError(f"no Spark JSON for {kind}")
-
-
-def _escaped(values: pa.Array) -> pa.Array:
-    """Jackson's string escapes; Python only when some value needs one."""
-    if not pc.any(pc.match_substring_regex(values, _NEEDS_ESCAPE)).as_py():
-        return values
-    return pa.array([None if v is None else v.translate(_ESCAPES) for v in values.to_pylist()], pa.string())
-
-
-def _quoted(text: pa.Array) -> pa.Array:
-    return pc.binary_join_element_wise('"', text, '"', "")
-
-
-def java_float_text(value: float, single: bool) -> str:
-    """A FLOAT (``single``) or DOUBLE as Jackson writes it: Java's ``Float/Double.toString`` layout
-    of the shortest decimal that reads back as the value (JDK 19+; see the module docstring), the
-    non-finite ones as strings."""
-    if math.isnan(value) or math.isinf(value):
-        return '"NaN"' if math.isnan(value) else ('"Infinity"' if value > 0 else '"-Infinity"')
-    x = np.float32(value) if single else np.float64(value)
-    if x == 0:
-        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
-    sign, digits, exp = _shortest(x)
-    if -3 <= exp < 7:  # Java writes 10^-3 <= |x| < 10^7 plainly, the rest as d.dddEn
-        whole = digits[: exp + 1].ljust(exp + 1, "0") if exp >= 0 else "0"
-        fraction = digits[exp + 1 :] if exp >= 0 else "0" * (-exp - 1) + digits
-        return f"{sign}{whole}.{fraction or '0'}"
-    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{exp}"
-
-
-def _shortest(x: np.floating) -> tuple[str, str, int]:
-    """Sign, digits and exponent (``d.ddd * 10^exp``) of the shortest decimal that reads back as
-    ``x``; of one digit only if no closer two-digit one does (Java's rule: ``4.9E-324``)."""
-    text = np.format_float_scientific(x, unique=True, trim="-")
-    mantissa, exp = text.split("e")
-    if len(mantissa.lstrip("-")) == 1:
-        two = np.format_float_scientific(x, precision=1, unique=False)
-        if type(x)(two) == x:
-            mantissa, exp = two.split("e")
-    digits = mantissa.lstrip("-").replace(".", "").rstrip("0") or "0"
-    return ("-" if mantissa.startswith("-") else ""), digits, int(exp)

@@ -86,7 +86,8 @@ def _offsets(rows: pa.RecordBatch, shape: RecordShape) -> pa.Array:
     JSON, in that order, as earlier releases computed it."""
     import pyarrow as pa  # pyarrow: config validation imports this module (the jdbc-source class)
 
-    from sluice.connectors.jdbc.offsets import hashed_offsets, json_objects
+    from sluice.connectors.jdbc.offsets import hashed_offsets
+    from sluice.connectors.spark_json import json_objects
 
     if shape.id_offset:
         return rows.column(shape.incrementing).cast(pa.int64())

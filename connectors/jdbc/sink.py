@@ -31,7 +31,7 @@ Lifecycle (as the runtime drives it):
 
 1. Build the task (``open_sink_task``); the runtime calls ``bind_positions(committer)``.
 2. ``prepare(plan)`` returns ``{"jdbc.nonce": <random>}``, recorded with the plan (ledger identity).
-3. ``write(spark, records, plan)`` writes *and commits* positions; the runtime does not.
+3. ``write(records, plan)`` writes *and commits* positions; the runtime does not.
    A batch the target refuses row-wise raises ``RejectedRecordsError`` naming every refused record
    (found by bisection, ``sluice.connectors.jdbc.badrows``) after rolling everything back.
 4. ``close()`` disposes the connection pool.
@@ -39,7 +39,6 @@ Lifecycle (as the runtime drives it):
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -79,10 +78,10 @@ from sluice.connectors.jdbc.urls import Dialect, dialect_of, engine_url
 from sluice.connectors.jdbc.writes import OP_COLUMN, ORD_COLUMN, POSITION_COLUMNS, TableWrite
 from sluice.connectors.model import BatchPlan
 from sluice.connectors.records import OP_HEADER, OP_TRUNCATE, position
+from sluice.connectors.spark_schema import struct_fields
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
 
     from sluice.connectors.api import PositionCommitter
 
@@ -319,11 +318,7 @@ class JdbcSinkTask(SinkTask):
 
     # ---- the batch ---------------------------------------------------------------------------
 
-    def write(self, spark: SparkSession, records: DataFrame, plan: BatchPlan) -> None:
-        """The batch collected in its one Spark job, then ``write_arrow``."""
-        self.write_arrow(records.toArrow(), plan)
-
-    def write_arrow(self, records: pa.Table, plan: BatchPlan) -> None:
+    def write(self, records: pa.Table, plan: BatchPlan) -> None:
         """Write the batch's rows and commit ``plan`` with them (see the module docstring)."""
         # pyarrow: config validation imports this module (the jdbc-sink class)
         import pyarrow.compute as pc
@@ -424,13 +419,8 @@ class JdbcSinkTask(SinkTask):
 
     def _ensure_table(self, conn: Connection, p: Part, plan: BatchPlan) -> dict[str, str]:
         """The table's column types, after creating it (auto.create) or adding columns (auto.evolve)."""
-        # pyspark: config validation imports this module (the jdbc-sink class); DDL maps Spark's types
-        from pyspark.sql.pandas.types import from_arrow_schema
-        from pyspark.sql.types import StructType
-
         w, mod = p.write, (pg if self.dialect is Dialect.POSTGRESQL else my)
         owner = f"connector {self.name!r}"
-        fields = from_arrow_schema(p.fields, prefer_timestamp_ntz=True)
         existing = mod.table_columns(conn, w.schema, w.table)
         try:
             if existing is None:
@@ -439,11 +429,11 @@ class JdbcSinkTask(SinkTask):
                     raise ConfigError([FieldError("auto.create", f"{self._where(plan, w.target)}: {why}")])
                 if self.dialect is Dialect.POSTGRESQL:
                     pg.lock_table_name(conn, w.schema, w.table)
-                typed = [f for f in fields.fields if f.name in w.columns]
-                ddl = create_table_sql(self.dialect, w.schema, w.table, StructType(typed), w.pk, owner)
+                typed = [f for f in p.fields if f.name in w.columns]
+                ddl = create_table_sql(self.dialect, w.schema, w.table, typed, w.pk, owner)
                 mod.run(conn, ddl)
                 return mod.table_columns(conn, w.schema, w.table) or {}
-            missing = [f for f in fields.fields if f.name in w.columns and f.name not in existing]
+            missing = [f for f in p.fields if f.name in w.columns and f.name not in existing]
             if not missing:
                 return existing
             if not self._auto_evolve:
@@ -485,20 +475,16 @@ def own_struct(records: pa.Table, column: str, own_json: str) -> pa.Table:
     """``value`` or ``key`` narrowed to its topic's own fields and types (the json converter merged
     the schemas of several topics into one struct for the batch; connect_schemas.merge_schemas), so
     a table gets its own columns and, with ``pk.mode=record_key``, its own key fields."""
-    # pyarrow, pyspark: config validation imports this module (the jdbc-sink class); own_json is Spark's
+    # pyarrow: config validation imports this module (the jdbc-sink class)
     import pyarrow as pa
     import pyarrow.compute as pc
-    from pyspark.sql.pandas.types import to_arrow_type
-    from pyspark.sql.types import StructType
 
-    own = StructType.fromJson(json.loads(own_json))
     merged = records.column(column).combine_chunks()
     by_name = {merged.type.field(i).name: child for i, child in enumerate(merged.flatten())}
     children, fields = [], []
-    for f in own.fields:
-        arrow_type = to_arrow_type(f.dataType, timezone="UTC")  # the session's zone (activities.spark)
+    for f in struct_fields(own_json):  # Spark's schema JSON, typed as the session (UTC) types it
         child = by_name.get(f.name)
-        children.append(pa.nulls(len(merged), arrow_type) if child is None else pc.cast(child, arrow_type))
-        fields.append(pa.field(f.name, arrow_type))
+        children.append(pa.nulls(len(merged), f.type) if child is None else pc.cast(child, f.type))
+        fields.append(pa.field(f.name, f.type))
     narrowed = pa.StructArray.from_arrays(children, fields=fields, mask=pc.is_null(merged))
     return records.set_column(records.schema.get_field_index(column), column, narrowed)

@@ -10,7 +10,7 @@ PostgreSQL ``numeric``, enums, ``interval``): the select list casts them (``sele
 value is the database's own spelling. A type Sluice cannot carry (geometry, arrays, ranges,
 ``DECIMAL`` wider than 38 digits) is refused with an error naming connector, table and column.
 
-Pure: Spark types are named by DDL strings (``spark_ddl``) so this module imports no pyspark.
+Pure: Spark types are named by DDL strings (``spark_ddl``) so this module imports no PySpark.
 """
 
 from __future__ import annotations

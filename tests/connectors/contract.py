@@ -30,9 +30,11 @@ from sluice.connectors.api import (
 )
 from sluice.connectors.model import BatchPlan, PartitionRange
 from sluice.connectors.positions import Position
-from sluice.connectors.records import RECORD_COLUMNS, Record, check_record_columns, make_records
+from sluice.connectors.records import RECORD_COLUMNS, Record, check_record_columns
+from sluice.connectors.source_reads import records_table
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
     from sluice.activities.store import OffsetStore
@@ -221,9 +223,8 @@ def sink_test_class(case: SinkCase) -> type:
             yield task
             task.close()
 
-        def batch(self, spark: SparkSession, first: int, count: int) -> DataFrame:
-            return make_records(
-                spark,
+        def batch(self, first: int, count: int) -> pa.Table:
+            return records_table(
                 [
                     Record("broker-a:0", i, f"line-{i}", topic="t")
                     for i in range(first + count - 1, first - 1, -1)
@@ -236,41 +237,38 @@ def sink_test_class(case: SinkCase) -> type:
 
         def attempt(
             self,
-            spark: SparkSession,
             task: SinkTask,
             env: SinkEnv,
             plan: BatchPlan,
-            records: DataFrame,
+            records: pa.Table,
             *,
             crash: bool = False,
         ) -> None:
             """One attempt of ``plan`` as the runtime makes it; ``crash``: the worker dies before the
             commit (a transactional sink's transaction rolls back; any other sink's write stays)."""
             if not isinstance(task, TransactionalSink):
-                task.write(spark, records, plan)
+                task.write(records, plan)
                 return
             assert env.store is not None
             env.store.record_plan(plan)
             if not crash:
-                task.write(spark, records, plan)
+                task.write(records, plan)
                 return
             task.bind_positions(_CrashingCommitter(env.store))
             with pytest.raises(_Crash):
-                task.write(spark, records, plan)
+                task.write(records, plan)
             task.bind_positions(env.store.committer())
 
-        def test_rerunning_a_plan_is_repeatable(
-            self, spark: SparkSession, task: SinkTask, env: SinkEnv
-        ) -> None:
+        def test_rerunning_a_plan_is_repeatable(self, task: SinkTask, env: SinkEnv) -> None:
             assert delivery_of(task) in (Delivery.EXACTLY_ONCE, Delivery.IDEMPOTENT, Delivery.AT_LEAST_ONCE)
-            self.attempt(spark, task, env, self.plan(task, 1, 0, 3), self.batch(spark, 0, 3))
+            self.attempt(task, env, self.plan(task, 1, 0, 3), self.batch(0, 3))
             after1 = case.read_back(env)
             plan2 = self.plan(task, 2, 3, 5)
-            self.attempt(spark, task, env, plan2, self.batch(spark, 3, 2), crash=True)
+            self.attempt(task, env, plan2, self.batch(3, 2), crash=True)
             crashed = case.read_back(env)
             if isinstance(task, TransactionalSink) and not case.target_fixture:
                 assert crashed == after1  # nothing of the crashed attempt is visible
-            self.attempt(spark, task, env, plan2, self.batch(spark, 3, 2))  # the runtime re-runs it
+            self.attempt(task, env, plan2, self.batch(3, 2))  # the runtime re-runs it
             after2 = case.read_back(env)
             assert after2 != after1
             if case.target_fixture:  # the target had committed: the re-run wrote nothing again
@@ -278,16 +276,16 @@ def sink_test_class(case: SinkCase) -> type:
             if isinstance(task, TransactionalSink):
                 assert env.store is not None and env.store.pending_plan("contract", 0) is None
                 return
-            task.write(spark, self.batch(spark, 3, 2), plan2)  # and again: still one copy
+            task.write(self.batch(3, 2), plan2)  # and again: still one copy
             assert case.read_back(env) == after2
             case.half_write(env)  # a crashed third attempt left a partial write behind
-            task.write(spark, self.batch(spark, 3, 2), plan2)
+            task.write(self.batch(3, 2), plan2)
             assert case.read_back(env) == after2
 
-        def test_empty_batch_changes_nothing(self, spark: SparkSession, task: SinkTask, env: SinkEnv) -> None:
-            self.attempt(spark, task, env, self.plan(task, 1, 0, 3), self.batch(spark, 0, 3))
+        def test_empty_batch_changes_nothing(self, task: SinkTask, env: SinkEnv) -> None:
+            self.attempt(task, env, self.plan(task, 1, 0, 3), self.batch(0, 3))
             before = case.read_back(env)
-            self.attempt(spark, task, env, self.plan(task, 2, 3, 3), self.batch(spark, 3, 0))
+            self.attempt(task, env, self.plan(task, 2, 3, 3), self.batch(3, 0))
             assert case.read_back(env) == before
 
     SinkContract.__name__ = SinkContract.__qualname__ = f"SinkContract[{case.name}]"

@@ -1,4 +1,4 @@
-"""A collected batch's flagged records fail it on the driver (WritesArrow sinks, no JVM): the first
+"""A collected batch's flagged records fail it on the driver (every sink writes Arrow; no JVM): the first
 in record order is named, with the same text the in-job check gives; clean batches lose only the
 error columns."""
 

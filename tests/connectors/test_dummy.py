@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
@@ -12,11 +11,9 @@ from sluice.connectors.api import open_sink_task, open_source_task
 from sluice.connectors.dummy import DummySinkConnector, DummySourceConnector
 from sluice.connectors.dummy.faults import InjectedFault
 from sluice.connectors.model import BatchPlan, PartitionRange
-from sluice.connectors.records import Record, make_records
+from sluice.connectors.records import Record
+from sluice.connectors.source_reads import records_table
 from tests.store.helpers import offsets
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 
 def test_source_records_are_deterministic() -> None:
@@ -62,20 +59,20 @@ def test_source_faults(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("fault", ["fail.at.offset", "fail.once.marker"])
-def test_sink_fails_mid_write_and_rerun_repairs(spark: SparkSession, tmp_path: Path, fault: str) -> None:
+def test_sink_fails_mid_write_and_rerun_repairs(tmp_path: Path, fault: str) -> None:
     out = tmp_path / "out.txt"
     setting = "2" if fault == "fail.at.offset" else str(tmp_path / "marker")
     raw = {"connector.class": "dummy-sink", "name": "d", "topics": "t", "file": str(out), fault: setting}
     task = open_sink_task(DummySinkConnector, raw, 0)
-    records = make_records(spark, [Record("broker-a:0", i, f"v{i}", topic="t") for i in range(4)])
+    records = records_table([Record("broker-a:0", i, f"v{i}", topic="t") for i in range(4)])
     bare = BatchPlan("d", 0, 1, (PartitionRange("broker-a:0", 0, 4, "t"),))
     plan = BatchPlan("d", 0, 1, bare.ranges, task.prepare(bare))
     with pytest.raises(
         InjectedFault, match="connector 'd': injected failure writing partition 'broker-a:0' offset 2"
     ):
-        task.write(spark, records, plan)
+        task.write(records, plan)
     assert out.read_text() == "v0\nv1\n"  # the partial write a crash leaves
     if fault == "fail.at.offset":
         task = open_sink_task(DummySinkConnector, {**raw, "fail.at.offset": "-1"}, 0)
-    task.write(spark, records, plan)
+    task.write(records, plan)
     assert out.read_text() == "v0\nv1\nv2\nv3\n"

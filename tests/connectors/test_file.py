@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from sluice.connectors.api import open_sink_task, open_source_task
 from sluice.connectors.file.sink import LENGTH_STATE, PATH_STATE, FileSinkConnector
 from sluice.connectors.file.source import FileSourceConnector, FileSourceTask
 from sluice.connectors.model import BatchPlan, PartitionRange
-from sluice.connectors.records import Record, make_records
+from sluice.connectors.records import Record
+from sluice.connectors.source_reads import records_table
 from tests.store.helpers import offsets
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 
 def source(path: Path, **extra: str) -> FileSourceTask:
@@ -136,16 +135,11 @@ def sink(path: Path) -> Any:
     )
 
 
-def test_sink_orders_lines_formats_structs_and_repairs_half_written_batch(
-    spark: SparkSession, tmp_path: Path
-) -> None:
-    from pyspark.sql.types import _parse_datatype_string
-
+def test_sink_orders_lines_formats_structs_and_repairs_half_written_batch(tmp_path: Path) -> None:
     path = tmp_path / "out.txt"
     task = sink(path)
-    value_type = _parse_datatype_string("struct<id:int,tags:array<string>,note:string>")
-    batch1 = make_records(
-        spark,
+    value_type = pa.struct([("id", pa.int32()), ("tags", pa.list_(pa.string())), ("note", pa.string())])
+    batch1 = records_table(
         [
             Record("broker-a:1", 0, {"id": 3, "tags": ["x"], "note": None}, topic="t"),
             Record("broker-a:0", 5, {"id": 2, "tags": [], "note": "n"}, topic="t"),
@@ -158,37 +152,35 @@ def test_sink_orders_lines_formats_structs_and_repairs_half_written_batch(
     )
     plan1 = BatchPlan("out", 0, 1, bare.ranges, task.prepare(bare))
     assert plan1.sink_state == {LENGTH_STATE: "0", PATH_STATE: str(path)}
-    task.write(spark, batch1, plan1)
+    task.write(batch1, plan1)
     expected1 = (
         '{"id":1,"tags":null,"note":"é"}\n{"id":2,"tags":[],"note":"n"}\n{"id":3,"tags":["x"],"note":null}\n'
     )
     assert path.read_text(encoding="utf-8") == expected1
 
-    batch2 = make_records(spark, [Record("broker-a:0", 6, None, topic="t")], value_type)
+    batch2 = records_table([Record("broker-a:0", 6, None, topic="t")], value_type)
     plan2 = BatchPlan("out", 0, 2, bare.ranges, task.prepare(bare))
     with open(path, "ab") as fh:  # a crashed first attempt of plan 2 wrote half a line
         fh.write(b'{"id":9,"ta')
-    task.write(spark, batch2, plan2)
-    task.write(spark, batch2, plan2)
+    task.write(batch2, plan2)
+    task.write(batch2, plan2)
     assert path.read_text(encoding="utf-8") == expected1 + "null\n"
 
 
-def test_sink_refuses_without_state_or_when_file_shrank(spark: SparkSession, tmp_path: Path) -> None:
+def test_sink_refuses_without_state_or_when_file_shrank(tmp_path: Path) -> None:
     path = tmp_path / "out.txt"
     task = sink(path)
-    records = make_records(spark, [Record("broker-a:0", 0, "x", topic="t")])
+    records = records_table([Record("broker-a:0", 0, "x", topic="t")])
     plan = BatchPlan("out", 0, 7, (PartitionRange("broker-a:0", 0, 1, "t"),))
     with pytest.raises(ValueError, match=f"connector 'out' file '{path}' batch 7: plan has no 'file.length'"):
-        task.write(spark, records, plan)
+        task.write(records, plan)
     path.write_text("abc\n")
     shrunk = BatchPlan("out", 0, 7, plan.ranges, {LENGTH_STATE: "100"})
     with pytest.raises(ValueError, match="file is 4 bytes, shorter than the 100 recorded with the plan"):
-        task.write(spark, records, shrunk)
+        task.write(records, shrunk)
 
 
-def test_a_plan_recorded_for_another_file_is_restated_for_the_reconfigured_one(
-    spark: SparkSession, tmp_path: Path
-) -> None:
+def test_a_plan_recorded_for_another_file_is_restated_for_the_reconfigured_one(tmp_path: Path) -> None:
     """Reconfigured to a new ``file`` before its pending plan committed: the plan's records go to
     the new file (from its length now), not refused as a file "shorter than recorded"."""
     old, new = tmp_path / "old.txt", tmp_path / "new.txt"
@@ -200,23 +192,21 @@ def test_a_plan_recorded_for_another_file_is_restated_for_the_reconfigured_one(
     task = sink(new)
     restated = BatchPlan("out", 0, 3, bare.ranges, task.restate(recorded) or {})
     assert restated.sink_state == {LENGTH_STATE: "5", PATH_STATE: str(new)}
-    records = make_records(spark, [Record("broker-a:0", 0, "x", topic="t")])
-    task.write(spark, records, restated)
-    task.write(spark, records, restated)  # a re-run after a crash truncates to the restated length
+    records = records_table([Record("broker-a:0", 0, "x", topic="t")])
+    task.write(records, restated)
+    task.write(records, restated)  # a re-run after a crash truncates to the restated length
     assert (new.read_text(), old.read_text()) == ("kept\nx\n", "a\nb\n")
 
 
-def test_sink_writes_binary_values_byte_for_byte(spark: SparkSession, tmp_path: Path) -> None:
+def test_sink_writes_binary_values_byte_for_byte(tmp_path: Path) -> None:
     """``value.converter=bytes``: a body that is not text (a dead letter of an undecodable line)
     is written exactly, never decoded."""
-    from pyspark.sql.types import BinaryType
-
     path = tmp_path / "out.bin"
     task = sink(path)
     values = [b"caf\xe9 au lait", b"\xff\xfe\x00", "é".encode(), None]
-    records = make_records(
-        spark, [Record("broker-a:0", i, v, topic="t") for i, v in enumerate(values)], BinaryType()
+    records = records_table(
+        [Record("broker-a:0", i, v, topic="t") for i, v in enumerate(values)], pa.binary()
     )
     bare = BatchPlan("out", 0, 1, (PartitionRange("broker-a:0", 0, 4, "t"),))
-    task.write(spark, records, BatchPlan("out", 0, 1, bare.ranges, task.prepare(bare)))
+    task.write(records, BatchPlan("out", 0, 1, bare.ranges, task.prepare(bare)))
     assert path.read_bytes() == b"caf\xe9 au lait\n\xff\xfe\x00\n\xc3\xa9\nnull\n"

@@ -5,7 +5,6 @@ task with a ConfigError naming the field."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
@@ -15,10 +14,8 @@ from sluice.connectors.config import ConfigError, topic_name_problem
 from sluice.connectors.errors import FailureKind, classify
 from sluice.connectors.file.sink import LENGTH_STATE, FileSinkConnector
 from sluice.connectors.model import BatchPlan
-from sluice.connectors.records import Record, make_records
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from sluice.connectors.records import Record
+from sluice.connectors.source_reads import records_table
 
 REFUSED = ["my.topic", "my topic", "a/b", "ünïcode", "x" * 128, "rmq_sys_mine", "TBW102", "SELF_TEST_TOPIC"]
 ACCEPTED = ["orders", "my-topic_2", "%RETRY%group", "a|b", "x" * 127]
@@ -76,26 +73,24 @@ def test_a_sink_file_that_is_a_directory_is_rejected_at_create(tmp_path: Path) -
     assert "'file'" in result.errors[0] and "is a directory" in result.errors[0]
 
 
-def test_a_sink_file_that_became_a_directory_fails_as_configuration(
-    spark: SparkSession, tmp_path: Path
-) -> None:
+def test_a_sink_file_that_became_a_directory_fails_as_configuration(tmp_path: Path) -> None:
     path = tmp_path / "out.txt"
     task = open_sink_task(FileSinkConnector, sink(tmp_path, name="dst"), 0)
     plan = BatchPlan("dst", 0, 1, (), sink_state={LENGTH_STATE: "0"})
     path.mkdir()  # replaced by a directory after the connector was created
-    records = make_records(spark, [Record("p", 0, "x")])
+    records = records_table([Record("p", 0, "x")])
     with pytest.raises(ConfigError) as info:
-        task.write(spark, records, plan)
+        task.write(records, plan)
     assert "field 'file'" in str(info.value) and "is a directory" in str(info.value)
     assert classify(info.value).kind is FailureKind.CONFIG
 
 
-def test_a_sink_file_under_a_regular_file_fails_as_configuration(spark: SparkSession, tmp_path: Path) -> None:
+def test_a_sink_file_under_a_regular_file_fails_as_configuration(tmp_path: Path) -> None:
     (tmp_path / "plain").write_text("not a directory")
     config = {**sink(tmp_path, name="dst"), "file": str(tmp_path / "plain" / "out.txt")}
     task = open_sink_task(FileSinkConnector, config, 0)
     plan = BatchPlan("dst", 0, 1, (), sink_state={LENGTH_STATE: "0"})
     with pytest.raises(ConfigError) as info:
-        task.write(spark, make_records(spark, [Record("p", 0, "x")]), plan)
+        task.write(records_table([Record("p", 0, "x")]), plan)
     assert "which is not a directory" in str(info.value)
     assert classify(info.value).kind is FailureKind.CONFIG

@@ -164,9 +164,9 @@ def test_a_truncate_spread_over_queues_and_tasks_applies_once_in_order(
         assert isinstance(task, JdbcSinkTask)
         task.bind_positions(_CrashingCommitter(store))
         with pytest.raises(_Crash):
-            task.write_arrow(batch, plan)
+            task.write(batch, plan)
         task.bind_positions(store.committer())
-        task.write_arrow(batch, plan)
+        task.write(batch, plan)
     assert read == {q: len(queues[q]) for q in QUEUES}
     assert _rows(read_url, table) == _expected()
     with create_engine(read_url).connect() as conn:  # every queue passed the truncate: nothing owed

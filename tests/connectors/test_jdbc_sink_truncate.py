@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, text
 
-from sluice.activities.spark_binding import table_frame
+from sluice.activities.spark_binding import batch_table, table_frame
 from sluice.activities.store import OffsetStore
 from sluice.connectors.api import open_sink_task
 from sluice.connectors.cdc.envelope import ChangeRecord, change_table, envelope
@@ -46,7 +46,7 @@ def _batch(spark: Any, changes: list[tuple[str, int | None, str | None]]) -> Any
             "transforms.unwrap.drop.truncates": "false",
         }
     )
-    return unwrap.apply(table_frame(spark, table))
+    return batch_table(unwrap.apply(table_frame(spark, table)))  # transforms are Spark's
 
 
 BEFORE = [("c", 7, "old"), ("c", 8, "old")]  # an earlier batch
@@ -101,16 +101,16 @@ def _run(
     task.bind_positions(store.committer())
     first = _plan(task, 1, 0, len(BEFORE))
     store.record_plan(first)
-    task.write(spark, _batch(spark, BEFORE), first)
+    task.write(_batch(spark, BEFORE), first)
     second = _plan(task, 2, len(BEFORE), len(BEFORE) + len(BATCH))
     store.record_plan(second)
     if crashed is not None:
         task.bind_positions(_CrashingCommitter(store))
         with pytest.raises(_Crash):
-            task.write(spark, _batch(spark, BATCH), second)
+            task.write(_batch(spark, BATCH), second)
         crashed()
         task.bind_positions(store.committer())
-    task.write(spark, _batch(spark, BATCH), second)
+    task.write(_batch(spark, BATCH), second)
     return task
 
 

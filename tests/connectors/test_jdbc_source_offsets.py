@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pytest
 
-from sluice.connectors.jdbc.offsets import java_float_text, json_objects
 from sluice.connectors.jdbc.records import RecordShape, record_schema, to_records
 from sluice.connectors.jdbc.types import MappedColumn, arrow_type
+from sluice.connectors.spark_json import java_float_text, json_objects
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

@@ -8,9 +8,8 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
+import pyarrow as pa
 import pytest
-from pyspark.sql import SparkSession
-from pyspark.sql import types as T
 from sqlalchemy import create_engine, text
 
 from sluice.activities.store import OffsetStore
@@ -18,15 +17,16 @@ from sluice.connectors.api import RejectedRecordsError
 from sluice.connectors.jdbc.shape import KAFKA_FIELDS
 from sluice.connectors.jdbc.sink import JdbcAuthError, JdbcSinkConnector, JdbcSinkTask
 from sluice.connectors.model import BatchPlan, PartitionRange
-from sluice.connectors.records import Record, make_records
+from sluice.connectors.records import Record
+from sluice.connectors.source_reads import records_table
 from tests.store.helpers import offsets
 
-VALUE = T.StructType(
+VALUE = pa.struct(
     [
-        T.StructField("id", T.LongType()),
-        T.StructField("name", T.StringType()),
-        T.StructField("amount", T.DecimalType(10, 2)),
-        T.StructField("raw", T.BinaryType()),
+        pa.field("id", pa.int64()),
+        pa.field("name", pa.string()),
+        pa.field("amount", pa.decimal128(10, 2)),
+        pa.field("raw", pa.binary()),
     ]
 )
 DIALECTS = ["mariadb_db", "postgres_db"]
@@ -85,15 +85,13 @@ def rows(db: Any, sql: str) -> list[tuple[Any, ...]]:
         engine.dispose()
 
 
-def run_batch(
-    spark: SparkSession, store: OffsetStore, task: JdbcSinkTask, batch_id: int, recs: list[Record]
-) -> BatchPlan:
+def run_batch(store: OffsetStore, task: JdbcSinkTask, batch_id: int, recs: list[Record]) -> BatchPlan:
     start = recs[0].offset
     plan = BatchPlan(
         "jdbc-out", 0, batch_id, (PartitionRange("broker-a:0", start, start + len(recs), "orders"),)
     )
     plan = store.record_plan(BatchPlan(plan.connector, 0, batch_id, plan.ranges, task.prepare(plan)))
-    task.write(spark, make_records(spark, recs, VALUE), plan)
+    task.write(records_table(recs, VALUE), plan)
     return plan
 
 
@@ -102,20 +100,20 @@ def rec(offset: int, key: int, value: tuple[Any, ...] | None) -> Record:
 
 
 def test_upsert_and_tombstones_last_write_per_key_wins(
-    spark: SparkSession, store: OffsetStore, db: Any, tasks: list[JdbcSinkTask]
+    store: OffsetStore, db: Any, tasks: list[JdbcSinkTask]
 ) -> None:
     task = task_for(
         db, store, tasks,
         **{"insert.mode": "upsert", "pk.mode": "record_key", "pk.fields": "id", "delete.enabled": "true"},
     )  # fmt: skip
-    run_batch(spark, store, task, 0, [
+    run_batch(store, task, 0, [
         rec(0, 1, (1, "a", Decimal("1.50"), b"\x00\xff")),
         rec(1, 2, (2, "b", Decimal("2.00"), None)),
         rec(2, 1, (1, "a2", Decimal("1.75"), b"\x01")),  # later write of key 1 wins
         rec(3, 3, (3, "tab\there \\N 'q' \"dq\" \U0001f600", None, None)),
         rec(4, 2, None),  # tombstone after an upsert: deleted
     ])  # fmt: skip
-    run_batch(spark, store, task, 1, [rec(5, 2, (2, "back", Decimal("9.99"), None)), rec(6, 3, None)])
+    run_batch(store, task, 1, [rec(5, 2, (2, "back", Decimal("9.99"), None)), rec(6, 3, None)])
     got = rows(db, "SELECT id, name, amount, raw FROM orders ORDER BY id")
     assert got == [(1, "a2", Decimal("1.75"), b"\x01"), (2, "back", Decimal("9.99"), None)]
     assert offsets(store.committed_positions("jdbc-out")) == {"orders/broker-a:0": 7}
@@ -125,12 +123,12 @@ def test_upsert_and_tombstones_last_write_per_key_wins(
     plan = BatchPlan("jdbc-out", 0, 2, (PartitionRange("broker-a:0", 7, 9, "orders"),))
     plan = store.record_plan(BatchPlan("jdbc-out", 0, 2, plan.ranges, update.prepare(plan)))
     recs = [rec(7, 1, (1, "upd", Decimal("0.01"), None)), rec(8, 9, (9, "absent", None, None))]
-    update.write(spark, make_records(spark, recs, VALUE), plan)
+    update.write(records_table(recs, VALUE), plan)
     assert rows(db, "SELECT id, name FROM orders ORDER BY id") == [(1, "upd"), (2, "back")]
 
 
 def test_exactly_once_when_the_store_commit_is_lost_and_auto_evolve(
-    spark: SparkSession, store: OffsetStore, db: Any, tasks: list[JdbcSinkTask]
+    store: OffsetStore, db: Any, tasks: list[JdbcSinkTask]
 ) -> None:
     task = task_for(db, store, tasks)
     assert task._own_ledger  # the target is not the offset store's database
@@ -140,26 +138,26 @@ def test_exactly_once_when_the_store_commit_is_lost_and_auto_evolve(
     plan = BatchPlan("jdbc-out", 0, 0, (PartitionRange("broker-a:0", 0, 5, "orders"),))
     plan = store.record_plan(BatchPlan("jdbc-out", 0, 0, plan.ranges, task.prepare(plan)))
     with pytest.raises(Crash):
-        crashing.write(spark, make_records(spark, recs, VALUE), plan)
+        crashing.write(records_table(recs, VALUE), plan)
     assert rows(db, "SELECT count(*) FROM orders") == [(5,)]  # the target committed ...
     assert store.committed_positions("jdbc-out") == {}  # ... the store did not
     pending = store.pending_plan("jdbc-out", 0)
     assert pending == plan
-    task.write(spark, make_records(spark, recs, VALUE), store.record_plan(pending))  # the re-run
+    task.write(records_table(recs, VALUE), store.record_plan(pending))  # the re-run
     assert rows(db, "SELECT id, name FROM orders ORDER BY id") == [(o, f"n{o}") for o in range(5)]
     assert offsets(store.committed_positions("jdbc-out")) == {"orders/broker-a:0": 5}
     assert rows(db, "SELECT batch_id FROM sluice_sink_batches") == [(0,)]
 
-    wider = T.StructType([*VALUE.fields, T.StructField("note", T.StringType())])
+    wider = pa.struct([*VALUE, pa.field("note", pa.string())])
     evolving = task_for(db, store, tasks, **{"auto.evolve": "true"})
     plan = BatchPlan("jdbc-out", 0, 1, (PartitionRange("broker-a:0", 5, 6, "orders"),))
     plan = store.record_plan(BatchPlan("jdbc-out", 0, 1, plan.ranges, evolving.prepare(plan)))
-    evolving.write(spark, make_records(spark, [rec(5, 5, (5, "n5", None, None, "new"))], wider), plan)
+    evolving.write(records_table([rec(5, 5, (5, "n5", None, None, "new"))], wider), plan)
     assert rows(db, "SELECT id, note FROM orders WHERE id >= 4 ORDER BY id") == [(4, None), (5, "new")]
 
 
 def test_refused_rows_are_named_and_nothing_is_committed(
-    spark: SparkSession, store: OffsetStore, db: Any, tasks: list[JdbcSinkTask]
+    store: OffsetStore, db: Any, tasks: list[JdbcSinkTask]
 ) -> None:
     raw_type = "BYTEA" if "postgres" in db.url else "BLOB"
     with create_engine(db.url).begin() as conn:
@@ -173,7 +171,7 @@ def test_refused_rows_are_named_and_nothing_is_committed(
         rec(3, 1, (1, "dup", None, None)),  # violates the primary key
     ]
     with pytest.raises(RejectedRecordsError) as err:
-        run_batch(spark, store, task, 0, recs)
+        run_batch(store, task, 0, recs)
     refused = {(r.offset, "'name'" in r.reason) for r in err.value.rejected}
     assert refused == {(1, True), (3, False)}
     message = str(err.value)
@@ -184,13 +182,13 @@ def test_refused_rows_are_named_and_nothing_is_committed(
 
 
 def test_pk_mode_kafka_keys_rows_by_record_position(
-    spark: SparkSession, store: OffsetStore, db: Any, tasks: list[JdbcSinkTask]
+    store: OffsetStore, db: Any, tasks: list[JdbcSinkTask]
 ) -> None:
     """pk.mode=kafka: the key is (topic, partition, offset), so a re-written record updates its own
     row and two records with the same value are two rows."""
     task = task_for(db, store, tasks, **{"insert.mode": "upsert", "pk.mode": "kafka"})
     same = (1, "same", Decimal("1.00"), None)
-    run_batch(spark, store, task, 0, [rec(0, 1, same), rec(1, 1, same), rec(2, 2, (2, "b", None, None))])
+    run_batch(store, task, 0, [rec(0, 1, same), rec(1, 1, same), rec(2, 2, (2, "b", None, None))])
     got = rows(
         db,
         "SELECT __connect_topic, __connect_partition, __connect_offset, id, name FROM orders "
@@ -204,7 +202,7 @@ def test_pk_mode_kafka_keys_rows_by_record_position(
     # the same position again outside the ledger (another connector replaying the topic): no duplicate
     plan = BatchPlan("jdbc-replay", 0, 0, (PartitionRange("broker-a:0", 2, 3, "orders"),))
     plan = store.record_plan(BatchPlan("jdbc-replay", 0, 0, plan.ranges, task.prepare(plan)))
-    task.write(spark, make_records(spark, [rec(2, 2, (2, "b2", None, None))], VALUE), plan)
+    task.write(records_table([rec(2, 2, (2, "b2", None, None))], VALUE), plan)
     assert rows(db, "SELECT __connect_offset, name FROM orders ORDER BY __connect_offset") == [
         (0, "same"), (1, "same"), (2, "b2"),
     ]  # fmt: skip
@@ -214,12 +212,12 @@ def test_pk_mode_kafka_keys_rows_by_record_position(
 
 
 def test_wrong_credentials_fail_clearly_without_the_password(
-    spark: SparkSession, store: OffsetStore, mariadb_db: Any, tasks: list[JdbcSinkTask]
+    store: OffsetStore, mariadb_db: Any, tasks: list[JdbcSinkTask]
 ) -> None:
     secret = "not-the-password-" + "x7q"
     task = task_for(mariadb_db, store, tasks, **{"connection.user": "sluice", "connection.password": secret})
     with pytest.raises(JdbcAuthError) as err:
-        run_batch(spark, store, task, 0, [rec(0, 1, (1, "a", None, None))])
+        run_batch(store, task, 0, [rec(0, 1, (1, "a", None, None))])
     message = str(err.value)
     assert "connector 'jdbc-out'" in message and "refused the credentials of user 'sluice'" in message
     assert mariadb_db.name in message
@@ -229,7 +227,7 @@ def test_wrong_credentials_fail_clearly_without_the_password(
 
 
 def test_binary_values_are_stored_byte_for_byte(
-    spark: SparkSession, store: OffsetStore, db: Any, tasks: list[JdbcSinkTask]
+    store: OffsetStore, db: Any, tasks: list[JdbcSinkTask]
 ) -> None:
     """value.converter=bytes: a body that is not text lands in a binary column exactly."""
     task = task_for(db, store, tasks, **{"insert.mode": "upsert", "pk.mode": "kafka"})
@@ -237,6 +235,6 @@ def test_binary_values_are_stored_byte_for_byte(
     recs = [Record("broker-a:0", i, v, topic="orders") for i, v in enumerate(bodies)]
     plan = BatchPlan("jdbc-out", 0, 0, (PartitionRange("broker-a:0", 0, len(recs), "orders"),))
     plan = store.record_plan(BatchPlan("jdbc-out", 0, 0, plan.ranges, task.prepare(plan)))
-    task.write(spark, make_records(spark, recs, T.BinaryType()), plan)
+    task.write(records_table(recs, pa.binary()), plan)
     got = rows(db, "SELECT __connect_offset, value FROM orders ORDER BY __connect_offset")
     assert [(o, None if v is None else bytes(v)) for o, v in got] == list(enumerate(bodies))

@@ -1,4 +1,5 @@
-"""The PostgreSQL sink against the real PostgreSQL and Spark: exactly once across a failure."""
+"""The PostgreSQL sink against the real PostgreSQL: exactly once across a failure (no JVM: a sink
+writes Arrow)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,8 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
+import pyarrow as pa
 import pytest
-from pyspark.sql import SparkSession
-from pyspark.sql import types as T
 from sqlalchemy import Connection, text
 from sqlalchemy.engine import Engine
 
@@ -18,17 +18,18 @@ from sluice.connectors.api import TransactionalSink
 from sluice.connectors.config import ConfigError
 from sluice.connectors.model import BatchPlan, PartitionRange
 from sluice.connectors.postgres import PostgresSinkConnector, PostgresSinkError, PostgresSinkTask
-from sluice.connectors.records import Record, make_records
+from sluice.connectors.records import Record
+from sluice.connectors.source_reads import records_table
 from sluice.deploy.local.config import StackConfig
 from tests.store.helpers import offsets
 
-VALUE = T.StructType(
+VALUE = pa.struct(
     [
-        T.StructField("id", T.LongType()),
-        T.StructField("name", T.StringType()),
-        T.StructField("amount", T.DecimalType(10, 2)),
-        T.StructField("tags", T.ArrayType(T.StringType())),
-        T.StructField("seen", T.TimestampType()),
+        pa.field("id", pa.int64()),
+        pa.field("name", pa.string()),
+        pa.field("amount", pa.decimal128(10, 2)),
+        pa.field("tags", pa.list_(pa.string())),
+        pa.field("seen", pa.timestamp("us", "UTC")),
     ]
 )
 T0 = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC)
@@ -98,7 +99,6 @@ def rows_of(engine: Engine, schema: str, sql: str) -> list[tuple[Any, ...]]:
 
 
 def test_sink_writes_exactly_once_across_a_crash(
-    spark: SparkSession,
     stack_config: StackConfig,
     store: OffsetStore,
     pg_engine: Engine,
@@ -106,7 +106,7 @@ def test_sink_writes_exactly_once_across_a_crash(
 ) -> None:
     recs = [Record("broker-a:0", o, order(o), topic="orders") for o in range(6)]
     recs += [Record("broker-a:1", o, order(100 + o), topic="orders") for o in range(4)]
-    records = make_records(spark, recs, VALUE)
+    records = records_table(recs, VALUE)
     plan = BatchPlan(
         "pg-sink",
         0,
@@ -120,7 +120,7 @@ def test_sink_writes_exactly_once_across_a_crash(
     crashing.bind_positions(committer)
     tasks.append(crashing)
     with pytest.raises(Crash):
-        crashing.write(spark, records, plan)
+        crashing.write(records, plan)
     assert committer.copied == 10  # the rows were in the table inside the transaction ...
     with pg_engine.connect() as conn:  # ... and nothing is visible after it: not even the table
         assert (
@@ -134,7 +134,7 @@ def test_sink_writes_exactly_once_across_a_crash(
     assert pending == plan
     task = bound(PostgresSinkTask(config(stack_config, store.schema), 0), store)
     tasks.append(task)
-    task.write(spark, records, store.record_plan(pending))
+    task.write(records, store.record_plan(pending))
 
     expected = [
         (i, f"name-{i}", Decimal(f"{i}.25"), [f"t{i}", "x"], T0 + dt.timedelta(seconds=i))
@@ -149,12 +149,11 @@ def test_sink_writes_exactly_once_across_a_crash(
 
     # A third run of the same plan is refused as a whole: no duplicate rows.
     with pytest.raises(BatchAlreadyCommittedError, match="task 0 batch 0 is already committed"):
-        task.write(spark, records, plan)
+        task.write(records, plan)
     assert rows_of(pg_engine, store.schema, "SELECT count(*) FROM {t}") == [(10,)]
 
 
 def test_upsert_keeps_the_last_record_per_key(
-    spark: SparkSession,
     stack_config: StackConfig,
     store: OffsetStore,
     pg_engine: Engine,
@@ -185,7 +184,7 @@ def test_upsert_keeps_the_last_record_per_key(
             "pg-sink", 0, batch_id, (PartitionRange("broker-a:0", start, start + len(recs), "orders"),)
         )
         store.record_plan(plan)
-        task.write(spark, make_records(spark, recs, VALUE), plan)
+        task.write(records_table(recs, VALUE), plan)
 
     assert rows_of(pg_engine, store.schema, "SELECT id, name FROM {t} ORDER BY id") == [
         (1, "b"),
@@ -196,7 +195,6 @@ def test_upsert_keeps_the_last_record_per_key(
 
 
 def test_string_values_are_written_with_their_record_coordinates(
-    spark: SparkSession,
     stack_config: StackConfig,
     store: OffsetStore,
     pg_engine: Engine,
@@ -214,7 +212,7 @@ def test_string_values_are_written_with_their_record_coordinates(
     ]
     plan = BatchPlan("pg-sink", 1, 0, (PartitionRange("broker-a:2", 7, 10, "orders"),))
     store.record_plan(plan)
-    task.write(spark, make_records(spark, recs), plan)
+    task.write(records_table(recs), plan)
     assert rows_of(
         pg_engine, store.schema, 'SELECT topic, "partition", "offset", key, value FROM {t} ORDER BY 3'
     ) == [
@@ -226,17 +224,15 @@ def test_string_values_are_written_with_their_record_coordinates(
 
 
 def test_missing_table_without_auto_create_fails_naming_it(
-    spark: SparkSession, stack_config: StackConfig, store: OffsetStore, tasks: list[PostgresSinkTask]
+    stack_config: StackConfig, store: OffsetStore, tasks: list[PostgresSinkTask]
 ) -> None:
     task = bound(PostgresSinkTask(config(stack_config, store.schema, **{"auto.create": "false"}), 0), store)
     tasks.append(task)
     plan = BatchPlan("pg-sink", 0, 0, (PartitionRange("broker-a:0", 0, 1, "orders"),))
     store.record_plan(plan)
-    recs = make_records(spark, [Record("broker-a:0", 0, order(1), topic="orders")], VALUE)
-    with pytest.raises(
-        ConfigError, match=r"task 0 batch 0 table '.*\.orders_out': the table does not exist"
-    ):
-        task.write(spark, recs, plan)
+    recs = records_table([Record("broker-a:0", 0, order(1), topic="orders")], VALUE)
+    with pytest.raises(ConfigError, match=r"task 0 batch 0 table '.*\.orders_out': the table does not exist"):
+        task.write(recs, plan)
     assert store.committed_positions("pg-sink") == {}
 
 
@@ -291,21 +287,20 @@ def test_task_refuses_upsert_without_keys_and_a_store_in_another_database(stack_
 
 
 def test_auto_create_types_and_values_round_trip(
-    spark: SparkSession,
     stack_config: StackConfig,
     store: OffsetStore,
     pg_engine: Engine,
     tasks: list[PostgresSinkTask],
 ) -> None:
-    value = T.StructType(
+    value = pa.struct(
         [
-            T.StructField("id", T.IntegerType()),
-            T.StructField("ok", T.BooleanType()),
-            T.StructField("day", T.DateType()),
-            T.StructField("ratio", T.DoubleType()),
-            T.StructField("raw", T.BinaryType()),
-            T.StructField("attrs", T.MapType(T.StringType(), T.StringType())),
-            T.StructField("inner", T.StructType([T.StructField("x", T.LongType())])),
+            pa.field("id", pa.int32()),
+            pa.field("ok", pa.bool_()),
+            pa.field("day", pa.date32()),
+            pa.field("ratio", pa.float64()),
+            pa.field("raw", pa.binary()),
+            pa.field("attrs", pa.map_(pa.string(), pa.string())),
+            pa.field("inner", pa.struct([pa.field("x", pa.int64())])),
         ]
     )
     recs = [
@@ -318,7 +313,7 @@ def test_auto_create_types_and_values_round_trip(
     tasks.append(task)
     plan = BatchPlan("pg-sink", 0, 0, (PartitionRange("broker-a:0", 0, 2, "o"),))
     store.record_plan(plan)
-    task.write(spark, make_records(spark, recs, value), plan)
+    task.write(records_table(recs, value), plan)
 
     types = rows_of(
         pg_engine,
