@@ -15,10 +15,10 @@ Pure: Spark types are named by DDL strings (``spark_ddl``) so this module import
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from sluice.connectors import spark_schema
 from sluice.connectors.jdbc.urls import Dialect
 
 if TYPE_CHECKING:
@@ -266,29 +266,26 @@ def mysql_info_from_field(
     return ColumnInfo(name, kind, column_type, precision, scale)
 
 
-_DECIMAL = re.compile(r"DECIMAL\((\d+),(\d+)\)")
+#: The schema-JSON names (connectors.spark_schema) of the column types' DDL (``MappedColumn.spark_ddl``).
+_JSON_NAMES: Final = {
+    "TINYINT": "byte",
+    "SMALLINT": "short",
+    "INT": "integer",
+    "BIGINT": "long",
+    "FLOAT": "float",
+    "DOUBLE": "double",
+    "BOOLEAN": "boolean",
+    "DATE": "date",
+    "TIMESTAMP": "timestamp",
+    "TIMESTAMP_NTZ": "timestamp_ntz",
+    "BINARY": "binary",
+    "STRING": "string",
+}
 
 
 def arrow_type(ddl: str) -> pa.DataType:
-    import pyarrow as pa  # pyarrow: config validation imports this module (the JDBC connector classes)
-
-    simple = {
-        "TINYINT": pa.int8(),
-        "SMALLINT": pa.int16(),
-        "INT": pa.int32(),
-        "BIGINT": pa.int64(),
-        "FLOAT": pa.float32(),
-        "DOUBLE": pa.float64(),
-        "BOOLEAN": pa.bool_(),
-        "DATE": pa.date32(),
-        "TIMESTAMP": pa.timestamp("us", tz="UTC"),
-        "TIMESTAMP_NTZ": pa.timestamp("us"),
-        "BINARY": pa.binary(),
-        "STRING": pa.string(),
-    }
-    if ddl in simple:
-        return simple[ddl]
-    m = _DECIMAL.fullmatch(ddl)
-    if not m:
-        raise ValueError(f"no Arrow type for {ddl}")
-    return pa.decimal128(int(m.group(1)), int(m.group(2)))
+    """The Arrow type of a column's Spark DDL (``BIGINT``, ``DECIMAL(12,2)``), as Spark maps it."""
+    try:
+        return spark_schema.arrow_type(_JSON_NAMES.get(ddl, ddl.lower()))
+    except TypeError:
+        raise ValueError(f"no Arrow type for {ddl}") from None
