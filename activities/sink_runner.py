@@ -33,6 +33,7 @@ from sluice.connectors.api import (
 from sluice.connectors.barriers import BARRIER_HEADER
 from sluice.connectors.connect_schemas import SCHEMA_KEY
 from sluice.connectors.converters import JsonConverter
+from sluice.connectors.envelopes import UNMET_SCHEMA
 from sluice.connectors.model import BatchPlan, DataLossPolicy, parse_queue_partition
 from sluice.connectors.planner import OffsetView
 from sluice.connectors.planning import ramped_budget
@@ -189,6 +190,16 @@ class SinkRunner:
         return notice
 
     def run(self, plan: BatchPlan, rerun: bool) -> int:
+        messages = self._messages(plan)
+        if not self._ran_with_schemas_met(messages, plan):
+            self._run_searched(messages, plan)
+        if not isinstance(self.task, TransactionalSink):
+            self.ctx.store.commit(plan)
+        self._mirror_consumer_offsets(plan)
+        return plan.record_span
+
+    def _messages(self, plan: BatchPlan) -> DataFrame:
+        """The plan's messages, as the ``rocketmq`` reader pulls them (nothing runs yet)."""
         spark = self.ctx.spark
         register(spark)
         messages = (
@@ -201,6 +212,36 @@ class SinkRunner:
         )
         if not (isinstance(self.task, OrdersBarriers) and self.task.orders_barriers()):
             messages = messages.where(once_per_barrier())
+        return messages
+
+    def _ran_with_schemas_met(self, messages: DataFrame, plan: BatchPlan) -> bool:
+        """Write a batch in one Spark job, decoded with the envelope schemas met before, when it can
+        be (no tolerance, the task's first batch done, every topic's schemas met): no job searches
+        the batch for its schemas and nothing is persisted, since nothing reads the messages twice.
+        False, with nothing written, when a record carries a schema not met before: the batch is
+        then run again with the search (``_run_searched``), which learns it.
+        """
+        converter = self.setup.converter
+        topics = {r.topic for r in plan.ranges if not r.is_empty}
+        if self.tolerates or self.notice is None or not converter.knows_schemas(topics):
+            return False
+        decoded = converter.to_records(messages, value_read(self.setup.chain), assume_met=True)
+        try:
+            self._write_strict(apply_chain(self.setup.chain, decoded), plan)
+        except Exception as exc:
+            if UNMET_SCHEMA not in str(exc):
+                raise
+            log.info(
+                "connector %s: batch %s carries an envelope schema not met before (the Spark error "
+                "just logged is that): searching its schemas",
+                self.connector,
+                plan.batch_id,
+            )
+            return False
+        return True
+
+    def _run_searched(self, messages: DataFrame, plan: BatchPlan) -> None:
+        """Write a batch whose envelope schemas are searched first (the converter's own job)."""
         # A batch is read in several Spark jobs (the setting notice, the json converter's schemas,
         # dead letters): pull the range from the broker once.
         messages = messages.persist(StorageLevel.MEMORY_AND_DISK)
@@ -216,10 +257,6 @@ class SinkRunner:
                 self._write_strict(records, plan)
         finally:
             messages.unpersist()
-        if not isinstance(self.task, TransactionalSink):
-            self.ctx.store.commit(plan)
-        self._mirror_consumer_offsets(plan)
-        return plan.record_span
 
     @property
     def tolerates(self) -> bool:

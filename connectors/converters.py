@@ -15,7 +15,7 @@ are messages over the broker's size limit (``to_messages``, connectors.rocketmq.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from sluice.connectors.barriers import BARRIER_HEADER
@@ -23,12 +23,14 @@ from sluice.connectors.config import converter_fields, converter_name
 from sluice.connectors.connect_json import json_text
 from sluice.connectors.envelopes import (
     OWN_TYPES_METADATA,
+    UNMET_SCHEMA,
     Narrow,
     SeenPrefixes,
     decode_envelopes,
     envelope_prefixes,
     envelope_text,
     parse_json,
+    unmet_schema,
     utf8_text,
 )
 from sluice.connectors.records import ERROR_COLUMN, flag_errors
@@ -178,10 +180,31 @@ class Converter(ABC):
         )
         return _flag_unsendable(messages)
 
-    def to_records(self, messages: DataFrame, narrow: Narrow | None = None) -> DataFrame:
+    def envelope_texts(self) -> list[str]:
+        """The texts read from Connect envelopes, whose schemas a batch must know: ``value``
+        and/or ``key``."""
+        return [*(["value"] if self.discovers_envelopes else []), *(["key"] if self.key_envelopes else [])]
+
+    def knows_schemas(self, topics: Iterable[str]) -> bool:
+        """Whether a batch of ``topics`` may be decoded with the schemas met before
+        (``to_records(assume_met=True)``): nothing to search, or every envelope of the last batch
+        searched was remembered and the values of each topic have been met."""
+        if not self.envelope_texts():
+            return True
+        seen = self.seen_prefixes
+        return seen.complete and (not self.discovers_envelopes or seen.knows_topics("value", topics))
+
+    def to_records(
+        self, messages: DataFrame, narrow: Narrow | None = None, *, assume_met: bool = False
+    ) -> DataFrame:
         """Records of the reader's ``messages``. ``narrow``: given a topic's value type, the part
         of it that is read at all (the first transform's ``PrunesValue``); a value read from Connect
-        envelopes is parsed only that far."""
+        envelopes is parsed only that far.
+
+        ``assume_met``: the envelopes' schemas are taken to be those met in earlier batches, with no
+        Spark job to search the batch for them; reading a record whose schema is another raises
+        ``UNMET_SCHEMA`` in the job (envelopes.unmet_schema), and the caller decodes again
+        without the assumption."""
         # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
         from pyspark.sql.types import NumericType
@@ -208,7 +231,10 @@ class Converter(ABC):
         texts = {"value": F.col("body").cast("string")} if self.discovers_envelopes else {}
         if self.key_envelopes:
             texts["key"] = key
-        found = envelope_prefixes(messages, texts, self.seen_prefixes) if texts else {}
+        if assume_met:
+            found = {name: self.seen_prefixes.known(name) for name in texts}
+        else:
+            found = envelope_prefixes(messages, texts, self.seen_prefixes) if texts else {}
         decoded = self.decode(messages, found.get("value"), narrow)
         if self.key_envelopes:
             decoded = decode_envelopes(
@@ -217,6 +243,13 @@ class Converter(ABC):
                 prefixes=found.get("key"),
             )  # fmt: skip
             key = F.col(_KEY_VALUE)
+        value = F.col("value")
+        if assume_met:
+            unmet = F.raise_error(F.lit(UNMET_SCHEMA))
+            if "value" in texts:
+                value = F.when(unmet_schema(texts["value"], found["value"]), unmet).otherwise(value)
+            if "key" in texts:
+                key = F.when(unmet_schema(texts["key"], found["key"]), unmet).otherwise(key)
         extra = [ERROR_COLUMN] if ERROR_COLUMN in decoded.columns else []
         own_schemas = ((VALUE_SCHEMA_COLUMN, VALUE_SCHEMA_HEADER), (KEY_SCHEMA_COLUMN, KEY_SCHEMA_HEADER))
         header_values: dict[str, list[str]] = {}
@@ -235,7 +268,7 @@ class Converter(ABC):
             F.col("partition"),
             F.col("queue_offset").cast("long").alias("offset"),
             key.alias("key"),
-            F.col("value"),
+            value.alias("value"),
             headers.alias("headers", metadata={HEADER_VALUES_METADATA: header_values}),
             born.cast("timestamp").alias("timestamp"),
             *extra,

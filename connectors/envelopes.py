@@ -112,15 +112,24 @@ class SeenPrefixes:
 
     def __init__(self) -> None:
         self._seen: dict[str, list[tuple[str, str]]] = {}
+        #: every envelope of the last batch searched had a prefix that is now remembered (none laid
+        #: out otherwise): the next batch may assume the schemas met (``unmet_schema``)
+        self.complete = False
 
     def known(self, name: str) -> list[tuple[str, str]]:
         return self._seen.get(name, [])
 
+    def knows_topics(self, name: str, topics: Iterable[str]) -> bool:
+        """Whether a prefix of every one of ``topics`` is remembered for ``name``."""
+        return set(topics) <= {topic for topic, _ in self.known(name)}
+
     def remember(self, found: Mapping[str, Sequence[tuple[str, str]]]) -> None:
         """Keep ``found``'s schema prefixes: only true ones (a body laid out otherwise yields its
         whole text, one per message, which would only crowd the memory out)."""
+        self.complete = True
         for name, found_pairs in found.items():
             pairs = [pair for pair in found_pairs if envelope_schemas([pair]) is not None]
+            self.complete &= len(pairs) == len(found_pairs)
             merged = sorted({*self.known(name), *pairs})
             self._seen[name] = merged if len(merged) <= MAX_SEEN_PREFIXES else sorted(set(pairs))
 
@@ -169,6 +178,29 @@ def envelope_prefixes(
     if seen is not None:
         seen.remember(found)
     return found
+
+
+#: What a batch decoded with the schemas met before raises (``unmet_schema``) when one of its
+#: envelopes carries another: the caller searches the batch's schemas and decodes it again.
+UNMET_SCHEMA: Final = "sluice: an envelope schema not met in earlier batches"
+
+
+def unmet_schema(text: Column, known: Sequence[tuple[str, str]]) -> Column:
+    """Whether ``text`` is an envelope whose ``(topic, schema prefix)`` is none of ``known``.
+
+    A sink decodes a batch with the schemas it met before and no search (``SeenPrefixes``),
+    wrapping each decoded column in ``F.when(unmet_schema(...), F.raise_error(UNMET_SCHEMA))``:
+    whatever reads a record typed from the wrong schema fails the job, and a record nothing reads
+    (filtered out by its topic, say) was never typed at all. Known prefixes are tried first, so
+    the envelope test runs only for what matches none.
+    """
+    # pyspark: config validation imports this module (via connectors.plugins)
+    from pyspark.sql import functions as F
+
+    met = F.lit(False)
+    for topic, prefix in known:
+        met = met | ((F.col("topic") == topic) & text.startswith(prefix + PAYLOAD_KEY))
+    return text.isNotNull() & ~met & is_envelope(text)
 
 
 #: Metadata of ``decode_envelopes``' ``own_column``: every value the column takes (known on the

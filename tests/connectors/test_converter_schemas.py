@@ -13,7 +13,7 @@ from sluice.connectors.converters import VALUE_SCHEMA_HEADER, JsonConverter
 from tests.connectors.test_converters import BORN, READ_SCHEMA
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 
 def _struct(**fields: str):  # type: ignore[no-untyped-def]
@@ -127,6 +127,33 @@ def test_envelopes_laid_out_any_way_decode_alike(spark: SparkSession) -> None:
         assert got == expected[: len(rows)]
 
 
+V1 = [("id", "int32")]
+V2 = [("id", "int32"), ("note", "string")]
+
+
+def _compact(fields: list[tuple[str, str]], payload: dict[str, object]) -> bytes:
+    """Laid out as Kafka's JsonConverter writes it (the spaced ``_envelope`` is parsed)."""
+    return json.dumps(json.loads(_envelope(fields, payload)), separators=(",", ":")).encode()
+
+
+def _batch(
+    spark: SparkSession,
+    start: int,
+    versions: list[list[tuple[str, str]]],
+    spaced: bool = False,
+    topic: str = "t",
+) -> DataFrame:
+    """Messages ``start``, ``start + 1`` … of ``topic``, the i-th value of schema ``versions[i]``
+    (``note`` set when it has one), each keyed by an ``{"id": …}`` envelope."""
+    rows = []
+    for i, fields in enumerate(versions, start=start):
+        payload = {"id": i, **({"note": f"n{i}"} if len(fields) > 1 else {})}
+        key = _compact([("id", "int32")], {"id": i}).decode()
+        body = (_envelope if spaced else _compact)(fields, payload)
+        rows.append(("t", "broker-a:0", 0, i, key, None, {}, BORN, BORN, body))
+    return spark.createDataFrame(rows, READ_SCHEMA)
+
+
 def test_one_task_s_converter_decodes_each_batch_with_its_own_schemas(spark: SparkSession) -> None:
     """A sink task keeps its converter: schemas met in a batch are recognised cheaply in the next
     (envelopes.SeenPrefixes), and a batch still gets exactly its own schemas — a column added in
@@ -141,20 +168,10 @@ def test_one_task_s_converter_decodes_each_batch_with_its_own_schemas(spark: Spa
             "key.converter": "org.apache.kafka.connect.json.JsonConverter",
         }
     )
-    v1, v2 = [("id", "int32")], [("id", "int32"), ("note", "string")]
+    v1, v2 = V1, V2
 
-    def compact(fields: list[tuple[str, str]], payload: dict[str, object]) -> bytes:
-        """Laid out as Kafka's JsonConverter writes it (the spaced ``_envelope`` is parsed)."""
-        return json.dumps(json.loads(_envelope(fields, payload)), separators=(",", ":")).encode()
-
-    def batch(start: int, versions: list[list[tuple[str, str]]], spaced: bool = False):  # type: ignore[no-untyped-def]
-        rows = []
-        for i, fields in enumerate(versions, start=start):
-            payload = {"id": i, **({"note": f"n{i}"} if len(fields) > 1 else {})}
-            key = compact([("id", "int32")], {"id": i}).decode()
-            body = (_envelope if spaced else compact)(fields, payload)
-            rows.append(("t", "broker-a:0", 0, i, key, None, {}, BORN, BORN, body))
-        return spark.createDataFrame(rows, READ_SCHEMA)
+    def batch(start: int, versions: list[list[tuple[str, str]]], spaced: bool = False) -> DataFrame:
+        return _batch(spark, start, versions, spaced)
 
     batches = [(0, [v1, v1], False), (2, [v1, v2, v2], False), (5, [v2], False), (6, [v2, v1], True)]
     expected = [
@@ -236,3 +253,62 @@ def test_decoded_records_list_their_own_schemas_so_unwrapping_needs_no_spark_job
     one_topic = JsonConverter(schemas_enable=True).to_records(messages.where(F.col("topic") == "orders"))
     assert one_topic.schema["headers"].metadata[HEADER_VALUES_METADATA][VALUE_SCHEMA_HEADER] == []
     assert _jobs_while(spark, "unwrap-one-topic", lambda: unwrap.apply(one_topic)) == 0
+
+
+def test_a_batch_decoded_with_the_schemas_met_before_is_the_searched_decode_or_fails(
+    spark: SparkSession,
+) -> None:
+    """``to_records(assume_met=True)`` (a sink's batch after its first, with no job searching the
+    batch for its schemas) gives exactly what the searched decode gives while every envelope
+    carries a schema met before; a record with another schema fails the job with ``UNMET_SCHEMA``
+    when it is read (the sink then searches), and nothing typed from the wrong schema comes out."""
+    from pyspark.sql import functions as F
+
+    from sluice.connectors.converters import converter_for
+    from sluice.connectors.envelopes import UNMET_SCHEMA
+
+    def fresh() -> JsonConverter:
+        converter = converter_for(
+            {
+                "value.converter": "json",
+                "value.converter.schemas.enable": "true",
+                "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+            }
+        )
+        assert isinstance(converter, JsonConverter)
+        return converter
+
+    def rows(df: DataFrame) -> list[tuple[object, ...]]:
+        return [(r["offset"], r["key"].asDict(), r["value"].asDict()) for r in df.orderBy("offset").collect()]
+
+    converter = fresh()
+    assert not converter.knows_schemas(["t"])  # nothing met yet
+    rows(converter.to_records(_batch(spark, 0, [V1, V2])))
+    assert converter.knows_schemas(["t"]) and not converter.knows_schemas(["t", "u"])
+
+    same = _batch(spark, 2, [V2, V1, V2])
+    assumed = rows(converter.to_records(same, assume_met=True))
+    assert assumed == rows(fresh().to_records(same))
+    assert assumed == [(2, {"id": 2}, {"id": 2, "note": "n2"}), (3, {"id": 3}, {"id": 3, "note": None}),
+                       (4, {"id": 4}, {"id": 4, "note": "n4"})]  # fmt: skip
+
+    # A third schema (a column added): reading its record fails; not reading it does not.
+    v3 = [*V2, ("extra", "int64")]
+    grown = _batch(spark, 5, [V2, v3])
+    with pytest.raises(Exception, match=UNMET_SCHEMA):
+        rows(converter.to_records(grown, assume_met=True))
+    older = converter.to_records(grown, assume_met=True).where("offset = 5")
+    assert rows(older) == [(5, {"id": 5}, {"id": 5, "note": "n5"})]
+    # A key with a schema not met is caught as well.
+    other_key = _batch(spark, 7, [V1]).withColumn(
+        "keys", F.lit(_compact([("id", "int64")], {"id": 7}).decode())
+    )
+    with pytest.raises(Exception, match=UNMET_SCHEMA):
+        rows(converter.to_records(other_key, assume_met=True))
+
+    # Envelopes laid out otherwise than Kafka writes them have no prefix to remember: once a
+    # searched batch met one, batches are searched again.
+    rows(converter.to_records(_batch(spark, 8, [V2], spaced=True)))
+    assert not converter.knows_schemas(["t"])
+    rows(converter.to_records(grown))
+    assert converter.knows_schemas(["t"])
