@@ -189,10 +189,10 @@ def unmet_schema(text: Column, known: Sequence[tuple[str, str]]) -> Column:
     """Whether ``text`` is an envelope whose ``(topic, schema prefix)`` is none of ``known``.
 
     A sink decodes a batch with the schemas it met before and no search (``SeenPrefixes``),
-    wrapping each decoded column in ``F.when(unmet_schema(...), F.raise_error(UNMET_SCHEMA))``:
-    whatever reads a record typed from the wrong schema fails the job, and a record nothing reads
-    (filtered out by its topic, say) was never typed at all. Known prefixes are tried first, so
-    the envelope test runs only for what matches none.
+    wrapping the raw texts the parse reads in ``F.when(unmet_schema(...), F.raise_error(UNMET_SCHEMA))``
+    (converters._raising_on_unmet): parsing a record of another schema fails the job, and a record
+    nothing parses (filtered out by its topic, say) was never typed at all. Known prefixes are tried
+    first, so the envelope test runs only for what matches none.
     """
     # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F

@@ -261,7 +261,7 @@ def test_a_batch_decoded_with_the_schemas_met_before_is_the_searched_decode_or_f
     """``to_records(assume_met=True)`` (a sink's batch after its first, with no job searching the
     batch for its schemas) gives exactly what the searched decode gives while every envelope
     carries a schema met before; a record with another schema fails the job with ``UNMET_SCHEMA``
-    when it is read (the sink then searches), and nothing typed from the wrong schema comes out."""
+    when it is parsed (the sink then searches), and nothing typed from the wrong schema comes out."""
     from pyspark.sql import functions as F
 
     from sluice.connectors.converters import converter_for
@@ -292,7 +292,7 @@ def test_a_batch_decoded_with_the_schemas_met_before_is_the_searched_decode_or_f
     assert assumed == [(2, {"id": 2}, {"id": 2, "note": "n2"}), (3, {"id": 3}, {"id": 3, "note": None}),
                        (4, {"id": 4}, {"id": 4, "note": "n4"})]  # fmt: skip
 
-    # A third schema (a column added): reading its record fails; not reading it does not.
+    # A third schema (a column added): parsing its record fails; filtering it out first does not.
     v3 = [*V2, ("extra", "int64")]
     grown = _batch(spark, 5, [V2, v3])
     with pytest.raises(Exception, match=UNMET_SCHEMA):
