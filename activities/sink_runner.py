@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from sluice.activities.bad_records import checked_records
 from sluice.activities.dead_letters import route_bad_records
 from sluice.activities.runner import TaskSetup, next_plan
-from sluice.activities.spark_binding import batch_table
+from sluice.activities.spark_binding import batch_table, parsed_once
 from sluice.connectors.api import (
     OrdersBarriers,
     RejectedRecordsError,
@@ -227,7 +227,7 @@ class SinkRunner:
             return False
         decoded = converter.to_records(messages, value_read(self.setup.chain), assume_met=True)
         try:
-            self._write_strict(apply_chain(self.setup.chain, decoded), plan)
+            self._write_strict(apply_chain(self.setup.chain, parsed_once(decoded)), plan)
         except Exception as exc:
             if UNMET_SCHEMA not in str(exc):
                 raise
@@ -249,12 +249,12 @@ class SinkRunner:
             if self.notice is None:
                 self.notice = self.setting_notice(messages)
             decoded = self.setup.converter.to_records(messages, value_read(self.setup.chain))
-            records = apply_chain(self.setup.chain, decoded)
             if self.tolerates:
+                records = apply_chain(self.setup.chain, decoded)
                 with checked_records(records, self.setup, originals=messages) as good:
                     self._write_tolerating(good, plan, messages)
             else:
-                self._write_strict(records, plan)
+                self._write_strict(apply_chain(self.setup.chain, parsed_once(decoded)), plan)
         finally:
             messages.unpersist()
 

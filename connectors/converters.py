@@ -180,16 +180,11 @@ class Converter(ABC):
         )
         return _flag_unsendable(messages)
 
-    def envelope_texts(self) -> list[str]:
-        """The texts read from Connect envelopes, whose schemas a batch must know: ``value``
-        and/or ``key``."""
-        return [*(["value"] if self.discovers_envelopes else []), *(["key"] if self.key_envelopes else [])]
-
     def knows_schemas(self, topics: Iterable[str]) -> bool:
         """Whether a batch of ``topics`` may be decoded with the schemas met before
         (``to_records(assume_met=True)``): nothing to search, or every envelope of the last batch
         searched was remembered and the values of each topic have been met."""
-        if not self.envelope_texts():
+        if not (self.discovers_envelopes or self.key_envelopes):
             return True
         seen = self.seen_prefixes
         return seen.complete and (not self.discovers_envelopes or seen.knows_topics("value", topics))
@@ -202,7 +197,7 @@ class Converter(ABC):
         envelopes is parsed only that far.
 
         ``assume_met``: the envelopes' schemas are taken to be those met in earlier batches, with no
-        Spark job to search the batch for them; reading a record whose schema is another raises
+        Spark job to search the batch for them; parsing a record whose schema is another raises
         ``UNMET_SCHEMA`` in the job (envelopes.unmet_schema), and the caller decodes again
         without the assumption."""
         # pyspark: config validation imports this module (via connectors.plugins)

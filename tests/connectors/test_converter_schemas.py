@@ -154,12 +154,9 @@ def _batch(
     return spark.createDataFrame(rows, READ_SCHEMA)
 
 
-def test_one_task_s_converter_decodes_each_batch_with_its_own_schemas(spark: SparkSession) -> None:
-    """A sink task keeps its converter: schemas met in a batch are recognised cheaply in the next
-    (envelopes.SeenPrefixes), and a batch still gets exactly its own schemas — a column added in
-    the middle of the stream lands, and a batch after it does not carry the old schema along."""
+def _envelope_converter() -> JsonConverter:
+    """A sink task's converter for keys and values in Connect envelopes (Kafka's default)."""
     from sluice.connectors.converters import converter_for
-    from sluice.connectors.envelopes import envelope_prefixes, utf8_text
 
     converter = converter_for(
         {
@@ -168,6 +165,17 @@ def test_one_task_s_converter_decodes_each_batch_with_its_own_schemas(spark: Spa
             "key.converter": "org.apache.kafka.connect.json.JsonConverter",
         }
     )
+    assert isinstance(converter, JsonConverter)
+    return converter
+
+
+def test_one_task_s_converter_decodes_each_batch_with_its_own_schemas(spark: SparkSession) -> None:
+    """A sink task keeps its converter: schemas met in a batch are recognised cheaply in the next
+    (envelopes.SeenPrefixes), and a batch still gets exactly its own schemas — a column added in
+    the middle of the stream lands, and a batch after it does not carry the old schema along."""
+    from sluice.connectors.envelopes import envelope_prefixes, utf8_text
+
+    converter = _envelope_converter()
     v1, v2 = V1, V2
 
     def batch(start: int, versions: list[list[tuple[str, str]]], spaced: bool = False) -> DataFrame:
@@ -264,19 +272,9 @@ def test_a_batch_decoded_with_the_schemas_met_before_is_the_searched_decode_or_f
     when it is parsed (the sink then searches), and nothing typed from the wrong schema comes out."""
     from pyspark.sql import functions as F
 
-    from sluice.connectors.converters import converter_for
     from sluice.connectors.envelopes import UNMET_SCHEMA
 
-    def fresh() -> JsonConverter:
-        converter = converter_for(
-            {
-                "value.converter": "json",
-                "value.converter.schemas.enable": "true",
-                "key.converter": "org.apache.kafka.connect.json.JsonConverter",
-            }
-        )
-        assert isinstance(converter, JsonConverter)
-        return converter
+    fresh = _envelope_converter
 
     def rows(df: DataFrame) -> list[tuple[object, ...]]:
         return [(r["offset"], r["key"].asDict(), r["value"].asDict()) for r in df.orderBy("offset").collect()]

@@ -148,3 +148,35 @@ def test_a_filtering_transform_never_drops_a_record_that_did_not_decode(
     rows = {r["offset"]: r[ERROR_COLUMN] for r in out.collect()}
     assert rows[0] is None
     assert "body is not a Connect JSON envelope" in rows[1]
+
+
+def test_a_sink_chain_s_filter_stays_above_the_parse(spark: SparkSession) -> None:
+    """``parsed_once``: ``ExtractNewRecordState``'s filter is not pushed below the converter's
+    parse (Spark would parse each message again for every use of the value in the filter), the
+    records are the same, and the collected batch has only the record columns."""
+    from sluice.activities.spark_binding import PARSE_BARRIER, batch_table, parsed_once
+
+    chain = build_chain(UNWRAP)
+    messages = _envelope_messages(spark, _records(spark))
+
+    def decoded() -> DataFrame:
+        converter = JsonConverter(schemas_enable=True)
+        converter.key_envelopes = True
+        return converter.to_records(messages, value_read(chain))
+
+    def filter_conditions(df: DataFrame) -> list[str]:
+        plan = df._jdf.queryExecution().optimizedPlan()
+        found: list[str] = []
+        for line in plan.toString().splitlines():
+            if line.lstrip(" :+-").startswith("Filter "):
+                found.append(line)
+        return found
+
+    pushed = apply_chain(chain, decoded())
+    kept = apply_chain(chain, parsed_once(decoded()))
+    assert any("from_json" in c for c in filter_conditions(pushed))  # what parsed_once prevents
+    assert filter_conditions(kept) and not any("from_json" in c for c in filter_conditions(kept))
+    assert _rows(kept.drop(PARSE_BARRIER)) == _rows(pushed)
+    table = batch_table(kept)
+    assert PARSE_BARRIER not in table.column_names
+    assert table.column_names == batch_table(pushed).column_names
