@@ -227,7 +227,7 @@ class SinkRunner:
             return False
         decoded = converter.to_records(messages, value_read(self.setup.chain), assume_met=True)
         try:
-            self._write_strict(apply_chain(self.setup.chain, parsed_once(decoded)), plan)
+            self._write_strict(decoded, plan)
         except Exception as exc:
             if UNMET_SCHEMA not in str(exc):
                 raise
@@ -254,7 +254,7 @@ class SinkRunner:
                 with checked_records(records, self.setup, originals=messages) as good:
                     self._write_tolerating(good, plan, messages)
             else:
-                self._write_strict(apply_chain(self.setup.chain, parsed_once(decoded)), plan)
+                self._write_strict(decoded, plan)
         finally:
             messages.unpersist()
 
@@ -262,10 +262,12 @@ class SinkRunner:
     def tolerates(self) -> bool:
         return self.config.get("errors.tolerance") == "all"
 
-    def _write_strict(self, records: DataFrame, plan: BatchPlan) -> None:
-        """Without tolerance: the batch collected in one job and checked on the driver
+    def _write_strict(self, decoded: DataFrame, plan: BatchPlan) -> None:
+        """Without tolerance: the converter's records transformed (each filter kept above the
+        parse: spark_binding.parsed_once), collected in one job and checked on the driver
         (records.good_arrow_records), so the converter's parse runs once; anything flagged, or
         refused by the target, fails the task naming the record."""
+        records = apply_chain(self.setup.chain, parsed_once(decoded))
         table = good_arrow_records(batch_table(records), f"connector {self.connector}")
         try:
             self.task.write(table, plan)

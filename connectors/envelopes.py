@@ -156,7 +156,7 @@ def envelope_prefixes(
         prefix = F.when(is_envelope(text), F.substring_index(text, PAYLOAD_KEY, 1))
         known = known_of[name]
         if known:
-            matches = [(F.col("topic") == t) & text.startswith(p + PAYLOAD_KEY) for t, p in known]
+            matches = _prefix_matches(text, known)
             token = F.when(matches[0], F.lit(f"{_SEEN_TOKEN}0"))
             for i, match in enumerate(matches[1:], start=1):
                 token = token.when(match, F.lit(f"{_SEEN_TOKEN}{i}"))
@@ -198,9 +198,18 @@ def unmet_schema(text: Column, known: Sequence[tuple[str, str]]) -> Column:
     from pyspark.sql import functions as F
 
     met = F.lit(False)
-    for topic, prefix in known:
-        met = met | ((F.col("topic") == topic) & text.startswith(prefix + PAYLOAD_KEY))
+    for match in _prefix_matches(text, known):
+        met = met | match
     return text.isNotNull() & ~met & is_envelope(text)
+
+
+def _prefix_matches(text: Column, known: Sequence[tuple[str, str]]) -> list[Column]:
+    """Per known ``(topic, schema prefix)``: whether ``text`` is an envelope of it, by a byte
+    comparison (a record of that topic starting with the prefix and ``PAYLOAD_KEY``)."""
+    # pyspark: config validation imports this module (via connectors.plugins)
+    from pyspark.sql import functions as F
+
+    return [(F.col("topic") == topic) & text.startswith(prefix + PAYLOAD_KEY) for topic, prefix in known]
 
 
 #: Metadata of ``decode_envelopes``' ``own_column``: every value the column takes (known on the
