@@ -21,6 +21,7 @@ from sluice.activities.heartbeat import Heartbeater
 from sluice.activities.runner import BatchRunner, TaskSetup
 from sluice.activities.sink_runner import SinkRunner
 from sluice.activities.source_runner import SourceRunner
+from sluice.activities.spark import label_jobs
 from sluice.activities.task_metrics import BatchMeter, partition_lag
 from sluice.activities.validation import secret_fields, validate_config
 from sluice.connectors.api import (
@@ -151,9 +152,7 @@ class ConnectorActivities:
                     hb.sleep(idle_s)
                     continue
                 hb.progress.phase = f"batch {plan.batch_id}" + (" (re-run)" if rerun else "")
-                spark.sparkContext.setJobGroup(
-                    group, f"{inp.connector} task {inp.task_id} batch {plan.batch_id}"
-                )
+                label_jobs(spark, group, f"{inp.connector} task {inp.task_id} batch {plan.batch_id}")
                 t0 = time.perf_counter()
                 records = runner.run(plan, rerun)
                 ran, planned = time.perf_counter() - t0, t0 - t_plan

@@ -75,6 +75,15 @@ def _quiet_task_size_warnings(session: SparkSession) -> None:
     )
 
 
+def label_jobs(session: SparkSession, group: str, description: str) -> None:
+    """Name the Spark jobs the calling thread starts next (a task's batch), for Spark's UI and logs.
+
+    A classic session sets the thread's job group; a Spark Connect session has no SparkContext, so
+    nothing is labelled there (its jobs still run)."""
+    if getattr(session, "_jvm", None) is not None:
+        session.sparkContext.setJobGroup(group, description)
+
+
 def _activate_for_this_thread(session: SparkSession) -> None:
     """Make the session the JVM's active one for the calling thread.
 
