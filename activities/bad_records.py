@@ -48,4 +48,5 @@ def checked_records(
             error = bad_record_error(exc)
             if error is None:
                 raise
+            setup.meters.record_errors(1)  # the batch stops at the first bad record it meets
             raise error from None

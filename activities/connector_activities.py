@@ -11,6 +11,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterator
+from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, CancelledError
@@ -18,6 +19,7 @@ from temporalio.exceptions import ApplicationError, CancelledError
 from sluice.activities.context import RuntimeContext
 from sluice.activities.errors import config_error, task_failure
 from sluice.activities.heartbeat import Heartbeater
+from sluice.activities.metrics import TaskMeters, TaskPhase
 from sluice.activities.runner import BatchRunner, TaskSetup
 from sluice.activities.sink_runner import SinkRunner
 from sluice.activities.source_runner import SourceRunner
@@ -123,22 +125,24 @@ class ConnectorActivities:
         """Loop micro-batches until cancelled; resume from the offset store on every (re)start."""
         with self._classified(inp):
             runner = self._runner(inp)
+        runner.setup.meters.started(retry=inp.attempt > 1)
         try:
             outcome = self._loop(inp, runner)
         finally:
+            runner.setup.meters.ended()
             self._close(inp, runner)
         return outcome
 
     def _loop(self, inp: TaskInput, runner: BatchRunner) -> TaskOutcome:
         spark = self.ctx.spark
+        meters = runner.setup.meters
         group = f"sluice/{inp.connector}/{inp.task_id}"
         with Heartbeater() as hb, self._classified(inp):
             hb.progress.phase = "running"
             runner.ensure_topic()
             idle_s = runner.setup.poll_interval_s
             reported: str | None = None
-            # Sinks count queue offsets (records); a source says what its positions count.
-            meter = BatchMeter(getattr(getattr(runner, "task", None), "position_unit", "records"))
+            meter = BatchMeter(meters.lag_unit)
             while not hb.should_stop():
                 t_plan = time.perf_counter()
                 plan, rerun = runner.next_plan()
@@ -148,13 +152,21 @@ class ConnectorActivities:
                     reported = waiting
                 if plan is None:
                     self._report_metrics(inp, meter.idle(runner.setup.backlog))
+                    meters.lag(partition_lag(runner.setup.backlog, None))
+                    meters.phase(TaskPhase.IDLE)
                     hb.progress.phase = "idle"
                     hb.sleep(idle_s)
                     continue
                 hb.progress.phase = f"batch {plan.batch_id}" + (" (re-run)" if rerun else "")
+                meters.phase(TaskPhase.RUNNING)
                 label_jobs(spark, group, f"{inp.connector} task {inp.task_id} batch {plan.batch_id}")
                 t0 = time.perf_counter()
-                records = runner.run(plan, rerun)
+                meters.planned(t0 - t_plan)
+                try:
+                    records = runner.run(plan, rerun)
+                except BaseException:
+                    meters.failed()
+                    raise
                 ran, planned = time.perf_counter() - t0, t0 - t_plan
                 timing.debug("%s task %s batch %s: %s records in %.2f s (planned in %.2f s)",
                              inp.connector, inp.task_id, plan.batch_id, records, ran, planned)  # fmt: skip
@@ -163,8 +175,10 @@ class ConnectorActivities:
                 hb.progress.last_committed_batch = plan.batch_id
                 hb.progress.batches += 1
                 hb.progress.records += records
-                hb.progress.lag = partition_lag(runner.setup.backlog, plan) or {}
+                lag = partition_lag(runner.setup.backlog, plan)
+                hb.progress.lag = lag or {}
                 hb.beat()
+                meters.committed(records, ran, lag)
                 self._report_metrics(inp, meter.committed(plan, records, runner.setup.backlog))
             outcome = TaskOutcome(inp.task_id, hb.progress.batches, hb.progress.records)
         if activity.is_cancelled():
@@ -209,11 +223,13 @@ class ConnectorActivities:
             raw = resolve_secrets(inp.config, self.ctx.secret_providers())
             connector_cls = load_connector_class(inp.config["connector.class"])
             parsed = connector_cls().parse(raw)
-            setup = TaskSetup(self.ctx, inp.connector, parsed, converter_for(parsed), build_chain(parsed))
             if issubclass(connector_cls, SourceConnector):
-                return SourceRunner(setup, open_source_task(connector_cls, raw, inp.task_id))
+                task = open_source_task(connector_cls, raw, inp.task_id)
+                meters = TaskMeters(inp.connector, inp.task_id, "source", task.position_unit)
+                return SourceRunner(self._setup(inp, parsed, meters), task)
             if issubclass(connector_cls, SinkConnector):
                 sink = open_sink_task(connector_cls, raw, inp.task_id)
+                setup = self._setup(inp, parsed, TaskMeters(inp.connector, inp.task_id, "sink"))
                 if isinstance(sink, TransactionalSink):
                     sink.bind_positions(self.ctx.store.committer())
                 activity.logger.info(
@@ -224,6 +240,11 @@ class ConnectorActivities:
             raise config_error(inp.connector, str(exc)) from exc
         raise config_error(
             inp.connector, f"{inp.config.get('connector.class')} is neither a source nor a sink"
+        )
+
+    def _setup(self, inp: TaskInput, parsed: dict[str, Any], meters: TaskMeters) -> TaskSetup:
+        return TaskSetup(
+            self.ctx, inp.connector, parsed, converter_for(parsed), build_chain(parsed), meters=meters
         )
 
     @staticmethod

@@ -100,6 +100,7 @@ def route_bad_records(records: DataFrame, setup: TaskSetup, originals: DataFrame
     bad = records.where(F.col(ERROR_COLUMN).isNotNull())
     count = bad.count()
     if count:
+        setup.meters.record_errors(count)
         first = "; ".join(f"{position(t, p, o)}: {e}" for t, p, o, e in bad_records(records, 3))
         topic = str(setup.config.get("errors.deadletterqueue.topic.name") or "")
         if topic:
@@ -114,6 +115,7 @@ def route_bad_records(records: DataFrame, setup: TaskSetup, originals: DataFrame
                 .mode("append")
                 .save()
             )
+            setup.meters.dead_letters(count)
         log.warning(
             "connector %s: %d bad record(s) tolerated%s (errors.tolerance=all): %s",
             setup.connector, count, f", sent to dead-letter topic {topic}" if topic else ", skipped", first,

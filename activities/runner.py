@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from sluice.activities.metrics import TaskMeters
 from sluice.connectors.model import BatchPlan, DataLossPolicy
 from sluice.connectors.planner import PlanRequest, PositionView, plan_next
 
@@ -13,6 +14,9 @@ if TYPE_CHECKING:
     from sluice.activities.context import RuntimeContext
     from sluice.connectors.converters import Converter
     from sluice.connectors.transforms import Transform
+
+
+UNNAMED_TASK = "-"
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,8 @@ class TaskSetup:
     chain: list[Transform] = field(default_factory=list)
     # The last planning's backlog per partition (PlanDecision.backlog), for the lag in status.
     backlog: dict[str, int | None] = field(default_factory=dict)
+    # The task's Prometheus series (the task activity's; a standalone runner's stay unscraped).
+    meters: TaskMeters = field(default_factory=lambda: TaskMeters(UNNAMED_TASK, -1, "source"))
 
     @property
     def data_loss(self) -> DataLossPolicy:
@@ -87,4 +93,3 @@ class BatchRunner(Protocol):
     def waiting_for(self) -> str:
         """What the task waits for, for status ("" when nothing: it is reading or idle)."""
         ...
-

@@ -16,6 +16,7 @@ from datetime import timedelta
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Worker
 
 from sluice.activities.connector_activities import ConnectorActivities
@@ -23,6 +24,7 @@ from sluice.activities.context import RuntimeContext
 from sluice.activities.offsets import OffsetActivities
 from sluice.activities.reports import TaskReporter
 from sluice.activities.warm_up import start_warm_up
+from sluice.worker.metrics_server import MetricsPortError, MetricsServer, free_loopback_address
 from sluice.worker.settings import Settings, settings
 from sluice.worker.temporal_client import connect
 from sluice.workflows import search_attributes
@@ -83,8 +85,20 @@ def build_worker(
     )
 
 
+def sdk_metrics_runtime(address: str) -> Runtime:
+    """A Temporal runtime exporting the SDK's metrics on ``address`` (folded into /metrics)."""
+    prometheus = PrometheusConfig(bind_address=address, counters_total_suffix=True, durations_as_seconds=True)
+    return Runtime(telemetry=TelemetryConfig(metrics=prometheus))
+
+
 async def run_worker(settings: Settings) -> None:
-    client = await connect(settings.temporal_address, settings.temporal_namespace)
+    # First, before anything connects: a taken port stops the worker with nothing half-started.
+    sdk_address = free_loopback_address()
+    metrics = MetricsServer(settings.metrics_host, settings.metrics_port, sdk_address)
+    log.info("metrics on http://%s:%d/metrics", settings.metrics_host, metrics.port)
+    client = await connect(
+        settings.temporal_address, settings.temporal_namespace, sdk_metrics_runtime(sdk_address)
+    )
     await check_search_attributes(client, settings.temporal_namespace)
     ctx = RuntimeContext(settings.runtime)
     ctx.reporter = TaskReporter(client, asyncio.get_running_loop())
@@ -105,12 +119,13 @@ async def run_worker(settings: Settings) -> None:
             await stop.wait()
             log.info("shutting down: current batches finish, then the worker stops")
     ctx.close()
+    metrics.close()
 
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         asyncio.run(run_worker(settings()))
-    except MissingSearchAttributesError as exc:
+    except (MissingSearchAttributesError, MetricsPortError) as exc:
         print(f"sluice worker: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None

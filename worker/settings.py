@@ -90,6 +90,10 @@ class Settings(BaseSettings):
     store_schema: str = Field(default="sluice", min_length=1)
     namesrv: str = Field(default_factory=_local(lambda s: s.namesrv_address), min_length=1)
     max_tasks: int = Field(default=8, ge=1)
+    #: `sluice worker` serves Prometheus metrics and /healthz here (worker.metrics_server); 0 takes
+    #: any free port (tests). Loopback only unless asked: a cluster sets 0.0.0.0.
+    metrics_host: str = Field(default="127.0.0.1", min_length=1)
+    metrics_port: int = Field(default=9464, ge=0, le=65535)
     payload_key: SecretStr | None = None
     #: Fernet key sealing literal secrets of connector configs (connectors.sealing); unset: the
     #: local key file ``<state_dir>/secrets.key``, created on first use.
