@@ -95,7 +95,6 @@ async def run_worker(settings: Settings) -> None:
     # First, before anything connects: a taken port stops the worker with nothing half-started.
     sdk_address = free_loopback_address()
     metrics = MetricsServer(settings.metrics_host, settings.metrics_port, sdk_address)
-    log.info("metrics on http://%s:%d/metrics", settings.metrics_host, metrics.port)
     client = await connect(
         settings.temporal_address, settings.temporal_namespace, sdk_metrics_runtime(sdk_address)
     )
@@ -115,7 +114,11 @@ async def run_worker(settings: Settings) -> None:
             log.info(
                 "sluice worker polling task queue %s at %s", settings.task_queue, settings.temporal_address
             )
-            print(f"sluice worker ready on task queue {settings.task_queue}", flush=True)
+            print(
+                f"sluice worker ready on task queue {settings.task_queue}, "
+                f"metrics on http://{settings.metrics_host}:{metrics.port}/metrics",
+                flush=True,
+            )
             await stop.wait()
             log.info("shutting down: current batches finish, then the worker stops")
     ctx.close()

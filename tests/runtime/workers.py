@@ -85,6 +85,8 @@ def _runtime_env(**extra: str) -> RuntimeEnv:
         # Two cores, as in production: batches are split into several Spark partitions.
         "SLUICE_SPARK_MASTER": "local[2]",
         "SLUICE_SPARK_DRIVER_MEMORY": "1g",
+        # Several workers run at once: each serves its metrics on a free port (named in its log).
+        "SLUICE_METRICS_PORT": "0",
         **extra,
     }
     return RuntimeEnv(queue, schema, env)
