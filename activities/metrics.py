@@ -127,7 +127,12 @@ class TaskMeters:
 
     def started(self, retry: bool) -> None:
         """The task activity started here; ``retry``: it runs again after a failed or lost attempt."""
-        self._records.inc(0)  # the series exist from the start, so rate() starts at 0
+        # The series exist from the start, so rate() starts at 0 and "no commit for N minutes"
+        # can fire for a task that never commits.
+        self._records.inc(0)
+        OFFSET_COMMITS.labels(*self.labels, "success").inc(0)
+        for counter in (RECORD_ERRORS, DEAD_LETTERS, TASK_RETRIES):
+            counter.labels(*self.labels).inc(0)
         if retry:
             TASK_RETRIES.labels(*self.labels).inc()
 
