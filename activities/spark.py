@@ -4,20 +4,61 @@ A cold SparkSession costs ~7 s and a first job several more (docs/design.md), so
 the test session) builds it once and every task reuses it; the master is configuration (local[*],
 spark://…, k8s://… or a Spark Connect sc:// URL), never code: the caller hands it in from the
 process's settings (worker.settings), so this module reads no configuration of its own.
+
+Off ``local``, Python code runs in processes Sluice did not start: a cluster's executors, or the
+Spark Connect server and its executors. They must import the same ``sluice`` the worker runs
+(the data sources, the functions over Arrow batches), so the session ships it: a zip of the
+installed ``sluice`` package added to the session's Python files (docs/spark-clusters.md).
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import socket
 import sys
+import tempfile
 import threading
+import zipfile
+from importlib.util import find_spec
+from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 _lock = threading.Lock()
 _session: SparkSession | None = None
+
+#: How long a worker waits for the master's port before refusing to start.
+CONNECT_TIMEOUT_S = 5.0
+#: The ports Spark listens on when a master URL names none.
+DEFAULT_PORTS = {"spark": 7077, "sc": 15002}
+#: The folders of the ``sluice`` package (pyproject.toml maps each to a folder of the repository).
+SHIPPED_PACKAGES = ("sluice", "sluice.activities", "sluice.connectors", "sluice.worker",
+                    "sluice.workflows", "sluice.deploy")  # fmt: skip
+#: Spark SQL settings every session gets, classic or Spark Connect (see get_spark for why each).
+SESSION_CONF = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # Driver-side sources hand Spark Arrow tables. Below this threshold Spark keeps them as a
+    # LocalRelation: rows Java-serialised into every task and projections run interpreted by the
+    # optimizer, which made a source batch cost ~2x (bench-pipeline). At 0 the Arrow batches are
+    # decoded column-wise in the tasks, like any scan.
+    "spark.sql.execution.arrow.localRelationThreshold": "0",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+class SparkMasterError(RuntimeError):
+    """No session on the configured master: unreachable, refused, or not supported there. The
+    message names the master and the setting, so a worker stops before it polls any task."""
+
+    def __init__(self, master: str, problem: str) -> None:
+        super().__init__(f"Spark master {master!r} (SLUICE_SPARK_MASTER): {problem}")
+        self.master = master
 
 
 def get_spark(
@@ -35,34 +76,153 @@ def get_spark(
             return _session
         if master is None or driver_memory is None:
             raise RuntimeError("no SparkSession yet: the first get_spark call names the master and memory")
-        # pyspark: the CLI and REST server import this module (worker.settings -> activities.context)
-        from pyspark.sql import SparkSession
-
+        check_reachable(master)
         # Python workers must run this interpreter (the venv with pyarrow and Sluice), not `python3`.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        if master.startswith("sc://"):
-            _session = SparkSession.builder.remote(master).appName(app_name).getOrCreate()
-            return _session
-        _session = (
-            SparkSession.builder.master(master)
-            .appName(app_name)
-            .config("spark.sql.shuffle.partitions", "4")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-            # Driver-side sources hand Spark Arrow tables. Below this threshold Spark keeps them as a
-            # LocalRelation: rows Java-serialised into every task and projections run interpreted
-            # by the optimizer, which made a source batch cost ~2x (bench-pipeline). At 0 the Arrow
-            # batches are decoded column-wise in the tasks, like any scan.
-            .config("spark.sql.execution.arrow.localRelationThreshold", "0")
-            .config("spark.python.worker.reuse", "true")
-            .config("spark.driver.memory", driver_memory)
-            .config("spark.sql.session.timeZone", "UTC")
-            .getOrCreate()
-        )
-        _session.sparkContext.setLogLevel("WARN")
-        _quiet_task_size_warnings(_session)
+        try:
+            if master.startswith("sc://"):
+                session = _connect(master, app_name)
+            else:
+                session = _classic(master, app_name, driver_memory)
+        except Exception as exc:  # Py4J, gRPC or Spark's own: whatever, it names the cause
+            _stop_half_started()
+            raise SparkMasterError(master, f"no Spark session: {_first_line(exc)}") from exc
+        _session = session
         return _session
+
+
+def _classic(master: str, app_name: str, driver_memory: str) -> SparkSession:
+    """A session whose driver is this process's JVM (``local``, ``spark://``, ``k8s://``, ``yarn``)."""
+    # pyspark: the CLI and REST server import this module (worker.settings -> activities.context)
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.driver.memory", driver_memory)
+    )
+    for key, value in SESSION_CONF.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    _quiet_task_size_warnings(session)
+    if not master.startswith("local"):  # local Python workers run this very interpreter and install
+        _ship_to_executors(session)
+    return session
+
+
+def _connect(master: str, app_name: str) -> SparkSession:
+    """A Spark Connect session: the server is the driver; this process holds a gRPC client only.
+
+    The server's own configuration decides memory, UI and Python workers; the SQL settings that
+    shape results (time zone, Arrow) are the session's, set here as on a classic session.
+    """
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.builder.remote(master).appName(app_name).getOrCreate()
+    for key, value in SESSION_CONF.items():
+        session.conf.set(key, value)
+    session.addArtifacts(str(sluice_archive()), pyfile=True)
+    return session
+
+
+def check_reachable(master: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """Refuse a ``spark://`` or ``sc://`` master none of whose addresses accepts a connection.
+
+    Why up front: unreachable, a standalone master costs a minute of registration retries before
+    Spark gives up, and a Connect client retries for minutes more, each with a message that names
+    neither the address nor the setting. Other masters (``local``, ``k8s://``, ``yarn``) are left to
+    Spark.
+    """
+    addresses = _master_addresses(master)
+    if not addresses:
+        return
+    problems = []
+    for host, port in addresses:
+        try:
+            with socket.create_connection((host, port), timeout=timeout_s):
+                return
+        except OSError as exc:
+            problems.append(f"{host}:{port}: {exc.strerror or exc}")
+    raise SparkMasterError(master, "unreachable (" + "; ".join(problems) + ")")
+
+
+def _master_addresses(master: str) -> list[tuple[str, int]]:
+    """``(host, port)`` of each master a ``spark://`` URL lists (several: standby masters) or of
+    a ``sc://`` server; none for other masters."""
+    scheme = master.split("://", 1)[0] if "://" in master else ""
+    if scheme not in DEFAULT_PORTS:
+        return []
+    addresses = []
+    for part in master.split("://", 1)[1].split("/", 1)[0].split(","):
+        try:
+            where = urlsplit(f"//{part}")
+            port = where.port or DEFAULT_PORTS[scheme]
+        except ValueError as exc:
+            raise SparkMasterError(master, f"not a {scheme}:// URL ({exc})") from None
+        if not where.hostname:
+            raise SparkMasterError(master, f"not a {scheme}:// URL (no host)")
+        addresses.append((where.hostname, port))
+    return addresses
+
+
+def _stop_half_started() -> None:
+    """Stop a SparkContext a failed start left behind (a master that refused the application),
+    so nothing keeps running for a session that does not exist."""
+    try:
+        from pyspark import SparkContext
+
+        active = SparkContext._active_spark_context
+        if active is not None:
+            active.stop()
+    except Exception:  # noqa: BLE001 - best effort on the way to the real error
+        pass
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def sluice_archive() -> Path:
+    """A zip of the running ``sluice`` package (its ``.py`` files), built once per process.
+
+    Whatever way Sluice is installed here (the repository's editable install maps folders under
+    ``sluice``; a wheel installs them as they are), the zip lays them out as the one package, so a
+    Python worker that puts it on its path imports exactly the worker's code, ahead of any
+    ``sluice`` installed there."""
+    folder = Path(tempfile.mkdtemp(prefix="sluice-code-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    archive = folder / "sluice.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zipped:
+        for package in SHIPPED_PACKAGES:
+            spec = find_spec(package)
+            roots = list(spec.submodule_search_locations or []) if spec else []
+            if not roots:
+                raise RuntimeError(f"cannot ship {package}: not found as a package")
+            inside = package.replace(".", "/")
+            for source in sorted(Path(roots[0]).rglob("*.py")):
+                relative = source.relative_to(roots[0])
+                nested = relative.parts[0] if len(relative.parts) > 1 else ""
+                if "__pycache__" in relative.parts or f"{package}.{nested}" in SHIPPED_PACKAGES:
+                    continue  # a subpackage shipped from its own folder
+                zipped.write(source, f"{inside}/{relative.as_posix()}")
+    return archive
+
+
+def _ship_to_executors(session: SparkSession) -> None:
+    """Add ``sluice_archive`` to the Python files of the session's executors.
+
+    ``addPyFile`` also puts the zip first on this process's ``sys.path``; the driver keeps
+    importing its own installation (the same code), so the path is restored."""
+    path = list(sys.path)
+    try:
+        session.sparkContext.addPyFile(str(sluice_archive()))
+    finally:
+        sys.path[:] = path
 
 
 def _quiet_task_size_warnings(session: SparkSession) -> None:

@@ -75,7 +75,7 @@ def _app(metrics_app: Any) -> Any:
         if environ.get("PATH_INFO") == HEALTH_PATH:
             start_response("200 OK", [("Content-Type", "text/plain; charset=utf-8")])
             return iter([b"ok\n"])
-        return metrics_app(environ, start_response)  # type: ignore[no-any-return]
+        return metrics_app(environ, start_response)
 
     return app
 
