@@ -23,6 +23,7 @@ from sluice.activities.connector_activities import ConnectorActivities
 from sluice.activities.context import RuntimeContext
 from sluice.activities.offsets import OffsetActivities
 from sluice.activities.reports import TaskReporter
+from sluice.activities.spark import SparkMasterError
 from sluice.activities.warm_up import start_warm_up
 from sluice.worker.metrics_server import MetricsPortError, MetricsServer, free_loopback_address
 from sluice.worker.settings import Settings, settings
@@ -129,6 +130,6 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         asyncio.run(run_worker(settings()))
-    except (MissingSearchAttributesError, MetricsPortError) as exc:
+    except (MissingSearchAttributesError, MetricsPortError, SparkMasterError) as exc:
         print(f"sluice worker: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
