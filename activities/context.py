@@ -42,14 +42,22 @@ class RuntimeContext:
         self._lock = threading.Lock()
         self._store: OffsetStore | None = None
         self._rocketmq: SyncRocketMQClient | None = None
+        self._providers: dict[str, Callable[[str, str], str]] | None = None
         #: set by the worker (its Temporal client and loop); None in tests that run tasks directly
         self.reporter: TaskReporter | None = None
 
     def secret_providers(self) -> dict[str, Callable[[str, str], str]]:
-        """Config providers that need the runtime: ``sealed`` when a sealing key is configured."""
-        if self.settings.sealing_key is None:
-            return {}
-        return {PROVIDER: Sealer(self.settings.sealing_key).unseal}
+        """Config providers that need the runtime: ``sealed`` when a sealing key is configured.
+
+        Built once: the worker calls this before taking work, so ``cryptography`` is imported on
+        one thread. Six tasks starting at once on a fresh worker each imported it in their own
+        thread, beside the workflow sandbox's import hook, and one failed with CPython's
+        ``SystemError: Objects/dictobject.c: bad argument to internal function``."""
+        with self._lock:
+            if self._providers is None:
+                key = self.settings.sealing_key
+                self._providers = {} if key is None else {PROVIDER: Sealer(key).unseal}
+            return self._providers
 
     @property
     def store(self) -> OffsetStore:

@@ -103,6 +103,7 @@ async def run_worker(settings: Settings) -> None:
     ctx = RuntimeContext(settings.runtime)
     ctx.reporter = TaskReporter(client, asyncio.get_running_loop())
     ctx.store  # migrate the schema before taking work  # noqa: B018
+    ctx.secret_providers()  # and import cryptography on this thread (RuntimeContext.secret_providers)
     ctx.spark  # pay the SparkSession start-up once, before the first task  # noqa: B018
     start_warm_up()  # and its first jobs beside the first polls (activities.warm_up)
     stop = asyncio.Event()
