@@ -470,6 +470,13 @@ class JdbcSinkConnector(SinkConnector):
             errors.extend(cross_field_errors(self.parse(raw_config), f"connector {name!r}"))
         return errors
 
+    def task_configs(self, config: Mapping[str, str], max_tasks: int) -> list[dict[str, str]]:
+        """``tasks.max`` tasks of one config, as Kafka Connect's JDBC sink runs: the topics' queues
+        are shared out by task id (activities.sink_runner.assigned). A key always goes to one queue,
+        so each row is written by one task, in order; truncate barriers are ordered across the
+        tasks in the target's transaction (jdbc.barrier_state). A task beyond the queues idles."""
+        return [dict(config) for _ in range(max_tasks)]
+
 
 def own_struct(records: pa.Table, column: str, own_json: str) -> pa.Table:
     """``value`` or ``key`` narrowed to its topic's own fields and types (the json converter merged
