@@ -31,6 +31,8 @@ KUBE_VERSION = "1.30.0"
 #: Kinds from CRDs, whose schemas kubernetes-validate does not bundle: checked by the tests below.
 CRD_KINDS = {("monitoring.coreos.com/v1", "PodMonitor")}
 RELEASE = "sluice"
+#: The first test waits for helm to be built on a machine without it (conftest.BUILD_TIMEOUT_S).
+pytestmark = pytest.mark.timeout(900)
 
 #: A Fernet key (`sluice keygen`) and a database password that must never leave the Secret.
 FERNET_KEY = "x" * 43 + "="
