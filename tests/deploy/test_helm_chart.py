@@ -154,6 +154,11 @@ def test_workers_stop_gracefully_with_their_resources_probes_and_metrics(
     assert main["ports"] == [{"name": "metrics", "containerPort": metrics_port, "protocol": "TCP"}]
     for probe in ("livenessProbe", "readinessProbe"):
         assert main[probe]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    # A standalone cluster's executors connect back to the worker (the driver) at the pod's IP.
+    if values["spark"]["master"].startswith("spark://"):
+        assert env["SPARK_LOCAL_HOSTNAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    else:
+        assert "SPARK_LOCAL_HOSTNAME" not in env
     annotations = pod["metadata"]["annotations"]
     assert annotations["prometheus.io/scrape"] == "true"
     assert annotations["prometheus.io/port"] == str(metrics_port)
