@@ -1,0 +1,165 @@
+"""The same pipelines on every kind of Spark master: ``local[2]``, a standalone cluster
+(``spark://``: a master and one worker from pyspark's own distribution) and Spark Connect (``sc://``:
+a server from the jars pyspark ships). On each, a file pipeline (file -> RocketMQ -> file) and a
+database pipeline (MariaDB -> jdbc-source, read in splits by Spark tasks -> RocketMQ ->
+postgres-sink) run side by side on one real worker, and each output must equal its input.
+
+Off ``local``, the Python code runs in processes the worker did not start (a standalone executor,
+the Connect server's Python workers); they import the zip of ``sluice`` the worker ships
+(activities.spark). Also: a worker whose master is unreachable stops at once, naming the setting.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from sluice.deploy.local.spark_cluster import HOST, ConnectServer, StandaloneCluster, free_port
+from tests.connectors.jdbc_dbs import Db
+from tests.databases import normalized, table_rows
+from tests.runtime.helpers import wait_for
+from tests.runtime.test_file_pipeline import _lines, _pipeline_configs, _read
+from tests.runtime.test_jdbc_source_pipeline import _insert
+
+#: Cores of the standalone cluster's one worker, and so the Spark tasks a batch side may use there.
+STANDALONE_CORES = 2
+
+MASTER_KINDS = [
+    pytest.param("local", id="local"),  # the session's shared worker, on local[2]
+    pytest.param("standalone", marks=pytest.mark.private_worker, id="standalone"),
+    pytest.param("connect", marks=pytest.mark.private_worker, id="connect"),
+]
+
+
+@pytest.fixture
+def spark_master(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, str]]:
+    """The worker environment of one master kind, its cluster or server running meanwhile.
+
+    Function-scoped, each kind used by one test: no two clusters' JVMs at once on a small machine.
+    """
+    kind = request.param
+    if kind == "local":
+        yield {}
+    elif kind == "standalone":
+        with StandaloneCluster(
+            tmp_path_factory.mktemp("spark-standalone"), cores=STANDALONE_CORES
+        ) as cluster:
+            yield {
+                "SLUICE_SPARK_MASTER": cluster.master_url,
+                "SLUICE_BATCH_TASKS": str(STANDALONE_CORES),
+                "SPARK_LOCAL_IP": HOST,  # where the executors reach the worker's driver
+            }
+    else:
+        with ConnectServer(tmp_path_factory.mktemp("spark-connect")) as server:
+            yield {"SLUICE_SPARK_MASTER": server.url}
+
+
+def _orders_rows(url: str, schema: str) -> list[tuple[object, ...]]:
+    """The target's orders (none before the sink created the table), compared by content."""
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            if conn.execute(text("SELECT to_regclass(:t)"), {"t": f'"{schema}".orders'}).scalar() is None:
+                return []
+            rows = conn.execute(
+                text(f'SELECT id, customer, amount, note, created FROM "{schema}".orders ORDER BY id')
+            ).all()
+    finally:
+        engine.dispose()
+    return [tuple(normalized(v) for v in row) for row in rows]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("spark_master", MASTER_KINDS, indirect=True)
+async def test_file_and_database_pipelines_equal_their_inputs(
+    spark_master, runtime_env, start_worker, sluice, stack_config, tmp_path: Path, topic_name,
+    mariadb_db, fresh_schema,
+) -> None:  # fmt: skip
+    runtime_env.env.update(spark_master)
+    source_db = Db.of(mariadb_db)
+    source_db.run(
+        "CREATE TABLE orders (id BIGINT PRIMARY KEY, customer VARCHAR(20) NOT NULL, "
+        "amount DECIMAL(14,2) NOT NULL, note VARCHAR(40), created DATETIME(3) NOT NULL)"
+    )
+    _insert(source_db, range(1, 501))
+    src, dst = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text(_lines(0, 600))
+    start_worker()
+
+    name = uuid.uuid4().hex[:8]
+    prefix = f"M{name}-"
+    file_source, file_sink = _pipeline_configs(src, dst, topic_name, 16 * 1024)
+    connectors = {
+        f"file-src-{name}": file_source,
+        f"file-dst-{name}": file_sink,
+        f"jdbc-{name}": {
+            "connector.class": "jdbc-source",
+            "connection.url": source_db.jdbc_url,
+            "connection.user": source_db.user,
+            "connection.password": source_db.password,
+            "mode": "incrementing",
+            "incrementing.column.name": "id",
+            "table.whitelist": "orders",
+            "topic.prefix": prefix,
+            "batch.max.rows": "500",
+            "read.split.rows": "150",  # a batch is read by several Spark tasks (mapInArrow)
+            "poll.interval.ms": "200",
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter.schemas.enable": "true",
+        },
+        f"pg-{name}": {
+            "connector.class": "postgres-sink",
+            "topics": f"{prefix}orders",
+            "connection.url": stack_config.database_url,
+            "schema": fresh_schema,
+            "table": "orders",
+            "auto.create": "true",
+            "insert.mode": "upsert",
+            "pk.fields": "id",
+            "value.converter": "json",
+            "value.converter.schemas.enable": "true",
+            "poll.interval.ms": "200",
+        },
+    }
+    for connector, config in connectors.items():
+        await sluice.create(connector, config)
+
+    expected_orders = table_rows(source_db.url, "orders")
+    await wait_for(lambda: _read(dst) == _read(src), 240, "the sink file equal to the source file")
+    await wait_for(
+        lambda: _orders_rows(stack_config.database_url, fresh_schema) == expected_orders,
+        240,
+        "the PostgreSQL table equal to the MariaDB table, row by row",
+    )
+    assert len(expected_orders) == 500 and _read(dst) == _lines(0, 600)
+    for connector in connectors:
+        await sluice.delete(connector)
+
+
+@pytest.mark.parametrize("master", ["spark://127.0.0.1:{port}", "sc://127.0.0.1:{port}"])
+def test_unreachable_master_stops_the_worker_naming_the_setting(
+    stack_config, runtime_env, master: str
+) -> None:
+    """Before it polls: the check comes before the SparkSession, seconds, not Spark's minute of
+    retries; the worker exits 2 and its one line says which setting to fix."""
+    url = master.format(port=free_port())  # nothing listens there
+    env = {**runtime_env.env, "SLUICE_SPARK_MASTER": url, "SLUICE_TASK_QUEUE": f"q-{uuid.uuid4().hex[:8]}"}
+    done = subprocess.run(
+        [sys.executable, "-m", "sluice.worker.cli", "worker"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"Spark master {url!r} (SLUICE_SPARK_MASTER): unreachable" in done.stderr
+    assert "sluice worker ready" not in done.stdout
