@@ -47,8 +47,11 @@ lint: venv
 	set -o pipefail; MYPYPATH=$(TYPECHECK) $(BIN)/mypy $$(find -L $(TYPECHECK)/sluice -name '*.py' \
 	    -not -path '*/packaging/*' -not -path '*/__pycache__/*') | sed 's|$(TYPECHECK)/sluice/||'
 
-# The whole suite against the real local stack (CI runs `make lint` beside it: .ci/run).
-test: up
+# The whole suite against the real local stack (CI runs `make lint` beside it: .ci/run). The chart
+# tests' helm is built (once per machine, minutes with empty Go caches) while the stack starts.
+test: venv
+	$(BIN)/python -m sluice.deploy.local.helm > /dev/null & helm_build=$$!; \
+	$(BIN)/sluice stack up; up=$$?; wait $$helm_build; [ $$up -eq 0 ] || exit $$up
 	$(BIN)/pytest -q -ra --durations=25 $(PYTEST_ARGS)
 
 # The lane for iterating: every test that needs neither the stack nor a JVM (markers set from the

@@ -1,6 +1,6 @@
 """The Helm chart (deploy/helm/sluice) and the worker image (deploy/container/Containerfile), offline.
 
-The chart is rendered by a real ``helm`` (tests/deploy/conftest.py) with its defaults, with the
+The chart is rendered by a real ``helm`` (built by deploy/local/helm.py) with its defaults, with the
 production example and with a chart-made Secret; every manifest must validate against the
 Kubernetes 1.30 schemas that the ``kubernetes-validate`` package bundles (strictly: an unknown or
 misspelled field fails). Bad values must stop ``helm`` before anything is rendered, naming the value.
@@ -31,7 +31,7 @@ KUBE_VERSION = "1.30.0"
 #: Kinds from CRDs, whose schemas kubernetes-validate does not bundle: checked by the tests below.
 CRD_KINDS = {("monitoring.coreos.com/v1", "PodMonitor")}
 RELEASE = "sluice"
-#: The first test waits for helm to be built on a machine without it (conftest.BUILD_TIMEOUT_S).
+#: The first test waits for helm to be built on a machine without it (deploy.local.helm.BUILD_TIMEOUT_S).
 pytestmark = pytest.mark.timeout(900)
 
 #: A Fernet key (`sluice keygen`) and a database password that must never leave the Secret.
