@@ -1,8 +1,10 @@
-"""The same pipelines on every kind of Spark master: ``local[2]``, a standalone cluster
-(``spark://``: a master and one worker from pyspark's own distribution) and Spark Connect (``sc://``:
-a server from the jars pyspark ships). On each, a file pipeline (file -> RocketMQ -> file) and a
-database pipeline (MariaDB -> jdbc-source, read in splits by Spark tasks -> RocketMQ ->
-postgres-sink) run side by side on one real worker, and each output must equal its input.
+"""The same pipelines on every kind of Spark master. A standalone cluster (``spark://``: a master
+and one worker from pyspark's own distribution) and Spark Connect (``sc://``: a server from the jars
+pyspark ships) each run a file pipeline (file -> RocketMQ -> file) and a database pipeline (MariaDB
+-> jdbc-source, read in splits by Spark tasks -> RocketMQ -> postgres-sink) side by side on one real
+worker, and each output must equal its input. ``local[2]`` runs the same two pipelines, built from
+the same helpers, in test_file_pipeline.py and test_jdbc_source_pipeline.py (on the session's shared
+worker); not again here, to keep the suite's time.
 
 Off ``local``, the Python code runs in processes the worker did not start (a standalone executor,
 the Connect server's Python workers); they import the zip of ``sluice`` the worker ships
@@ -30,8 +32,8 @@ from tests.runtime.test_jdbc_source_pipeline import _insert
 #: Cores of the standalone cluster's one worker, and so the Spark tasks a batch side may use there.
 STANDALONE_CORES = 2
 
+#: Each kind's worker is a private one: its environment names the master.
 MASTER_KINDS = [
-    pytest.param("local", id="local"),  # the session's shared worker, on local[2]
     pytest.param("standalone", marks=pytest.mark.private_worker, id="standalone"),
     pytest.param("connect", marks=pytest.mark.private_worker, id="connect"),
 ]
@@ -45,10 +47,7 @@ def spark_master(
 
     Function-scoped, each kind used by one test: no two clusters' JVMs at once on a small machine.
     """
-    kind = request.param
-    if kind == "local":
-        yield {}
-    elif kind == "standalone":
+    if request.param == "standalone":
         with StandaloneCluster(
             tmp_path_factory.mktemp("spark-standalone"), cores=STANDALONE_CORES
         ) as cluster:
