@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextvars
 import threading
-import time
 from dataclasses import asdict, dataclass, field
 
 from temporalio import activity
@@ -33,6 +32,8 @@ class Heartbeater:
         self.progress = Progress()
         self._interval_s = interval_s
         self._stop = threading.Event()
+        #: set by the heartbeat thread once the task should stop: wakes ``sleep``
+        self._stopping = threading.Event()
         context = contextvars.copy_context()
         self._thread = threading.Thread(
             target=context.run, args=(self._loop,), name="sluice-heartbeat", daemon=True
@@ -55,12 +56,17 @@ class Heartbeater:
                 self.beat()
             except Exception:  # noqa: BLE001 - a failed heartbeat must not kill the batch
                 activity.logger.warning("heartbeat failed", exc_info=True)
+            if self.should_stop():
+                self._stopping.set()
 
     def should_stop(self) -> bool:
         return activity.is_cancelled() or activity.is_worker_shutdown()
 
     def sleep(self, seconds: float) -> None:
-        """Idle between empty batches, waking early on cancellation."""
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline and not self.should_stop():
-            time.sleep(0.1)
+        """Idle between empty batches, waking early on cancellation.
+
+        Temporal delivers a cancel only in a heartbeat's answer, so the heartbeat thread, which
+        checks after every beat, wakes this: an idle task costs one wake-up a second, not the ten
+        a 0.1 s polling loop cost (a hundred idle connectors on one worker)."""
+        if not self.should_stop():
+            self._stopping.wait(seconds)
