@@ -17,6 +17,7 @@ import atexit
 import functools
 import os
 import py_compile
+import re
 import shutil
 import socket
 import sys
@@ -36,6 +37,8 @@ _session: SparkSession | None = None
 
 #: How long a worker waits for the master's port before refusing to start.
 CONNECT_TIMEOUT_S = 5.0
+#: Retries of a Spark Connect session's first calls (backing off up to 2 s).
+STARTUP_RETRIES = 4
 #: The ports Spark listens on when a master URL names none.
 DEFAULT_PORTS = {"spark": 7077, "sc": 15002}
 #: The folders of the ``sluice`` package (pyproject.toml maps each to a folder of the repository).
@@ -83,7 +86,7 @@ def get_spark(
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         try:
             if master.startswith("sc://"):
-                session = _connect(master, app_name)
+                session = _connect(master)
             else:
                 session = _classic(master, app_name, driver_memory)
         except Exception as exc:  # Py4J, gRPC or Spark's own: whatever, it names the cause
@@ -116,18 +119,32 @@ def _classic(master: str, app_name: str, driver_memory: str) -> SparkSession:
     return session
 
 
-def _connect(master: str, app_name: str) -> SparkSession:
+def _connect(master: str) -> SparkSession:
     """A Spark Connect session: the server is the driver; this process holds a gRPC client only.
 
     The server's own configuration decides memory, UI and Python workers; the SQL settings that
     shape results (time zone, Arrow) are the session's, set here as on a classic session.
     """
     from pyspark.sql import SparkSession
+    from pyspark.sql.connect.client.retries import DefaultPolicy
 
-    session = SparkSession.builder.remote(master).appName(app_name).getOrCreate()
-    for key, value in SESSION_CONF.items():
-        session.conf.set(key, value)
-    session.addArtifacts(str(sluice_archive()), pyfile=True)
+    # No appName: the server's application is the server's, and a builder option would be set by
+    # an RPC inside getOrCreate, before the short retries below apply.
+    session = SparkSession.builder.remote(master).getOrCreate()
+    client = session.client  # a Connect session's gRPC client
+    # The first calls are the start-up check: a port that answers but is no Connect server fails
+    # them in seconds, not after the ten minutes of retries that later calls ride a restart out with.
+    retries = client.get_retry_policies()
+    client.set_retry_policies([DefaultPolicy(max_retries=STARTUP_RETRIES, max_backoff=2000)])
+    try:
+        for key, value in SESSION_CONF.items():
+            session.conf.set(key, value)
+        session.addArtifacts(str(sluice_archive()), pyfile=True)
+    except BaseException:
+        session.stop()  # release the server's session and the channel: nothing half-started
+        raise
+    finally:
+        client.set_retry_policies(retries)
     return session
 
 
@@ -185,7 +202,13 @@ def _stop_half_started() -> None:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
+    """What went wrong, in a line: a Py4J error's own first line names only the Java call that
+    failed, so the Java exception's is used; a gRPC error's is a header, so its details are."""
+    cause = getattr(exc, "java_exception", None)
+    text = str(cause if cause is not None else exc).strip()
+    grpc_details = re.search(r'details = "([^"]*)"', text)
+    if grpc_details:
+        return grpc_details.group(1)
     return text.splitlines()[0] if text else type(exc).__name__
 
 

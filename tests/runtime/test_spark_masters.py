@@ -162,3 +162,20 @@ def test_unreachable_master_stops_the_worker_naming_the_setting(
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"Spark master {url!r} (SLUICE_SPARK_MASTER): unreachable" in done.stderr
     assert "sluice worker ready" not in done.stdout
+
+
+def test_a_port_that_is_no_connect_server_stops_the_worker_in_seconds(stack_config, runtime_env) -> None:
+    """PostgreSQL's port answers but speaks no Spark Connect: the session's first calls retry
+    briefly (not the ten minutes later calls ride a restart out with), and the one line says why."""
+    url = f"sc://{stack_config.host}:{stack_config.pg_port}"
+    env = {**runtime_env.env, "SLUICE_SPARK_MASTER": url, "SLUICE_TASK_QUEUE": f"q-{uuid.uuid4().hex[:8]}"}
+    done = subprocess.run(
+        [sys.executable, "-m", "sluice.worker.cli", "worker"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"Spark master {url!r} (SLUICE_SPARK_MASTER): no Spark session: " in done.stderr
+    assert "sluice worker ready" not in done.stdout
