@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv up down status demo demo-cdc demo-file test test-fast lint bench-rocketmq bench-pipeline bench-db bench-cdc bench-cdc-batch bench-binlog clean-state
+.PHONY: venv up down status demo demo-cdc demo-file test test-fast lint bench-rocketmq bench-pipeline bench-db bench-cdc bench-cdc-batch bench-binlog bench-scale clean-state
 
 $(STAMP): pyproject.toml
 	@command -v java >/dev/null || (apt-get update -q && apt-get install -y -q openjdk-17-jdk-headless)
@@ -76,6 +76,9 @@ bench-cdc-batch: up
 
 bench-binlog: up
 	$(BIN)/python -m bench.binlog_decoders $(BENCH_ARGS)
+
+bench-scale: up
+	$(BIN)/python -m bench.scale_bench $(BENCH_CONNECTORS)
 
 clean-state: down
 	rm -rf .sluice
