@@ -156,6 +156,11 @@ class ConnectServer:
     def process(self) -> ManagedProcess:
         return ManagedProcess("spark-connect", self.state_dir)
 
+    @property
+    def local_dir(self) -> Path:
+        """The server's scratch space: shuffle files, and the files sessions add (``addArtifacts``)."""
+        return self.state_dir / "local"
+
     def start(self, timeout_s: float = 120) -> str:
         """Start the server; return its ``sc://`` URL once it accepts connections."""
         jars = spark_home() / "jars"
@@ -167,7 +172,8 @@ class ConnectServer:
              "--driver-memory", self.driver_memory,
              "--conf", f"spark.connect.grpc.binding.address={HOST}",
              "--conf", f"spark.connect.grpc.binding.port={self.port}",
-             "--conf", "spark.ui.enabled=false"],
+             "--conf", "spark.ui.enabled=false",
+             "--conf", f"spark.local.dir={self.local_dir}"],
             env=_spark_env(self.python),
             cwd=self.state_dir,
         )  # fmt: skip

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -39,26 +40,41 @@ MASTER_KINDS = [
 ]
 
 
+@dataclass(frozen=True)
+class MasterUnderTest:
+    #: what the worker's environment adds to name the master
+    env: dict[str, str]
+    #: where copies of the worker's shipped ``sluice.zip`` land (executor work folders, the
+    #: Connect server's session files)
+    shipped_to: Path
+    #: the pattern of such a copy under ``shipped_to``
+    shipped_glob: str
+
+    def shipped(self) -> list[Path]:
+        return list(self.shipped_to.glob(self.shipped_glob))
+
+
 @pytest.fixture
 def spark_master(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[str, str]]:
-    """The worker environment of one master kind, its cluster or server running meanwhile.
+) -> Iterator[MasterUnderTest]:
+    """One master kind, its cluster or server running meanwhile.
 
     Function-scoped, each kind used by one test: no two clusters' JVMs at once on a small machine.
     """
     if request.param == "standalone":
-        with StandaloneCluster(
-            tmp_path_factory.mktemp("spark-standalone"), cores=STANDALONE_CORES
-        ) as cluster:
-            yield {
+        state = tmp_path_factory.mktemp("spark-standalone")
+        with StandaloneCluster(state, cores=STANDALONE_CORES) as cluster:
+            env = {
                 "SLUICE_SPARK_MASTER": cluster.master_url,
                 "SLUICE_BATCH_TASKS": str(STANDALONE_CORES),
                 "SPARK_LOCAL_IP": HOST,  # where the executors reach the worker's driver
             }
+            yield MasterUnderTest(env, state, "spark-worker-*/app-*/*/sluice.zip")
     else:
         with ConnectServer(tmp_path_factory.mktemp("spark-connect")) as server:
-            yield {"SLUICE_SPARK_MASTER": server.url}
+            env = {"SLUICE_SPARK_MASTER": server.url}
+            yield MasterUnderTest(env, server.local_dir, "**/sluice.zip")
 
 
 def _orders_rows(url: str, schema: str) -> list[tuple[object, ...]]:
@@ -83,7 +99,7 @@ async def test_file_and_database_pipelines_equal_their_inputs(
     spark_master, runtime_env, start_worker, sluice, stack_config, tmp_path: Path, topic_name,
     mariadb_db, fresh_schema,
 ) -> None:  # fmt: skip
-    runtime_env.env.update(spark_master)
+    runtime_env.env.update(spark_master.env)
     source_db = Db.of(mariadb_db)
     source_db.run(
         "CREATE TABLE orders (id BIGINT PRIMARY KEY, customer VARCHAR(20) NOT NULL, "
@@ -140,6 +156,7 @@ async def test_file_and_database_pipelines_equal_their_inputs(
         "the PostgreSQL table equal to the MariaDB table, row by row",
     )
     assert len(expected_orders) == 500 and _read(dst) == _lines(0, 600)
+    assert spark_master.shipped(), "the worker's code did not reach the cluster (sluice_archive)"
     for connector in connectors:
         await sluice.delete(connector)
 
