@@ -191,6 +191,7 @@ async def run(count: int) -> str:
         empty_rss = worker.rss_mb()
 
         config = {"connector.class": "dummy-source", "topic": topic, "records.per.partition": str(RECORDS)}
+        _, writes_before = _store_counters(settings, schema)
         started = time.monotonic()
         await _gathered([client.create(n, config) for n in names])
 
@@ -210,6 +211,9 @@ async def run(count: int) -> str:
         await _settle(worker, quiet_cores=1.0, limit_s=30)  # the last reports and idle polls settle
         history0 = await _history_events(client, names)
         reads0, writes0 = _store_counters(settings, schema)
+        # Each connector ran one batch (its records fit the first, ramped-up one); the rest of the
+        # writes are registering the connector.
+        writes_per_connector = (writes0 - writes_before) / count
         cpu0 = tree_cpu_seconds(worker.proc.pid)
         await asyncio.sleep(IDLE_S)
         idle_cores = (tree_cpu_seconds(worker.proc.pid) - cpu0) / IDLE_S
@@ -246,6 +250,8 @@ async def run(count: int) -> str:
         f"idle_ratio_to_empty_worker={idle_cores / empty_cores if empty_cores else float('nan'):.1f} "
         f"rss_mb={idle_rss:.0f} empty_rss_mb={empty_rss:.0f} "
         f"history_events_per_connector_hour={history_per_hour:.1f} "
+        f"history_events_per_connector_started={history0 / count:.0f} "
+        f"store_rows_written_per_connector_started={writes_per_connector:.1f} "
         f"store_rows_read_per_s={(reads1 - reads0) / IDLE_S:.0f} "
         f"store_rows_written_per_s={(writes1 - writes0) / IDLE_S:.1f} "
         f"resume_after_sigkill_s={resume_s:.1f}"
