@@ -225,6 +225,22 @@ async def run(count: int) -> str:
               f"({empty_rss:.0f} empty), {history_per_hour:.1f} history events/connector/hour",
               flush=True)  # fmt: skip
 
+        # One connector kept busy (batch after batch): the history a working task adds per hour.
+        busy = f"scale-{run_id}-busy"
+        names.append(busy)
+        endless = {"records.per.partition": "100000000", "batch.max.records": "1000"}
+        await client.create(busy, {**config, **endless})
+
+        async def busy_committed() -> bool:
+            tasks = (await client.status(busy)).tasks
+            return bool(tasks) and tasks[0].metrics is not None and tasks[0].metrics.records > 0
+
+        await wait_until(busy_committed, 300, "the busy connector's first batch")
+        busy0 = await _history_events(client, [busy])
+        await asyncio.sleep(IDLE_S)
+        busy_per_hour = (await _history_events(client, [busy]) - busy0) * 3600 / IDLE_S
+        print(f"busy: {busy_per_hour:.0f} history events/hour", flush=True)
+
         worker.proc.send_signal(signal.SIGKILL)
         worker.proc.wait(timeout=30)
         killed = time.monotonic()
@@ -251,6 +267,7 @@ async def run(count: int) -> str:
         f"rss_mb={idle_rss:.0f} empty_rss_mb={empty_rss:.0f} "
         f"history_events_per_connector_hour={history_per_hour:.1f} "
         f"history_events_per_connector_started={history0 / count:.0f} "
+        f"busy_history_events_per_hour={busy_per_hour:.0f} "
         f"store_rows_written_per_connector_started={writes_per_connector:.1f} "
         f"store_rows_read_per_s={(reads1 - reads0) / IDLE_S:.0f} "
         f"store_rows_written_per_s={(writes1 - writes0) / IDLE_S:.1f} "
