@@ -250,9 +250,10 @@ async def run(count: int) -> str:
         async def all_on_new() -> bool:
             return all(w.startswith(new) for w in await _task_workers(client, names))
 
-        await wait_until(all_on_new, 600, f"{count} tasks running on the new worker")
+        await wait_until(all_on_new, 600, f"{len(names)} tasks running on the new worker")
         resume_s = time.monotonic() - killed
-        print(f"all {count} tasks running on the new worker {resume_s:.1f} s after the SIGKILL", flush=True)
+        print(f"all {len(names)} tasks running on the new worker {resume_s:.1f} s after the SIGKILL",
+              flush=True)  # fmt: skip
     finally:
         await _gathered([client.delete(n) for n in names], at_once=20)
         worker.proc.send_signal(signal.SIGTERM)
