@@ -109,7 +109,9 @@ def confluent_configs(source: URL, target: URL, name: str) -> tuple[dict[str, st
 
 
 def tree_cpu_seconds(pid: int | None = None) -> float:
-    """User+system CPU-seconds of ``pid`` (this process) and every live process under it."""
+    """User+system CPU-seconds of ``pid`` (this process) and every live process under it, with what
+    their children that ended used (reaped: ``cutime``/``cstime``), so a Spark Python worker that
+    exits between two readings does not take its CPU out of the second one."""
     root = pid or os.getpid()
     parents: dict[int, int] = {}
     ticks: dict[int, int] = {}
@@ -122,7 +124,7 @@ def tree_cpu_seconds(pid: int | None = None) -> float:
         except OSError:
             continue  # ended meanwhile
         parents[int(entry)] = int(fields[1])
-        ticks[int(entry)] = int(fields[11]) + int(fields[12])  # utime, stime
+        ticks[int(entry)] = sum(int(tick) for tick in fields[11:15])  # utime, stime, cutime, cstime
     total, todo = 0, [root]
     while todo:
         current = todo.pop()

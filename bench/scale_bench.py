@@ -245,6 +245,7 @@ async def run(count: int) -> str:
         worker.proc.wait(timeout=30)
         killed = time.monotonic()
         worker = start_worker(env, workdir / "worker-2.log")
+        ready_s = time.monotonic() - killed
         new = worker.identity
 
         async def all_on_new() -> bool:
@@ -272,7 +273,7 @@ async def run(count: int) -> str:
         f"store_rows_written_per_connector_started={writes_per_connector:.1f} "
         f"store_rows_read_per_s={(reads1 - reads0) / IDLE_S:.0f} "
         f"store_rows_written_per_s={(writes1 - writes0) / IDLE_S:.1f} "
-        f"resume_after_sigkill_s={resume_s:.1f}"
+        f"new_worker_ready_s={ready_s:.1f} resume_after_sigkill_s={resume_s:.1f}"
     )
 
 
