@@ -20,6 +20,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 from sluice.deploy.local.process import ManagedProcess, StackError, port_open, wait_until
 
@@ -53,8 +54,31 @@ def _spark_env(python: str) -> dict[str, str]:
     }
 
 
+class _Started:
+    """``with`` starts it and stops it; a start that fails half-way stops what it started."""
+
+    def start(self) -> str:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
 @dataclass
-class StandaloneCluster:
+class StandaloneCluster(_Started):
     """A standalone master and ``workers`` workers of ``cores`` cores each (``with`` starts and stops).
 
     ``master_url`` is what ``SLUICE_SPARK_MASTER`` is set to; a worker process then runs its
@@ -120,22 +144,9 @@ class StandaloneCluster:
         for proc in reversed(self._processes()):
             proc.stop(timeout_s=20)
 
-    def __enter__(self) -> StandaloneCluster:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
 
 @dataclass
-class ConnectServer:
+class ConnectServer(_Started):
     """A Spark Connect server (``with`` starts and stops it); its own Spark runs on ``master``.
 
     ``url`` is what ``SLUICE_SPARK_MASTER`` is set to. The server, not the client, starts the
@@ -187,19 +198,6 @@ class ConnectServer:
 
     def stop(self) -> None:
         self.process.stop(timeout_s=20)
-
-    def __enter__(self) -> ConnectServer:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
 
 def _main() -> None:

@@ -161,6 +161,15 @@ async def test_file_and_database_pipelines_equal_their_inputs(
         await sluice.delete(connector)
 
 
+def _worker_on(master: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``sluice worker`` run against ``master`` on a queue of its own; it must exit 2 (refused)."""
+    env = {**env, "SLUICE_SPARK_MASTER": master, "SLUICE_TASK_QUEUE": f"q-{uuid.uuid4().hex[:8]}"}
+    command = [sys.executable, "-m", "sluice.worker.cli", "worker"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr[-2000:]
+    return done
+
+
 @pytest.mark.parametrize("master", ["spark://127.0.0.1:{port}", "sc://127.0.0.1:{port}"])
 def test_unreachable_master_stops_the_worker_naming_the_setting(
     stack_config, runtime_env, master: str
@@ -168,15 +177,7 @@ def test_unreachable_master_stops_the_worker_naming_the_setting(
     """Before it polls: the check comes before the SparkSession, seconds, not Spark's minute of
     retries; the worker exits 2 and its one line says which setting to fix."""
     url = master.format(port=free_port())  # nothing listens there
-    env = {**runtime_env.env, "SLUICE_SPARK_MASTER": url, "SLUICE_TASK_QUEUE": f"q-{uuid.uuid4().hex[:8]}"}
-    done = subprocess.run(
-        [sys.executable, "-m", "sluice.worker.cli", "worker"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2, done.stderr[-2000:]
+    done = _worker_on(url, runtime_env.env)
     assert f"Spark master {url!r} (SLUICE_SPARK_MASTER): unreachable" in done.stderr
     assert "sluice worker ready" not in done.stdout
 
@@ -185,14 +186,6 @@ def test_a_port_that_is_no_connect_server_stops_the_worker_in_seconds(stack_conf
     """PostgreSQL's port answers but speaks no Spark Connect: the session's first calls retry
     briefly (not the ten minutes later calls ride a restart out with), and the one line says why."""
     url = f"sc://{stack_config.host}:{stack_config.pg_port}"
-    env = {**runtime_env.env, "SLUICE_SPARK_MASTER": url, "SLUICE_TASK_QUEUE": f"q-{uuid.uuid4().hex[:8]}"}
-    done = subprocess.run(
-        [sys.executable, "-m", "sluice.worker.cli", "worker"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2, done.stderr[-2000:]
+    done = _worker_on(url, runtime_env.env)
     assert f"Spark master {url!r} (SLUICE_SPARK_MASTER): no Spark session: " in done.stderr
     assert "sluice worker ready" not in done.stdout
