@@ -34,7 +34,7 @@ from sluice.connectors.transforms import build_chain
 from sluice.worker.settings import settings_or_exit
 
 if TYPE_CHECKING:
-    from bench.db_bench import Databases
+    from bench.bench_databases import Databases
 
 SIZES = (1, 1_500)
 RUNS = 5
@@ -128,7 +128,7 @@ def report(costs: Sequence[BatchCost]) -> None:
 
 
 def main() -> None:
-    from bench.db_bench import drop_databases, make_databases  # db_bench runs this module too
+    from bench.bench_databases import drop_databases, make_databases
 
     sizes = [int(a) for a in sys.argv[1:]] or list(SIZES)
     run = uuid.uuid4().hex[:8]

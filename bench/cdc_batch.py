@@ -27,9 +27,9 @@ from collections.abc import Callable
 from typing import Any
 
 from bench import db_baselines, db_job
+from bench.bench_databases import drop_databases, make_databases
 from bench.cdc_bench import UPDATE_CHUNK, _execute, configs
 from bench.db_baselines import BENCH_TABLE
-from bench.db_bench import drop_databases, make_databases
 from sluice.activities.context import RuntimeContext
 from sluice.activities.runner import TaskSetup
 from sluice.activities.sink_runner import SinkRunner

@@ -42,8 +42,8 @@ import pymysql
 from sqlalchemy.engine import URL
 
 from bench import db_baselines, db_latency
+from bench.bench_databases import Databases, drop_databases, make_databases
 from bench.db_baselines import BENCH_TABLE, Timed, count_rows, pg_dsn
-from bench.db_bench import Databases, drop_databases, make_databases
 from sluice.activities.context import RuntimeContext
 from sluice.connectors.cdc.mysql import binlog
 from sluice.connectors.cdc.mysql.changes import ROWS, file_index

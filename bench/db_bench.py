@@ -33,10 +33,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL
 
 from bench import batch_cost, db_baselines, db_job, db_latency
+from bench.bench_databases import Databases, drop_databases, make_databases
 from bench.db_baselines import BENCH_TABLE, Timed, count_rows, pg_dsn
 from bench.pipeline_bench import RawRates, raw_rates
 from sluice.activities.context import RuntimeContext
@@ -51,50 +51,6 @@ JOB_ROWS = 200_000
 WARM_UP_TABLE = "bench_warm_up"
 # Records keep their table's schema through RocketMQ in Connect's JSON envelope, as in the demo.
 CONVERTER = {"value.converter": "json", "value.converter.schemas.enable": "true"}
-
-
-@dataclass(frozen=True)
-class Databases:
-    """One MariaDB database and two PostgreSQL databases (source, target), made for this run."""
-
-    mariadb: URL
-    pg_source: URL
-    pg_target: URL
-
-    def jdbc(self, url: URL) -> str:
-        scheme = "mariadb" if url.get_backend_name() in ("mysql", "mariadb") else "postgresql"
-        return f"jdbc:{scheme}://{url.host}:{url.port}/{url.database}"
-
-
-def make_databases(settings: Settings, run: str) -> Databases:
-    cfg = settings.stack
-    maria_admin = create_engine(cfg.mariadb_url(), isolation_level="AUTOCOMMIT")
-    with maria_admin.connect() as conn:
-        conn.execute(text(f"CREATE DATABASE bench_{run} CHARACTER SET utf8mb4"))
-    maria_admin.dispose()
-    pg_admin = create_engine(cfg.database_url, isolation_level="AUTOCOMMIT")
-    with pg_admin.connect() as conn:
-        for name in (f"bench_src_{run}", f"bench_dst_{run}"):
-            conn.execute(text(f"CREATE DATABASE {name}"))
-    pg_admin.dispose()
-    pg = make_url(cfg.database_url)
-    return Databases(
-        make_url(cfg.mariadb_url(f"bench_{run}")),
-        pg.set(database=f"bench_src_{run}"),
-        pg.set(database=f"bench_dst_{run}"),
-    )
-
-
-def drop_databases(settings: Settings, dbs: Databases) -> None:
-    maria_admin = create_engine(settings.stack.mariadb_url(), isolation_level="AUTOCOMMIT")
-    with maria_admin.connect() as conn:
-        conn.execute(text(f"DROP DATABASE IF EXISTS {dbs.mariadb.database}"))
-    maria_admin.dispose()
-    pg_admin = create_engine(settings.stack.database_url, isolation_level="AUTOCOMMIT")
-    with pg_admin.connect() as conn:
-        for url in (dbs.pg_source, dbs.pg_target):
-            conn.execute(text(f"DROP DATABASE IF EXISTS {url.database} WITH (FORCE)"))
-    pg_admin.dispose()
 
 
 def source_config(dbs: Databases, source: URL, table: str, name: str, poll_ms: int = 100) -> dict[str, str]:

@@ -22,7 +22,8 @@ from collections.abc import Callable
 from typing import Any
 
 from bench import batch_cost, db_baselines
-from bench.db_bench import Databases, drop_databases, make_databases, sink_config, source_config
+from bench.bench_databases import Databases, drop_databases, make_databases
+from bench.db_bench import sink_config, source_config
 from sluice.activities.context import RuntimeContext
 from sluice.activities.spark_binding import source_frame
 from sluice.connectors.model import PartitionRange

@@ -16,9 +16,9 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from bench import db_latency
+from bench.bench_databases import Databases
 from bench.cdc_bench import configs
 from bench.db_baselines import MARIADB_DDL
-from bench.db_bench import Databases
 from sluice.deploy.local.config import StackConfig
 from sluice.worker.demo.cdc import connector_configs, main, shop_size
 from sluice.worker.demo.db import demo_databases, drop_databases

@@ -23,7 +23,8 @@ _MISSING = [
 
 @pytest.mark.skipif(bool(_MISSING), reason=f"not merged yet: {', '.join(_MISSING)}")
 def test_demo_and_bench_configs_validate(stack_config: StackConfig) -> None:
-    from bench.db_bench import Databases, sink_config, source_config
+    from bench.bench_databases import Databases
+    from bench.db_bench import sink_config, source_config
     from sluice.activities.connector_activities import validate_config
     from sluice.worker.demo.db import connector_configs, demo_databases
 
