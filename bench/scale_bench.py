@@ -35,6 +35,7 @@ from sqlalchemy import create_engine, text
 
 from bench.db_job import tree_cpu_seconds
 from sluice.worker.client import SluiceClient
+from sluice.worker.errors import ConnectorNotAnsweringError
 from sluice.worker.settings import Settings, settings_or_exit
 from sluice.workflows.types import RUN_TASK_ACTIVITY
 
@@ -196,7 +197,10 @@ async def run(count: int) -> str:
         await _gathered([client.create(n, config) for n in names])
 
         async def all_committed() -> bool:
-            statuses = await _gathered([client.status(n) for n in names], at_once=20)
+            try:
+                statuses = await _gathered([client.status(n) for n in names], at_once=20)
+            except ConnectorNotAnsweringError:  # a worker this busy answers queries late: ask again
+                return False
             return all(
                 bool(s.tasks) and s.tasks[0].metrics is not None and s.tasks[0].metrics.records >= RECORDS
                 for s in statuses
@@ -232,7 +236,10 @@ async def run(count: int) -> str:
         await client.create(busy, {**config, **endless})
 
         async def busy_committed() -> bool:
-            tasks = (await client.status(busy)).tasks
+            try:
+                tasks = (await client.status(busy)).tasks
+            except ConnectorNotAnsweringError:
+                return False
             return bool(tasks) and tasks[0].metrics is not None and tasks[0].metrics.records > 0
 
         await wait_until(busy_committed, 300, "the busy connector's first batch")
