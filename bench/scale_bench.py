@@ -5,9 +5,9 @@ schema), measured in one run (a benchmark: nothing is asserted):
 1. the empty worker's CPU over ``IDLE_S`` (the baseline);
 2. ``CONNECTORS`` dummy sources created (``records.per.partition`` records each, so each runs one
    small batch and then idles): seconds until every one has committed its records;
-3. the same worker idle with every connector running: CPU (the worker's Python process, its Spark
-   JVM and Python workers), resident memory, workflow history events, offset-store reads and
-   writes per second, over ``IDLE_S``;
+3. the same worker idle with every connector running: CPU (the whole machine, quiet otherwise, and
+   the worker's Python process alone), resident memory, workflow history events, offset-store
+   reads and writes per second, over ``IDLE_S``;
 4. SIGKILL of the worker and a new one started at once: seconds until every task runs again on
    the new worker (the default 10 s heartbeat timeout is part of it).
 
@@ -33,7 +33,6 @@ from typing import TypeVar
 
 from sqlalchemy import create_engine, text
 
-from bench.db_job import tree_cpu_seconds
 from sluice.worker.client import SluiceClient
 from sluice.worker.errors import ConnectorNotAnsweringError
 from sluice.worker.settings import Settings, settings_or_exit
@@ -66,6 +65,26 @@ class Worker:
             except OSError:
                 continue
         return total / 2**20
+
+
+def machine_busy_seconds() -> float:
+    """CPU-seconds the whole machine spent busy (``/proc/stat``: all but idle and iowait).
+
+    The idle cost of connectors is measured machine-wide, on a quiet machine: it is the worker's
+    planning and heartbeats and what they cost PostgreSQL and Temporal. A process-tree reading
+    loses the CPU of processes that end unreaped (Spark's Python workers are forked by a daemon
+    that ignores SIGCHLD), which made it go backwards here."""
+    with open("/proc/stat") as f:
+        ticks = [int(v) for v in f.readline().split()[1:]]
+    idle = ticks[3] + ticks[4]
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu_seconds(pid: int) -> float:
+    """User+system CPU-seconds of the one process ``pid`` (the worker's Python process)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _tree(root: int) -> list[int]:
@@ -133,16 +152,14 @@ async def _task_workers(client: SluiceClient, names: list[str]) -> list[str]:
     return await _gathered([one(n) for n in names], at_once=20)
 
 
-async def _settle(
-    worker: Worker, window_s: float = 5.0, quiet_cores: float = 0.1, limit_s: float = 90
-) -> None:
-    """Wait until the worker's CPU use over ``window_s`` falls below ``quiet_cores`` (its start-up
-    and Spark warm-up are over), for at most ``limit_s``."""
+async def _settle(window_s: float = 5.0, quiet_cores: float = 0.3, limit_s: float = 90) -> None:
+    """Wait until the machine's CPU use over ``window_s`` falls below ``quiet_cores`` (the worker's
+    start-up and Spark warm-up are over), for at most ``limit_s``."""
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
-        before = tree_cpu_seconds(worker.proc.pid)
+        before = machine_busy_seconds()
         await asyncio.sleep(window_s)
-        if (tree_cpu_seconds(worker.proc.pid) - before) / window_s < quiet_cores:
+        if (machine_busy_seconds() - before) / window_s < quiet_cores:
             return
 
 
@@ -185,10 +202,11 @@ async def run(count: int) -> str:
     names = [f"scale-{run_id}-{i:03d}" for i in range(count)]
     try:
         print(f"worker up; the empty worker idles {IDLE_S:.0f} s (baseline)", flush=True)
-        await _settle(worker)  # its Spark warm-up jobs end
-        cpu0 = tree_cpu_seconds(worker.proc.pid)
+        await _settle()  # its Spark warm-up jobs end
+        cpu0, own0 = machine_busy_seconds(), _own_cpu_seconds(worker.proc.pid)
         await asyncio.sleep(IDLE_S)
-        empty_cores = (tree_cpu_seconds(worker.proc.pid) - cpu0) / IDLE_S
+        empty_cores = (machine_busy_seconds() - cpu0) / IDLE_S
+        empty_own = (_own_cpu_seconds(worker.proc.pid) - own0) / IDLE_S
         empty_rss = worker.rss_mb()
 
         config = {"connector.class": "dummy-source", "topic": topic, "records.per.partition": str(RECORDS)}
@@ -212,20 +230,22 @@ async def run(count: int) -> str:
             f"{count} connectors created and their first batches committed in {start_all_s:.1f} s", flush=True
         )
 
-        await _settle(worker, quiet_cores=1.0, limit_s=30)  # the last reports and idle polls settle
+        await _settle(quiet_cores=1.0, limit_s=30)  # the last reports and idle polls settle
         history0 = await _history_events(client, names)
         reads0, writes0 = _store_counters(settings, schema)
         # Each connector ran one batch (its records fit the first, ramped-up one); the rest of the
         # writes are registering the connector.
         writes_per_connector = (writes0 - writes_before) / count
-        cpu0 = tree_cpu_seconds(worker.proc.pid)
+        cpu0, own0 = machine_busy_seconds(), _own_cpu_seconds(worker.proc.pid)
         await asyncio.sleep(IDLE_S)
-        idle_cores = (tree_cpu_seconds(worker.proc.pid) - cpu0) / IDLE_S
+        idle_cores = (machine_busy_seconds() - cpu0) / IDLE_S
+        idle_own = (_own_cpu_seconds(worker.proc.pid) - own0) / IDLE_S
         reads1, writes1 = _store_counters(settings, schema)
         history1 = await _history_events(client, names)
         idle_rss = worker.rss_mb()
         history_per_hour = (history1 - history0) / count * 3600 / IDLE_S
-        print(f"idle: {idle_cores:.3f} cores ({empty_cores:.3f} empty), {idle_rss:.0f} MB RSS "
+        print(f"idle: machine {idle_cores:.3f} cores ({empty_cores:.3f} with the empty worker), worker's "
+              f"Python {idle_own:.3f} ({empty_own:.3f}), {idle_rss:.0f} MB RSS "
               f"({empty_rss:.0f} empty), {history_per_hour:.1f} history events/connector/hour",
               flush=True)  # fmt: skip
 
@@ -270,8 +290,10 @@ async def run(count: int) -> str:
     per_100 = (idle_cores - empty_cores) / count * 100
     return (
         f"bench scale: connectors={count} start_all_s={start_all_s:.1f} "
-        f"idle_cpu_cores={idle_cores:.3f} empty_worker_cpu_cores={empty_cores:.3f} "
+        f"machine_cpu_cores_idle={idle_cores:.3f} machine_cpu_cores_empty_worker={empty_cores:.3f} "
+        f"worker_python_cpu_cores_idle={idle_own:.3f} worker_python_cpu_cores_empty={empty_own:.3f} "
         f"idle_cpu_pct_core_per_100_connectors={per_100 * 100:.1f} "
+        f"worker_python_idle_pct_core_per_100_connectors={(idle_own - empty_own) / count * 100 * 100:.1f} "
         f"idle_ratio_to_empty_worker={idle_cores / empty_cores if empty_cores else float('nan'):.1f} "
         f"rss_mb={idle_rss:.0f} empty_rss_mb={empty_rss:.0f} "
         f"history_events_per_connector_hour={history_per_hour:.1f} "
