@@ -140,7 +140,7 @@ class ConnectorActivities:
         with Heartbeater() as hb, self._classified(inp):
             hb.progress.phase = "running"
             runner.ensure_topic()
-            idle_s = runner.setup.poll_interval_s
+            empty_polls = 0
             reported: str | None = None
             meter = BatchMeter(meters.lag_unit)
             while not hb.should_stop():
@@ -155,8 +155,10 @@ class ConnectorActivities:
                     meters.lag(partition_lag(runner.setup.backlog, None))
                     meters.phase(TaskPhase.IDLE)
                     hb.progress.phase = "idle"
-                    hb.sleep(idle_s)
+                    empty_polls += 1
+                    hb.sleep(runner.setup.idle_wait_s(empty_polls))
                     continue
+                empty_polls = 0
                 hb.progress.phase = f"batch {plan.batch_id}" + (" (re-run)" if rerun else "")
                 meters.phase(TaskPhase.RUNNING)
                 label_jobs(spark, group, f"{inp.connector} task {inp.task_id} batch {plan.batch_id}")

@@ -41,6 +41,25 @@ class TaskSetup:
     def poll_interval_s(self) -> float:
         return int(self.config.get("poll.interval.ms", 1000)) / 1000
 
+    def idle_wait_s(self, empty_polls: int) -> float:
+        """How long to wait after ``empty_polls`` empty polls in a row (1 for the first)."""
+        idle_max_s = int(self.config.get("poll.idle.max.ms", 0)) / 1000
+        return idle_wait_s(self.poll_interval_s, idle_max_s, empty_polls)
+
+
+def idle_wait_s(interval_s: float, idle_max_s: float, empty_polls: int) -> float:
+    """``poll.interval.ms`` after the first empty poll, doubling after each further one up to
+    ``poll.idle.max.ms`` (when that is above the interval; 0 keeps the interval).
+
+    Each poll of an idle task plans from the offset store (three reads) and asks its source or
+    broker: about 6 ms of a worker's Python a second per connector at the 1 s default, so a
+    hundred idle connectors on one worker took most of a core (docs/scaling.md). Backing off
+    trades that for the first record after a quiet spell waiting up to ``poll.idle.max.ms``; a
+    poll that finds data starts the count again."""
+    if idle_max_s <= interval_s:
+        return interval_s
+    return min(interval_s * 2 ** min(max(empty_polls - 1, 0), 30), idle_max_s)
+
 
 def next_plan(
     setup: TaskSetup, task_id: int, view: PositionView, max_units: int | None

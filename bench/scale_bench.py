@@ -11,8 +11,9 @@ schema), measured in one run (a benchmark: nothing is asserted):
 4. SIGKILL of the worker and a new one started at once: seconds until every task runs again on
    the new worker (the default 10 s heartbeat timeout is part of it).
 
-Usage: ``python -m bench.scale_bench [CONNECTORS]`` (default 100; ``BENCH_CONNECTORS``). The last
-line is the summary; every figure names its unit.
+Usage: ``python -m bench.scale_bench [CONNECTORS]`` (default 100; ``BENCH_CONNECTORS``);
+``BENCH_POLL_IDLE_MAX_MS`` sets the connectors' idle back-off. The last line is the summary; every
+figure names its unit.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ CONNECTORS = 100
 RECORDS = 10
 IDLE_S = float(os.environ.get("BENCH_IDLE_S", "60"))
 CREATE_AT_ONCE = 10
+#: The connectors' ``poll.idle.max.ms`` (``BENCH_POLL_IDLE_MAX_MS``; 0, the default, backs off not at all).
+POLL_IDLE_MAX_MS = int(os.environ.get("BENCH_POLL_IDLE_MAX_MS", "0"))
 T = TypeVar("T")
 
 
@@ -209,7 +212,8 @@ async def run(count: int) -> str:
         empty_own = (_own_cpu_seconds(worker.proc.pid) - own0) / IDLE_S
         empty_rss = worker.rss_mb()
 
-        config = {"connector.class": "dummy-source", "topic": topic, "records.per.partition": str(RECORDS)}
+        config = {"connector.class": "dummy-source", "topic": topic, "records.per.partition": str(RECORDS),
+                  "poll.idle.max.ms": str(POLL_IDLE_MAX_MS)}  # fmt: skip
         _, writes_before = _store_counters(settings, schema)
         started = time.monotonic()
         await _gathered([client.create(n, config) for n in names])
@@ -289,7 +293,7 @@ async def run(count: int) -> str:
         _drop_schema(settings, schema)
     per_100 = (idle_cores - empty_cores) / count * 100
     return (
-        f"bench scale: connectors={count} start_all_s={start_all_s:.1f} "
+        f"bench scale: connectors={count} poll_idle_max_ms={POLL_IDLE_MAX_MS} start_all_s={start_all_s:.1f} "
         f"machine_cpu_cores_idle={idle_cores:.3f} machine_cpu_cores_empty_worker={empty_cores:.3f} "
         f"worker_python_cpu_cores_idle={idle_own:.3f} worker_python_cpu_cores_empty={empty_own:.3f} "
         f"idle_cpu_pct_core_per_100_connectors={per_100 * 100:.1f} "

@@ -407,6 +407,13 @@ _COMMON: Final = (
         validator=at_least(1),
     ),
     ConfigField("poll.interval.ms", int, 1000, doc="idle wait between empty batches", validator=at_least(0)),
+    ConfigField(
+        "poll.idle.max.ms",
+        int,
+        0,
+        doc="back off while idle: the wait doubles after each empty poll up to this (0: no back-off)",
+        validator=at_least(0),
+    ),
     ConfigField("errors.tolerance", str, "none", choices=("none", "all")),
     ConfigField(
         "errors.deadletterqueue.topic.name",

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from sluice.activities.runner import idle_wait_s
 from sluice.connectors.model import PartitionRange
 from sluice.connectors.planning import (
     AtTimestamp,
@@ -288,3 +289,24 @@ def test_pack_splits(what: str, sizes: list[int], least: int, most: int, expecte
 def test_pack_splits_rejects_non_positive_limits() -> None:
     with pytest.raises(PlanningError, match="min_per_task"):
         pack_splits([1], 0, 1)
+
+
+@pytest.mark.parametrize(
+    ("interval_s", "idle_max_s", "empty_polls", "wait_s"),
+    [
+        (1.0, 0.0, 1, 1.0),  # no back-off: the interval, however long the quiet
+        (1.0, 0.0, 50, 1.0),
+        (1.0, 0.5, 9, 1.0),  # a maximum below the interval is no back-off either
+        (1.0, 30.0, 1, 1.0),  # the first empty poll waits the interval
+        (1.0, 30.0, 2, 2.0),
+        (1.0, 30.0, 5, 16.0),
+        (1.0, 30.0, 6, 30.0),  # doubled up to the maximum
+        (1.0, 30.0, 10_000, 30.0),  # and no overflow after a very long quiet
+        (0.2, 3.0, 4, 1.6),
+        (0.0, 3.0, 3, 0.0),  # poll.interval.ms=0 polls back to back
+    ],
+)
+def test_idle_wait_doubles_from_the_poll_interval_up_to_poll_idle_max(
+    interval_s: float, idle_max_s: float, empty_polls: int, wait_s: float
+) -> None:
+    assert idle_wait_s(interval_s, idle_max_s, empty_polls) == pytest.approx(wait_s)
