@@ -27,10 +27,20 @@ class Progress:
     lag: dict[str, int] = field(default_factory=dict)
 
 
+#: While idle, beats at most this share of the heartbeat timeout apart (4 s of the default 10 s).
+IDLE_BEAT_SHARE = 0.4
+
+
 class Heartbeater:
     def __init__(self, interval_s: float = 1.0) -> None:
         self.progress = Progress()
         self._interval_s = interval_s
+        timeout = activity.info().heartbeat_timeout
+        timeout_s = timeout.total_seconds() if timeout else 0.0
+        #: the longest gap ``sleep`` allows between beats: well inside the heartbeat timeout
+        self._idle_cap_s = max(interval_s, IDLE_BEAT_SHARE * timeout_s)
+        #: the gap while the task sleeps between empty polls (None: it is working)
+        self._idle_interval_s: float | None = None
         self._stop = threading.Event()
         #: set by the heartbeat thread once the task should stop: wakes ``sleep``
         self._stopping = threading.Event()
@@ -51,7 +61,7 @@ class Heartbeater:
         activity.heartbeat(asdict(self.progress))
 
     def _loop(self) -> None:
-        while not self._stop.wait(self._interval_s):
+        while not self._stop.wait(self._idle_interval_s or self._interval_s):
             try:
                 self.beat()
             except Exception:  # noqa: BLE001 - a failed heartbeat must not kill the batch
@@ -67,6 +77,14 @@ class Heartbeater:
 
         Temporal delivers a cancel only in a heartbeat's answer, so the heartbeat thread, which
         checks after every beat, wakes this: an idle task costs one wake-up a second, not the ten
-        a 0.1 s polling loop cost (a hundred idle connectors on one worker)."""
-        if not self.should_stop():
+        a 0.1 s polling loop cost (a hundred idle connectors on one worker). A task that backs off
+        (``poll.idle.max.ms``) beats as seldom as it polls, up to IDLE_BEAT_SHARE of the heartbeat
+        timeout: a beat cost about as much as a poll, and a task that waits 30 s for its first
+        record after a quiet spell can take a few seconds to hear a pause or stop."""
+        if self.should_stop():
+            return
+        self._idle_interval_s = min(max(seconds, self._interval_s), self._idle_cap_s)
+        try:
             self._stopping.wait(seconds)
+        finally:
+            self._idle_interval_s = None

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sluice.activities.metrics import TaskMeters
 from sluice.connectors.model import BatchPlan, DataLossPolicy
 from sluice.connectors.planner import PlanRequest, PositionView, plan_next
+from sluice.connectors.positions import PartitionKey, Position
 
 if TYPE_CHECKING:
     from sluice.activities.context import RuntimeContext
@@ -17,6 +18,44 @@ if TYPE_CHECKING:
 
 
 UNNAMED_TASK = "-"
+
+
+@dataclass
+class OwnPositions:
+    """What one task attempt knows of its positions and ledger without asking the store again.
+
+    Within an attempt, every write to the task's own positions and ledger rows is the task's: it
+    records a plan, runs it and commits it before planning again (any error ends the attempt), and
+    offsets change by hand only while the connector is STOPPED, which ends the attempt too. So once
+    the store has been read with no plan pending, what it holds for the task is this record plus
+    the task's own moves and commits, and an idle task plans without a store round trip (three
+    reads a poll was most of a hundred idle connectors' cost, docs/scaling.md).
+
+    It holds while the task's partitions stay the ones it was read for: a new file, or a topic
+    that starts matching ``topics.regex`` (its queues are dealt to the tasks again), makes the
+    next planning read the store, because another task may have committed positions there.
+    """
+
+    partitions: frozenset[PartitionKey] | None = None  # None: nothing known, read the store
+    next_batch_id: int = 0
+    committed: dict[PartitionKey, Position] = field(default_factory=dict)
+
+    def load(self, partitions: frozenset[PartitionKey], next_batch_id: int,
+             committed: dict[PartitionKey, Position]) -> None:  # fmt: skip
+        self.partitions, self.next_batch_id, self.committed = partitions, next_batch_id, dict(committed)
+
+    def moved(self, positions: Mapping[PartitionKey, Position]) -> None:
+        self.committed.update(positions)
+
+    def committed_batch(self, plan: BatchPlan) -> None:
+        """``plan`` ran and committed (its positions and ledger row are in the store now)."""
+        if self.partitions is None:  # a re-run read no positions: the next planning reads them
+            return
+        self.committed.update(plan.end_positions())
+        self.next_batch_id = plan.batch_id + 1
+
+    def forget(self) -> None:
+        self.partitions = None
 
 
 @dataclass(frozen=True)
@@ -32,6 +71,8 @@ class TaskSetup:
     backlog: dict[str, int | None] = field(default_factory=dict)
     # The task's Prometheus series (the task activity's; a standalone runner's stay unscraped).
     meters: TaskMeters = field(default_factory=lambda: TaskMeters(UNNAMED_TASK, -1, "source"))
+    # This attempt's own record of its positions (OwnPositions): planning reads the store once.
+    positions: OwnPositions = field(default_factory=OwnPositions)
 
     @property
     def data_loss(self) -> DataLossPolicy:
@@ -68,24 +109,50 @@ def next_plan(
 
     Positions the planner moved (a rotated file followed, a data-loss skip) are stored before the
     caller records the new plan, so the commit that follows never moves a position backwards.
+    The store is read only when the attempt's own record (OwnPositions) does not cover the task's
+    partitions; the runner reports each commit to it (``setup.positions.committed_batch``).
     """
-    store = setup.ctx.store
-    pending = store.pending_plan(setup.connector, task_id)
-    request = PlanRequest(
+    known = setup.positions
+    decision = None
+    if known.partitions is not None:
+        request = _request(setup, task_id, known.next_batch_id, known.committed, None, max_units)
+        decision = plan_next(request, view)
+        if decision.partitions != known.partitions:
+            known.forget()  # other partitions now: what another task committed there counts
+            decision = None
+    if decision is None:
+        store = setup.ctx.store
+        pending = store.pending_plan(setup.connector, task_id)
+        next_batch_id = store.last_batch_id(setup.connector, task_id) + 1
+        committed = {} if pending else store.committed_positions(setup.connector)
+        decision = plan_next(_request(setup, task_id, next_batch_id, committed, pending, max_units), view)
+        if not decision.rerun:
+            known.load(decision.partitions, next_batch_id, committed)
+    setup.backlog.clear()
+    setup.backlog.update(decision.backlog)
+    if not decision.rerun and decision.moved:
+        setup.ctx.store.move_positions(setup.connector, task_id, decision.moved)
+        known.moved(decision.moved)
+    return decision.plan, decision.rerun
+
+
+def _request(
+    setup: TaskSetup,
+    task_id: int,
+    next_batch_id: int,
+    committed: Mapping[PartitionKey, Position],
+    pending: BatchPlan | None,
+    max_units: int | None,
+) -> PlanRequest:
+    return PlanRequest(
         connector=setup.connector,
         task_id=task_id,
-        next_batch_id=store.last_batch_id(setup.connector, task_id) + 1,
-        committed={} if pending else store.committed_positions(setup.connector),
+        next_batch_id=next_batch_id,
+        committed=committed,
         pending=pending,
         data_loss=setup.data_loss,
         max_units=max_units,
     )
-    decision = plan_next(request, view)
-    setup.backlog.clear()
-    setup.backlog.update(decision.backlog)
-    if not decision.rerun and decision.moved:
-        store.move_positions(setup.connector, task_id, decision.moved)
-    return decision.plan, decision.rerun
 
 
 class BatchRunner(Protocol):

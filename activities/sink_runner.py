@@ -195,6 +195,7 @@ class SinkRunner:
             self._run_searched(messages, plan)
         if not isinstance(self.task, TransactionalSink):
             self.ctx.store.commit(plan)
+        self.setup.positions.committed_batch(plan)  # by the store or in the sink's transaction
         self._mirror_consumer_offsets(plan)
         return plan.record_span
 

@@ -117,6 +117,7 @@ class SourceRunner:
         else:  # one partition at a time: its own topic, and its own record shape
             sent = sum(self._run_ranges(plan, rerun, [r], self.routing.topic_of(r.partition)) for r in ranges)
         self.ctx.store.commit(plan)
+        self.setup.positions.committed_batch(plan)
         if isinstance(self.task, CommitListener):
             try:
                 self.task.committed(plan)

@@ -91,6 +91,9 @@ class PlanDecision:
     # Units per partition (str(key)) between its start and the latest position when planned
     # (None: the source cannot tell cheaply); empty for a re-run. Feeds the lag in status.
     backlog: Mapping[str, int | None] = field(default_factory=dict)
+    # The partitions the view listed (empty for a re-run): a caller that remembers positions
+    # between plannings knows from it whether what it remembered still covers the task.
+    partitions: frozenset[PartitionKey] = frozenset()
 
 
 def _replaced(committed: Position, latest: Position) -> str:
@@ -151,7 +154,7 @@ def plan_next(request: PlanRequest, view: PositionView) -> PlanDecision:
     plan = None
     if ranges:
         plan = BatchPlan(request.connector, request.task_id, request.next_batch_id, tuple(ranges))
-    return PlanDecision(plan, rerun=False, moved=moved, backlog=backlog)
+    return PlanDecision(plan, rerun=False, moved=moved, backlog=backlog, partitions=frozenset(partitions))
 
 
 @runtime_checkable
