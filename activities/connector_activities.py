@@ -134,7 +134,6 @@ class ConnectorActivities:
         return outcome
 
     def _loop(self, inp: TaskInput, runner: BatchRunner) -> TaskOutcome:
-        spark = self.ctx.spark
         meters = runner.setup.meters
         group = f"sluice/{inp.connector}/{inp.task_id}"
         with Heartbeater() as hb, self._classified(inp):
@@ -161,7 +160,9 @@ class ConnectorActivities:
                 empty_polls = 0
                 hb.progress.phase = f"batch {plan.batch_id}" + (" (re-run)" if rerun else "")
                 meters.phase(TaskPhase.RUNNING)
-                label_jobs(spark, group, f"{inp.connector} task {inp.task_id} batch {plan.batch_id}")
+                # Spark only for a batch: an idle task, or one started while a new worker's
+                # session is still starting (worker.main), plans and heartbeats without it.
+                label_jobs(self.ctx.spark, group, f"{inp.connector} task {inp.task_id} batch {plan.batch_id}")
                 t0 = time.perf_counter()
                 meters.planned(t0 - t_plan)
                 try:

@@ -66,6 +66,11 @@ class SparkMasterError(RuntimeError):
         self.master = master
 
 
+def is_local_master(master: str) -> bool:
+    """Whether the session runs in this process with local executors (``local``, ``local[n]``)."""
+    return master.startswith("local")
+
+
 def get_spark(
     master: str | None = None, *, driver_memory: str | None = None, app_name: str = "sluice-worker"
 ) -> SparkSession:
@@ -114,7 +119,7 @@ def _classic(master: str, app_name: str, driver_memory: str) -> SparkSession:
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     _quiet_task_size_warnings(session)
-    if not master.startswith("local"):  # local Python workers run this very interpreter and install
+    if not is_local_master(master):  # local Python workers run this very interpreter and install
         _ship_to_executors(session)
     return session
 

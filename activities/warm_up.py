@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
@@ -30,26 +30,25 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from sluice.activities.spark import get_spark
-
 log = logging.getLogger(__name__)
 
 ROWS = 64
 SCHEMA = "id long, text string"
 
 
-def start_warm_up() -> threading.Thread:
-    """``warm_up`` the process's SparkSession in a daemon thread; a failure is logged, never raised
-    (the first batch then pays the cold start itself)."""
-    thread = threading.Thread(target=_warm_up_logged, name="sluice-warm-up", daemon=True)
+def start_warm_up(session: Callable[[], SparkSession]) -> threading.Thread:
+    """``warm_up`` the process's SparkSession in a daemon thread, starting it first if ``session``
+    does (``RuntimeContext.spark``); a failure is logged, never raised (the first batch then pays
+    the cold start itself, or reports the session's error)."""
+    thread = threading.Thread(target=_warm_up_logged, args=(session,), name="sluice-warm-up", daemon=True)
     thread.start()
     return thread
 
 
-def _warm_up_logged() -> None:
+def _warm_up_logged(session: Callable[[], SparkSession]) -> None:
     started = time.monotonic()
     try:
-        warm_up(get_spark())  # get_spark: the session, made active for this thread
+        warm_up(session())  # the session, made active for this thread (activities.spark.get_spark)
     except Exception:  # noqa: BLE001 - an optimisation only
         log.warning("Spark warm-up failed; the first batch pays the cold start", exc_info=True)
         return

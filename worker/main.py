@@ -23,7 +23,7 @@ from sluice.activities.connector_activities import ConnectorActivities
 from sluice.activities.context import RuntimeContext
 from sluice.activities.offsets import OffsetActivities
 from sluice.activities.reports import TaskReporter
-from sluice.activities.spark import SparkMasterError
+from sluice.activities.spark import SparkMasterError, is_local_master
 from sluice.activities.warm_up import start_warm_up
 from sluice.worker.metrics_server import MetricsPortError, MetricsServer, free_loopback_address
 from sluice.worker.settings import Settings, settings
@@ -104,8 +104,12 @@ async def run_worker(settings: Settings) -> None:
     ctx.reporter = TaskReporter(client, asyncio.get_running_loop())
     ctx.store  # migrate the schema before taking work  # noqa: B018
     ctx.secret_providers()  # and import cryptography on this thread (RuntimeContext.secret_providers)
-    ctx.spark  # pay the SparkSession start-up once, before the first task  # noqa: B018
-    start_warm_up()  # and its first jobs beside the first polls (activities.warm_up)
+    if not is_local_master(settings.runtime.spark_master):
+        ctx.spark  # a cluster that cannot be reached stops the worker before it polls  # noqa: B018
+    # The session's start-up (a local one's, ~6 s) and first jobs, beside the first polls: a new
+    # worker taking over a killed one's tasks replays their workflows and starts them meanwhile,
+    # and a task needs Spark only for its first batch (activities.warm_up).
+    start_warm_up(lambda: ctx.spark)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -58,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
 # search attributes upserted only when they change; typed options fetched for state that lacks them.
 PATCH_PUBLISH_ON_CHANGE = "sluice-publish-on-change"
 PATCH_TYPED_OPTIONS = "sluice-typed-options"
+PATCH_LOST_WORKER_RETRY = "sluice-lost-worker-retries-at-once"
 
 # One attempt: the workflow retries the task itself (workflows/tasks.py) so status tells the truth.
 TASK_RETRY = RetryPolicy(maximum_attempts=1, non_retryable_error_types=list(NON_RETRYABLE_ERRORS))
@@ -270,6 +272,8 @@ class ConnectorWorkflow(OffsetUpdates):
     def _record_task_end(self, task_id: int, exc: BaseException | None) -> None:
         task = self._task(task_id)
         failure = classify(exc)
+        if failure.worker_lost and not workflow.patched(PATCH_LOST_WORKER_RETRY):
+            failure = dataclasses.replace(failure, worker_lost=False)  # recorded before: it waited
         if failure.kind == FailureKind.STOPPED:
             task_rules.stopped(task, TaskState.STOPPED)
         else:

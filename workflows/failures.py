@@ -12,7 +12,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    FailureError,
+    TimeoutType,
+)
+from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 # ApplicationError types a retry cannot fix: the task is FAILED until a user restarts it.
 NON_RETRYABLE_ERRORS: tuple[str, ...] = (
@@ -41,6 +48,8 @@ class FailureKind(StrEnum):
 class Failure:
     kind: FailureKind
     message: str = ""
+    #: the task's worker stopped heartbeating (killed, or cut off): its first retry need not wait
+    worker_lost: bool = False
 
 
 def clip(message: str, limit: int = MAX_ERROR_CHARS) -> str:
@@ -68,7 +77,8 @@ def classify(exc: BaseException | None) -> Failure:
     text = str(cause) or type(cause).__name__
     if isinstance(cause, FailureError) and cause.cause is not None:  # e.g. a heartbeat timeout's reason
         text = f"{text}: {cause.cause}"
-    return Failure(FailureKind.RETRIABLE, clip(text))
+    lost = isinstance(cause, ActivityTimeoutError) and cause.type == TimeoutType.HEARTBEAT
+    return Failure(FailureKind.RETRIABLE, clip(text), worker_lost=lost)
 
 
 def retry_delay(attempt: int, max_delay_ms: int) -> timedelta:

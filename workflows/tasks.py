@@ -7,7 +7,9 @@ the status shows the current attempt, the last error and its time, and whether a
 2. a retriable one is retried after 1 s, doubling up to ``errors.retry.delay.max.ms``;
 3. a streak of retriable failures lasting ``errors.retry.timeout`` ms (-1: no limit) marks it FAILED;
 4. a task that runs ``TaskOptions.healthy_after_s`` after a retry without failing has recovered;
-5. a worker handing its task over on shutdown (WorkerShutdown) is restarted at once, not an error.
+5. a worker handing its task over on shutdown (WorkerShutdown) is restarted at once, not an error;
+6. a task whose worker was lost (a heartbeat timeout) is an error, but its first retry starts at
+   once: the timeout has already been waited for, and a killed worker's tasks should move now.
 """
 
 from __future__ import annotations
@@ -81,7 +83,10 @@ def failed(task: TaskStatus, failure: Failure, options: TaskOptions, now: dateti
     task.attempt += 1
     task.retrying = True
     task.running_since = ""
-    task.next_retry_time = (now + retry_delay(task.attempt, options.retry_delay_max_ms)).isoformat()
+    delay = retry_delay(task.attempt, options.retry_delay_max_ms)
+    if failure.worker_lost and task.attempt == 2:
+        delay = timedelta(0)
+    task.next_retry_time = (now + delay).isoformat()
 
 
 def recovered(task: TaskStatus, options: TaskOptions, now: datetime) -> bool:

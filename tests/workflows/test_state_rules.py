@@ -7,7 +7,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from temporalio.converter import DataConverter
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, RetryState
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    RetryState,
+    TimeoutError,
+    TimeoutType,
+)
 
 from sluice.workflows import tasks as rules
 from sluice.workflows.failures import FailureKind, classify, clip, retry_delay
@@ -72,6 +79,45 @@ async def test_pending_requests_and_options_survive_the_converter() -> None:
 )
 def test_classify(exc: BaseException | None, kind: FailureKind) -> None:
     assert classify(exc).kind == kind
+
+
+def _heartbeat_timeout() -> ActivityError:
+    return _activity_error(
+        TimeoutError("activity Heartbeat timeout", type=TimeoutType.HEARTBEAT, last_heartbeat_details=[])
+    )
+
+
+@pytest.mark.parametrize(
+    ("exc", "lost"),
+    [
+        (_heartbeat_timeout(), True),
+        (
+            _activity_error(
+                TimeoutError("start", type=TimeoutType.START_TO_CLOSE, last_heartbeat_details=[])
+            ),
+            False,
+        ),
+        (_activity_error(ApplicationError("refused", type="ConnectionError")), False),
+    ],
+)
+def test_only_a_heartbeat_timeout_means_the_worker_was_lost(exc: BaseException, lost: bool) -> None:
+    failure = classify(exc)
+    assert failure.kind == FailureKind.RETRIABLE and failure.worker_lost == lost
+
+
+def test_a_lost_worker_s_task_is_retried_at_once_then_with_backoff() -> None:
+    """The heartbeat timeout was the wait; a second loss in the same streak backs off as usual."""
+    options = TaskOptions(retry_delay_max_ms=30_000, healthy_after_s=60)
+    task = TaskStatus(0, TaskState.RUNNING)
+    rules.started(task, NOW)
+    lost = classify(_heartbeat_timeout())
+    rules.failed(task, lost, options, NOW + timedelta(seconds=10))
+    assert task.retrying and task.attempt == 2 and "Heartbeat timeout" in task.last_error
+    assert rules.due(task, NOW + timedelta(seconds=10))
+    rules.started(task, NOW + timedelta(seconds=10))
+    rules.failed(task, lost, options, NOW + timedelta(seconds=20))
+    assert task.attempt == 3 and not rules.due(task, NOW + timedelta(seconds=20))
+    assert task.next_retry_time == (NOW + timedelta(seconds=22)).isoformat()
 
 
 def test_backoff_doubles_from_one_second_up_to_the_maximum() -> None:
