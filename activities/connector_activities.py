@@ -26,6 +26,7 @@ from sluice.activities.source_runner import SourceRunner
 from sluice.activities.spark import label_jobs
 from sluice.activities.task_metrics import BatchMeter, partition_lag
 from sluice.activities.validation import secret_fields, validate_config
+from sluice.activities.warm_up import task_started
 from sluice.connectors.api import (
     SinkConnector,
     SourceConnector,
@@ -123,6 +124,7 @@ class ConnectorActivities:
     @activity.defn(name=RUN_TASK_ACTIVITY, no_thread_cancel_exception=True)
     def run_task(self, inp: TaskInput) -> TaskOutcome:
         """Loop micro-batches until cancelled; resume from the offset store on every (re)start."""
+        task_started()
         with self._classified(inp):
             runner = self._runner(inp)
         runner.setup.meters.started(retry=inp.attempt > 1)

@@ -1,7 +1,8 @@
 """Heartbeats for synchronous task activities while a Spark batch blocks the activity thread.
 
 A micro-batch can take longer than the heartbeat timeout, and Temporal only delivers cancellation
-to an activity that heartbeats, so a daemon thread heartbeats every second with the latest progress.
+to an activity that heartbeats, so a daemon thread heartbeats every second with the latest progress
+(less often while the task backs off between empty polls: ``idle_beat_s``).
 It runs inside a copy of the activity's context (``contextvars``), which is what lets
 ``activity.heartbeat`` and ``activity.is_cancelled`` work from that thread.
 """
@@ -31,14 +32,19 @@ class Progress:
 IDLE_BEAT_SHARE = 0.4
 
 
+def idle_beat_s(wait_s: float, interval_s: float, timeout_s: float) -> float:
+    """Seconds between beats while a task waits ``wait_s`` between empty polls: as seldom as it
+    polls, never more often than ``interval_s``, never further apart than IDLE_BEAT_SHARE of the
+    heartbeat timeout (``timeout_s``; 0: none)."""
+    return min(max(wait_s, interval_s), max(interval_s, IDLE_BEAT_SHARE * timeout_s))
+
+
 class Heartbeater:
     def __init__(self, interval_s: float = 1.0) -> None:
         self.progress = Progress()
         self._interval_s = interval_s
         timeout = activity.info().heartbeat_timeout
-        timeout_s = timeout.total_seconds() if timeout else 0.0
-        #: the longest gap ``sleep`` allows between beats: well inside the heartbeat timeout
-        self._idle_cap_s = max(interval_s, IDLE_BEAT_SHARE * timeout_s)
+        self._timeout_s = timeout.total_seconds() if timeout else 0.0
         #: the gap while the task sleeps between empty polls (None: it is working)
         self._idle_interval_s: float | None = None
         self._stop = threading.Event()
@@ -78,12 +84,12 @@ class Heartbeater:
         Temporal delivers a cancel only in a heartbeat's answer, so the heartbeat thread, which
         checks after every beat, wakes this: an idle task costs one wake-up a second, not the ten
         a 0.1 s polling loop cost (a hundred idle connectors on one worker). A task that backs off
-        (``poll.idle.max.ms``) beats as seldom as it polls, up to IDLE_BEAT_SHARE of the heartbeat
-        timeout: a beat cost about as much as a poll, and a task that waits 30 s for its first
-        record after a quiet spell can take a few seconds to hear a pause or stop."""
+        (``poll.idle.max.ms``) beats as seldom as it polls (``idle_beat_s``): a beat costs about
+        what a poll does, and a task that may wait 30 s for its first record after a quiet spell
+        may as well take a few seconds to hear a pause or stop."""
         if self.should_stop():
             return
-        self._idle_interval_s = min(max(seconds, self._interval_s), self._idle_cap_s)
+        self._idle_interval_s = idle_beat_s(seconds, self._interval_s, self._timeout_s)
         try:
             self._stopping.wait(seconds)
         finally:

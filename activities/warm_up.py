@@ -7,8 +7,12 @@ planner are all paid on first use. ``warm_up`` pays them once, through the same 
 with a data source of its own so no service is touched.
 
 ``start_warm_up`` runs it in a thread while the worker already polls: run before polling it made
-every start ~10 s longer, which a worker taking over a killed one's tasks can least afford; beside
-the polls it overlaps the heartbeat timeout that hands those tasks over.
+every start ~10 s longer, which a worker taking over a killed one's tasks can least afford. Such a
+worker, which knows only that connectors already run on its queue, waits before warming up: their
+tasks reach it after their heartbeat timeout, all at once, and it replays their workflows and
+starts them on the same two cores. With a hundred of them, a warm-up beside that storm delayed the
+last start by 7 s (22 s after the SIGKILL instead of 15, ``make bench-scale``). The warm-up then
+also waits for task starts to pause; a task that needs Spark before starts the session itself.
 """
 
 from __future__ import annotations
@@ -33,19 +37,39 @@ from pyspark.sql.types import StructType
 log = logging.getLogger(__name__)
 
 ROWS = 64
+#: The warm-up starts once no task activity has started on this worker for this long.
+QUIET_S = 2.0
+#: ... or after this long in any case.
+QUIET_WAIT_MAX_S = 60.0
+_last_task_start = 0.0  # time.monotonic() of the latest task_started()
+
+
+def task_started() -> None:
+    """A task activity starts on this worker (the warm-up waits for the starts to pause)."""
+    global _last_task_start
+    _last_task_start = time.monotonic()
+
+
 SCHEMA = "id long, text string"
 
 
-def start_warm_up(session: Callable[[], SparkSession]) -> threading.Thread:
+def start_warm_up(session: Callable[[], SparkSession], not_before_s: float = 0.0) -> threading.Thread:
     """``warm_up`` the process's SparkSession in a daemon thread, starting it first if ``session``
-    does (``RuntimeContext.spark``); a failure is logged, never raised (the first batch then pays
-    the cold start itself, or reports the session's error)."""
-    thread = threading.Thread(target=_warm_up_logged, args=(session,), name="sluice-warm-up", daemon=True)
+    does (``RuntimeContext.spark``), ``not_before_s`` from now and once task starts pause; a
+    failure is logged, never raised (the first batch then pays the cold start itself, or reports
+    the session's error)."""
+    thread = threading.Thread(
+        target=_warm_up_logged, args=(session, not_before_s), name="sluice-warm-up", daemon=True
+    )
     thread.start()
     return thread
 
 
-def _warm_up_logged(session: Callable[[], SparkSession]) -> None:
+def _warm_up_logged(session: Callable[[], SparkSession], not_before_s: float) -> None:
+    time.sleep(not_before_s)
+    deadline = time.monotonic() + QUIET_WAIT_MAX_S
+    while time.monotonic() - _last_task_start < QUIET_S and time.monotonic() < deadline:
+        time.sleep(QUIET_S / 4)
     started = time.monotonic()
     try:
         warm_up(session())  # the session, made active for this thread (activities.spark.get_spark)

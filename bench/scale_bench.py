@@ -12,7 +12,8 @@ schema), measured in one run (a benchmark: nothing is asserted):
    the new worker (the default 10 s heartbeat timeout is part of it).
 
 Usage: ``python -m bench.scale_bench [CONNECTORS]`` (default 100; ``BENCH_CONNECTORS``);
-``BENCH_POLL_IDLE_MAX_MS`` sets the connectors' idle back-off. The last line is the summary; every
+``BENCH_POLL_IDLE_MAX_MS`` sets the connectors' idle back-off, ``BENCH_CONFIG`` any other key
+(``task.heartbeat.timeout.s=30,poll.interval.ms=5000``). The last line is the summary; every
 figure names its unit.
 """
 
@@ -45,6 +46,10 @@ IDLE_S = float(os.environ.get("BENCH_IDLE_S", "60"))
 CREATE_AT_ONCE = 10
 #: The connectors' ``poll.idle.max.ms`` (``BENCH_POLL_IDLE_MAX_MS``; 0, the default, backs off not at all).
 POLL_IDLE_MAX_MS = int(os.environ.get("BENCH_POLL_IDLE_MAX_MS", "0"))
+#: More connector config, ``key=value`` pairs split by commas (``BENCH_CONFIG``), for experiments.
+EXTRA_CONFIG = dict(
+    pair.split("=", 1) for pair in os.environ.get("BENCH_CONFIG", "").split(",") if "=" in pair
+)
 T = TypeVar("T")
 
 
@@ -213,7 +218,7 @@ async def run(count: int) -> str:
         empty_rss = worker.rss_mb()
 
         config = {"connector.class": "dummy-source", "topic": topic, "records.per.partition": str(RECORDS),
-                  "poll.idle.max.ms": str(POLL_IDLE_MAX_MS)}  # fmt: skip
+                  "poll.idle.max.ms": str(POLL_IDLE_MAX_MS), **EXTRA_CONFIG}  # fmt: skip
         _, writes_before = _store_counters(settings, schema)
         started = time.monotonic()
         await _gathered([client.create(n, config) for n in names])

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from sluice.activities.heartbeat import idle_beat_s
 from sluice.activities.runner import idle_wait_s
 from sluice.connectors.model import PartitionRange
 from sluice.connectors.planning import (
@@ -310,3 +311,20 @@ def test_idle_wait_doubles_from_the_poll_interval_up_to_poll_idle_max(
     interval_s: float, idle_max_s: float, empty_polls: int, wait_s: float
 ) -> None:
     assert idle_wait_s(interval_s, idle_max_s, empty_polls) == pytest.approx(wait_s)
+
+
+@pytest.mark.parametrize(
+    ("wait_s", "interval_s", "timeout_s", "beat_s"),
+    [
+        (1.0, 1.0, 10.0, 1.0),  # the defaults: a beat a second, idle or not
+        (0.2, 1.0, 10.0, 1.0),  # a short poll interval does not beat faster
+        (2.0, 1.0, 10.0, 2.0),  # a backing-off task beats as seldom as it polls ...
+        (30.0, 1.0, 10.0, 4.0),  # ... up to 0.4 x the heartbeat timeout
+        (30.0, 1.0, 60.0, 24.0),
+        (5.0, 1.0, 0.0, 1.0),  # no heartbeat timeout: the interval
+    ],
+)
+def test_an_idle_task_beats_as_seldom_as_it_polls_within_the_heartbeat_timeout(
+    wait_s: float, interval_s: float, timeout_s: float, beat_s: float
+) -> None:
+    assert idle_beat_s(wait_s, interval_s, timeout_s) == pytest.approx(beat_s)

@@ -26,7 +26,7 @@ import contextlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from temporalio.client import (
     Client as TemporalClient,
@@ -91,6 +91,10 @@ __all__ = [
 _UNREACHABLE = (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED)
 # A query no worker picked up ends CANCELLED "Timeout expired" after the server's query timeout.
 _NO_ANSWER = (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED)
+T = TypeVar("T")
+# The server's word for a query lost with its workflow task (asked again, every QUERY_RETRY_S).
+_RETRY_QUERY = "please retry"
+QUERY_RETRY_S = 0.2
 _WORKFLOW = "ConnectorWorkflow"  # workflows/connector.py, by name: the client imports no workflow code
 
 
@@ -279,29 +283,38 @@ class Client:
             result: ConnectorStatus = await handle.result()
         return result
 
-    async def status(self, name: str) -> ConnectorStatus:
-        """The connector's state; a deleted connector (its workflow ended) is not found."""
+    async def _query(self, name: str, query: str, result_type: type[T]) -> T:
+        """Ask the connector's workflow ``query``, within ``answer_timeout``.
+
+        A query buffered while its workflow task fails or times out (a saturated worker) ends
+        UNAVAILABLE "buffered query cleared, please retry": a worker's hiccup, not an unreachable
+        Temporal, so it is asked again."""
         with self._errors(name, "query"):
             async with asyncio.timeout(self.answer_timeout):
-                status: ConnectorStatus = await self.handle(name).query("status", result_type=ConnectorStatus)
+                while True:
+                    try:
+                        answer: T = await self.handle(name).query(query, result_type=result_type)
+                        return answer
+                    except RPCError as exc:
+                        if exc.status != RPCStatusCode.UNAVAILABLE or _RETRY_QUERY not in exc.message:
+                            raise
+                    await asyncio.sleep(QUERY_RETRY_S)
+
+    async def status(self, name: str) -> ConnectorStatus:
+        """The connector's state; a deleted connector (its workflow ended) is not found."""
+        status = await self._query(name, "status", ConnectorStatus)
         if status.state == ConnectorState.DELETED:
             raise ConnectorNotFoundError(name)
         return status
 
     async def config(self, name: str) -> dict[str, str]:
         await self.status(name)  # a deleted connector's workflow still answers queries
-        with self._errors(name, "query"):
-            async with asyncio.timeout(self.answer_timeout):
-                config: dict[str, str] = await self.handle(name).query("config", result_type=dict)
-                return config
+        return await self._query(name, "config", dict)
 
     async def tasks(self, name: str) -> list[dict[str, str]]:
         """The task configs the connector was split into (one per task, by task id)."""
         await self.status(name)
-        with self._errors(name, "query"):
-            async with asyncio.timeout(self.answer_timeout):
-                tasks: list[dict[str, str]] = await self.handle(name).query("tasks", result_type=list)
-                return tasks
+        return await self._query(name, "tasks", list)
 
     async def pause(self, name: str) -> ConnectorStatus:
         return await self._update(name, "pause")

@@ -31,6 +31,7 @@ from sluice.worker.temporal_client import connect
 from sluice.workflows import search_attributes
 from sluice.workflows.checks import SecretFieldsWorkflow, ValidateConfigWorkflow
 from sluice.workflows.connector import ConnectorWorkflow
+from sluice.workflows.types import TaskOptions
 
 log = logging.getLogger("sluice.worker")
 
@@ -50,6 +51,12 @@ async def check_search_attributes(client: Client, namespace: str) -> None:
     missing = [name for name in search_attributes.REGISTRATION if name not in registered]
     if missing:
         raise MissingSearchAttributesError(search_attributes.missing_message(missing, namespace))
+
+
+async def connectors_running(client: Client, settings: Settings) -> bool:
+    """Whether connector workflows run on the worker's task queue (its Temporal visibility)."""
+    query = f"TaskQueue='{settings.task_queue}' AND ExecutionStatus='Running'"
+    return (await client.count_workflows(query)).count > 0
 
 
 HEARTBEAT_THROTTLE = timedelta(seconds=1)
@@ -106,10 +113,11 @@ async def run_worker(settings: Settings) -> None:
     ctx.secret_providers()  # and import cryptography on this thread (RuntimeContext.secret_providers)
     if not is_local_master(settings.runtime.spark_master):
         ctx.spark  # a cluster that cannot be reached stops the worker before it polls  # noqa: B018
-    # The session's start-up (a local one's, ~6 s) and first jobs, beside the first polls: a new
-    # worker taking over a killed one's tasks replays their workflows and starts them meanwhile,
-    # and a task needs Spark only for its first batch (activities.warm_up).
-    start_warm_up(lambda: ctx.spark)
+    # The session's start-up (a local one's, ~6 s) and first jobs, beside the first polls (a task
+    # needs Spark only for its first batch); later where connectors already run on this queue,
+    # since this worker may be taking over a killed one's tasks (activities.warm_up).
+    takeover_s = TaskOptions().heartbeat_timeout_s if await connectors_running(client, settings) else 0.0
+    start_warm_up(lambda: ctx.spark, not_before_s=takeover_s)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
