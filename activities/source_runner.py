@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
 from sluice.activities.bad_records import checked_records
@@ -35,7 +34,6 @@ from sluice.connectors.model import BatchPlan, PartitionRange
 from sluice.connectors.planner import view_of
 from sluice.connectors.planning import natural_key, ramped_budget
 from sluice.connectors.rocketmq.spark_source import register
-from sluice.connectors.rocketmq.spark_writer import read_write_summary
 from sluice.connectors.transforms import apply_chain
 
 if TYPE_CHECKING:
@@ -182,8 +180,10 @@ class SourceRunner:
         sorted by source position gives that without a shuffle (Spark would otherwise write chunks
         of one batch concurrently). A read that is already in order (``SendOrder.AS_READ``) skips
         the sort; one whose keys are unique in the batch (``SendOrder.ANY``) is sent by up to the
-        worker's ``batch_tasks`` Spark tasks at once. The count comes from the writer's own summary,
-        so the batch is computed once, by the write.
+        worker's ``batch_tasks`` Spark tasks at once. The count is observed on the way into the
+        writer (an ``Observation``, which Spark Connect carries back too: a summary file the writer
+        leaves on the driver's host is out of reach when that is a remote Connect server), so the
+        batch is computed once, by the write.
         """
         if order is SendOrder.SORTED:
             messages = messages.coalesce(1).sortWithinPartitions("partition", "offset")
@@ -191,17 +191,16 @@ class SourceRunner:
             messages = messages.coalesce(1)
         else:  # no more sending tasks than the worker allows a batch (Settings.batch_tasks)
             messages = messages.coalesce(self.ctx.settings.batch_tasks)
-        with tempfile.TemporaryDirectory(prefix="sluice-send-") as tmp:
-            summary = os.path.join(tmp, "summary.json")
-            (
-                messages.write.format("rocketmq")
-                .option("namesrv", self.ctx.settings.namesrv)
-                .option("topic", topic)
-                .option("resultPath", summary)
-                .mode("append")
-                .save()
-            )
-            return read_write_summary(summary).count
+        sent = Observation()
+        (
+            messages.observe(sent, F.count(F.lit(1)).alias("messages"))
+            .write.format("rocketmq")
+            .option("namesrv", self.ctx.settings.namesrv)
+            .option("topic", topic)
+            .mode("append")
+            .save()
+        )
+        return int(sent.get["messages"])
 
     def _without_already_sent(self, messages: DataFrame, plan: BatchPlan, topic: str) -> DataFrame:
         """Drop records an earlier attempt of this plan already sent (found by batch property)."""
