@@ -56,6 +56,7 @@ BUILTIN_CONNECTORS: Final = {
     "jdbc-sink": "sluice.connectors.jdbc.sink:JdbcSinkConnector",
     "postgres-cdc": "sluice.connectors.cdc.postgres.source:PostgresCdcConnector",
     "mysql-cdc": "sluice.connectors.cdc.mysql.source:MySqlCdcConnector",
+    "opensearch-sink": "sluice.connectors.opensearch.sink:OpenSearchSinkConnector",
 }
 
 #: Connector class names from Kafka Connect's and RocketMQ Connect's configs, and the built-in
@@ -76,6 +77,8 @@ CONNECTOR_ALIASES: Final = {
     "org.apache.rocketmq.connect.debezium.postgres.DebeziumPostgresConnector": "postgres-cdc",
     "io.debezium.connector.mysql.MySqlConnector": "mysql-cdc",
     "org.apache.rocketmq.connect.debezium.mysql.DebeziumMysqlConnector": "mysql-cdc",
+    "io.confluent.connect.elasticsearch.ElasticsearchSinkConnector": "opensearch-sink",
+    "org.apache.rocketmq.connect.elasticsearch.connector.ElasticsearchSinkConnector": "opensearch-sink",
 }
 
 

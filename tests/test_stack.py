@@ -123,6 +123,7 @@ def private_stack(stack_config: StackConfig) -> Iterator[StackConfig]:
     """
     import shutil
 
+    from sluice.deploy.local import opensearch
     from sluice.deploy.local.rocketmq import lib_dir
 
     state = stack_config.state_dir / "test-stacks" / uuid.uuid4().hex[:8]
@@ -136,8 +137,11 @@ def private_stack(stack_config: StackConfig) -> Iterator[StackConfig]:
         broker_port=_free_port(),
         proxy_port=_free_port(),
         mariadb_port=_free_port(),
+        opensearch_port=_free_port(),
     )
     shutil.copytree(lib_dir(stack_config), lib_dir(cfg))
+    shutil.copytree(opensearch.home(stack_config) / "lib", opensearch.lib_dir(cfg))
+    shutil.copytree(opensearch.module_dir(stack_config), opensearch.module_dir(cfg))
     yield cfg
     stack.down(cfg)
     shutil.rmtree(state, ignore_errors=True)
@@ -193,3 +197,29 @@ def test_port_taken_fails_clearly_and_leaves_nothing_half_started(stack_config: 
     import shutil
 
     shutil.rmtree(cfg.state_dir, ignore_errors=True)
+
+
+def test_opensearch_answers_http(stack_config: StackConfig) -> None:
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(stack_config.opensearch_url, timeout=10) as response:
+        about = json.load(response)
+    assert about["version"]["number"] == "2.19.6" and about["version"]["distribution"] == "opensearch"
+    listed = {s.name: s for s in stack.status(stack_config)}
+    assert listed["opensearch"].healthy and listed["opensearch"].address == stack_config.opensearch_url
+    assert listed["opensearch"].log.endswith("opensearch.log")
+
+
+def test_opensearch_port_taken_fails_naming_the_service(stack_config: StackConfig) -> None:
+    from sluice.deploy.local.opensearch import OpenSearch
+
+    cfg = dataclasses.replace(
+        stack_config,
+        state_dir=stack_config.state_dir / "test-stacks" / uuid.uuid4().hex[:8],
+        opensearch_port=stack_config.pg_port,  # taken by the running stack
+    )
+    with pytest.raises(
+        StackError, match=r"opensearch: port 127\.0\.0\.1:\d+ is already taken.*SLUICE_OPENSEARCH_PORT"
+    ):
+        OpenSearch(cfg).start()

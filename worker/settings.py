@@ -47,6 +47,7 @@ def _local_stack(data: dict[str, Any]) -> StackConfig:
         broker_port=data["broker_port"],
         proxy_port=data["proxy_port"],
         mariadb_port=data["mariadb_port"],
+        opensearch_port=data["opensearch_port"],
         spark_master=data["spark_master"],
         temporal_namespace=data["temporal_namespace"],
     )
@@ -75,6 +76,7 @@ class Settings(BaseSettings):
     broker_port: Port = 10911
     proxy_port: Port = 18081
     mariadb_port: Port = 13306
+    opensearch_port: Port = 19200  # HTTP; the node's transport port is this + 100
     spark_master: str = Field(default="local[2]", min_length=1)
     spark_driver_memory: str = Field(default="2g", pattern=r"(?i)^\d+([kmgtp]b?)?$")
     #: Spark tasks one side of one batch may run at once: a table read in splits, a sink batch over

@@ -28,6 +28,8 @@ class StackConfig:
     proxy_port: int
     spark_master: str
     mariadb_port: int = 13306
+    #: OpenSearch's HTTP port; its transport port (node to node, unused by clients) is this + 100.
+    opensearch_port: int = 19200
     host: str = "127.0.0.1"
     pg_user: str = "sluice"
     pg_database: str = "sluice"
@@ -70,6 +72,14 @@ class StackConfig:
     @property
     def proxy_address(self) -> str:
         return f"{self.host}:{self.proxy_port}"
+
+    @property
+    def opensearch_url(self) -> str:
+        return f"http://{self.host}:{self.opensearch_port}"
+
+    @property
+    def opensearch_transport_port(self) -> int:
+        return self.opensearch_port + 100
 
     @property
     def log_dir(self) -> Path:

@@ -8,7 +8,6 @@ broker port and the gRPC API the official 5.x clients use on the proxy port, in 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -18,6 +17,7 @@ from pathlib import Path
 from sluice.connectors.rocketmq.errors import RocketMQError
 from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
 from sluice.deploy.local.config import REPO_ROOT, StackConfig
+from sluice.deploy.local.maven import copy_dependencies
 from sluice.deploy.local.process import ManagedProcess, StackError, ensure_port_free, port_open, wait_until
 
 POM = REPO_ROOT / "deploy" / "rocketmq" / "pom.xml"
@@ -36,14 +36,14 @@ _JAVA_OPENS = [
 ]
 
 
-def java_binary() -> str:
+def java_binary(service: str = "rocketmq") -> str:
     java_home = os.environ.get("JAVA_HOME")
     if java_home and (Path(java_home) / "bin" / "java").exists():
         return str(Path(java_home) / "bin" / "java")
     found = shutil.which("java")
     if not found:
         raise StackError(
-            "rocketmq: Java is missing; install a JDK 17 (`apt-get install -y openjdk-17-jdk-headless`)"
+            f"{service}: Java is missing; install a JDK 17 (`apt-get install -y openjdk-17-jdk-headless`)"
         )
     return found
 
@@ -58,28 +58,7 @@ def lib_dir(cfg: StackConfig) -> Path:
 
 def ensure_jars(cfg: StackConfig) -> Path:
     """Resolve the RocketMQ jars with Maven once per pom.xml content."""
-    lib = lib_dir(cfg)
-    stamp = lib / ".pom-sha256"
-    digest = hashlib.sha256(POM.read_bytes()).hexdigest()
-    if stamp.exists() and stamp.read_text() == digest:
-        return lib
-    mvn = shutil.which("mvn")
-    if not mvn:
-        raise StackError("rocketmq: Maven (`mvn`) is missing; install it with `apt-get install -y maven`")
-    shutil.rmtree(lib, ignore_errors=True)
-    lib.mkdir(parents=True)
-    result = subprocess.run(
-        [mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies", f"-DoutputDirectory={lib}"],
-        capture_output=True,
-        text=True,
-    )
-    if result.returncode != 0:
-        raise StackError(
-            "rocketmq: Maven could not resolve the RocketMQ jars from deploy/rocketmq/pom.xml: "
-            f"{result.stdout[-800:]}{result.stderr[-400:]}"
-        )
-    stamp.write_text(digest)
-    return lib
+    return copy_dependencies("rocketmq", POM, lib_dir(cfg))
 
 
 def _jvm(cfg: StackConfig, heap: str) -> list[str]:

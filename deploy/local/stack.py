@@ -11,6 +11,7 @@ from typing import Protocol
 
 from sluice.deploy.local.config import StackConfig
 from sluice.deploy.local.mariadb import MariaDB
+from sluice.deploy.local.opensearch import OpenSearch
 from sluice.deploy.local.postgres import Postgres
 from sluice.deploy.local.process import StackError
 from sluice.deploy.local.rocketmq import Broker, NameServer, ensure_jars
@@ -23,7 +24,7 @@ class Service(Protocol):
     def healthy(self) -> bool: ...
 
 
-SERVICE_NAMES = ("postgres", "mariadb", "temporal", "rocketmq-namesrv", "rocketmq-broker")
+SERVICE_NAMES = ("postgres", "mariadb", "temporal", "rocketmq-namesrv", "rocketmq-broker", "opensearch")
 
 
 def services(cfg: StackConfig) -> dict[str, Service]:
@@ -33,6 +34,7 @@ def services(cfg: StackConfig) -> dict[str, Service]:
         "temporal": Temporal(cfg),
         "rocketmq-namesrv": NameServer(cfg),
         "rocketmq-broker": Broker(cfg),
+        "opensearch": OpenSearch(cfg),
     }
 
 
@@ -51,6 +53,7 @@ def _address(cfg: StackConfig, name: str) -> str:
         "temporal": f"{cfg.temporal_address} (UI {cfg.temporal_ui_url})",
         "rocketmq-namesrv": cfg.namesrv_address,
         "rocketmq-broker": f"{cfg.broker_address} (gRPC proxy {cfg.proxy_address})",
+        "opensearch": cfg.opensearch_url,
     }[name]
 
 

@@ -82,6 +82,7 @@ def test_third_party_entry_point() -> None:
         "jdbc-sink",
         "jdbc-source",
         "mysql-cdc",
+        "opensearch-sink",
         "postgres-cdc",
         "postgres-sink",
     ]
@@ -94,7 +95,7 @@ def test_unknown_connector_lists_known_names() -> None:
         load_connector_class("mongodb-source")
     assert str(info.value) == (
         "unknown connector 'mongodb-source'; known: dummy-sink, dummy-source, file-sink, file-source, "
-        "jdbc-sink, jdbc-source, mysql-cdc, postgres-cdc, postgres-sink "
+        "jdbc-sink, jdbc-source, mysql-cdc, opensearch-sink, postgres-cdc, postgres-sink "
         "(or a 'package.module:Class' path)"
     )
 

@@ -1,0 +1,1 @@
+"""``opensearch-sink``: RocketMQ topics into OpenSearch (or Elasticsearch) indices, by bulk requests."""
