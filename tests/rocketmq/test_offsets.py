@@ -41,6 +41,15 @@ def _send(client: SyncRocketMQClient, topic: str, queue_id: int, bodies: list[by
     client.send_batch(MessageQueue(topic, "broker-a", queue_id), [OutgoingMessage(body=b) for b in bodies])
 
 
+def _await_latest(client: SyncRocketMQClient, topic: str, expected: dict[str, int]) -> None:
+    """The broker acknowledges a send before its consume queue (which max offset reads) is
+    dispatched, ~150 ms later under load; wait boundedly for it, then require exact values."""
+    deadline = time.monotonic() + 5
+    while latest_offsets(client, topic) != expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert latest_offsets(client, topic) == expected
+
+
 def test_latest_and_earliest_follow_writes(client: SyncRocketMQClient, topic_name: str) -> None:
     keys = [f"broker-a:{i}" for i in range(4)]
     assert earliest_offsets(client, topic_name) == dict.fromkeys(keys, 0)
@@ -48,12 +57,7 @@ def test_latest_and_earliest_follow_writes(client: SyncRocketMQClient, topic_nam
     _send(client, topic_name, 0, [b"a%d" % i for i in range(5)])
     _send(client, topic_name, 2, [b"b%d" % i for i in range(3)])
     expected = {"broker-a:0": 5, "broker-a:1": 0, "broker-a:2": 3, "broker-a:3": 0}
-    # The broker acknowledges a send before its consume queue (which max offset reads) is
-    # dispatched, ~150 ms later under load; wait boundedly for it, then require exact values.
-    deadline = time.monotonic() + 5
-    while latest_offsets(client, topic_name) != expected and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert latest_offsets(client, topic_name) == expected
+    _await_latest(client, topic_name, expected)
     assert earliest_offsets(client, topic_name) == dict.fromkeys(keys, 0)
 
 
@@ -104,6 +108,7 @@ def test_start_policy_names_missing_queue(client: SyncRocketMQClient, topic_name
 def test_plan_from_broker_positions_with_data_loss_check(client: SyncRocketMQClient, topic_name: str) -> None:
     """The driver-side sequence a task runs: resolve, plan, check, all from real positions."""
     _send(client, topic_name, 0, [b"m%d" % i for i in range(10)])
+    _await_latest(client, topic_name, {"broker-a:0": 10, "broker-a:1": 0, "broker-a:2": 0, "broker-a:3": 0})
     view = QueueView(client, [topic_name], task_id=0, task_count=1)
     plan = plan_next(PlanRequest("c", 0, 0, {}, max_units=6), view).plan
     assert plan is not None
