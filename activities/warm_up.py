@@ -37,6 +37,7 @@ from pyspark.sql.types import StructType
 log = logging.getLogger(__name__)
 
 ROWS = 64
+SCHEMA = "id long, text string"
 #: The warm-up starts once no task activity has started on this worker for this long.
 QUIET_S = 2.0
 #: ... or after this long in any case.
@@ -48,9 +49,6 @@ def task_started() -> None:
     """A task activity starts on this worker (the warm-up waits for the starts to pause)."""
     global _last_task_start
     _last_task_start = time.monotonic()
-
-
-SCHEMA = "id long, text string"
 
 
 def start_warm_up(session: Callable[[], SparkSession], not_before_s: float = 0.0) -> threading.Thread:
