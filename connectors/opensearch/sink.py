@@ -29,6 +29,7 @@ Lifecycle per batch (``write``):
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
@@ -227,7 +228,8 @@ class OpenSearchSinkTask(SinkTask):
             try:
                 found = self.client.request("HEAD", path)
                 if found.status_code == 404:
-                    created = self.client.request("PUT", path, body=_json({"mappings": mapping}))
+                    body = json.dumps({"mappings": mapping}).encode()
+                    created = self.client.request("PUT", path, body=body)
                     if (
                         created.status_code not in (200, 201)
                         and "resource_already_exists" not in created.text
@@ -261,12 +263,6 @@ class OpenSearchSinkTask(SinkTask):
 def _where(r: Rejected | Invalid | Action) -> str:
     topic = f"topic {r.topic!r} " if r.topic else ""
     return f"{topic}queue {r.partition!r} offset {r.offset}"
-
-
-def _json(value: Any) -> bytes:
-    import json
-
-    return json.dumps(value).encode("utf-8")
 
 
 class OpenSearchSinkConnector(SinkConnector):
