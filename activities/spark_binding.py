@@ -10,7 +10,7 @@ transforms → converter → RocketMQ writer) starts from:
 - splits become ``spark.range(n, numPartitions=n).mapInArrow(...)``: split ``i`` is read by task
   ``i``, wherever the cluster runs it.
 
-The Spark schema is derived from the Arrow one (``from_arrow_schema``), so the source's Arrow
+The Spark schema is derived from the Arrow one (``spark_schema``), so the source's Arrow
 types are the only declaration of its record shape.
 
 On the way out, a sink's batch (read, decoded, transformed and checked in one Spark job) is
@@ -31,6 +31,7 @@ from sluice.connectors.records import empty_records
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
     from sluice.connectors.source_reads import ArrowSplits, SourceRead
 
@@ -45,16 +46,23 @@ def source_frame(spark: SparkSession, read: SourceRead) -> DataFrame:
     return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
 
 
+def spark_schema(schema: pa.Schema) -> StructType:
+    """The Spark types of an Arrow schema; a timestamp without a time zone (a DATETIME column) is
+    ``timestamp_ntz``, as it is, not an instant in the session's zone (Spark 4.1 maps it to
+    ``timestamp`` unless asked)."""
+    return from_arrow_schema(schema, prefer_timestamp_ntz=True)
+
+
 def table_frame(spark: SparkSession, table: pa.Table) -> DataFrame:
     """A driver-built Arrow table of records as a DataFrame, its Spark types derived from Arrow's."""
-    return spark.createDataFrame(table, schema=from_arrow_schema(table.schema))
+    return spark.createDataFrame(table, schema=spark_schema(table.schema))
 
 
 def _split_frame(spark: SparkSession, splits: ArrowSplits) -> DataFrame:
     count = len(splits.splits)
     tasks = spark.range(0, count, 1, count)
     return tasks.mapInArrow(
-        partial(_read_splits, splits.splits, splits.read), from_arrow_schema(splits.schema)
+        partial(_read_splits, splits.splits, splits.read), spark_schema(splits.schema)
     )
 
 

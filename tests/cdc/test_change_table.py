@@ -100,12 +100,10 @@ def _expected_spark_schema() -> dict[str, Any]:
 
 
 def test_the_runtime_frame_has_the_spark_built_envelope_schema(spark: Any) -> None:
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    from sluice.activities.spark_binding import table_frame
+    from sluice.activities.spark_binding import spark_schema, table_frame
 
     table = _table()
-    assert json.loads(from_arrow_schema(table.schema).json()) == _expected_spark_schema()
+    assert json.loads(spark_schema(table.schema).json()) == _expected_spark_schema()
     frame = table_frame(spark, table)
     assert json.loads(frame.schema.json()) == _expected_spark_schema()
     rows = frame.orderBy("offset").collect()

@@ -58,7 +58,7 @@ TYPES: dict[str, T.DataType] = {
 def test_arrow_types_equal_pysparks(name: str) -> None:
     schema = T.StructType([T.StructField("v", TYPES[name]), T.StructField("w", T.IntegerType(), False)])
     own_json = schema.json()
-    expected = to_arrow_type(T.StructType.fromJson(json.loads(own_json)), timezone="UTC")
+    expected = to_arrow_type(T.StructType.fromJson(json.loads(own_json)), timestamp_utc=True)
     fields = struct_fields(own_json)
     assert pa.struct(fields) == expected
     assert [f.nullable for f in fields] == [f.nullable for f in expected]
