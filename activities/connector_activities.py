@@ -225,7 +225,8 @@ class ConnectorActivities:
 
     def _runner(self, inp: TaskInput) -> BatchRunner:
         try:
-            raw = resolve_secrets(inp.config, self.ctx.secret_providers())
+            # The connector's name with its config, so a task's messages name it (SinkTask.name).
+            raw = {**resolve_secrets(inp.config, self.ctx.secret_providers()), "name": inp.connector}
             connector_cls = load_connector_class(inp.config["connector.class"])
             parsed = connector_cls().parse(raw)
             if issubclass(connector_cls, SourceConnector):

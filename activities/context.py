@@ -30,6 +30,8 @@ class RuntimeSettings:
     spark_driver_memory: str
     #: Spark tasks one side of a batch may run at once (``SLUICE_BATCH_TASKS``; see Settings)
     batch_tasks: int = 1
+    #: Jar files the SparkSession puts on its classpath (``SLUICE_SPARK_JARS``: the lake formats)
+    spark_jars: tuple[str, ...] = ()
     #: Fernet key of ``${sealed:…}`` config values (connectors.sealing); None: none can be resolved
     sealing_key: bytes | None = None
 
@@ -83,7 +85,11 @@ class RuntimeContext:
 
     @property
     def spark(self) -> SparkSession:
-        return get_spark(self.settings.spark_master, driver_memory=self.settings.spark_driver_memory)
+        return get_spark(
+            self.settings.spark_master,
+            driver_memory=self.settings.spark_driver_memory,
+            jars=self.settings.spark_jars,
+        )
 
     def close(self) -> None:
         if self._rocketmq is not None:

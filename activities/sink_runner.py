@@ -23,12 +23,13 @@ from pyspark.sql import functions as F
 from sluice.activities.bad_records import checked_records
 from sluice.activities.dead_letters import route_bad_records
 from sluice.activities.runner import TaskSetup, next_plan
-from sluice.activities.spark_binding import batch_table, parsed_once
+from sluice.activities.spark_binding import PARSE_BARRIER, batch_table, parsed_once
 from sluice.connectors.api import (
     OrdersBarriers,
     RejectedRecordsError,
     RestatesPlans,
     TransactionalSink,
+    WritesFrames,
 )
 from sluice.connectors.barriers import BARRIER_HEADER
 from sluice.connectors.connect_schemas import SCHEMA_KEY
@@ -269,6 +270,10 @@ class SinkRunner:
         (records.good_arrow_records), so the converter's parse runs once; anything flagged, or
         refused by the target, fails the task naming the record."""
         records = apply_chain(self.setup.chain, parsed_once(decoded))
+        if isinstance(self.task, WritesFrames):
+            with checked_records(records, self.setup) as good:
+                self.task.write_frame(good.drop(PARSE_BARRIER), plan)
+            return
         table = good_arrow_records(batch_table(records), f"connector {self.connector}")
         try:
             self.task.write(table, plan)
@@ -277,7 +282,11 @@ class SinkRunner:
 
     def _write_tolerating(self, records: DataFrame, plan: BatchPlan, messages: DataFrame) -> None:
         """``errors.tolerance=all``: records the target refuses go to the dead-letter topic and the
-        rest is collected and written again, for at most ``MAX_REJECTION_ROUNDS`` rounds."""
+        rest is collected and written again, for at most ``MAX_REJECTION_ROUNDS`` rounds. A task
+        that writes frames (Delta, Iceberg) refuses no single record: its write is all or nothing."""
+        if isinstance(self.task, WritesFrames):
+            self.task.write_frame(records, plan)
+            return
         for _ in range(MAX_REJECTION_ROUNDS):
             try:
                 self.task.write(batch_table(records), plan)

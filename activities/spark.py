@@ -24,6 +24,7 @@ import sys
 import tempfile
 import threading
 import zipfile
+from collections.abc import Sequence
 from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -57,6 +58,33 @@ SESSION_CONF = {
 }
 
 
+#: The lake formats a session can write, by the jar that brings each: its SQL extension and the
+#: settings it needs (delta-sink, iceberg-sink). Iceberg catalogs are a sink's own (its config).
+LAKE_FORMATS = {
+    "delta-spark_": (
+        "io.delta.sql.DeltaSparkSessionExtension",
+        {"spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog"},
+    ),
+    "iceberg-spark-runtime-": ("org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions", {}),
+}
+
+
+def jars_conf(jars: Sequence[str]) -> dict[str, str]:
+    """The static settings a session with ``jars`` starts with: the jars, and the SQL extension
+    (and settings) of each lake format among them, found by the jar's file name."""
+    if not jars:
+        return {}
+    conf = {"spark.jars": ",".join(jars)}
+    extensions = []
+    for prefix, (extension, settings) in LAKE_FORMATS.items():
+        if any(Path(j).name.startswith(prefix) for j in jars):
+            extensions.append(extension)
+            conf.update(settings)
+    if extensions:
+        conf["spark.sql.extensions"] = ",".join(extensions)
+    return conf
+
+
 class SparkMasterError(RuntimeError):
     """No session on the configured master: unreachable, refused, or not supported there. The
     message names the master and the setting, so a worker stops before it polls any task."""
@@ -72,12 +100,17 @@ def is_local_master(master: str) -> bool:
 
 
 def get_spark(
-    master: str | None = None, *, driver_memory: str | None = None, app_name: str = "sluice-worker"
+    master: str | None = None,
+    *,
+    driver_memory: str | None = None,
+    app_name: str = "sluice-worker",
+    jars: Sequence[str] = (),
 ) -> SparkSession:
     """Return the process's SparkSession, creating it on first use.
 
-    The first call says where (``master``, ``driver_memory``: the caller's settings, e.g.
-    ``RuntimeSettings``); later calls may omit them and get the same session.
+    The first call says where (``master``, ``driver_memory``, ``jars``: the caller's settings, e.g.
+    ``RuntimeSettings``); later calls may omit them and get the same session. ``jars`` are added
+    on a classic session only: a Spark Connect server has its own (docs/lake.md).
     """
     global _session
     with _lock:
@@ -93,7 +126,7 @@ def get_spark(
             if master.startswith("sc://"):
                 session = _connect(master)
             else:
-                session = _classic(master, app_name, driver_memory)
+                session = _classic(master, app_name, driver_memory, jars)
         except Exception as exc:  # Py4J, gRPC or Spark's own: whatever, it names the cause
             _stop_half_started()
             raise SparkMasterError(master, f"no Spark session: {_first_line(exc)}") from exc
@@ -101,7 +134,7 @@ def get_spark(
         return _session
 
 
-def _classic(master: str, app_name: str, driver_memory: str) -> SparkSession:
+def _classic(master: str, app_name: str, driver_memory: str, jars: Sequence[str]) -> SparkSession:
     """A session whose driver is this process's JVM (``local``, ``spark://``, ``k8s://``, ``yarn``)."""
     # pyspark: the CLI and REST server import this module (worker.settings -> activities.context)
     from pyspark.sql import SparkSession
@@ -114,7 +147,7 @@ def _classic(master: str, app_name: str, driver_memory: str) -> SparkSession:
         .config("spark.python.worker.reuse", "true")
         .config("spark.driver.memory", driver_memory)
     )
-    for key, value in SESSION_CONF.items():
+    for key, value in {**SESSION_CONF, **jars_conf(jars)}.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
@@ -136,7 +169,7 @@ def _connect(master: str) -> SparkSession:
     # No appName: the server's application is the server's, and a builder option would be set by
     # an RPC inside getOrCreate, before the short retries below apply.
     session = SparkSession.builder.remote(master).getOrCreate()
-    client = session.client  # a Connect session's gRPC client
+    client = session.client  # type: ignore[operator]  # a Connect session's gRPC client (4.1's stubs)
     # The first calls are the start-up check: a port that answers but is no Connect server fails
     # them in seconds, not after the ten minutes of retries that later calls ride a restart out with.
     retries = client.get_retry_policies()

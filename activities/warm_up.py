@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
@@ -86,7 +86,7 @@ def warm_up(session: SparkSession) -> None:
     session.createDataFrame(frame.toArrow()).toArrow()
 
 
-def _same_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _same_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     yield from batches
 
 

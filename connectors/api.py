@@ -162,10 +162,9 @@ class SourceTask(ABC):
 class SinkTask(ABC):
     """Writes one planned batch of records, in Arrow; see the module docstring lifecycle.
 
-    A sink whose target is Spark's own (a Delta or Iceberg table) would rather have the batch's
-    DataFrame than a collected table: it would declare that as an optional ability, bound to Spark
-    in ``sluice.activities.spark_binding`` like the sources' splits, and no other sink would see
-    Spark.
+    A sink whose target is Spark's own (a Delta or Iceberg table) takes the batch's DataFrame
+    instead of a collected table: it declares that as an optional ability (``WritesFrames``), and
+    no other sink sees Spark.
     """
 
     delivery: ClassVar[Delivery] = Delivery.AT_LEAST_ONCE
@@ -314,6 +313,24 @@ class OrdersBarriers(Protocol):
 
 
 @runtime_checkable
+class WritesFrames(Protocol):
+    """Optional ability of a sink task whose target Spark writes itself (Delta Lake, Iceberg).
+
+    The runtime hands such a task the batch's checked records as a Spark DataFrame instead of
+    collecting them into an Arrow table on the driver (``SinkTask.write``): the task's write is
+    the batch's one Spark job, run by the executors, and the table format's commit is the write's
+    end. The records are those ``write`` would get (``sluice.connectors.records`` columns, error
+    columns dropped); bad ones already failed the job or went to the dead-letter topic. The runtime
+    commits the batch's positions after ``write_frame`` returns, so a task makes a re-run of a
+    committed batch write nothing (``RestatesPlans`` tells it which plans are re-runs).
+    """
+
+    def write_frame(self, records: Any, plan: BatchPlan) -> None:
+        """Write ``records`` (a ``pyspark.sql.DataFrame``) for ``plan``."""
+        ...
+
+
+@runtime_checkable
 class RestatesPlans(Protocol):
     """Optional ability of a sink task whose ``prepare`` state belongs to its configuration (a file
     sink's length of *its* file): a plan recorded before a reconfigure is re-run with the new config.
@@ -380,10 +397,14 @@ def delivery_of(task: SinkTask) -> Delivery:
     once must either be transactional or undo a partial write from its ``prepare`` state."""
     if isinstance(task, TransactionalSink):
         return Delivery.EXACTLY_ONCE
-    if task.delivery is Delivery.EXACTLY_ONCE and type(task).prepare is SinkTask.prepare:
+    undoes = type(task).prepare is not SinkTask.prepare
+    # a frame writer that is told of re-runs finds a batch's commit in its table's history
+    finds_commits = isinstance(task, WritesFrames) and isinstance(task, RestatesPlans)
+    if task.delivery is Delivery.EXACTLY_ONCE and not (undoes or finds_commits):
         raise TypeError(
             f"{type(task).__name__} declares exactly-once delivery but is neither a TransactionalSink "
-            "nor overrides prepare() to undo a partial write"
+            "nor overrides prepare() to undo a partial write, nor finds a re-run batch's commit "
+            "(WritesFrames and RestatesPlans)"
         )
     return task.delivery
 

@@ -57,6 +57,8 @@ BUILTIN_CONNECTORS: Final = {
     "postgres-cdc": "sluice.connectors.cdc.postgres.source:PostgresCdcConnector",
     "mysql-cdc": "sluice.connectors.cdc.mysql.source:MySqlCdcConnector",
     "opensearch-sink": "sluice.connectors.opensearch.sink:OpenSearchSinkConnector",
+    "delta-sink": "sluice.connectors.lake.sink:DeltaSinkConnector",
+    "iceberg-sink": "sluice.connectors.lake.sink:IcebergSinkConnector",
 }
 
 #: Connector class names from Kafka Connect's and RocketMQ Connect's configs, and the built-in
@@ -78,6 +80,9 @@ CONNECTOR_ALIASES: Final = {
     "io.debezium.connector.mysql.MySqlConnector": "mysql-cdc",
     "org.apache.rocketmq.connect.debezium.mysql.DebeziumMysqlConnector": "mysql-cdc",
     "io.confluent.connect.elasticsearch.ElasticsearchSinkConnector": "opensearch-sink",
+    "org.apache.rocketmq.connect.deltalake.connector.DeltalakeSinkConnector": "delta-sink",
+    "org.apache.iceberg.connect.IcebergSinkConnector": "iceberg-sink",
+    "io.tabular.iceberg.connect.IcebergSinkConnector": "iceberg-sink",
     "org.apache.rocketmq.connect.elasticsearch.connector.ElasticsearchSinkConnector": "opensearch-sink",
 }
 

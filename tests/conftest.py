@@ -94,7 +94,12 @@ def spark() -> Iterator[SparkSession]:
     from sluice.activities.spark import get_spark
 
     env = settings()
-    session = get_spark(env.spark_master, driver_memory=env.spark_driver_memory, app_name="sluice-tests")
+    session = get_spark(
+        env.spark_master,
+        driver_memory=env.spark_driver_memory,
+        app_name="sluice-tests",
+        jars=env.spark_jar_files(),
+    )
     yield session
     session.stop()
 

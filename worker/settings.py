@@ -27,6 +27,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sluice.activities.context import RuntimeSettings
+from sluice.deploy.local import lake
 from sluice.deploy.local.config import REPO_ROOT, StackConfig
 
 ENV_PREFIX: Final = "SLUICE_"
@@ -51,6 +52,10 @@ def _local_stack(data: dict[str, Any]) -> StackConfig:
         spark_master=data["spark_master"],
         temporal_namespace=data["temporal_namespace"],
     )
+
+
+def _listed(value: str | None) -> list[str]:
+    return [p.strip() for p in (value or "").split(",") if p.strip()]
 
 
 def _local(address: Callable[[StackConfig], str]) -> Callable[[dict[str, Any]], str]:
@@ -79,6 +84,10 @@ class Settings(BaseSettings):
     opensearch_port: Port = 19200  # HTTP; the node's transport port is this + 100
     spark_master: str = Field(default="local[2]", min_length=1)
     spark_driver_memory: str = Field(default="2g", pattern=r"(?i)^\d+([kmgtp]b?)?$")
+    #: Jars for the worker's SparkSession, comma-separated files or folders (every ``*.jar`` in
+    #: them): the lake formats for delta-sink and iceberg-sink. Unset: the local stack's lake jars
+    #: (deploy.local.lake), when `sluice stack up` fetched them.
+    spark_jars: str | None = None
     #: Spark tasks one side of one batch may run at once: a table read in splits, a sink batch over
     #: several queues. 1 on the local stack, where a pipeline's source and sink batches already run
     #: side by side on its two cores (measured: two tasks per side starved the other side's small
@@ -126,6 +135,22 @@ class Settings(BaseSettings):
             raise ValueError("expected a Fernet key, 32 url-safe base64-encoded bytes (`sluice keygen`)")
         return value
 
+    @field_validator("spark_jars")
+    @classmethod
+    def _jars_exist(cls, value: str | None) -> str | None:
+        missing = [p for p in _listed(value) if not Path(p).exists()]
+        if missing:
+            raise ValueError(f"no such file or folder: {', '.join(missing)}")
+        return value
+
+    def spark_jar_files(self) -> tuple[str, ...]:
+        """The jar files ``spark_jars`` names (folders expanded, sorted), or the local stack's."""
+        places = [Path(p) for p in _listed(self.spark_jars)] or [lake.jar_dir(self.state_dir)]
+        files: list[str] = []
+        for place in places:
+            files += sorted(str(j) for j in place.glob("*.jar")) if place.is_dir() else [str(place)]
+        return tuple(f for f in files if Path(f).exists())
+
     @property
     def stack(self) -> StackConfig:
         """The local stack these settings describe."""
@@ -140,6 +165,7 @@ class Settings(BaseSettings):
             spark_master=self.spark_master,
             spark_driver_memory=self.spark_driver_memory,
             batch_tasks=self.batch_tasks,
+            spark_jars=self.spark_jar_files(),
             store_schema=self.store_schema,
             sealing_key=self.sealing_key(),
         )

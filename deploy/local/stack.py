@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Protocol
 
+from sluice.deploy.local import lake
 from sluice.deploy.local.config import StackConfig
 from sluice.deploy.local.mariadb import MariaDB
 from sluice.deploy.local.opensearch import OpenSearch
@@ -63,6 +64,7 @@ def up(cfg: StackConfig) -> list[ServiceStatus]:
     have disturbed one before it)."""
     cfg.state_dir.mkdir(parents=True, exist_ok=True)
     ensure_jars(cfg)
+    lake.ensure_jars(cfg)
     started: list[Service] = []
     for name, svc in services(cfg).items():
         if svc.healthy():

@@ -1,0 +1,1 @@
+"""delta-sink and iceberg-sink: RocketMQ topics into lake tables that Spark writes itself."""

@@ -1,0 +1,212 @@
+"""RocketMQ -> delta-sink / iceberg-sink -> lake tables on the local filesystem, through real workers.
+
+Producers write Kafka's JsonConverter envelopes (and tombstones) into topics keyed by id, each id
+to its own queue, as a CDC pipeline's source would. The tables are read back with the test's own
+SparkSession (the same lake jars) and compared by content:
+
+* **upserts, deletes and a new field**: the same topic into a Delta table (Sluice's keys) and an
+  Iceberg table (Apache Iceberg's Kafka Connect keys and class name), MERGEd on the key; a record
+  carrying a field the table lacks adds the column. Both tables end equal to the last version of
+  every id not deleted.
+* **a SIGKILL between the table commit and the position commit**: the offset store's positions
+  are locked from the test (a real PostgreSQL lock), so the worker commits a batch to a Delta
+  table in append mode and then blocks committing its positions; it is SIGKILLed there. The next
+  worker re-runs the batch, finds its commit in the table's history and writes nothing again: the
+  append-only table holds every record exactly once, and no batch reference twice.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from sluice.connectors.converters import TOMBSTONE_PROPERTY
+from sluice.connectors.rocketmq.client import MessageQueue
+from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
+from sluice.connectors.rocketmq.values import OutgoingMessage
+from sluice.workflows.types import TaskState
+from tests.runtime.helpers import wait_for
+
+FIELDS = [
+    {"type": "int64", "optional": False, "field": "id"},
+    {"type": "string", "optional": True, "field": "name"},
+    {"type": "float64", "optional": True, "field": "price"},
+]
+STOCK = {"type": "int32", "optional": True, "field": "stock"}
+FAST = {"poll.interval.ms": "200"}
+#: What reading a table that is not there yet says.
+NOT_THERE = ("PATH_NOT_FOUND", "DELTA_TABLE_NOT_FOUND", "not a Delta table", "NoSuchTable", "does not exist")
+JSON_CONVERTERS = {
+    "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+    "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+}
+
+
+def _envelope(fields: list[dict[str, object]], payload: dict[str, object]) -> str:
+    schema = {"type": "struct", "fields": fields, "optional": False, "name": "row"}
+    return json.dumps({"schema": schema, "payload": payload}, separators=(",", ":"))
+
+
+def _send(client: SyncRocketMQClient, topic: str, rows: list[tuple[int, dict[str, object] | None]]) -> None:
+    """Each ``(id, row)`` keyed by id to queue id % 4, in order; ``None`` is a tombstone; a row
+    with ``stock`` carries the wider schema."""
+    by_queue: dict[int, list[OutgoingMessage]] = {}
+    for key, row in rows:
+        keys = _envelope(FIELDS[:1], {"id": key})
+        if row is None:
+            message = OutgoingMessage(b"", keys=keys, properties={TOMBSTONE_PROPERTY: "true"})
+        else:
+            fields = [*FIELDS, STOCK] if "stock" in row else FIELDS
+            message = OutgoingMessage(_envelope(fields, row).encode(), keys=keys)
+        by_queue.setdefault(key % 4, []).append(message)
+    broker = client.queues(topic)[0].broker_name
+    for queue_id, messages in sorted(by_queue.items()):
+        client.send_batch(MessageQueue(topic, broker, queue_id), messages)
+
+
+def _rows(spark: Any, fmt: str, path: str) -> dict[int, dict[str, Any]] | None:
+    """A lake table's rows by id (None while it does not exist)."""
+    try:
+        frame = spark.read.format(fmt).load(path)
+        return {r["id"]: r.asDict() for r in frame.collect()}
+    except Exception as exc:  # noqa: BLE001 - not there yet
+        if any(m in str(exc) for m in NOT_THERE):
+            return None
+        raise
+
+
+async def test_upserts_deletes_and_new_columns_into_delta_and_iceberg(
+    start_worker, sluice, topic_name, rocketmq_admin, spark, tmp_path: Path
+) -> None:
+    name = uuid.uuid4().hex[:8]
+    start_worker()
+    first = [(i, {"id": i, "name": f"item {i}", "price": i + 0.25}) for i in range(40)]
+    _send(rocketmq_admin, topic_name, first)
+    delta_root, warehouse = tmp_path / "delta", tmp_path / "warehouse"
+    await sluice.create(
+        f"delta-{name}",
+        {
+            "connector.class": "delta-sink",
+            "topics": topic_name,
+            "delta.lake.tables.location": str(delta_root),
+            "table.name.format": "items",
+            "insert.mode": "upsert",
+            **JSON_CONVERTERS,
+            **FAST,
+        },
+    )
+    await sluice.create(
+        f"iceberg-{name}",
+        {
+            "connector.class": "org.apache.iceberg.connect.IcebergSinkConnector",
+            "topics": topic_name,
+            "iceberg.tables": "shop.items",
+            "iceberg.tables.upsert-mode-enabled": "true",
+            "iceberg.catalog.type": "hadoop",
+            "iceberg.catalog.warehouse": str(warehouse),
+            **JSON_CONVERTERS,
+            **FAST,
+        },
+    )
+    expected: dict[int, dict[str, Any]] = {i: {**row, "stock": None} for i, row in first}  # type: ignore[misc]
+    tables = {"delta": str(delta_root / "items"), "iceberg": str(warehouse / "shop" / "items")}
+
+    async def both_hold(want: dict[int, dict[str, Any]], what: str) -> None:
+        for fmt, path in tables.items():
+            def holds(fmt: str = fmt, path: str = path) -> bool:
+                got = _rows(spark, fmt, path)
+                return got is not None and {k: {**v, "stock": v.get("stock")} for k, v in got.items()} == want
+
+            try:
+                await wait_for(holds, 120, f"{what} in the {fmt} table")
+            except AssertionError as exc:
+                got = _rows(spark, fmt, path) or {}
+                keys = set(want) | set(got)
+                wrong = {k: (want.get(k), got.get(k)) for k in keys if want.get(k) != got.get(k)}
+                raise AssertionError(f"{exc}: (want, got) {dict(list(wrong.items())[:4])}") from None
+
+    await both_hold(expected, "the first version of every item")
+
+    updates = [(i, {"id": i, "name": f"renamed {i} ✓", "price": None, "stock": i * 2}) for i in range(10)]
+    deletes: list[tuple[int, dict[str, object] | None]] = [(i, None) for i in (10, 11, 12)]
+    reinserted = [(11, {"id": 11, "name": "back", "price": 1.5})]
+    _send(rocketmq_admin, topic_name, [*updates, *deletes, *reinserted])
+    for i, row in updates:
+        expected[i] = dict(row)
+    for i, _ in deletes:
+        del expected[i]
+    expected[11] = {"id": 11, "name": "back", "price": 1.5, "stock": None}
+    await both_hold(expected, "the updates, deletes and the new column")
+    for connector in (f"delta-{name}", f"iceberg-{name}"):
+        status = await sluice.status(connector)
+        assert [t.state for t in status.tasks] == [TaskState.RUNNING], (connector, status.tasks)
+
+
+@pytest.mark.private_worker  # SIGKILLs its worker
+async def test_a_kill_between_table_and_position_commit_writes_nothing_twice(
+    start_worker, sluice, topic_name, rocketmq_admin, spark, pg_engine, runtime_env, tmp_path: Path
+) -> None:
+    name = uuid.uuid4().hex[:8]
+    worker = start_worker()
+    path = str(tmp_path / "events")
+    await sluice.create(
+        f"delta-events-{name}",
+        {
+            "connector.class": "org.apache.rocketmq.connect.deltalake.connector.DeltalakeSinkConnector",
+            "topics": topic_name,
+            "tablePath": path,
+            "partition.fields": "name",
+            **JSON_CONVERTERS,
+            **FAST,
+        },
+    )
+    produced: list[dict[str, Any]] = []
+
+    def send(ids: range) -> None:
+        rows = [(i, {"id": i, "name": f"kind {i % 3}", "price": float(i)}) for i in ids]
+        _send(rocketmq_admin, topic_name, rows)  # type: ignore[arg-type]
+        produced.extend(r for _, r in rows)  # type: ignore[misc]
+
+    def table_is(want: list[dict[str, Any]]) -> bool:
+        got = _rows_list(spark, path)
+        return got is not None and Counter(map(_key, got)) == Counter(map(_key, want))
+
+    send(range(0, 20))
+    await wait_for(lambda: table_is(produced), 120, "the first events in the table")
+
+    # Positions locked: the next batch commits to the table, then waits on the store's lock.
+    with pg_engine.connect() as lock:
+        lock.execute(text(f'LOCK TABLE "{runtime_env.store_schema}".positions IN SHARE MODE'))
+        send(range(20, 45))
+        await wait_for(lambda: table_is(produced), 120, "the second batch committed to the table")
+        worker.kill()  # SIGKILL, its positions not committed
+        lock.rollback()
+    start_worker()
+    send(range(45, 60))
+    await wait_for(lambda: table_is(produced), 180, "every event exactly once after the re-run")
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()
+    refs = Counter(r["userMetadata"] for r in history if r["userMetadata"])
+    assert refs and max(refs.values()) == 1, f"a batch committed twice: {refs}"
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()[0]
+    assert list(detail["partitionColumns"]) == ["name"], "partitioned by partition.fields"
+    status = await sluice.status(f"delta-events-{name}")
+    assert [t.state for t in status.tasks] == [TaskState.RUNNING], status.tasks
+
+
+def _rows_list(spark: Any, path: str) -> list[dict[str, Any]] | None:
+    try:
+        return [r.asDict() for r in spark.read.format("delta").load(path).collect()]
+    except Exception as exc:  # noqa: BLE001 - not there yet
+        if any(m in str(exc) for m in NOT_THERE):
+            return None
+        raise
+
+
+def _key(row: dict[str, Any]) -> str:
+    return json.dumps(row, sort_keys=True)
