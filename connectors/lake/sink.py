@@ -242,6 +242,9 @@ class IcebergSinkTask(LakeSinkTask):
     def _configure(self, session: SparkSession) -> None:
         catalog = cfg.spark_catalog_name(self.config)
         session.conf.set(f"spark.sql.catalog.{catalog}", "org.apache.iceberg.spark.SparkCatalog")
+        # Uncached, unless the config says otherwise: a table changed under the sink (a column
+        # dropped, the table deleted) must be seen by the next batch, not an hour later.
+        session.conf.set(f"spark.sql.catalog.{catalog}.cache-enabled", "false")
         for key, value in cfg.catalog_properties(self.config).items():
             session.conf.set(f"spark.sql.catalog.{catalog}.{key}", value)
 

@@ -41,7 +41,7 @@ FIELDS = [
 STOCK = {"type": "int32", "optional": True, "field": "stock"}
 FAST = {"poll.interval.ms": "200"}
 #: What reading a table that is not there yet says.
-NOT_THERE = ("PATH_NOT_FOUND", "DELTA_TABLE_NOT_FOUND", "not a Delta table", "NoSuchTable", "does not exist")
+NOT_THERE = ("PATH_NOT_FOUND", "DELTA_TABLE_NOT_FOUND", "TABLE_OR_VIEW_NOT_FOUND", "not a Delta table", "NoSuchTable", "does not exist")
 JSON_CONVERTERS = {
     "key.converter": "org.apache.kafka.connect.json.JsonConverter",
     "value.converter": "org.apache.kafka.connect.json.JsonConverter",
@@ -119,6 +119,7 @@ async def test_upserts_deletes_and_new_columns_into_delta_and_iceberg(
 
     async def both_hold(want: dict[int, dict[str, Any]], what: str) -> None:
         for fmt, path in tables.items():
+
             def holds(fmt: str = fmt, path: str = path) -> bool:
                 got = _rows(spark, fmt, path)
                 return got is not None and {k: {**v, "stock": v.get("stock")} for k, v in got.items()} == want
@@ -210,3 +211,59 @@ def _rows_list(spark: Any, path: str) -> list[dict[str, Any]] | None:
 
 def _key(row: dict[str, Any]) -> str:
     return json.dumps(row, sort_keys=True)
+
+
+async def test_a_table_changed_under_the_sink(
+    start_worker, sluice, topic_name, rocketmq_admin, spark, tmp_path: Path
+) -> None:
+    """A column dropped under an iceberg-sink comes back (``auto.evolve``) and the rows after it
+    carry it again; the table deleted under it fails the task naming the table, never re-created
+    short."""
+    name = uuid.uuid4().hex[:8]
+    start_worker()
+    warehouse = tmp_path / "warehouse"
+    connector = f"iceberg-changed-{name}"
+    await sluice.create(
+        connector,
+        {
+            "connector.class": "iceberg-sink",
+            "topics": topic_name,
+            "iceberg.catalog.warehouse": str(warehouse),
+            "iceberg.namespace": "shop",
+            "table.name.format": "items",
+            **JSON_CONVERTERS,
+            **FAST,
+        },
+    )
+    path = str(warehouse / "shop" / "items")
+    spark.conf.set("spark.sql.catalog.changed", "org.apache.iceberg.spark.SparkCatalog")
+    spark.conf.set("spark.sql.catalog.changed.type", "hadoop")
+    spark.conf.set("spark.sql.catalog.changed.warehouse", str(warehouse))
+
+    def rows(ids: range) -> list[tuple[int, dict[str, object] | None]]:
+        return [(i, {"id": i, "name": f"item {i}", "price": i + 0.5}) for i in ids]
+
+    def table_is(want: dict[int, dict[str, Any]]) -> bool:
+        return _rows(spark, "iceberg", path) == want
+
+    _send(rocketmq_admin, topic_name, rows(range(10)))
+    want = {i: row for i, row in rows(range(10))}
+    await wait_for(lambda: table_is(want), 120, "the first rows in the table")  # type: ignore[arg-type]
+
+    spark.sql("ALTER TABLE changed.shop.items DROP COLUMN price")
+    _send(rocketmq_admin, topic_name, rows(range(10, 20)))
+    want = {i: {**row, "price": None} for i, row in want.items()}  # type: ignore[dict-item]
+    want.update({i: row for i, row in rows(range(10, 20))})  # type: ignore[misc]
+    await wait_for(lambda: table_is(want), 120, "the column added again, on the rows after the drop")
+
+    spark.sql("DROP TABLE changed.shop.items PURGE")
+    _send(rocketmq_admin, topic_name, rows(range(20, 25)))
+
+    async def failed() -> bool:
+        status = await sluice.status(connector)
+        return bool(status.tasks) and status.tasks[0].state == TaskState.FAILED
+
+    await wait_for(failed, 120, "the task FAILED on the deleted table")
+    error = (await sluice.status(connector)).tasks[0].error
+    assert "table iceberg.shop.items" in error and "deleted under the sink" in error, error
+    assert _rows(spark, "iceberg", path) is None, "not created again, short"
