@@ -41,7 +41,14 @@ FIELDS = [
 STOCK = {"type": "int32", "optional": True, "field": "stock"}
 FAST = {"poll.interval.ms": "200"}
 #: What reading a table that is not there yet says.
-NOT_THERE = ("PATH_NOT_FOUND", "DELTA_TABLE_NOT_FOUND", "TABLE_OR_VIEW_NOT_FOUND", "not a Delta table", "NoSuchTable", "does not exist")
+NOT_THERE = (
+    "PATH_NOT_FOUND",
+    "DELTA_TABLE_NOT_FOUND",
+    "TABLE_OR_VIEW_NOT_FOUND",
+    "not a Delta table",
+    "NoSuchTable",
+    "does not exist",
+)
 JSON_CONVERTERS = {
     "key.converter": "org.apache.kafka.connect.json.JsonConverter",
     "value.converter": "org.apache.kafka.connect.json.JsonConverter",
