@@ -274,3 +274,31 @@ async def test_a_table_changed_under_the_sink(
     error = (await sluice.status(connector)).tasks[0].error
     assert "table iceberg.shop.items" in error and "deleted under the sink" in error, error
     assert _rows(spark, "iceberg", path) is None, "not created again, short"
+
+
+async def test_a_bad_record_fails_the_task_naming_it_and_commits_nothing(
+    start_worker, sluice, topic_name, rocketmq_admin, spark, tmp_path: Path
+) -> None:
+    name = uuid.uuid4().hex[:8]
+    start_worker()
+    good = _envelope(FIELDS, {"id": 1, "name": "fine", "price": 1.0}).encode()
+    broker = rocketmq_admin.queues(topic_name)[0].broker_name
+    rocketmq_admin.send_batch(
+        MessageQueue(topic_name, broker, 0), [OutgoingMessage(good), OutgoingMessage(b"{not json")]
+    )
+    path = str(tmp_path / "strict")
+    connector = f"delta-strict-{name}"
+    await sluice.create(
+        connector,
+        {"connector.class": "delta-sink", "topics": topic_name, "tablePath": path, **JSON_CONVERTERS, **FAST},
+    )
+
+    async def failed() -> bool:
+        status = await sluice.status(connector)
+        return bool(status.tasks) and status.tasks[0].state == TaskState.FAILED
+
+    await wait_for(failed, 120, "the task FAILED on the record that is not JSON")
+    error = (await sluice.status(connector)).tasks[0].error
+    assert f"topic '{topic_name}' partition '{broker}:0' offset 1" in error, error
+    rows = _rows_list(spark, path)
+    assert not rows, f"nothing of the batch committed: {rows}"
