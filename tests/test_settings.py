@@ -183,3 +183,30 @@ def test_cli_takes_an_empty_variable_as_unset(stack_config: StackConfig) -> None
     result = _sluice("stack", "status", SLUICE_PG_PORT="", SLUICE_NAMESRV_PORT="")
     assert result.returncode == 0, result.stderr
     assert f"127.0.0.1:{stack_config.namesrv_port}" in result.stdout
+
+
+def test_spark_jars_are_files_or_folders_and_a_missing_one_is_refused(
+    clean_env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    folder = tmp_path / "jars"
+    folder.mkdir()
+    for name in ("b.jar", "a.jar", "notes.txt"):
+        (folder / name).write_text("")
+    single = tmp_path / "single.jar"
+    single.write_text("")
+    clean_env.setenv("SLUICE_SPARK_JARS", f"{folder}, {single}")
+    assert load_settings().runtime.spark_jars == (str(folder / "a.jar"), str(folder / "b.jar"), str(single))
+    clean_env.setenv("SLUICE_SPARK_JARS", str(tmp_path / "gone.jar"))
+    with pytest.raises(SettingsError, match=r"SLUICE_SPARK_JARS.*no such file or folder: .*gone\.jar"):
+        load_settings()
+
+
+def test_spark_jars_default_to_the_local_stacks_lake_jars(
+    clean_env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    clean_env.setenv("SLUICE_STATE_DIR", str(tmp_path))
+    assert load_settings().spark_jar_files() == ()  # not fetched: no jars, no lake extensions
+    (tmp_path / "spark-jars").mkdir()
+    delta = tmp_path / "spark-jars" / "delta-spark_4.1_2.13-4.4.0.jar"
+    delta.write_text("")
+    assert load_settings().spark_jar_files() == (str(delta),)
