@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from tests.databases import TestDatabase
+
+if TYPE_CHECKING:
+    from sluice.worker.client import SluiceClient
 
 
 async def wait_for(
@@ -24,6 +28,18 @@ async def wait_for(
             return
         await asyncio.sleep(interval_s)
     raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
+
+
+async def failed_task_error(sluice: SluiceClient, connector: str, timeout_s: float, what: str) -> str:
+    """Wait until the connector's first task is FAILED; its error."""
+    from sluice.workflows.types import TaskState
+
+    async def failed() -> bool:
+        status = await sluice.status(connector)
+        return bool(status.tasks) and status.tasks[0].state == TaskState.FAILED
+
+    await wait_for(failed, timeout_s, what)
+    return (await sluice.status(connector)).tasks[0].error
 
 
 def replica_sink(target: TestDatabase, topics: str, **extra: str) -> dict[str, str]:

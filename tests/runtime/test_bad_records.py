@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sluice.workflows.types import TaskState
-from tests.runtime.helpers import wait_for
+from tests.runtime.helpers import failed_task_error, wait_for
 
 BAD_LINE = "{not json"
 
@@ -70,12 +70,7 @@ async def test_an_undecodable_message_fails_the_sink_task_naming_topic_queue_and
         made = await _envelope_pipeline(tmp_path, start_worker, sluice, topic_name)
     dst, source, sink, _ = made
 
-    async def sink_failed() -> bool:
-        status = await sluice.status(sink)
-        return bool(status.tasks) and status.tasks[0].state == TaskState.FAILED
-
-    await wait_for(sink_failed, 180, "the sink task to fail on the bad record")
-    error = (await sluice.status(sink)).tasks[0].error
+    error = await failed_task_error(sluice, sink, 180, "the sink task to fail on the bad record")
     assert f"connector {sink}" in error
     assert f"topic '{topic_name}'" in error and "offset 3" in error, error
     assert all(part in error for part in why), error

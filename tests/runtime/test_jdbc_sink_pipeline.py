@@ -22,7 +22,7 @@ from sqlalchemy import create_engine, text
 from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
 from sluice.workflows.types import TaskState
 from tests.databases import table_rows
-from tests.runtime.helpers import wait_for
+from tests.runtime.helpers import failed_task_error, wait_for
 
 BAD_ID = 10_000
 FAST = {"poll.interval.ms": "200"}
@@ -51,8 +51,9 @@ async def test_upsert_dead_letters_and_topics_regex_into_mariadb(
     db = mariadb_db
     engine = create_engine(db.url)
     with engine.begin() as conn:
-        conn.execute(text("CREATE TABLE orders (id BIGINT PRIMARY KEY, "
-                          "name VARCHAR(8), amount DECIMAL(10,2))"))
+        conn.execute(
+            text("CREATE TABLE orders (id BIGINT PRIMARY KEY, name VARCHAR(8), amount DECIMAL(10,2))")
+        )
     lines, expected, bad_at = _orders()
     src = tmp_path / "orders.jsonl"
     src.write_text("\n".join(lines) + "\n")
@@ -134,8 +135,10 @@ async def test_upsert_dead_letters_and_topics_regex_into_mariadb(
     def lines_table() -> list[tuple[object, ...]]:
         with engine.connect() as conn:
             exists = conn.execute(
-                text("SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() "
-                     "AND table_name = 'lines'")
+                text(
+                    "SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() "
+                    "AND table_name = 'lines'"
+                )
             ).scalar()
             if not exists:
                 return []
@@ -170,12 +173,9 @@ async def test_upsert_dead_letters_and_topics_regex_into_mariadb(
     assert "'name'" in props["sluice.error"] and "orders" in props["sluice.error"], props["sluice.error"]
     assert (await sluice.status(sink)).tasks[0].state == TaskState.RUNNING
 
-    async def strict_failed() -> bool:
-        status = await sluice.status(strict_sink)
-        return bool(status.tasks) and status.tasks[0].state == TaskState.FAILED
-
-    await wait_for(strict_failed, 180, "the strict sink to fail on the line that is not JSON")
-    error = (await sluice.status(strict_sink)).tasks[0].error
+    error = await failed_task_error(
+        sluice, strict_sink, 180, "the strict sink to fail on the line that is not JSON"
+    )
     assert f"connector {strict_sink}: bad record at topic '{strict_topic}'" in error, error
     assert "offset 3" in error, error
     written = table_rows(db.url, "strict_orders")

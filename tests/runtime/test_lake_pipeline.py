@@ -31,7 +31,7 @@ from sluice.connectors.rocketmq.client import MessageQueue
 from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
 from sluice.connectors.rocketmq.values import OutgoingMessage
 from sluice.workflows.types import TaskState
-from tests.runtime.helpers import wait_for
+from tests.runtime.helpers import failed_task_error, wait_for
 
 FIELDS = [
     {"type": "int64", "optional": False, "field": "id"},
@@ -266,12 +266,7 @@ async def test_a_table_changed_under_the_sink(
     spark.sql("DROP TABLE changed.shop.items PURGE")
     _send(rocketmq_admin, topic_name, rows(range(20, 25)))
 
-    async def failed() -> bool:
-        status = await sluice.status(connector)
-        return bool(status.tasks) and status.tasks[0].state == TaskState.FAILED
-
-    await wait_for(failed, 120, "the task FAILED on the deleted table")
-    error = (await sluice.status(connector)).tasks[0].error
+    error = await failed_task_error(sluice, connector, 120, "the task FAILED on the deleted table")
     assert "table iceberg.shop.items" in error and "deleted under the sink" in error, error
     assert _rows(spark, "iceberg", path) is None, "not created again, short"
 
@@ -293,12 +288,7 @@ async def test_a_bad_record_fails_the_task_naming_it_and_commits_nothing(
         {"connector.class": "delta-sink", "topics": topic_name, "tablePath": path, **JSON_CONVERTERS, **FAST},
     )
 
-    async def failed() -> bool:
-        status = await sluice.status(connector)
-        return bool(status.tasks) and status.tasks[0].state == TaskState.FAILED
-
-    await wait_for(failed, 120, "the task FAILED on the record that is not JSON")
-    error = (await sluice.status(connector)).tasks[0].error
+    error = await failed_task_error(sluice, connector, 120, "the task FAILED on the record that is not JSON")
     assert f"topic '{topic_name}' partition '{broker}:0' offset 1" in error, error
     rows = _rows_list(spark, path)
     assert not rows, f"nothing of the batch committed: {rows}"

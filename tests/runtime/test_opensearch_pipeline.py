@@ -30,7 +30,7 @@ from sluice.connectors.rocketmq.values import OutgoingMessage
 from sluice.deploy.local.config import StackConfig
 from sluice.deploy.local.rocketmq import CLUSTER_NAME
 from sluice.workflows.types import TaskState
-from tests.runtime.helpers import wait_for
+from tests.runtime.helpers import failed_task_error, wait_for
 
 FIELDS = [
     {"type": "int64", "optional": False, "field": "id"},
@@ -194,12 +194,7 @@ async def test_upserts_deletes_and_refused_documents_into_opensearch(
         assert "mapper_parsing_exception" in letter.properties["sluice.error"], letter.properties
     assert (await sluice.status(tolerant)).tasks[0].state == TaskState.RUNNING
 
-    async def strict_failed() -> bool:
-        status = await sluice.status(strict)
-        return bool(status.tasks) and status.tasks[0].state == TaskState.FAILED
-
-    await wait_for(strict_failed, 120, "the strict sink to fail on the refused document")
-    error = (await sluice.status(strict)).tasks[0].error
+    error = await failed_task_error(sluice, strict, 120, "the strict sink to fail on the refused document")
     assert f"topic '{codes_topic}' queue '{queue}' offset {bad_at}" in error, error
     assert "mapper_parsing_exception" in error and f"connector {strict} " in error, error
     for connector in (sink, tolerant, strict):
