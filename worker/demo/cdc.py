@@ -23,8 +23,9 @@ import asyncio
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from functools import partial
 
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import URL, Engine
@@ -124,8 +125,8 @@ def connector_configs(run_id: str, dbs: DemoDatabases) -> tuple[dict[str, str], 
     return source, sink
 
 
-def _probe(source_db: Engine, target_db: Engine) -> bool:
-    """Write the probe customer (again); True once the target holds it."""
+def write_probe(source_db: Engine) -> None:
+    """Write the probe customer (again: each call is a new change to capture)."""
     with source_db.begin() as conn:
         conn.execute(
             text(
@@ -134,6 +135,10 @@ def _probe(source_db: Engine, target_db: Engine) -> bool:
             ),
             {"id": PROBE_ID, "now": datetime.now(UTC).replace(tzinfo=None)},
         )
+
+
+def probe_in_postgres(target_db: Engine) -> bool:
+    """True once the PostgreSQL replica holds the probe customer."""
     if not inspect(target_db).has_table("customers"):
         return False  # auto-created by the sink's first batch
     with target_db.connect() as conn:
@@ -142,22 +147,29 @@ def _probe(source_db: Engine, target_db: Engine) -> bool:
 
 
 async def await_capture(
-    client: SluiceClient, names: Sequence[str], engines: tuple[Engine, Engine], timeout_s: float
+    client: SluiceClient,
+    names: Sequence[str],
+    source_db: Engine,
+    probe_landed: Callable[[], bool],
+    timeout_s: float,
 ) -> float:
-    """Seconds until a change made now reaches the target; then the probe row is deleted (a delete
-    that flows like the others). With ``snapshot.mode=never`` capture starts at the binlog end of
-    the source task's first planning, which comes after the worker's Spark session is up: rows
-    loaded before that would never be seen."""
+    """Seconds until a change made now reaches the target (``probe_landed``: the target holds the
+    probe customer); then the probe row is deleted (a delete that flows like the others). With
+    ``snapshot.mode=never`` capture starts at the binlog end of the source task's first planning,
+    which comes after the worker's Spark session is up: rows loaded before that would never be seen."""
     t0 = time.monotonic()
     print("waiting until capture is live (a probe row inserted until it reaches the target)", flush=True)
-    while not await asyncio.to_thread(_probe, *engines):
+    while True:
+        await asyncio.to_thread(write_probe, source_db)
+        if await asyncio.to_thread(probe_landed):
+            break
         if time.monotonic() - t0 > timeout_s:
             raise SystemExit(f"demo: no change reached the target within {timeout_s:.0f} s")
         failed = await failed_tasks(client, names)
         if failed:
             raise SystemExit("demo: a connector failed:\n  " + "\n  ".join(failed))
         await asyncio.sleep(2)
-    with engines[0].begin() as conn:
+    with source_db.begin() as conn:
         conn.execute(text("DELETE FROM customers WHERE id = :id"), {"id": PROBE_ID})
     return time.monotonic() - t0
 
@@ -181,7 +193,8 @@ async def run_demo(
             source_config, sink_config = connector_configs(run_id, dbs)
             names = (f"shop-cdc-sink-{run_id}", f"shop-cdc-source-{run_id}")
             await create_connectors(client, cfg, ((names[0], sink_config), (names[1], source_config)))
-            live = await await_capture(client, names, (source_db, target_db), catch_up_s)
+            landed = partial(probe_in_postgres, target_db)
+            live = await await_capture(client, names, source_db, landed, catch_up_s)
             print(f"capture is live after {live:.1f} s; loading the shop (through the binlog)", flush=True)
             t0 = time.monotonic()
             counts = await asyncio.to_thread(load_shop, source_db, size)

@@ -36,7 +36,7 @@ from sluice.deploy.local.config import StackConfig
 from sluice.worker.client import SluiceClient
 from sluice.worker.demo.file import stack_is_healthy, started_worker
 from sluice.worker.demo.live_view import LiveView, ProgressSampler, TableSample
-from sluice.worker.demo.shop import TABLES, LoadGenerator, ShopSize, connect_url, create_shop
+from sluice.worker.demo.shop import TABLES, LoadGenerator, LoadStats, ShopSize, connect_url, create_shop
 from sluice.worker.demo.table_equality import TableComparison, compare_tables
 from sluice.worker.errors import ConnectorConfigError
 from sluice.worker.settings import settings_or_exit
@@ -148,8 +148,13 @@ def caught_up(samples: Sequence[TableSample]) -> bool:
     return bool(samples) and all(s.lag_rows == 0 and s.source_rows == s.target_rows for s in samples)
 
 
-def print_verdict(results: Sequence[TableComparison]) -> bool:
-    print("\nproof: every table compared row by row by content (decimals exact, instants in UTC)")
+def print_verdict(
+    results: Sequence[TableComparison],
+    target: str = "PostgreSQL shop",
+    how: str = "decimals exact, instants in UTC",
+) -> bool:
+    """Each table's comparison, then one ``VERDICT`` line naming the target; True if all are equal."""
+    print(f"\nproof: every table compared row by row by content ({how})")
     for r in results:
         print(f"  {r.summary()}")
         for example in r.examples:
@@ -157,7 +162,7 @@ def print_verdict(results: Sequence[TableComparison]) -> bool:
     equal = all(r.equal for r in results)
     rows = sum(r.source_rows for r in results)
     verdict = "EQUAL" if equal else "NOT EQUAL"
-    print(f"\nVERDICT: MariaDB shop and PostgreSQL shop are {verdict} ({len(results)} tables, {rows:,} rows)")
+    print(f"\nVERDICT: MariaDB shop and {target} are {verdict} ({len(results)} tables, {rows:,} rows)")
     return equal
 
 
@@ -229,18 +234,16 @@ async def create_connectors(
         print(f"connector {name}: {cfg.temporal_ui_url}/{path}", flush=True)
 
 
-async def watch_and_prove(
+async def watch_load(
     client: SluiceClient,
     names: Sequence[str],
-    engines: tuple[Engine, Engine],
+    view: LiveView,
     load: LoadGenerator,
     load_seconds: float,
     catch_up_s: float,
-) -> bool:
-    """The demo's second half, shared by `make demo` and `make demo-cdc`: the live view while
-    ``load`` runs for ``load_seconds``, then until the target caught up, then the proof."""
-    source_db, target_db = engines
-    view = LiveView(ProgressSampler(source_db, target_db, TABLES))
+) -> LoadStats:
+    """The live view while ``load`` runs for ``load_seconds``, then until the target caught up
+    (`make demo`, `make demo-cdc` and `make demo-search` alike); prints what the load did."""
     try:
         with view:
             phase = f"copying while the load runs ({load_seconds:.0f} s)"
@@ -254,6 +257,22 @@ async def watch_and_prove(
     print(f"load generator: {stats.inserts:,} inserts, {stats.updates:,} updates{deletes} while copying")
     if stats.errors:
         print(f"load generator errors: {len(stats.errors)}, first: {stats.errors[0]}")
+    return stats
+
+
+async def watch_and_prove(
+    client: SluiceClient,
+    names: Sequence[str],
+    engines: tuple[Engine, Engine],
+    load: LoadGenerator,
+    load_seconds: float,
+    catch_up_s: float,
+) -> bool:
+    """The demo's second half, shared by `make demo` and `make demo-cdc`: the live view while
+    ``load`` runs for ``load_seconds``, then until the target caught up, then the proof."""
+    source_db, target_db = engines
+    view = LiveView(ProgressSampler(source_db, target_db, TABLES))
+    await watch_load(client, names, view, load, load_seconds, catch_up_s)
     results = await asyncio.to_thread(compare_tables, source_db, target_db, TABLES)
     return print_verdict(results)
 

@@ -33,7 +33,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from functools import partial
+from typing import Any, TypeAlias
 
 from rich.console import Console
 from rich.live import Live
@@ -111,9 +112,31 @@ def lag_seconds(now: float, marks: Sequence[SourceMark], target_newest: datetime
     return 0.0
 
 
+#: How the sampler reads a table's copy: ``(table, mark)`` -> its rows, its newest ``updated_at``
+#: (naive UTC; None when it holds nothing) and its rows with ``updated_at`` past ``mark`` (all of
+#: them when ``mark`` is None). A SQL target is read by ``sql_target_side``; `make demo-search`
+#: reads an OpenSearch index instead.
+TargetSide: TypeAlias = Callable[[str, datetime | None], tuple[int, datetime | None, int]]
+
+
+def sql_target_side(target: Engine, table: str, mark: datetime | None) -> tuple[int, datetime | None, int]:
+    """``TargetSide`` of a table in a PostgreSQL database (0 rows while the sink has not created it)."""
+    if not inspect(target).has_table(table):
+        return 0, None, 0
+    with target.connect() as conn:
+        rows, newest = conn.execute(text(f'SELECT COUNT(*), MAX(updated_at) FROM "{table}"')).one()
+        newer = rows
+        if mark is not None:
+            newer = conn.execute(
+                text(f'SELECT COUNT(*) FROM "{table}" WHERE updated_at > :m'), {"m": mark}
+            ).scalar_one()
+    return int(rows), _utc(newest), int(newer)
+
+
 class ProgressSampler:
     """Samples source and target once per call; keeps each table's high-water marks between calls.
 
+    ``target`` is the copy's database, or a ``TargetSide`` for a copy that is no SQL table.
     ``clock`` (seconds, monotonic by default) is the one clock behind both changes/s and ``lag s``;
     a test passes a fake one.
     """
@@ -121,28 +144,19 @@ class ProgressSampler:
     def __init__(
         self,
         source: Engine,
-        target: Engine,
+        target: Engine | TargetSide,
         tables: Sequence[str],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._source, self._target, self._tables = source, target, list(tables)
+        self._source, self._tables = source, list(tables)
+        self._target_side: TargetSide = (
+            partial(sql_target_side, target) if isinstance(target, Engine) else target
+        )
         self._clock = clock
         self._marks: dict[str, datetime | None] = {}
         self._source_marks: dict[str, list[SourceMark]] = {}
         self._rows: dict[str, int] = {}
         self._last = clock()
-
-    def _target_side(self, table: str, mark: datetime | None) -> tuple[int, datetime | None, int]:
-        if not inspect(self._target).has_table(table):
-            return 0, None, 0
-        with self._target.connect() as conn:
-            rows, newest = conn.execute(text(f'SELECT COUNT(*), MAX(updated_at) FROM "{table}"')).one()
-            newer = rows
-            if mark is not None:
-                newer = conn.execute(
-                    text(f'SELECT COUNT(*) FROM "{table}" WHERE updated_at > :m'), {"m": mark}
-                ).scalar_one()
-        return int(rows), _utc(newest), int(newer)
 
     def sample(self) -> list[TableSample]:
         now = self._clock()
@@ -183,8 +197,10 @@ class ProgressSampler:
         return samples
 
 
-def render(samples: Sequence[TableSample], load: LoadStats | None, phase: str) -> Table:
-    table = Table(title=f"shop: MariaDB → RocketMQ → PostgreSQL — {phase}", title_justify="left")
+def render(
+    samples: Sequence[TableSample], load: LoadStats | None, phase: str, target: str = "PostgreSQL"
+) -> Table:
+    table = Table(title=f"shop: MariaDB → RocketMQ → {target} — {phase}", title_justify="left")
     for name, justify in (
         ("table", "left"), ("source rows", "right"), ("target rows", "right"),
         ("changes/s", "right"), ("lag rows", "right"), ("lag s", "right"),
@@ -220,12 +236,18 @@ def plain_lines(samples: Sequence[TableSample]) -> list[str]:
 
 
 class LiveView:
-    """Refreshes the view in place in a terminal; prints plain lines every ``plain_every_s`` otherwise."""
+    """Refreshes the view in place in a terminal; prints plain lines every ``plain_every_s`` otherwise.
+    ``target`` names the copy's side in the title."""
 
     def __init__(
-        self, sampler: ProgressSampler, console: Console | None = None, plain_every_s: float = 5
+        self,
+        sampler: ProgressSampler,
+        console: Console | None = None,
+        plain_every_s: float = 5,
+        target: str = "PostgreSQL",
     ) -> None:
         self.sampler = sampler
+        self.target = target
         self.console = console or Console()
         self._live: Live | None = None
         self._plain_every = plain_every_s
@@ -246,7 +268,7 @@ class LiveView:
     def refresh(self, load: LoadStats | None, phase: str) -> list[TableSample]:
         self.latest = self.sampler.sample()
         if self._live is not None:
-            self._live.update(render(self.latest, load, phase), refresh=True)
+            self._live.update(render(self.latest, load, phase, self.target), refresh=True)
         elif time.monotonic() - self._last_plain >= self._plain_every:
             self._last_plain = time.monotonic()
             print(f"[{phase}]", flush=True)

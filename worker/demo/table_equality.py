@@ -235,26 +235,53 @@ def _key(row: Row, index: int) -> tuple[int, int]:
     return (0, 0) if value is None else (1, int(value))
 
 
+def column_kinds(engine: Engine, table: str) -> dict[str, Kind]:
+    """``table``'s columns in order, each with the kind its type in ``engine``'s database compares as
+    (empty when the table does not exist)."""
+    kind_map = _MARIADB_KINDS if _is_mariadb(engine) else _PG_KINDS
+    return {c: kind_map.get(t.lower(), Kind.TEXT) for c, t in _columns(engine, table).items()}
+
+
+def canonical_rows(
+    engine: Engine, table: str, columns: Sequence[str], kinds: Sequence[Kind], key: str = "id"
+) -> Iterator[Row]:
+    """``table``'s rows of ``engine`` as canonical text (``columns`` read as ``kinds``), ordered by
+    the integer ``key``: one side of :func:`compare_rows`."""
+    return _rows(engine, table, columns, kinds, key)
+
+
 def compare_table(source: Engine, target: Engine, table: str, key: str = "id") -> TableComparison:
     """Compare ``table`` in ``source`` and ``target`` row by row on the source's columns."""
-    src_types = _columns(source, table)
-    if not src_types:
+    src_kinds = column_kinds(source, table)
+    if not src_kinds:
         raise ValueError(f"table {table} does not exist in the source database {source.url.database}")
-    src_cols = list(src_types)
-    kind_map = _MARIADB_KINDS if _is_mariadb(source) else _PG_KINDS
-    kinds = [kind_map.get(src_types[c].lower(), Kind.TEXT) for c in src_cols]
-    result = TableComparison(table, src_cols)
+    src_cols, kinds = list(src_kinds), list(src_kinds.values())
     tgt_cols = _columns(target, table)
     if not tgt_cols:
-        result.problem = "the table does not exist in the target"
-        return result
+        return TableComparison(table, src_cols, problem="the table does not exist in the target")
     absent = [c for c in src_cols if c not in tgt_cols]
     if absent:
-        result.problem = f"columns missing in the target: {', '.join(absent)}"
-        return result
+        return TableComparison(table, src_cols, problem=f"columns missing in the target: {', '.join(absent)}")
+    return compare_rows(
+        table,
+        src_cols,
+        key,
+        _rows(source, table, src_cols, kinds, key),
+        _rows(target, table, src_cols, kinds, key),
+    )
+
+
+def compare_rows(
+    table: str, columns: Sequence[str], key: str, source: Iterator[Row], target: Iterator[Row]
+) -> TableComparison:
+    """Merge two streams of canonical rows, each ordered by the integer ``key`` column, into the
+    verdict: missing, extra and differing rows with examples, and each side's digest. The target
+    may be any store whose values were made canonical the same way (`make demo-search`: documents)."""
+    src_cols = list(columns)
+    result = TableComparison(table, src_cols)
     k = src_cols.index(key)
     src_hash, tgt_hash = hashlib.sha256(), hashlib.sha256()
-    src_it, tgt_it = _rows(source, table, src_cols, kinds, key), _rows(target, table, src_cols, kinds, key)
+    src_it, tgt_it = source, target
     s, t = next(src_it, None), next(tgt_it, None)
 
     def example(text: str) -> None:
