@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv up down status demo demo-cdc demo-file test test-fast lint bench-rocketmq bench-pipeline bench-db bench-cdc bench-cdc-batch bench-binlog bench-scale clean-state
+.PHONY: venv up down status demo demo-cdc demo-search demo-file test test-fast lint bench-rocketmq bench-pipeline bench-db bench-cdc bench-cdc-batch bench-binlog bench-scale clean-state
 
 $(STAMP): pyproject.toml
 	@command -v java >/dev/null || (apt-get update -q && apt-get install -y -q openjdk-17-jdk-headless)
@@ -31,6 +31,9 @@ demo: up
 
 demo-cdc: up
 	$(BIN)/python -m sluice.worker.demo.cdc $(DEMO_ARGS)
+
+demo-search: up
+	$(BIN)/python -m sluice.worker.demo.search $(DEMO_ARGS)
 
 demo-file: up
 	$(BIN)/python -m sluice.worker.demo.file
