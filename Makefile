@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv up down status demo demo-cdc demo-search demo-file test test-fast lint bench-rocketmq bench-pipeline bench-db bench-cdc bench-cdc-batch bench-binlog bench-scale clean-state
+.PHONY: venv up down status demo demo-cdc demo-search demo-file test test-fast lint bench-rocketmq bench-pipeline bench-db bench-cdc bench-cdc-batch bench-binlog bench-scale bench-search clean-state
 
 $(STAMP): pyproject.toml
 	@command -v java >/dev/null || (apt-get update -q && apt-get install -y -q openjdk-17-jdk-headless)
@@ -82,6 +82,9 @@ bench-binlog: up
 
 bench-scale: up
 	$(BIN)/python -m bench.scale_bench $(BENCH_CONNECTORS)
+
+bench-search: up
+	$(BIN)/python -m bench.search_bench $(BENCH_ARGS)
 
 clean-state: down
 	rm -rf .sluice
