@@ -21,6 +21,7 @@ Concurrent commits by other tasks to the same table are retried (both formats co
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import time
 from collections.abc import Iterator, Mapping
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from sluice.connectors.api import Delivery, SinkConnector, SinkTask
 from sluice.connectors.config import ConfigDef, ConfigError, FieldError
+from sluice.connectors.converters import KEY_SCHEMA_HEADER, VALUE_SCHEMA_HEADER
 from sluice.connectors.errors import ConnectorDataError
 from sluice.connectors.lake import config as cfg
 from sluice.connectors.lake.rows import RowRules, TableRows, table_rows
@@ -156,9 +158,16 @@ class LakeSinkTask(SinkTask):
             return
         frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            found = sorted(r[0] for r in frame.select("topic").distinct().collect() if r[0] is not None)
-            for topic in found:
-                yield cfg.table_name(self.config, topic), frame.where(F.col("topic") == topic)
+            own = [F.col("headers")[h].alias(h) for h in (VALUE_SCHEMA_HEADER, KEY_SCHEMA_HEADER)]
+            seen = frame.select("topic", *own).distinct().collect()
+            for topic in sorted({r[0] for r in seen if r[0] is not None}):
+                part = frame.where(F.col("topic") == topic)
+                schemas = [r for r in seen if r[0] == topic]
+                for column, header in (("value", VALUE_SCHEMA_HEADER), ("key", KEY_SCHEMA_HEADER)):
+                    own_json = next((r[header] for r in schemas if r[header]), None)
+                    if own_json:
+                        part = narrowed(part, column, own_json)
+                yield cfg.table_name(self.config, topic), part
         finally:
             frame.unpersist()
 
@@ -215,6 +224,24 @@ class LakeSinkTask(SinkTask):
                                      "auto.evolve is false")  # fmt: skip
         table.add_columns(new)
         log.info("%s: added columns %s", where, ", ".join(f.name for f in new))
+
+
+def narrowed(records: DataFrame, column: str, own_json: str) -> DataFrame:
+    """``value`` or ``key`` narrowed to its topic's own fields and types: when a batch's topics
+    carry different schemas the json converter merges them into one struct and names each record's
+    own in a header (``VALUE_SCHEMA_HEADER``), so each table gets its own columns, not every
+    topic's (jdbc-sink's ``own_struct``, in Spark)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    own = StructType.fromJson(json.loads(own_json))
+    have = {f.name for f in records.schema[column].dataType.fields}  # type: ignore[attr-defined]
+    fields = [
+        (F.col(f"{column}.`{f.name}`") if f.name in have else F.lit(None)).cast(f.dataType).alias(f.name)
+        for f in own.fields
+    ]
+    kept = F.when(F.col(column).isNotNull(), F.struct(*fields))
+    return records.withColumn(column, kept)
 
 
 def _line(text: str) -> str:

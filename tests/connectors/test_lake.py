@@ -197,3 +197,16 @@ def test_text_values_are_written_with_their_coordinates(spark: Any) -> None:
 def test_upsert_without_a_key_names_the_setting(spark: Any) -> None:
     with pytest.raises(ConfigError, match=r"pk.fields \['sku'\] are fields of neither"):
         table_rows(_records(spark), _rules(cfg.UPSERT, pk=("sku",)))
+
+
+def test_a_topics_records_keep_their_own_fields_of_a_merged_schema(spark: Any) -> None:
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from sluice.connectors.lake.sink import narrowed
+
+    merged = "topic STRING, value STRUCT<id: BIGINT, name: STRING, sku: STRING>"
+    frame = spark.createDataFrame([("a", {"id": 1, "name": "x", "sku": None}), ("a", None)], merged)
+    own = StructType([StructField("id", LongType()), StructField("name", StringType())]).json()
+    got = narrowed(frame, "value", own)
+    assert got.schema["value"].dataType.simpleString() == "struct<id:bigint,name:string>"
+    assert [r["value"] for r in got.collect()] == [(1, "x"), None]
