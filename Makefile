@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv up down status demo demo-cdc demo-search demo-file test test-fast lint bench-rocketmq bench-pipeline bench-db bench-cdc bench-cdc-batch bench-binlog bench-scale bench-search clean-state
+.PHONY: venv up down status demo demo-cdc demo-search demo-lake demo-file test test-fast lint bench-rocketmq bench-pipeline bench-db bench-cdc bench-cdc-batch bench-binlog bench-scale bench-search bench-lake clean-state
 
 $(STAMP): pyproject.toml
 	@command -v java >/dev/null || (apt-get update -q && apt-get install -y -q openjdk-17-jdk-headless)
@@ -34,6 +34,9 @@ demo-cdc: up
 
 demo-search: up
 	$(BIN)/python -m sluice.worker.demo.search $(DEMO_ARGS)
+
+demo-lake: up
+	$(BIN)/python -m sluice.worker.demo.lake $(DEMO_ARGS)
 
 demo-file: up
 	$(BIN)/python -m sluice.worker.demo.file
@@ -85,6 +88,9 @@ bench-scale: up
 
 bench-search: up
 	$(BIN)/python -m bench.search_bench $(BENCH_ARGS)
+
+bench-lake: up
+	$(BIN)/python -m bench.lake_bench $(BENCH_ARGS)
 
 clean-state: down
 	rm -rf .sluice
