@@ -5,12 +5,13 @@ Printed side by side in one run against the local stack (a benchmark: nothing is
 Delta (``delta-sink``) and then Iceberg (``iceberg-sink``, a ``hadoop`` catalog):
 
 1. end to end: RECORDS Kafka ``JsonConverter`` envelopes with schemas (an id, an account, a status,
-   an amount, a note and a Debezium ``ZonedTimestamp``: about 330 bytes a message) are produced into
-   a fresh topic of 4 queues; then the sink is created (append mode, ``batch.max.records`` BATCH)
-   in an in-process worker and timed from its creation until its table's commits hold every
-   record. The wait reads the table's own metadata (the Delta log's commit infos, the Iceberg
-   table's current metadata file), so it costs the two cores nothing a Spark query would. The
-   table is then compared with the produced rows by content (Spark ``exceptAll`` both ways);
+   an amount, a note and a Debezium ``ZonedTimestamp``: about 590 bytes a message, the schema
+   included) are produced into a fresh topic of 4 queues; then the sink is created (append mode,
+   ``batch.max.records`` BATCH) in an in-process worker and timed from its creation until its
+   table's commits hold every record. The wait reads the table's own metadata (the Delta log's
+   commit infos, the Iceberg table's current metadata file), so it costs the two cores nothing a
+   Spark query would. The table is then compared with the produced rows by content (Spark
+   ``exceptAll`` both ways);
 2. alone: the same rows as one cached DataFrame, appended by the same SparkSession (the worker's:
    one JVM) to a fresh table in batches of exactly the sizes the sink committed (its first batch is
    small: ``connectors.planning.ramped_budget``), timed over the appends only — the table is created
