@@ -75,10 +75,12 @@ def test_third_party_entry_point() -> None:
     assert known_connectors(THIRD_PARTY) == [
         "acme-source",
         "broken",
+        "delta-sink",
         "dummy-sink",
         "dummy-source",
         "file-sink",
         "file-source",
+        "iceberg-sink",
         "jdbc-sink",
         "jdbc-source",
         "mysql-cdc",
@@ -94,8 +96,9 @@ def test_unknown_connector_lists_known_names() -> None:
     with pytest.raises(PluginNotFoundError) as info:
         load_connector_class("mongodb-source")
     assert str(info.value) == (
-        "unknown connector 'mongodb-source'; known: dummy-sink, dummy-source, file-sink, file-source, "
-        "jdbc-sink, jdbc-source, mysql-cdc, opensearch-sink, postgres-cdc, postgres-sink "
+        "unknown connector 'mongodb-source'; known: delta-sink, dummy-sink, dummy-source, file-sink, "
+        "file-source, iceberg-sink, jdbc-sink, jdbc-source, mysql-cdc, opensearch-sink, postgres-cdc, "
+        "postgres-sink "
         "(or a 'package.module:Class' path)"
     )
 
