@@ -78,7 +78,7 @@ from sluice.connectors.jdbc.urls import Dialect, dialect_of, engine_url
 from sluice.connectors.jdbc.writes import OP_COLUMN, ORD_COLUMN, POSITION_COLUMNS, TableWrite
 from sluice.connectors.model import BatchPlan
 from sluice.connectors.records import OP_HEADER, OP_TRUNCATE, position
-from sluice.connectors.spark_schema import struct_fields
+from sluice.connectors.spark_schema import own_struct
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -476,22 +476,3 @@ class JdbcSinkConnector(SinkConnector):
         so each row is written by one task, in order; truncate barriers are ordered across the
         tasks in the target's transaction (jdbc.barrier_state). A task beyond the queues idles."""
         return [dict(config) for _ in range(max_tasks)]
-
-
-def own_struct(records: pa.Table, column: str, own_json: str) -> pa.Table:
-    """``value`` or ``key`` narrowed to its topic's own fields and types (the json converter merged
-    the schemas of several topics into one struct for the batch; connect_schemas.merge_schemas), so
-    a table gets its own columns and, with ``pk.mode=record_key``, its own key fields."""
-    # pyarrow: config validation imports this module (the jdbc-sink class)
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    merged = records.column(column).combine_chunks()
-    by_name = {merged.type.field(i).name: child for i, child in enumerate(merged.flatten())}
-    children, fields = [], []
-    for f in struct_fields(own_json):  # Spark's schema JSON, typed as the session (UTC) types it
-        child = by_name.get(f.name)
-        children.append(pa.nulls(len(merged), f.type) if child is None else pc.cast(child, f.type))
-        fields.append(pa.field(f.name, f.type))
-    narrowed = pa.StructArray.from_arrays(children, fields=fields, mask=pc.is_null(merged))
-    return records.set_column(records.schema.get_field_index(column), column, narrowed)

@@ -41,6 +41,7 @@ from sluice.connectors.config import ConfigDef, ConfigError, FieldError
 from sluice.connectors.opensearch import config as cfg
 from sluice.connectors.opensearch.bulk import DELETE, Action, Invalid, WriteRules, build_actions, bulk_body
 from sluice.connectors.opensearch.responses import Outcome, classify_response, to_retry
+from sluice.connectors.spark_schema import own_schema_parts
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -129,7 +130,19 @@ class OpenSearchSinkTask(SinkTask):
     # ---- the batch ---------------------------------------------------------------------------
 
     def write(self, records: pa.Table, plan: BatchPlan) -> None:
-        actions, invalid, ignored = build_actions(records, self.rules)
+        # Each topic's documents with its own fields (a batch over topics whose schemas differ
+        # carries one merged struct), and each new index mapped from its own topic's schema.
+        actions: list[Action] = []
+        invalid: list[Invalid] = []
+        ignored = 0
+        value_types: dict[str, pa.DataType] = {}
+        for part in own_schema_parts(records):
+            part_actions, part_invalid, part_ignored = build_actions(part, self.rules)
+            actions += part_actions
+            invalid += part_invalid
+            ignored += part_ignored
+            for action in part_actions:
+                value_types.setdefault(action.index, part.column("value").type)
         rejected = [Rejected(i.topic, i.partition, i.offset, i.reason) for i in invalid]
         if invalid and self.drop_invalid:
             shown = "; ".join(f"{_where(i)}: {i.reason}" for i in invalid[:SHOWN_REJECTIONS])
@@ -143,7 +156,7 @@ class OpenSearchSinkTask(SinkTask):
                 "%s: ignored %d null value(s) (behavior.on.null.values=ignore)", self._where(plan), ignored
             )
         if not self.schema_ignore:
-            self._ensure_indices(actions, records.column("value").type, plan)
+            self._ensure_indices(actions, value_types, plan)
         for start in range(0, len(actions), self.batch_size):
             rejected.extend(self._send(actions[start : start + self.batch_size], plan))
             if rejected and not self.tolerates:
@@ -212,18 +225,20 @@ class OpenSearchSinkTask(SinkTask):
             f"after {self.max_retries} retries (max.retries); the batch will be run again: {last}"
         )
 
-    def _ensure_indices(self, actions: Sequence[Action], value_type: pa.DataType, plan: BatchPlan) -> None:
-        """Create each new index with a mapping from the records' schema (``schema.ignore=false``);
+    def _ensure_indices(
+        self, actions: Sequence[Action], value_types: Mapping[str, pa.DataType], plan: BatchPlan
+    ) -> None:
+        """Create each new index with a mapping from its records' schema (``schema.ignore=false``);
         an index that exists is left as it is."""
         import httpx
 
         from sluice.connectors.opensearch.client import index_path
         from sluice.connectors.opensearch.mappings import index_mapping
 
-        mapping = index_mapping(value_type)
-        if mapping is None:
-            return
         for index in sorted({a.index for a in actions if a.op != DELETE} - self._known_indices):
+            mapping = index_mapping(value_types[index])
+            if mapping is None:
+                continue
             path = index_path(index)
             try:
                 found = self.client.request("HEAD", path)

@@ -196,7 +196,7 @@ def test_own_struct_narrows_a_merged_value_to_its_topics_fields() -> None:
     typed as its own schema says (instants too), and a null value stays null."""
     from pyspark.sql import types as T
 
-    from sluice.connectors.jdbc.sink import own_struct
+    from sluice.connectors.spark_schema import own_struct
 
     merged = pa.struct([("id", pa.int64()), ("at", pa.timestamp("us", "UTC")), ("other", pa.string())])
     at = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
@@ -242,3 +242,33 @@ def test_a_text_key_gives_the_same_columns_by_expression_as_by_parse(
     slow = shape_module._text_key_columns(key, spec, value_types)
     assert [(n, a.to_pylist()) for n, a, _ in fast] == [(n, a.to_pylist()) for n, a, _ in slow]
     assert fast[0][1].to_pylist()[:3] == [9, -12, 0]
+
+
+def test_own_schema_parts_split_a_batch_by_topic_with_its_own_fields() -> None:
+    """What opensearch-sink writes per index: each topic's records narrowed to their own schema,
+    in record order; a batch naming no own schema stays one part."""
+    from pyspark.sql import types as T
+
+    from sluice.connectors.converters import VALUE_SCHEMA_HEADER
+    from sluice.connectors.spark_schema import own_schema_parts
+
+    merged = pa.struct([("id", pa.int64()), ("name", pa.string()), ("sku", pa.string())])
+    a = T.StructType([T.StructField("id", T.LongType()), T.StructField("name", T.StringType())]).json()
+    b = T.StructType([T.StructField("id", T.LongType()), T.StructField("sku", T.StringType())]).json()
+    rows = [
+        ("q:0", 0, None, {"id": 1, "name": "x", "sku": None}),
+        ("q:0", 1, None, {"id": 2, "name": None, "sku": "s"}),
+        ("q:0", 2, None, {"id": 3, "name": "y", "sku": None}),
+    ]
+    table = records(rows, merged)
+    assert own_schema_parts(table) == [table]
+    table = table.set_column(0, "topic", pa.array(["a", "b", "a"]))
+    headers = pa.array(
+        [[(VALUE_SCHEMA_HEADER, a)], [(VALUE_SCHEMA_HEADER, b)], [(VALUE_SCHEMA_HEADER, a)]], HEADERS
+    )
+    table = table.set_column(table.schema.get_field_index("headers"), "headers", headers)
+    parts = own_schema_parts(table)
+    assert [p.column("value").to_pylist() for p in parts] == [
+        [{"id": 1, "name": "x"}, {"id": 3, "name": "y"}],
+        [{"id": 2, "sku": "s"}],
+    ]
