@@ -10,7 +10,7 @@ searched, and proved equal.
    ``ExtractNewRecordState`` (the new row state; a delete becomes a null value), the index named by
    ``topic.index.map``, ``write.method=upsert`` on the record key ``id`` and
    ``behavior.on.null.values=delete``; each index is created with a mapping from the rows' schema
-   (why one sink per table: ``search_sink``);
+   (one sink per table: ``search_sink``);
 3. waits until capture is live (a probe customer, written until its document shows, then deleted),
    then loads the shop's rows: with ``snapshot.mode=never`` every row reaches the index through the
    binlog;
@@ -97,10 +97,8 @@ def search_sink(url: str, topic: str, index: str, **extra: str) -> dict[str, str
     """Confluent's Elasticsearch sink config for one table's CDC topic: the new row state upserted
     as document ``id``, deletes from null values, into ``index`` (``topic.index.map``).
 
-    One sink per table, not one over ``topics.regex``: a batch of several topics whose schemas
-    differ is decoded as one struct of all their fields, and opensearch-sink (unlike jdbc-sink,
-    which keeps each record to its own topic's schema) writes every document with the other
-    tables' fields as nulls — the proof below reports them as fields the table has not."""
+    One sink per table, each index written by its own task (one sink over ``topics.regex`` gives
+    each index its own fields too: opensearch-sink narrows a batch's merged schema per topic)."""
     return {
         "connector.class": "io.confluent.connect.elasticsearch.ElasticsearchSinkConnector",
         "connection.url": url,
