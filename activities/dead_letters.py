@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
 
 from sluice.connectors.records import ERROR_COLUMN, RAW_COLUMN, bad_records, position
+from sluice.connectors.rocketmq.spark_writer import send_frame
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -107,14 +108,8 @@ def route_bad_records(records: DataFrame, setup: TaskSetup, originals: DataFrame
             client = setup.ctx.rocketmq
             if not client.topic_exists(topic):
                 client.create_topic(topic, queue_count=1)
-            (
-                dead_letters(bad, setup.connector, originals)
-                .write.format("rocketmq")
-                .option("namesrv", setup.ctx.settings.namesrv)
-                .option("topic", topic)
-                .mode("append")
-                .save()
-            )
+            sent_to = {"namesrv": setup.ctx.settings.namesrv, "topic": topic}
+            send_frame(dead_letters(bad, setup.connector, originals), sent_to)
             setup.meters.dead_letters(count)
         log.warning(
             "connector %s: %d bad record(s) tolerated%s (errors.tolerance=all): %s",

@@ -42,7 +42,7 @@ from sluice.connectors.positions import PartitionKey, Position
 from sluice.connectors.records import RecordError, flag_errors, good_arrow_records
 from sluice.connectors.rocketmq.client import MessageQueue
 from sluice.connectors.rocketmq.offsets import consumer_group
-from sluice.connectors.rocketmq.spark_source import plan_to_json, register
+from sluice.connectors.rocketmq.spark_source import plan_to_json, read_frame
 from sluice.connectors.transforms import apply_chain, value_read
 
 log = logging.getLogger(__name__)
@@ -202,16 +202,12 @@ class SinkRunner:
 
     def _messages(self, plan: BatchPlan) -> DataFrame:
         """The plan's messages, as the ``rocketmq`` reader pulls them (nothing runs yet)."""
-        spark = self.ctx.spark
-        register(spark)
-        messages = (
-            spark.read.format("rocketmq")
-            .option("namesrv", self.ctx.settings.namesrv)
-            .option("plan", plan_to_json(plan.ranges))
-            .option("failOnDataLoss", str(self.setup.data_loss is DataLossPolicy.FAIL).lower())
-            .option("maxTasks", str(self.ctx.settings.batch_tasks))
-            .load()
-        )
+        messages = read_frame(self.ctx.spark, {
+            "namesrv": self.ctx.settings.namesrv,
+            "plan": plan_to_json(plan.ranges),
+            "failOnDataLoss": str(self.setup.data_loss is DataLossPolicy.FAIL).lower(),
+            "maxTasks": str(self.ctx.settings.batch_tasks),
+        })  # fmt: skip
         if not (isinstance(self.task, OrdersBarriers) and self.task.orders_barriers()):
             messages = messages.where(once_per_barrier())
         return messages

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
 from sluice.activities.bad_records import checked_records
@@ -33,7 +32,7 @@ from sluice.connectors.converters import OFFSET_PROPERTY, PARTITION_PROPERTY
 from sluice.connectors.model import BatchPlan, PartitionRange
 from sluice.connectors.planner import view_of
 from sluice.connectors.planning import natural_key, ramped_budget
-from sluice.connectors.rocketmq.spark_source import register
+from sluice.connectors.rocketmq.spark_writer import send_frame
 from sluice.connectors.transforms import apply_chain
 
 if TYPE_CHECKING:
@@ -106,8 +105,6 @@ class SourceRunner:
 
     def run(self, plan: BatchPlan, rerun: bool) -> int:
         """Send the plan's records; return how many were sent. Commits the plan."""
-        spark = self.ctx.spark
-        register(spark)
         # Ranges the task knows to be empty cost no Spark job (KnowsEmptyRanges).
         ranges = [r for r in plan.ranges if self._may_hold_records(r)]
         if self.routing is None:
@@ -180,10 +177,8 @@ class SourceRunner:
         sorted by source position gives that without a shuffle (Spark would otherwise write chunks
         of one batch concurrently). A read that is already in order (``SendOrder.AS_READ``) skips
         the sort; one whose keys are unique in the batch (``SendOrder.ANY``) is sent by up to the
-        worker's ``batch_tasks`` Spark tasks at once. The count is observed on the way into the
-        writer (an ``Observation``, which Spark Connect carries back too: a summary file the writer
-        leaves on the driver's host is out of reach when that is a remote Connect server), so the
-        batch is computed once, by the write.
+        worker's ``batch_tasks`` Spark tasks at once. The count is what the send's own job returns
+        (``send_frame``), so the batch is computed once, by the write.
         """
         if order is SendOrder.SORTED:
             messages = messages.coalesce(1).sortWithinPartitions("partition", "offset")
@@ -191,16 +186,7 @@ class SourceRunner:
             messages = messages.coalesce(1)
         else:  # no more sending tasks than the worker allows a batch (Settings.batch_tasks)
             messages = messages.coalesce(self.ctx.settings.batch_tasks)
-        sent = Observation()
-        (
-            messages.observe(sent, F.count(F.lit(1)).alias("messages"))
-            .write.format("rocketmq")
-            .option("namesrv", self.ctx.settings.namesrv)
-            .option("topic", topic)
-            .mode("append")
-            .save()
-        )
-        return int(sent.get["messages"])
+        return send_frame(messages, {"namesrv": self.ctx.settings.namesrv, "topic": topic}).count
 
     def _without_already_sent(self, messages: DataFrame, plan: BatchPlan, topic: str) -> DataFrame:
         """Drop records an earlier attempt of this plan already sent (found by batch property)."""

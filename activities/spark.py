@@ -145,6 +145,8 @@ def _classic(master: str, app_name: str, driver_memory: str, jars: Sequence[str]
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.python.worker.reuse", "true")
+        # PySpark's daemon minus a fixed cost per Python task (a Connect server's is its own)
+        .config("spark.python.daemon.module", "sluice.activities.python_daemon")
         .config("spark.driver.memory", driver_memory)
     )
     for key, value in {**SESSION_CONF, **jars_conf(jars)}.items():

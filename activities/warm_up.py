@@ -2,9 +2,9 @@
 
 A cold worker's first source batch took ~12 s and its first sink batch ~6 s where the tenth took
 under 1 s: JIT compilation, code generation, the first Python workers and the Python data-source
-planner are all paid on first use. ``warm_up`` pays them once, through the same paths a batch takes
-(Arrow in, a Python function over Arrow batches, a Python data source read and written, Arrow out),
-with a data source of its own so no service is touched.
+planner were all paid on first use. ``warm_up`` pays them once, through the same paths a batch takes
+(Arrow in, Python functions over Arrow batches reading and sending, Arrow out), with functions of
+its own so no service is touched.
 
 ``start_warm_up`` runs it in a thread while the worker already polls: run before polling it made
 every start ~10 s longer, which a worker taking over a killed one's tasks can least afford. Such a
@@ -20,19 +20,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceArrowWriter,
-    DataSourceReader,
-    DataSourceWriter,
-    InputPartition,
-    WriterCommitMessage,
-)
-from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
 
@@ -78,47 +69,28 @@ def _warm_up_logged(session: Callable[[], SparkSession], not_before_s: float) ->
 
 
 def warm_up(session: SparkSession) -> None:
-    """Run the paths every batch takes once (about 5-10 s on a cold two-core worker)."""
-    session.dataSource.register(_WarmUpSource)
-    frame = session.read.format(_WarmUpSource.name()).load()
+    """Run the paths every batch takes once (about 5-10 s on a cold two-core worker): messages
+    read and sent as ``mapInArrow`` jobs (``rocketmq.spark_reader.read_frame``, ``send_frame``),
+    here with functions of its own that touch no service."""
+    frame = session.range(2, numPartitions=2).mapInArrow(_read, SCHEMA)
     frame = frame.mapInArrow(_same_batches, frame.schema)
-    frame.write.format(_WarmUpSource.name()).mode("append").save()
+    frame.mapInArrow(_written, "count long").collect()
     session.createDataFrame(frame.toArrow()).toArrow()
+
+
+def _read(indexes: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``ROWS // 2`` rows per index, like a read task per input partition."""
+    for batch in indexes:
+        for index in batch.column(0).to_pylist():
+            ids = list(range(index * ROWS // 2, (index + 1) * ROWS // 2))
+            yield pa.RecordBatch.from_pydict({"id": ids, "text": [str(i) for i in ids]})
 
 
 def _same_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     yield from batches
 
 
-class _WarmUpSource(DataSource):
-    """Reads ``ROWS`` rows in two partitions; writes nowhere."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "sluice_warm_up"
-
-    def schema(self) -> str:
-        return SCHEMA
-
-    def reader(self, schema: StructType) -> DataSourceReader:
-        return _Reader()
-
-    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        return _Writer()
-
-
-class _Reader(DataSourceReader):
-    def partitions(self) -> Sequence[InputPartition]:
-        return [InputPartition(0), InputPartition(1)]
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        first = partition.value * ROWS // 2
-        ids = list(range(first, first + ROWS // 2))
-        yield pa.RecordBatch.from_pydict({"id": ids, "text": [str(i) for i in ids]})
-
-
-class _Writer(DataSourceArrowWriter):
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        for _ in iterator:
-            pass
-        return WriterCommitMessage()
+def _written(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Consumes the batches and returns one row, like a send task returning what it stored."""
+    count = sum(batch.num_rows for batch in batches)
+    yield pa.RecordBatch.from_pydict({"count": [count]})

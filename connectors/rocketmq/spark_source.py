@@ -12,6 +12,10 @@ Reading is stateless and replayable: a plan lists half-open ``[start, end)`` off
 (connectors.model.PartitionRange), so reading the same plan twice yields the same rows. Options are
 documented on ``RocketMQReader`` (spark_reader.py) and ``RocketMQWriter`` (spark_writer.py); the
 versioned plan JSON and the option helpers they share are in spark_options.py.
+
+The runtime reads and sends with ``read_frame`` and ``send_frame`` instead: the same reader and
+writer with the same options, run as ``mapInArrow`` jobs, which spares a batch the Python processes
+Spark starts on the driver to plan and commit a Python data source (see those functions).
 """
 
 from __future__ import annotations
@@ -22,8 +26,8 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWrite
 from pyspark.sql.types import StructType
 
 from sluice.connectors.rocketmq.spark_options import PLAN_VERSION, plan_from_json, plan_to_json
-from sluice.connectors.rocketmq.spark_reader import RocketMQReader
-from sluice.connectors.rocketmq.spark_writer import RocketMQWriter
+from sluice.connectors.rocketmq.spark_reader import READ_SCHEMA, RocketMQReader, read_frame
+from sluice.connectors.rocketmq.spark_writer import RocketMQWriter, send_frame
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -35,16 +39,12 @@ __all__ = [
     "RocketMQDataSource",
     "plan_from_json",
     "plan_to_json",
+    "read_frame",
     "register",
+    "send_frame",
 ]
 
 SOURCE_NAME = "rocketmq"
-
-# Spark SQL schema of the rows the reader yields (and the Arrow batches it builds match it).
-READ_SCHEMA = (
-    "topic string, partition string, queue_id int, queue_offset long, keys string, tags string, "
-    "properties map<string,string>, born_timestamp timestamp, store_timestamp timestamp, body binary"
-)
 
 
 class RocketMQDataSource(DataSource):
