@@ -12,6 +12,7 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
@@ -36,7 +37,7 @@ from sluice.connectors.rocketmq.spark_writer import send_frame
 from sluice.connectors.transforms import apply_chain
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
     from sluice.connectors.api import SourceTask
 
@@ -147,21 +148,8 @@ class SourceRunner:
         keyless one (a table without a key keeps its whole order), and every queue for a barrier,
         each copy labelled ``<i>/<n>`` with the list of queues sent to (connectors.barriers)."""
         queues = [q.key for q in sorted(self.ctx.rocketmq.queues(topic), key=lambda q: natural_key(q.key))]
-        count = len(queues)  # in the writer's order: index i is queues[i]
-        props = F.col("properties")
-        barrier = props[BARRIER_HEADER].isNotNull()
-        key = F.coalesce(F.col("keys"), F.col("partition")).cast("binary")
-        slot = F.pmod(F.crc32(key), F.lit(count)).cast("int")
-        out = messages.withColumn(
-            "queue",
-            F.explode(F.when(barrier, F.sequence(F.lit(0), F.lit(count - 1))).otherwise(F.array(slot))),
-        )
-        label = F.concat(F.col("queue").cast("string"), F.lit(f"/{count}"))
-        labelled = F.map_concat(
-            F.map_filter(props, lambda k, _: k != F.lit(BARRIER_HEADER)),
-            F.create_map(F.lit(BARRIER_HEADER), label, F.lit(BARRIER_QUEUES_HEADER), F.lit(",".join(queues))),
-        )
-        return out.withColumn("properties", F.when(barrier, labelled).otherwise(props))
+        queue, properties = _shard_columns(tuple(queues))  # in the writer's order: index i is queues[i]
+        return messages.withColumn("queue", queue).withColumn("properties", properties)
 
     def _send_order(self, ranges: Sequence[PartitionRange]) -> SendOrder:
         """The task's own word on its read's order (KnowsSendOrder) when nothing transforms it."""
@@ -223,3 +211,21 @@ class SourceRunner:
                         )
                     )
         return found
+
+
+@lru_cache(maxsize=256)
+def _shard_columns(queues: tuple[str, ...]) -> tuple[Column, Column]:
+    """``_sharded``'s ``queue`` and ``properties`` columns for a topic's ``queues``: built once per
+    topic shape, since each function call of an expression is a JVM round trip."""
+    count = len(queues)
+    props = F.col("properties")
+    barrier = props[BARRIER_HEADER].isNotNull()
+    key = F.coalesce(F.col("keys"), F.col("partition")).cast("binary")
+    slot = F.pmod(F.crc32(key), F.lit(count)).cast("int")
+    queue = F.explode(F.when(barrier, F.sequence(F.lit(0), F.lit(count - 1))).otherwise(F.array(slot)))
+    label = F.concat(F.col("queue").cast("string"), F.lit(f"/{count}"))
+    labelled = F.map_concat(
+        F.map_filter(props, lambda k, _: k != F.lit(BARRIER_HEADER)),
+        F.create_map(F.lit(BARRIER_HEADER), label, F.lit(BARRIER_QUEUES_HEADER), F.lit(",".join(queues))),
+    )
+    return queue, F.when(barrier, labelled).otherwise(props)
