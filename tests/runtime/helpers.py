@@ -15,16 +15,19 @@ if TYPE_CHECKING:
 async def wait_for(
     check: Callable[[], bool | Awaitable[bool]], timeout_s: float, what: str, interval_s: float = 0.5
 ) -> None:
-    """Poll a (sync or async) condition; fail naming what did not happen."""
+    """Poll a (sync or async) condition; fail naming what did not happen. Each wait's length is
+    printed, so a slow test shows where its time went."""
     import asyncio
     import inspect
 
-    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
+    deadline = started + timeout_s
     while time.monotonic() < deadline:
         result = check()
         if inspect.isawaitable(result):
             result = await result
         if result:
+            print(f"waited {time.monotonic() - started:.1f}s for {what}")  # shown with -s or on failure
             return
         await asyncio.sleep(interval_s)
     raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
