@@ -58,6 +58,11 @@ SESSION_CONF = {
 }
 
 
+#: The daemon local Python workers are forked from: PySpark's minus a fixed cost per task (see
+#: the module). Not on a cluster: its executors start the daemon before a shipped zip is on the path.
+LOCAL_PYTHON_DAEMON = "sluice.activities.python_daemon"
+
+
 #: The lake formats a session can write, by the jar that brings each: its SQL extension and the
 #: settings it needs (delta-sink, iceberg-sink). Iceberg catalogs are a sink's own (its config).
 LAKE_FORMATS = {
@@ -145,12 +150,12 @@ def _classic(master: str, app_name: str, driver_memory: str, jars: Sequence[str]
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.python.worker.reuse", "true")
-        # PySpark's daemon minus a fixed cost per Python task (a Connect server's is its own)
-        .config("spark.python.daemon.module", "sluice.activities.python_daemon")
         .config("spark.driver.memory", driver_memory)
     )
     for key, value in {**SESSION_CONF, **jars_conf(jars)}.items():
         builder = builder.config(key, value)
+    if is_local_master(master):  # a cluster's executors may have Sluice only as a shipped zip
+        builder = builder.config("spark.python.daemon.module", LOCAL_PYTHON_DAEMON)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     _quiet_task_size_warnings(session)
