@@ -42,12 +42,23 @@ from sluice.connectors.positions import PartitionKey, Position
 from sluice.connectors.records import RecordError, flag_errors, good_arrow_records
 from sluice.connectors.rocketmq.client import MessageQueue
 from sluice.connectors.rocketmq.offsets import consumer_group
-from sluice.connectors.rocketmq.spark_source import plan_to_json, read_frame
+from sluice.connectors.rocketmq.spark_source import (
+    bound_partitions,
+    bound_read_frame,
+    plan_to_json,
+    read_frame,
+    read_partitions,
+)
 from sluice.connectors.transforms import apply_chain, value_read
 
 log = logging.getLogger(__name__)
 
+#: Shapes of met-schema batches whose records' DataFrames a task keeps (``SinkRunner._met_records``):
+#: one per count of input partitions a batch may read, more only while the schemas change.
+MAX_MET_PLANS = 8
+
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame
 
     from sluice.connectors.api import SinkTask
@@ -126,6 +137,8 @@ class SinkRunner:
         self.notice: str | None = None
         #: new batches planned in this attempt: the first one is small (planning.ramped_budget)
         self.planned = 0
+        #: the records of a batch decoded with the schemas met, built once per shape (``_met_records``)
+        self._met_plans: dict[tuple[object, ...], DataFrame] = {}
 
     def ensure_topic(self) -> None:
         """Create the named topics; a ``topics.regex`` sink reads only topics that exist."""
@@ -191,28 +204,33 @@ class SinkRunner:
         return notice
 
     def run(self, plan: BatchPlan, rerun: bool) -> int:
-        messages = self._messages(plan)
-        if not self._ran_with_schemas_met(messages, plan):
-            self._run_searched(messages, plan)
+        if not self._ran_with_schemas_met(plan):
+            self._run_searched(self._messages(plan), plan)
         if not isinstance(self.task, TransactionalSink):
             self.ctx.store.commit(plan)
         self.setup.positions.committed_batch(plan)  # by the store or in the sink's transaction
         self._mirror_consumer_offsets(plan)
         return plan.record_span
 
-    def _messages(self, plan: BatchPlan) -> DataFrame:
-        """The plan's messages, as the ``rocketmq`` reader pulls them (nothing runs yet)."""
-        messages = read_frame(self.ctx.spark, {
+    def _read_options(self, plan: BatchPlan) -> dict[str, str]:
+        return {
             "namesrv": self.ctx.settings.namesrv,
             "plan": plan_to_json(plan.ranges),
             "failOnDataLoss": str(self.setup.data_loss is DataLossPolicy.FAIL).lower(),
             "maxTasks": str(self.ctx.settings.batch_tasks),
-        })  # fmt: skip
-        if not (isinstance(self.task, OrdersBarriers) and self.task.orders_barriers()):
-            messages = messages.where(once_per_barrier())
-        return messages
+        }
 
-    def _ran_with_schemas_met(self, messages: DataFrame, plan: BatchPlan) -> bool:
+    def _messages(self, plan: BatchPlan) -> DataFrame:
+        """The plan's messages, as the ``rocketmq`` reader pulls them (nothing runs yet)."""
+        return self._barriers_once(read_frame(self.ctx.spark, self._read_options(plan)))
+
+    def _barriers_once(self, messages: DataFrame) -> DataFrame:
+        """A task that does not order barriers sees one copy of each (``once_per_barrier``)."""
+        if isinstance(self.task, OrdersBarriers) and self.task.orders_barriers():
+            return messages
+        return messages.where(once_per_barrier())
+
+    def _ran_with_schemas_met(self, plan: BatchPlan) -> bool:
         """Write a batch in one Spark job, decoded with the envelope schemas met before, when it can
         be (no tolerance, the task's first batch done, every topic's schemas met): no job searches
         the batch for its schemas and nothing is persisted, since nothing reads the messages twice.
@@ -223,9 +241,13 @@ class SinkRunner:
         topics = {r.topic for r in plan.ranges if not r.is_empty}
         if self.tolerates or self.notice is None or not converter.knows_schemas(topics):
             return False
-        decoded = converter.to_records(messages, value_read(self.setup.chain), assume_met=True)
         try:
-            self._write_strict(decoded, plan)
+            if isinstance(self.task, WritesFrames):
+                narrow = value_read(self.setup.chain)
+                decoded = converter.to_records(self._messages(plan), narrow, assume_met=True)
+                self._write_strict(decoded, plan)
+            else:
+                self._write_met(plan)
         except Exception as exc:
             if UNMET_SCHEMA not in str(exc):
                 raise
@@ -237,6 +259,35 @@ class SinkRunner:
             )
             return False
         return True
+
+    def _write_met(self, plan: BatchPlan) -> None:
+        """``_write_strict`` of the batch decoded with the schemas met, its plan built once per shape.
+
+        The records' DataFrame (read, decode, transforms, checks) is the same for every such batch
+        of as many input partitions: it is built once (``_met_records``) over a read whose
+        partitions each job is given (``bound_read_frame``). Each batch runs it as a new Dataset
+        (``select("*")``), planned afresh: a Dataset run twice would reuse its adaptive plan's
+        finished shuffle stages, the last batch's data.
+        """
+        options = self._read_options(plan)
+        partitions = read_partitions(options)
+        records = self._met_records(options, len(partitions))
+        with bound_partitions(self.ctx.spark, partitions):
+            table = batch_table(records.select("*"))
+        self._write_table(table, plan)
+
+    def _met_records(self, options: Mapping[str, str], count: int) -> DataFrame:
+        """The checked records of any batch of ``count`` input partitions decoded with the schemas
+        met so far; a new shape (partitions, or schemas met) builds its own."""
+        converter = self.setup.converter
+        key = (count, converter.seen_prefixes.snapshot())
+        if key not in self._met_plans:
+            if len(self._met_plans) >= MAX_MET_PLANS:
+                self._met_plans.clear()
+            messages = self._barriers_once(bound_read_frame(self.ctx.spark, options, count))
+            decoded = converter.to_records(messages, value_read(self.setup.chain), assume_met=True)
+            self._met_plans[key] = apply_chain(self.setup.chain, parsed_once(decoded))
+        return self._met_plans[key]
 
     def _run_searched(self, messages: DataFrame, plan: BatchPlan) -> None:
         """Write a batch whose envelope schemas are searched first (the converter's own job)."""
@@ -270,9 +321,13 @@ class SinkRunner:
             with checked_records(records, self.setup) as good:
                 self.task.write_frame(good.drop(PARSE_BARRIER), plan)
             return
-        table = good_arrow_records(batch_table(records), f"connector {self.connector}")
+        self._write_table(batch_table(records), plan)
+
+    def _write_table(self, table: pa.Table, plan: BatchPlan) -> None:
+        """Check a strict batch's collected records on the driver and write them."""
+        good = good_arrow_records(table, f"connector {self.connector}")
         try:
-            self.task.write(table, plan)
+            self.task.write(good, plan)
         except RejectedRecordsError as exc:
             raise RecordError(str(exc)) from None
 

@@ -151,6 +151,10 @@ def _classic(master: str, app_name: str, driver_memory: str, jars: Sequence[str]
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.python.worker.reuse", "true")
         .config("spark.driver.memory", driver_memory)
+        # PySpark's DataFrame debugging records the Python call site of every column function in
+        # the JVM: five Py4J calls and a failed IPython import each, ~700 calls per sink batch's
+        # plan. Sluice names a failing record and batch itself, never Spark's call site.
+        .config("spark.python.sql.dataFrameDebugging.enabled", "false")
     )
     for key, value in {**SESSION_CONF, **jars_conf(jars)}.items():
         builder = builder.config(key, value)

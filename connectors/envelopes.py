@@ -119,6 +119,11 @@ class SeenPrefixes:
     def known(self, name: str) -> list[tuple[str, str]]:
         return self._seen.get(name, [])
 
+    def snapshot(self) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
+        """Everything a decode that assumes the met schemas depends on: equal snapshots, equal
+        decodes (a sink reuses the decode's plan while its snapshot holds)."""
+        return tuple(sorted((name, tuple(pairs)) for name, pairs in self._seen.items()))
+
     def knows_topics(self, name: str, topics: Iterable[str]) -> bool:
         """Whether a prefix of every one of ``topics`` is remembered for ``name``."""
         return set(topics) <= {topic for topic, _ in self.known(name)}

@@ -29,10 +29,12 @@ Lifecycle of one input partition (on an executor), for each of its ranges in tur
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import astuple, dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
@@ -174,6 +176,69 @@ def read_frame(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
 def _read_tasks(
     reader: RocketMQReader, tasks: Sequence[InputPartition], batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            yield from reader.read(tasks[index])
+
+
+#: The Spark local property through which a ``bound_read_frame``'s tasks learn what to read.
+BOUND_PARTITIONS_PROPERTY: Final = "sluice.rocketmq.read.partitions"
+
+
+def bound_read_frame(spark: SparkSession, options: Mapping[str, str], count: int) -> DataFrame:
+    """Like ``read_frame``, for any plan of ``count`` input partitions: the partitions are not in
+    the DataFrame but bound to each job that runs it (``bound_partitions``).
+
+    Why: a sink builds the same decode, transform and check plan over every batch's messages, and
+    building it costs more than running it on a small batch (~0.5 s of Py4J calls and analysis per
+    sink batch, most of a one-row batch). With the plan read from the job's local properties, which
+    Spark sends with each task, a DataFrame built once over this frame runs any batch of that many
+    partitions. ``options``' plan only checks the reader's settings; it is never read.
+    """
+    reader = RocketMQReader(options)
+    indexes = spark.range(count, numPartitions=max(count, 1))
+    return indexes.mapInArrow(partial(_read_bound_tasks, reader, count), READ_SCHEMA)
+
+
+def read_partitions(options: Mapping[str, str]) -> Sequence[InputPartition]:
+    """The input partitions ``read_frame`` would read for ``options``' plan."""
+    return RocketMQReader(options).partitions()
+
+
+@contextmanager
+def bound_partitions(spark: SparkSession, partitions: Sequence[InputPartition]) -> Iterator[None]:
+    """Jobs this thread starts in the block read ``partitions`` through a ``bound_read_frame``."""
+    context = spark.sparkContext
+    context.setLocalProperty(BOUND_PARTITIONS_PROPERTY, partitions_to_json(partitions))
+    try:
+        yield
+    finally:
+        context.setLocalProperty(BOUND_PARTITIONS_PROPERTY, None)  # type: ignore[arg-type]
+
+
+def partitions_to_json(partitions: Sequence[InputPartition]) -> str:
+    """``partitions`` (the reader's own) as the local property carries them."""
+    tasks = [[astuple(r) for r in p.ranges] for p in partitions if isinstance(p, QueueRangePartition)]
+    return json.dumps(tasks, separators=(",", ":"))
+
+
+def partitions_from_json(text: str) -> list[QueueRangePartition]:
+    return [QueueRangePartition(tuple(QueueRange(*r) for r in task)) for task in json.loads(text)]
+
+
+def _read_bound_tasks(
+    reader: RocketMQReader, count: int, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body of ``bound_read_frame``: the job's bound partitions, this row's index of them."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    bound = context.getLocalProperty(BOUND_PARTITIONS_PROPERTY) if context is not None else None
+    if bound is None:  # never read nothing in silence: a job outside bound_partitions is a bug
+        raise RuntimeError("rocketmq read: this job has no partitions bound (spark_reader.bound_partitions)")
+    tasks = partitions_from_json(bound)
+    if len(tasks) != count:  # each bound partition is read by exactly one row of the frame
+        raise RuntimeError(f"rocketmq read: {len(tasks)} partitions bound to a frame of {count}")
     for batch in batches:
         for index in batch.column(0).to_pylist():
             yield from reader.read(tasks[index])
