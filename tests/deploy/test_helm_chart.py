@@ -22,6 +22,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from sluice.deploy.local.lake import FORMAT_GROUPS, POM
+
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "deploy" / "helm" / "sluice"
 PRODUCTION_VALUES = CHART / "values-production.yaml"
@@ -434,3 +436,27 @@ def test_containerfile_agrees_with_the_chart() -> None:
     assert f"SLUICE_STATE_DIR={values['stateDir']}" in env
     exposed = {int(p) for keyword, args in final if keyword == "EXPOSE" for p in args.split()}
     assert exposed == {values["rest"]["port"], values["metrics"]["port"]}
+
+
+def test_the_image_carries_the_lake_jars_the_stack_fetches() -> None:
+    """delta-sink and iceberg-sink work in the image: its jars come from the stack's lake pom with
+    the stack's groups, and the worker's session finds them (``SLUICE_SPARK_JARS``)."""
+    *builds, final = stages()
+    fetches = [args for stage in builds for keyword, args in stage if keyword == "RUN" and "mvn " in args]
+    assert len(fetches) == 1
+    (fetch,) = fetches
+    pom = next(
+        args.split()
+        for stage in builds
+        for keyword, args in stage
+        if keyword == "COPY" and args.startswith(str(POM.relative_to(REPO)))
+    )
+    assert f"-f {pom[-1]} dependency:copy-dependencies" in fetch
+    assert f"-DincludeGroupIds={FORMAT_GROUPS}" in fetch.split()
+    out = re.search(r"-DoutputDirectory=(\S+)", fetch)
+    assert out is not None
+    env = " ".join(args for keyword, args in final if keyword == "ENV")
+    jars = re.search(r"SLUICE_SPARK_JARS=(\S+)", env)
+    assert jars is not None
+    copies = [args.split() for keyword, args in final if keyword == "COPY" and "--from=" in args]
+    assert ["--from=lake-jars", out.group(1), jars.group(1)] in copies
