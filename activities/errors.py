@@ -36,11 +36,17 @@ def data_error(connector: str, task_id: int, message: str) -> ApplicationError:
 def failure_error(connector: str, task_id: int, failure: Failure) -> ApplicationError:
     """The ApplicationError of a classified failure, naming the connector and task once."""
     message = failure.message
-    if f"connector {connector}" not in message:
+    if not names_connector(message, connector):
         message = f"connector {connector} task {task_id}: {message}"
     if failure.retriable:
         return ApplicationError(message, type=failure.error_type, non_retryable=False)
     return ApplicationError(message, type=failure.kind.value, non_retryable=True)
+
+
+def names_connector(message: str, connector: str) -> bool:
+    """Whether ``message`` names ``connector`` already, as the runtime does (``connector orders``)
+    or as a connector's own errors do (``connector 'orders'``)."""
+    return any(f"connector {name}" in message for name in (connector, repr(connector), f'"{connector}"'))
 
 
 def task_failure(connector: str, task_id: int, exc: BaseException, attempt: int = 1) -> ApplicationError:

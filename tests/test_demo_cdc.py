@@ -6,8 +6,10 @@ most of it the worker's Spark start before the first change arrives.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import signal
+import socket
 import time
 import uuid
 
@@ -24,6 +26,8 @@ from sluice.worker.demo.cdc import connector_configs, main, shop_size
 from sluice.worker.demo.db import demo_databases, drop_databases
 from sluice.worker.demo.shop import LoadGenerator, ShopSize, connect_url, create_shop, create_tables
 from tests.databases import TestDatabase
+
+DEFAULT_METRICS_PORT = 9464
 
 
 def test_load_generator_deletes_only_when_asked(mariadb_db: TestDatabase) -> None:
@@ -85,13 +89,22 @@ def test_demo_cdc_ends_equal(stack_config: StackConfig, capsys: pytest.CaptureFi
     name = f"demo_cdc_{uuid.uuid4().hex[:8]}"
     handler = signal.getsignal(signal.SIGTERM)
     try:
-        code = main(
-            ["--orders", "500", "--load-seconds", "5", "--catch-up-seconds", "300", "--database", name]
-        )
+        # Another worker (or demo) serves metrics on the default port: the demo's worker starts anyway.
+        with contextlib.closing(socket.socket()) as taken:
+            with contextlib.suppress(OSError):
+                taken.bind(("127.0.0.1", DEFAULT_METRICS_PORT))
+                taken.listen()
+            code = main(
+                ["--orders", "500", "--load-seconds", "5", "--catch-up-seconds", "300", "--database", name]
+            )
         out = capsys.readouterr().out
     finally:
         signal.signal(signal.SIGTERM, handler)
         drop_databases(demo_databases(stack_config, name))
+    assert re.search(
+        r"sluice worker ready on task queue \S+, metrics on http://127\.0\.0\.1:\d+/metrics", out
+    )
+    assert f":{DEFAULT_METRICS_PORT}/metrics" not in out
     assert "capture is live after" in out and "loaded 100 customers, 20 products, 500 orders" in out
     load = re.search(r"load generator: ([\d,]+) inserts, ([\d,]+) updates, ([\d,]+) deletes", out)
     assert load, out[-3000:]

@@ -145,9 +145,21 @@ def test_task_failure_of_a_retriable_error_keeps_its_class_name() -> None:
     assert error.type == "BrokerUnavailableError" and not error.non_retryable
 
 
-def test_task_failure_does_not_prefix_a_message_naming_the_connector_already() -> None:
-    error = task_failure("orders", 0, RecordError("connector orders: bad record at partition 'f' offset 3"))
-    assert error.message == "connector orders: bad record at partition 'f' offset 3"
+@pytest.mark.parametrize(
+    "message",
+    [
+        "connector orders: bad record at partition 'f' offset 3",
+        "connector 'orders': OpenSearch at http://127.0.0.1:9200 did not take batch 4 after 3 retries",
+        'connector "orders": the database refused the credentials',
+    ],
+)
+def test_task_failure_does_not_prefix_a_message_naming_the_connector_already(message: str) -> None:
+    assert task_failure("orders", 0, RecordError(message)).message == message
+
+
+def test_task_failure_names_the_connector_of_a_message_naming_another() -> None:
+    error = task_failure("orders", 1, RecordError("connector 'orders-old': bad record"))
+    assert error.message == "connector orders task 1: connector 'orders-old': bad record"
 
 
 def test_an_application_error_passes_through() -> None:

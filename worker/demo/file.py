@@ -50,24 +50,37 @@ async def _wait_copy(src: Path, dst: Path, timeout_s: float = 300) -> None:
     raise SystemExit(f"demo: the sink did not catch up within {timeout_s:.0f}s")
 
 
+def _ready_line(log: Path) -> str | None:
+    """The worker's ready line (task queue and metrics address), once its log has it."""
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith("sluice worker ready"):
+            return line
+    return None
+
+
 @contextlib.asynccontextmanager
 async def started_worker(
     cfg: StackConfig, log_name: str, env: Mapping[str, str]
 ) -> AsyncIterator[subprocess.Popen[bytes]]:
-    """A `sluice worker` process with ``env`` added, ready (its log says so), stopped on exit."""
+    """A `sluice worker` process with ``env`` added, ready (its log says so), stopped on exit.
+
+    Its metrics are served on any free port unless ``SLUICE_METRICS_PORT`` is set: a demo must
+    start beside a worker (or another demo) that has the default 9464. The ready line says where.
+    """
     log = cfg.log_dir / f"{log_name}.log"
     print(f"starting a sluice worker (log: {log})", flush=True)
     worker = subprocess.Popen(
         [sys.executable, "-m", "sluice.worker.cli", "worker"],
-        env={**os.environ, **env},
+        env={"SLUICE_METRICS_PORT": "0", **os.environ, **env},
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
     )
     try:
-        while b"sluice worker ready" not in log.read_bytes():
+        while (ready := _ready_line(log)) is None:
             if worker.poll() is not None:
                 raise SystemExit(f"demo: the worker exited; see {log}")
             await asyncio.sleep(0.5)
+        print(ready, flush=True)
         yield worker
     finally:
         worker.terminate()
