@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from tests.databases import TestDatabase
 
 if TYPE_CHECKING:
+    from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
     from sluice.worker.client import SluiceClient
+
+#: A Connect struct schema's fields, as a JsonConverter envelope lists them.
+Fields = Sequence[Mapping[str, object]]
 
 
 async def wait_for(
@@ -62,3 +67,35 @@ FAST_RETRY = {"errors.retry.delay.max.ms": "2000"}
 
 #: For worker-kill tests' connectors: a SIGKILLed worker's task is noticed after 5 s, not 10.
 FAST_HEARTBEAT = {"task.heartbeat.timeout.s": "5"}
+
+
+def connect_envelope(fields: Fields, payload: Mapping[str, object]) -> str:
+    """A key or value as Kafka's JsonConverter lays it out with schemas (compact, schema first)."""
+    schema = {"type": "struct", "fields": list(fields), "optional": False, "name": "row"}
+    return json.dumps({"schema": schema, "payload": payload}, separators=(",", ":"))
+
+
+def send_keyed_rows(
+    client: SyncRocketMQClient,
+    topic: str,
+    rows: Sequence[tuple[int, Mapping[str, object] | None]],
+    key_fields: Fields,
+    value_fields: Callable[[Mapping[str, object]], Fields],
+) -> None:
+    """Each ``(id, row)`` as a Connect envelope keyed by ``{"id": id}``, to queue ``id % 4``, in
+    order (as a source sharding by key sends them); ``None`` is a tombstone. A row's value
+    envelope lists ``value_fields(row)``."""
+    from sluice.connectors.converters import TOMBSTONE_PROPERTY
+    from sluice.connectors.rocketmq.values import MessageQueue, OutgoingMessage
+
+    by_queue: dict[int, list[OutgoingMessage]] = {}
+    for key, row in rows:
+        keys = connect_envelope(key_fields, {"id": key})
+        if row is None:
+            message = OutgoingMessage(b"", keys=keys, properties={TOMBSTONE_PROPERTY: "true"})
+        else:
+            message = OutgoingMessage(connect_envelope(value_fields(row), row).encode(), keys=keys)
+        by_queue.setdefault(key % 4, []).append(message)
+    broker = client.queues(topic)[0].broker_name
+    for queue_id, messages in sorted(by_queue.items()):
+        client.send_batch(MessageQueue(topic, broker, queue_id), messages)

@@ -26,12 +26,11 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from sluice.connectors.converters import TOMBSTONE_PROPERTY
 from sluice.connectors.rocketmq.client import MessageQueue
 from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
 from sluice.connectors.rocketmq.values import OutgoingMessage
 from sluice.workflows.types import TaskState
-from tests.runtime.helpers import failed_task_error, wait_for
+from tests.runtime.helpers import connect_envelope, failed_task_error, send_keyed_rows, wait_for
 
 FIELDS = [
     {"type": "int64", "optional": False, "field": "id"},
@@ -55,26 +54,11 @@ JSON_CONVERTERS = {
 }
 
 
-def _envelope(fields: list[dict[str, object]], payload: dict[str, object]) -> str:
-    schema = {"type": "struct", "fields": fields, "optional": False, "name": "row"}
-    return json.dumps({"schema": schema, "payload": payload}, separators=(",", ":"))
-
-
 def _send(client: SyncRocketMQClient, topic: str, rows: list[tuple[int, dict[str, object] | None]]) -> None:
-    """Each ``(id, row)`` keyed by id to queue id % 4, in order; ``None`` is a tombstone; a row
-    with ``stock`` carries the wider schema."""
-    by_queue: dict[int, list[OutgoingMessage]] = {}
-    for key, row in rows:
-        keys = _envelope(FIELDS[:1], {"id": key})
-        if row is None:
-            message = OutgoingMessage(b"", keys=keys, properties={TOMBSTONE_PROPERTY: "true"})
-        else:
-            fields = [*FIELDS, STOCK] if "stock" in row else FIELDS
-            message = OutgoingMessage(_envelope(fields, row).encode(), keys=keys)
-        by_queue.setdefault(key % 4, []).append(message)
-    broker = client.queues(topic)[0].broker_name
-    for queue_id, messages in sorted(by_queue.items()):
-        client.send_batch(MessageQueue(topic, broker, queue_id), messages)
+    """A row with ``stock`` carries the wider schema."""
+    send_keyed_rows(
+        client, topic, rows, FIELDS[:1], lambda row: [*FIELDS, STOCK] if "stock" in row else FIELDS
+    )
 
 
 def _rows(spark: Any, fmt: str, path: str) -> dict[int, dict[str, Any]] | None:
@@ -276,7 +260,7 @@ async def test_a_bad_record_fails_the_task_naming_it_and_commits_nothing(
 ) -> None:
     name = uuid.uuid4().hex[:8]
     start_worker()
-    good = _envelope(FIELDS, {"id": 1, "name": "fine", "price": 1.0}).encode()
+    good = connect_envelope(FIELDS, {"id": 1, "name": "fine", "price": 1.0}).encode()
     broker = rocketmq_admin.queues(topic_name)[0].broker_name
     rocketmq_admin.send_batch(
         MessageQueue(topic_name, broker, 0), [OutgoingMessage(good), OutgoingMessage(b"{not json")]

@@ -23,14 +23,13 @@ from typing import Any
 import httpx
 import pytest
 
-from sluice.connectors.converters import TOMBSTONE_PROPERTY
 from sluice.connectors.rocketmq.client import MessageQueue
 from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
 from sluice.connectors.rocketmq.values import OutgoingMessage
 from sluice.deploy.local.config import StackConfig
 from sluice.deploy.local.rocketmq import CLUSTER_NAME
 from sluice.workflows.types import TaskState
-from tests.runtime.helpers import failed_task_error, wait_for
+from tests.runtime.helpers import failed_task_error, send_keyed_rows, wait_for
 
 FIELDS = [
     {"type": "int64", "optional": False, "field": "id"},
@@ -40,24 +39,8 @@ FIELDS = [
 FAST = {"poll.interval.ms": "200"}
 
 
-def _envelope(fields: list[dict[str, object]], payload: dict[str, object]) -> str:
-    schema = {"type": "struct", "fields": fields, "optional": False, "name": "row"}
-    return json.dumps({"schema": schema, "payload": payload}, separators=(",", ":"))
-
-
 def _send(client: SyncRocketMQClient, topic: str, rows: list[tuple[int, dict[str, object] | None]]) -> None:
-    """Each ``(id, row)`` keyed by id to queue id % 4, in order; ``None`` is a tombstone."""
-    by_queue: dict[int, list[OutgoingMessage]] = {}
-    for key, row in rows:
-        keys = _envelope(FIELDS[:1], {"id": key})
-        if row is None:
-            message = OutgoingMessage(b"", keys=keys, properties={TOMBSTONE_PROPERTY: "true"})
-        else:
-            message = OutgoingMessage(_envelope(FIELDS, row).encode(), keys=keys)
-        by_queue.setdefault(key % 4, []).append(message)
-    broker = client.queues(topic)[0].broker_name
-    for queue_id, messages in sorted(by_queue.items()):
-        client.send_batch(MessageQueue(topic, broker, queue_id), messages)
+    send_keyed_rows(client, topic, rows, FIELDS[:1], lambda row: FIELDS)
 
 
 def _documents(os_url: str, index: str) -> dict[str, dict[str, Any]] | None:
@@ -196,6 +179,7 @@ async def test_upserts_deletes_and_refused_documents_into_opensearch(
 
     error = await failed_task_error(sluice, strict, 120, "the strict sink to fail on the refused document")
     assert f"topic '{codes_topic}' queue '{queue}' offset {bad_at}" in error, error
-    assert "mapper_parsing_exception" in error and f"connector {strict} " in error, error
+    assert "mapper_parsing_exception" in error and f"connector {strict!r}" in error, error
+    assert f"connector {strict} task" not in error, error  # named once, by the sink itself
     for connector in (sink, tolerant, strict):
         await sluice.delete(connector)

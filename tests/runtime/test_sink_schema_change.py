@@ -10,39 +10,23 @@ says so), and the table ends equal, row by row, to what was written.
 
 from __future__ import annotations
 
-import json
 import uuid
 
 from sqlalchemy.exc import ProgrammingError
 
-from sluice.connectors.rocketmq.client import MessageQueue
 from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
-from sluice.connectors.rocketmq.values import OutgoingMessage
 from tests.databases import TestDatabase, table_rows
-from tests.runtime.helpers import wait_for
+from tests.runtime.helpers import send_keyed_rows, wait_for
 
 ID = {"type": "int64", "optional": False, "field": "id"}
 NAME = {"type": "string", "optional": True, "field": "name"}
 NOTE = {"type": "string", "optional": True, "field": "note"}
 
 
-def _envelope(fields: list[dict[str, object]], payload: dict[str, object]) -> bytes:
-    """As Kafka's JsonConverter lays it out (compact, schema first)."""
-    schema = {"type": "struct", "fields": fields, "optional": False, "name": "row"}
-    return json.dumps({"schema": schema, "payload": payload}, separators=(",", ":")).encode()
-
-
 def _send(client: SyncRocketMQClient, topic: str, rows: list[dict[str, object]], note: bool) -> None:
     """``rows`` keyed by id, each id to its own queue (id % 4), in order."""
     fields = [ID, NAME, NOTE] if note else [ID, NAME]
-    by_queue: dict[int, list[OutgoingMessage]] = {}
-    for row in rows:
-        key = _envelope([ID], {"id": row["id"]}).decode()
-        message = OutgoingMessage(_envelope(fields, row), keys=key)
-        by_queue.setdefault(int(str(row["id"])) % 4, []).append(message)
-    broker = client.queues(topic)[0].broker_name
-    for queue_id, messages in sorted(by_queue.items()):
-        client.send_batch(MessageQueue(topic, broker, queue_id), messages)
+    send_keyed_rows(client, topic, [(int(str(row["id"])), row) for row in rows], [ID], lambda row: fields)
 
 
 async def test_a_column_added_mid_stream_lands_when_the_sink_decodes_with_the_schemas_met(
