@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -37,7 +38,7 @@ from sluice.connectors.converters import JsonConverter
 from sluice.connectors.envelopes import UNMET_SCHEMA
 from sluice.connectors.model import BatchPlan, DataLossPolicy, parse_queue_partition
 from sluice.connectors.planner import OffsetView
-from sluice.connectors.planning import ramped_budget
+from sluice.connectors.planning import linger_s, ramped_budget
 from sluice.connectors.positions import PartitionKey, Position
 from sluice.connectors.records import RecordError, flag_errors, good_arrow_records
 from sluice.connectors.rocketmq.client import MessageQueue
@@ -156,9 +157,13 @@ class SinkRunner:
         return matching_topics(self.ctx.rocketmq.all_topics(), self.pattern)
 
     def next_plan(self) -> tuple[BatchPlan | None, bool]:
-        view = QueueView(self.ctx.rocketmq, self.current_topics(), self.task.task_id, self.task_count)
         max_units = ramped_budget(int(self.config["batch.max.records"]), "records", self.planned)
-        plan, rerun = next_plan(self.setup, self.task.task_id, view, max_units)
+        plan, rerun = self._plan(max_units)
+        if plan is not None and not rerun:
+            wait_s = linger_s(plan.record_span, max_units, int(self.config.get("batch.linger.ms") or 0))
+            if wait_s:  # batch.linger.ms: once, then whatever has arrived
+                time.sleep(wait_s)
+                plan, rerun = self._plan(max_units)
         if plan is None:
             return None, False
         if rerun:
@@ -167,6 +172,10 @@ class SinkRunner:
         self.planned += 1
         plan = replace(plan, sink_state=self.task.prepare(plan))
         return self.ctx.store.record_plan(plan), False
+
+    def _plan(self, max_units: int | None) -> tuple[BatchPlan | None, bool]:
+        view = QueueView(self.ctx.rocketmq, self.current_topics(), self.task.task_id, self.task_count)
+        return next_plan(self.setup, self.task.task_id, view, max_units)
 
     def close(self) -> None:
         self.task.close()

@@ -470,6 +470,9 @@ def valid_regex(value: Any) -> str | None:
     return None
 
 
+#: The longest ``batch.linger.ms``: a pause or stop reaches a lingering sink only after its wait.
+MAX_LINGER_MS: Final = 2_000
+
 COMMON_SINK_FIELDS: Final[tuple[ConfigField, ...]] = (
     *_COMMON,
     ConfigField(
@@ -487,5 +490,13 @@ COMMON_SINK_FIELDS: Final[tuple[ConfigField, ...]] = (
         doc="regular expression of the topics to read, matched against the broker's topic list before "
         "each batch (new matching topics are picked up)",
         validator=lambda v: valid_regex(v) if v else None,
+    ),
+    ConfigField(
+        "batch.linger.ms",
+        int,
+        0,
+        doc="a batch smaller than batch.max.records waits this long once for more messages (as a "
+        "producer's linger.ms): fewer, larger batches under load, for this much latency",
+        validator=lambda v: None if 0 <= v <= MAX_LINGER_MS else f"must be between 0 and {MAX_LINGER_MS}",
     ),
 )

@@ -220,6 +220,21 @@ def ramped_budget(configured: int | None, unit: str, batches_planned: int) -> in
     return first if configured is None else min(configured, first)
 
 
+def linger_s(planned_records: int, budget: int | None, linger_ms: int) -> float:
+    """How long a sink waits for more messages before running a batch of ``planned_records``
+    (``batch.linger.ms``, once): not at all for a full batch or with no linger set.
+
+    Each sink batch pays a fixed cost (~0.3 s on two cores) however few messages it holds. A sink
+    that runs as soon as any message arrives keeps up with a busy source in many small batches,
+    each paying it, on the cores the source needs: on two cores, cutting the sink's fixed cost
+    from ~0.6 to ~0.3 s made bench-pipeline's sink run 25 batches instead of 16 and the pipeline
+    ~15 % slower. Waiting trades that for latency, as a Kafka producer's ``linger.ms`` does.
+    """
+    if linger_ms <= 0 or (budget is not None and planned_records >= budget):
+        return 0.0
+    return linger_ms / 1000
+
+
 # --- splitting and plans ---------------------------------------------------------------------------
 
 

@@ -17,6 +17,7 @@ from sluice.connectors.planning import (
     SpecificPositions,
     StartPolicy,
     admit,
+    linger_s,
     natural_key,
     pack_splits,
     ramped_budget,
@@ -265,6 +266,22 @@ RAMP_CASES = [
 @pytest.mark.parametrize(("configured", "unit", "planned", "budget"), RAMP_CASES)
 def test_ramped_budget(configured: int | None, unit: str, planned: int, budget: int | None) -> None:
     assert ramped_budget(configured, unit, planned) == budget
+
+
+LINGER_CASES = [
+    # records planned, the batch's budget, batch.linger.ms, seconds the sink waits first
+    pytest.param(10, 10_000, 0, 0.0, id="no linger by default: a batch runs at once"),
+    pytest.param(10, 10_000, 250, 0.25, id="a small batch waits for more"),
+    pytest.param(9_999, 10_000, 250, 0.25, id="one short of full still waits"),
+    pytest.param(10_000, 10_000, 250, 0.0, id="a full batch runs at once"),
+    pytest.param(1_000, 1_000, 250, 0.0, id="a full first (ramped) batch runs at once"),
+    pytest.param(10, None, 250, 0.25, id="with no budget every batch waits"),
+]
+
+
+@pytest.mark.parametrize(("planned", "budget", "linger_ms", "wait_s"), LINGER_CASES)
+def test_linger_s(planned: int, budget: int | None, linger_ms: int, wait_s: float) -> None:
+    assert linger_s(planned, budget, linger_ms) == wait_s
 
 
 PACK_CASES = [
