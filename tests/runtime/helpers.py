@@ -1,4 +1,5 @@
-"""Polling helpers for end-to-end tests."""
+"""Helpers of end-to-end tests: polling, task errors, connector settings, and a producer of Connect
+envelopes as a JsonConverter with schemas writes them."""
 
 from __future__ import annotations
 
