@@ -6,7 +6,8 @@ Connect's Delta Lake sink (``tablePath``). docs/lake.md has the mapping.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from sluice.connectors.config import ConfigDef, ConfigField, FieldError, split_list
@@ -127,10 +128,28 @@ ICEBERG_FIELDS: Final = ConfigDef(
             "iceberg.tables",
             list[str],
             [],
-            doc="one table (namespace.name) for every topic; empty: table.name.format in iceberg.namespace",
+            doc="one table (namespace.name) for every topic, or several chosen by "
+            "iceberg.tables.route-field; empty: table.name.format in iceberg.namespace",
+        ),
+        ConfigField(
+            "iceberg.tables.route-field",
+            str,
+            "",
+            doc="a field of the record value (a.b for a nested one) choosing the table: with several "
+            "iceberg.tables, the tables whose iceberg.table.<table>.route-regex matches all of its "
+            "value; with iceberg.tables.dynamic-enabled, the table its value names",
+        ),
+        ConfigField(
+            "iceberg.tables.dynamic-enabled",
+            bool,
+            False,
+            doc="each record goes to the table named by its iceberg.tables.route-field (lower-cased)",
         ),
     )
 )
+
+#: ``iceberg.table.<table>.route-regex``: which route values a table of several takes.
+ROUTE_REGEX: Final = "iceberg.table.{}.route-regex"
 
 
 def delta_errors(config: Mapping[str, Any], owner: str) -> list[FieldError]:
@@ -141,17 +160,82 @@ def delta_errors(config: Mapping[str, Any], owner: str) -> list[FieldError]:
 
 
 def iceberg_errors(config: Mapping[str, Any], owner: str) -> list[FieldError]:
-    errors = []
-    tables = list(config.get("iceberg.tables") or [])
-    if len(tables) > 1:
-        message = (f"{owner}: field 'iceberg.tables' names {len(tables)} tables; give one (every "
-                   "topic goes there) or none and use table.name.format")  # fmt: skip
-        errors.append(FieldError("iceberg.tables", message))
+    errors = _route_errors(config, owner)
     catalog_type = str(config.get("iceberg.catalog.type") or "hadoop")
     if catalog_type == "hadoop" and not str(config.get("iceberg.catalog.warehouse") or "").strip():
         errors.append(FieldError("iceberg.catalog.warehouse", f"{owner}: field 'iceberg.catalog.warehouse' "
                                  "is required for iceberg.catalog.type=hadoop"))  # fmt: skip
     return errors
+
+
+def _route_errors(config: Mapping[str, Any], owner: str) -> list[FieldError]:
+    """What Iceberg's Kafka Connect sink asks of its routing keys, said before any batch runs."""
+    tables = list_of(config.get("iceberg.tables"))
+    field = str(config.get("iceberg.tables.route-field") or "").strip()
+    if config.get("iceberg.tables.dynamic-enabled"):
+        if not field:
+            return [FieldError("iceberg.tables.route-field", f"{owner}: field 'iceberg.tables.route-field' "
+                               "is required with iceberg.tables.dynamic-enabled=true")]  # fmt: skip
+        if tables:
+            return [FieldError("iceberg.tables", f"{owner}: field 'iceberg.tables' names tables, but "
+                               "iceberg.tables.dynamic-enabled=true takes each record's table from "
+                               f"its field {field!r}; give one or the other")]  # fmt: skip
+        return []
+    if len(tables) > 1 and not field:
+        message = (f"{owner}: field 'iceberg.tables' names {len(tables)} tables; give one (every topic "
+                   "goes there), or iceberg.tables.route-field with each table's "
+                   f"{ROUTE_REGEX.format('<table>')}, or none and use table.name.format")  # fmt: skip
+        return [FieldError("iceberg.tables", message)]
+    errors = []
+    for table in tables if field else ():
+        key = ROUTE_REGEX.format(table)
+        pattern = str(config.get(key) or "")
+        problem = "is required with iceberg.tables.route-field" if not pattern else _regex_problem(pattern)
+        if problem:
+            errors.append(FieldError(key, f"{owner}: field {key!r} {problem}"))
+    return errors
+
+
+def _regex_problem(pattern: str) -> str | None:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return f"is not a regular expression: {exc}"
+    return None
+
+
+def route_field(config: Mapping[str, Any]) -> str:
+    """The record value's field that routes records to tables ('' when nothing is routed by field)."""
+    tables = list_of(config.get("iceberg.tables"))
+    if config.get("iceberg.tables.dynamic-enabled") or len(tables) > 1:
+        return str(config.get("iceberg.tables.route-field") or "").strip()
+    return ""
+
+
+def routed_tables(
+    config: Mapping[str, Any], values: Iterable[str | None]
+) -> tuple[dict[str, list[str]], list[str | None]]:
+    """Where records go by their route field's value: the route values each table takes, and the
+    values no table takes. Dynamic: the value, lower-cased, names the table (as Iceberg's sink
+    names it); otherwise every one of ``iceberg.tables`` whose route regex matches the whole value
+    takes it (a value may go to several tables)."""
+    tables: dict[str, list[str]] = {}
+    unrouted: list[str | None] = []
+    dynamic = bool(config.get("iceberg.tables.dynamic-enabled"))
+    for value in sorted(set(values), key=lambda v: (v is None, v or "")):
+        if value is None or (dynamic and not value.strip()):
+            unrouted.append(value)
+            continue
+        if dynamic:
+            targets = [value.strip().lower()]
+        else:
+            targets = [t for t in list_of(config.get("iceberg.tables"))
+                       if re.fullmatch(str(config.get(ROUTE_REGEX.format(t)) or ""), value)]  # fmt: skip
+        if not targets:
+            unrouted.append(value)
+        for table in targets:
+            tables.setdefault(table, []).append(value)
+    return tables, unrouted
 
 
 def table_name(config: Mapping[str, Any], topic: str) -> str:

@@ -34,11 +34,12 @@ from sluice.connectors.errors import ConnectorDataError
 from sluice.connectors.lake import config as cfg
 from sluice.connectors.lake.rows import RowRules, TableRows, table_rows
 from sluice.connectors.lake.tables import DeltaTable, IcebergTable, LakeTable
-from sluice.connectors.records import bad_record_error
+from sluice.connectors.records import bad_record_error, position
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import DataType
 
     from sluice.connectors.model import BatchPlan
 
@@ -280,14 +281,75 @@ class IcebergSinkTask(LakeSinkTask):
             session.conf.set(f"spark.sql.catalog.{catalog}.{key}", value)
 
     def _fixed_table(self) -> str | None:
+        if cfg.route_field(self.config):
+            return None
         tables = cfg.list_of(self.config.get("iceberg.tables"))
         return tables[0] if tables else super()._fixed_table()
+
+    def _by_table(self, frame: DataFrame, plan: BatchPlan) -> Iterator[tuple[str, DataFrame]]:
+        """By ``iceberg.tables.route-field`` when one routes (cfg.routed_tables), else by topic.
+        The route values are found in one job over the cached records, which the writes reuse. A
+        record no table takes fails the batch naming its value and position: Iceberg's own sink
+        would drop it, and Sluice loses nothing silently."""
+        field = cfg.route_field(self.config)
+        if not field:
+            yield from super()._by_table(frame, plan)
+            return
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        where = f"connector {self.name!r} batch {plan.batch_id}"
+        if not _has_field(frame.schema["value"].dataType, field):
+            raise ConfigError([FieldError("iceberg.tables.route-field", (
+                f"{where}: the records' value has no field {field!r} to route by"))])  # fmt: skip
+        value = F.col(f"value.{field}").cast("string")
+        frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            # A tombstone has no value to route by: it is left out, and counted (a delete that is to
+            # reach a routed table must carry its row: ExtractNewRecordState's rewrite mode).
+            rows = frame.groupBy(F.col("value").isNull().alias("tombstone"), value.alias("route")).count()
+            found = rows.collect()
+            values = [r["route"] for r in found if not r["tombstone"]]
+            tombstones = sum(r["count"] for r in found if r["tombstone"])
+            if tombstones:
+                log.info(
+                    "%s: %d tombstone(s) left out: nothing to route them by (%s)", where, tombstones, field
+                )
+            tables, unrouted = cfg.routed_tables(self.config, values)
+            if unrouted:
+                lost = unrouted[0]
+                routed_value = value.isNull() if lost is None else value == lost
+                first = frame.where(F.col("value").isNotNull() & routed_value).first()
+                at = (
+                    f" (record at {position(first['topic'], first['partition'], first['offset'])})"
+                    if first
+                    else ""
+                )
+                raise ConnectorDataError(
+                    f"{where}: no table takes route value {lost!r} of field {field!r}{at}; "
+                    f"{len(unrouted)} value(s) unrouted: set iceberg.table.<table>.route-regex to take them"
+                )
+            for table, taken in sorted(tables.items()):
+                yield table, frame.where(F.col("value").isNotNull() & value.isin(taken))
+        finally:
+            frame.unpersist()
 
     def _table(self, session: SparkSession, name: str) -> LakeTable:
         namespace, _, table = name.rpartition(".")
         namespace = namespace or str(self.config.get("iceberg.namespace") or "default")
         shown = f"{self.config.get('iceberg.catalog') or 'iceberg'}.{namespace}.{table}"
         return IcebergTable(session, (cfg.spark_catalog_name(self.config), namespace, table), shown)
+
+
+def _has_field(data_type: DataType, path: str) -> bool:
+    """Whether a struct has the (dotted) field ``path``."""
+    from pyspark.sql.types import StructType
+
+    for name in path.split("."):
+        if not isinstance(data_type, StructType) or name not in data_type.fieldNames():
+            return False
+        data_type = data_type[name].dataType
+    return True
 
 
 class _LakeSinkConnector(SinkConnector):

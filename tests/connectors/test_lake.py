@@ -31,6 +31,19 @@ ICEBERG_KAFKA_CONNECT = {
 }
 
 
+#: Apache Iceberg's Kafka Connect routing by a field: several tables, a regex each.
+ROUTED = {
+    "connector.class": "org.apache.iceberg.connect.IcebergSinkConnector",
+    "topics": "t",
+    "iceberg.catalog.warehouse": "/w",
+    "iceberg.tables": "shop.eu,shop.us,shop.all",
+    "iceberg.tables.route-field": "region",
+    "iceberg.table.shop.eu.route-regex": "eu-.*",
+    "iceberg.table.shop.us.route-regex": "us-.*",
+    "iceberg.table.shop.all.route-regex": ".*",
+}
+
+
 def test_apache_icebergs_keys_are_sluices() -> None:
     assert builtin_name(ICEBERG_KAFKA_CONNECT["connector.class"]) == "iceberg-sink"
     parsed = IcebergSinkConnector().parse(ICEBERG_KAFKA_CONNECT)
@@ -52,6 +65,30 @@ def test_apache_icebergs_keys_are_sluices() -> None:
             {"topics": "t", "iceberg.catalog.warehouse": "/w", "iceberg.tables": "a.b,c.d"},
             "iceberg.tables",
             "names 2 tables",
+        ),
+        (
+            IcebergSinkConnector,
+            {**ROUTED, "iceberg.table.shop.eu.route-regex": ""},
+            "iceberg.table.shop.eu.route-regex",
+            "is required with iceberg.tables.route-field",
+        ),
+        (
+            IcebergSinkConnector,
+            {**ROUTED, "iceberg.table.shop.us.route-regex": "us-(east"},
+            "iceberg.table.shop.us.route-regex",
+            "not a regular expression",
+        ),
+        (
+            IcebergSinkConnector,
+            {"topics": "t", "iceberg.catalog.warehouse": "/w", "iceberg.tables.dynamic-enabled": "true"},
+            "iceberg.tables.route-field",
+            "required with iceberg.tables.dynamic-enabled",
+        ),
+        (
+            IcebergSinkConnector,
+            {**ROUTED, "iceberg.tables.dynamic-enabled": "true"},
+            "iceberg.tables",
+            "give one or the other",
         ),
         (
             DeltaSinkConnector,
@@ -210,3 +247,57 @@ def test_a_topics_records_keep_their_own_fields_of_a_merged_schema(spark: Any) -
     got = narrowed(frame, "value", own)
     assert got.schema["value"].dataType.simpleString() == "struct<id:bigint,name:string>"
     assert [r["value"] for r in got.collect()] == [(1, "x"), None]
+
+
+ROUTE_CASES = [
+    # config, the batch's distinct route values, tables with the values they take, values unrouted
+    pytest.param(
+        ROUTED,
+        ["eu-west", "us-east", "eu-north"],
+        {
+            "shop.eu": ["eu-north", "eu-west"],
+            "shop.us": ["us-east"],
+            "shop.all": ["eu-north", "eu-west", "us-east"],
+        },
+        [],
+        id="every table whose regex matches takes a value",
+    ),  # fmt: skip
+    pytest.param(
+        {**ROUTED, "iceberg.tables": "shop.eu,shop.us"},
+        ["eu-west", "apac", None],
+        {"shop.eu": ["eu-west"]},
+        ["apac", None],
+        id="a value no regex matches is unrouted, and so is a null",
+    ),
+    pytest.param(
+        {**ROUTED, "iceberg.tables": "shop.eu,shop.us"},
+        ["xeu-west"],
+        {},
+        ["xeu-west"],
+        id="a regex matches the whole value",
+    ),
+    pytest.param(
+        {"iceberg.tables.dynamic-enabled": True, "iceberg.tables.route-field": "db"},
+        ["Shop.Orders", "shop.orders", "shop.items", "", None],
+        {"shop.orders": ["Shop.Orders", "shop.orders"], "shop.items": ["shop.items"]},
+        [None, ""],
+        id="dynamic: the value names the table, lower-cased; none for null or blank",
+    ),
+]
+
+
+@pytest.mark.parametrize(("config", "values", "tables", "unrouted"), ROUTE_CASES)
+def test_routed_tables(
+    config: dict[str, Any], values: list[str | None], tables: dict[str, list[str]], unrouted: list[str | None]
+) -> None:
+    got_tables, got_unrouted = cfg.routed_tables(config, values)
+    assert got_tables == tables
+    assert sorted(got_unrouted, key=str) == sorted(unrouted, key=str)
+
+
+def test_a_routed_config_validates_and_routes_only_when_asked() -> None:
+    parsed = IcebergSinkConnector().parse(ROUTED)
+    assert IcebergSinkConnector().validate(ROUTED) == []
+    assert cfg.route_field(parsed) == "region"
+    assert cfg.route_field({**parsed, "iceberg.tables": ["shop.eu"]}) == ""  # one table takes all
+    assert cfg.route_field(IcebergSinkConnector().parse(ICEBERG_KAFKA_CONNECT)) == ""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -253,6 +254,69 @@ async def test_a_table_changed_under_the_sink(
     error = await failed_task_error(sluice, connector, 120, "the task FAILED on the deleted table")
     assert "table iceberg.shop.items" in error and "deleted under the sink" in error, error
     assert _rows(spark, "iceberg", path) is None, "not created again, short"
+
+
+async def test_iceberg_routes_by_a_field_as_its_kafka_connect_sink_does(
+    start_worker, sluice, topic_name, rocketmq_admin, spark, tmp_path: Path
+) -> None:
+    """Apache Iceberg's routing keys, unchanged: several ``iceberg.tables`` each taking the records
+    whose ``region`` its ``route-regex`` matches (a record may go to several), and
+    ``dynamic-enabled`` tables named by a field. Each table holds exactly its records; a record
+    no table takes fails the task naming its value and position, rather than being dropped."""
+    name = uuid.uuid4().hex[:8]
+    start_worker()
+    warehouse = tmp_path / "warehouse"
+    region = {"type": "string", "optional": True, "field": "region"}
+    table = {"type": "string", "optional": True, "field": "table"}
+    regions = ["eu-west", "us-east", "eu-north", "us-west"]
+    rows = [(i, {"id": i, "name": f"item {i}", "price": i + 0.5, "region": regions[i % 4],
+                 "table": f"dyn.t{i % 3}"}) for i in range(30)]  # fmt: skip
+    send = [*FIELDS, region, table]
+    send_keyed_rows(rocketmq_admin, topic_name, rows, FIELDS[:1], lambda row: send)  # type: ignore[arg-type]
+    common = {
+        "connector.class": "org.apache.iceberg.connect.IcebergSinkConnector",
+        "topics": topic_name,
+        "iceberg.catalog.type": "hadoop",
+        "iceberg.catalog.warehouse": str(warehouse),
+        **JSON_CONVERTERS,
+        **FAST,
+    }
+    static = f"iceberg-routed-{name}"
+    await sluice.create(static, {
+        **common,
+        "iceberg.tables": "shop.eu,shop.us,shop.both",
+        "iceberg.tables.route-field": "region",
+        "iceberg.table.shop.eu.route-regex": "eu-.*",
+        "iceberg.table.shop.us.route-regex": "us-.*",
+        "iceberg.table.shop.both.route-regex": "(eu|us)-.*",
+    })  # fmt: skip
+    await sluice.create(f"iceberg-dynamic-{name}", {
+        **common, "iceberg.tables.dynamic-enabled": "true", "iceberg.tables.route-field": "table",
+    })  # fmt: skip
+
+    def table_of(want: dict[int, dict[str, object]], path: Path) -> Callable[[], bool]:
+        return lambda: _rows(spark, "iceberg", str(path)) == want
+
+    everything = {i: row for i, row in rows}
+
+    def only(take: Callable[[dict[str, object]], bool]) -> dict[int, dict[str, object]]:
+        return {i: r for i, r in everything.items() if take(r)}
+
+    expected = {
+        warehouse / "shop" / "eu": only(lambda r: str(r["region"]).startswith("eu-")),
+        warehouse / "shop" / "us": only(lambda r: str(r["region"]).startswith("us-")),
+        warehouse / "shop" / "both": everything,
+        **{warehouse / "dyn" / f"t{k}": only(lambda r, k=k: r["table"] == f"dyn.t{k}") for k in range(3)},
+    }
+    for path, want in expected.items():
+        await wait_for(table_of(want, path), 120, f"exactly its records in {path.relative_to(warehouse)}")
+
+    apac = (100, {"id": 100, "name": "far", "price": 1.0, "region": "apac-south", "table": "dyn.t0"})
+    send_keyed_rows(rocketmq_admin, topic_name, [apac], FIELDS[:1], lambda row: send)  # type: ignore[arg-type]
+    error = await failed_task_error(sluice, static, 120, "the routed task FAILED on a record no table takes")
+    assert "no table takes route value 'apac-south' of field 'region'" in error, error
+    assert f"topic '{topic_name}' partition '" in error and "offset 8" in error, error  # id 100: queue 0
+    assert _rows(spark, "iceberg", str(warehouse / "shop" / "both")) == everything, "nothing of it written"
 
 
 async def test_a_bad_record_fails_the_task_naming_it_and_commits_nothing(
