@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from sluice.connectors.config import ConfigDef, ConfigField, FieldError, split_list
+from sluice.connectors.config import ConfigDef, ConfigField, FieldError, split_list, valid_regex
 
 APPEND: Final = "append"
 UPSERT: Final = "upsert"
@@ -190,18 +190,10 @@ def _route_errors(config: Mapping[str, Any], owner: str) -> list[FieldError]:
     for table in tables if field else ():
         key = ROUTE_REGEX.format(table)
         pattern = str(config.get(key) or "")
-        problem = "is required with iceberg.tables.route-field" if not pattern else _regex_problem(pattern)
+        problem = valid_regex(pattern) if pattern else "required with iceberg.tables.route-field"
         if problem:
-            errors.append(FieldError(key, f"{owner}: field {key!r} {problem}"))
+            errors.append(FieldError(key, f"{owner}: field {key!r} is {problem}"))
     return errors
-
-
-def _regex_problem(pattern: str) -> str | None:
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        return f"is not a regular expression: {exc}"
-    return None
 
 
 def route_field(config: Mapping[str, Any]) -> str:
