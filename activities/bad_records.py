@@ -42,11 +42,26 @@ def checked_records(
         finally:
             records.unpersist()
     else:
-        try:
-            yield fail_on_bad_records(records, f"connector {setup.connector}")
-        except Exception as exc:
-            error = bad_record_error(exc)
-            if error is None:
-                raise
-            setup.meters.record_errors(1)  # the batch stops at the first bad record it meets
-            raise error from None
+        with raising_record_errors(setup):
+            yield failing_on_bad_records(records, setup)
+
+
+def failing_on_bad_records(records: DataFrame, setup: TaskSetup) -> DataFrame:
+    """``records`` without tolerance: the job that runs them fails at a bad one, which
+    ``raising_record_errors`` names (``checked_records``' strict case, for a plan built once)."""
+    if ERROR_COLUMN not in records.columns:
+        return records
+    return fail_on_bad_records(records, f"connector {setup.connector}")
+
+
+@contextmanager
+def raising_record_errors(setup: TaskSetup) -> Iterator[None]:
+    """A job of ``failing_on_bad_records`` that fails at a bad record raises RecordError naming it."""
+    try:
+        yield
+    except Exception as exc:
+        error = bad_record_error(exc)
+        if error is None:
+            raise
+        setup.meters.record_errors(1)  # the batch stops at the first bad record it meets
+        raise error from None

@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from sluice.activities.bad_records import checked_records
 from sluice.activities.dead_letters import route_bad_records
 from sluice.activities.runner import TaskSetup, next_plan
+from sluice.activities.spark import binds_jobs
 from sluice.activities.spark_binding import PARSE_BARRIER, batch_table, parsed_once
 from sluice.connectors.api import (
     OrdersBarriers,
@@ -251,7 +252,7 @@ class SinkRunner:
         if self.tolerates or self.notice is None or not converter.knows_schemas(topics):
             return False
         try:
-            if isinstance(self.task, WritesFrames):
+            if isinstance(self.task, WritesFrames) or not binds_jobs(self.ctx.spark):
                 narrow = value_read(self.setup.chain)
                 decoded = converter.to_records(self._messages(plan), narrow, assume_met=True)
                 self._write_strict(decoded, plan)

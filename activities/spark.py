@@ -331,6 +331,14 @@ def label_jobs(session: SparkSession, group: str, description: str) -> None:
         session.sparkContext.setJobGroup(group, description)
 
 
+def binds_jobs(session: SparkSession) -> bool:
+    """Whether the calling thread can bind values to the jobs it starts (Spark local properties,
+    which Spark sends with every task): a classic session only, since Spark Connect's client has
+    no SparkContext. A plan built once and bound per batch needs it (the sink's met-schema
+    batches, the source's bound reads); without it, each batch builds its plan."""
+    return getattr(session, "_jvm", None) is not None
+
+
 def _activate_for_this_thread(session: SparkSession) -> None:
     """Make the session the JVM's active one for the calling thread.
 

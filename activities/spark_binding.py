@@ -13,6 +13,10 @@ transforms → converter → RocketMQ writer) starts from:
 The Spark schema is derived from the Arrow one (``spark_schema``), so the source's Arrow
 types are the only declaration of its record shape.
 
+A source task whose batches have one layout (``read_layout``) builds that frame once: its tasks
+take each batch's read from the job (``SourceReadBinder``), so the batch's Spark job is planned
+once instead of per batch (#18).
+
 On the way out, a sink's batch (read, decoded, transformed and checked in one Spark job) is
 collected into one Arrow table (``batch_table``) that ``SinkTask.write`` takes: sinks import no
 PySpark either.
@@ -20,9 +24,12 @@ PySpark either.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+import pickle
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from functools import partial, reduce
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -75,6 +82,129 @@ def _read_splits(
     for batch in batches:
         for index in batch.column(0).to_pylist():
             yield from read(splits[int(index)])
+
+
+#: The Spark local property through which a bound frame's tasks get their batch's read.
+BOUND_READ_PROPERTY: Final = "sluice.source.read"
+#: The most bytes of driver-built tables a read may hold to be bound: Spark sends a job's local
+#: properties with each of its tasks (a larger read builds its own frame; its plan is then a small
+#: share of its cost).
+BOUND_READ_MAX_BYTES: Final = 512 * 1024
+
+
+@dataclass(frozen=True)
+class ReadLayout:
+    """What a bound frame fits: each part's Arrow schema and task count, in order (driver-built
+    tables with one schema that follow each other are one part, read by one task)."""
+
+    parts: tuple[tuple[bytes, int], ...]
+    schemas: tuple[pa.Schema, ...] = field(compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class ReadPart:
+    """One part of a bound read: a table's Arrow IPC stream, or splits and their reading function."""
+
+    table: bytes = b""
+    splits: tuple[Any, ...] = ()
+    read: Callable[[Any], Iterable[pa.RecordBatch]] | None = None
+
+
+def read_layout(read: SourceRead) -> tuple[ReadLayout, list[ReadPart]] | None:
+    """The read's layout and its parts as a bound frame's tasks take them; None when it has nothing
+    to read or its tables are over ``BOUND_READ_MAX_BYTES``."""
+    import pyarrow as pa
+
+    tables: list[pa.Table] = []
+    for t in read.tables:  # neighbours of one schema: one part
+        if tables and tables[-1].schema.equals(t.schema, check_metadata=True):
+            tables[-1] = pa.concat_tables([tables[-1], t])
+        else:
+            tables.append(t)
+    if sum(t.nbytes for t in tables) > BOUND_READ_MAX_BYTES or not (tables or read.splits):
+        return None
+    parts = [ReadPart(table=_ipc(t)) for t in tables]
+    parts += [ReadPart(splits=s.splits, read=s.read) for s in read.splits]
+    schemas = tuple(t.schema for t in tables) + tuple(s.schema for s in read.splits)
+    counts = [1] * len(tables) + [len(s.splits) for s in read.splits]
+    layout = ReadLayout(
+        tuple((s.serialize().to_pybytes(), n) for s, n in zip(schemas, counts, strict=True)), schemas
+    )
+    return layout, parts
+
+
+class SourceReadBinder:
+    """Source frames of a layout whose tasks read the read bound to their job (``bound``).
+
+    The read travels as a job's local property, which Spark keeps with the job's events (and
+    writes to an event log where one is kept); a split's reading function holds the source's
+    connection settings, so the read is sealed with a key only this binder's frames hold (they
+    travel pickled inside the job's plan, as the unbound frame's functions do).
+    """
+
+    def __init__(self, spark: SparkSession) -> None:
+        from cryptography.fernet import Fernet
+
+        self.spark = spark
+        self._key = Fernet.generate_key()
+        self._fernet = Fernet(self._key)
+
+    def frame(self, layout: ReadLayout) -> DataFrame:
+        """The records of any read of ``layout`` bound to the job that runs it."""
+        frames = [
+            self.spark.range(0, count, 1, max(count, 1)).mapInArrow(
+                partial(_read_bound_part, self._key, index, count), spark_schema(schema)
+            )
+            for index, ((_, count), schema) in enumerate(zip(layout.parts, layout.schemas, strict=True))
+        ]
+        return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
+
+    @contextmanager
+    def bound(self, parts: Sequence[ReadPart]) -> Iterator[None]:
+        """Jobs this thread starts in the block read ``parts`` (``read_layout``'s) through a frame."""
+        from pyspark import cloudpickle
+
+        sealed = self._fernet.encrypt(cloudpickle.dumps(list(parts))).decode()
+        context = self.spark.sparkContext
+        context.setLocalProperty(BOUND_READ_PROPERTY, sealed)
+        try:
+            yield
+        finally:
+            context.setLocalProperty(BOUND_READ_PROPERTY, None)  # type: ignore[arg-type]
+
+
+def _ipc(table: pa.Table) -> bytes:
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def _read_bound_part(
+    key: bytes, index: int, count: int, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body of a bound frame's part ``index``: each input row is a task's index into
+    the part of the read bound to this job."""
+    import pyarrow as pa
+    from cryptography.fernet import Fernet
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    sealed = context.getLocalProperty(BOUND_READ_PROPERTY) if context is not None else None
+    if sealed is None:  # never read nothing in silence: a job outside SourceReadBinder.bound is a bug
+        raise RuntimeError("source read: this job has no read bound (spark_binding.SourceReadBinder)")
+    part: ReadPart = pickle.loads(Fernet(key).decrypt(sealed.encode()))[index]
+    tasks = 1 if part.read is None else len(part.splits)
+    if tasks != count:
+        raise RuntimeError(f"source read: bound part {index} has {tasks} tasks, its frame {count}")
+    for batch in batches:
+        for task in batch.column(0).to_pylist():
+            if part.read is None:
+                yield from pa.ipc.open_stream(part.table).read_all().to_batches()
+            else:
+                yield from part.read(part.splits[int(task)])
 
 
 #: A column of the decoded records that keeps a sink chain's filters above the converter's parse

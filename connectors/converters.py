@@ -131,9 +131,13 @@ class Converter(ABC):
         """``df`` with a ``value`` column made from the binary ``body`` (may flag ``_sluice_error``);
         ``narrow`` (envelopes only): the part of a value type that is read (``to_records``)."""
 
-    def to_messages(self, records: DataFrame, extra_properties: Mapping[str, str] | None = None) -> DataFrame:
-        """Messages of ``records``; ``extra_properties`` (e.g. the runtime's batch reference) go on
-        every message, in the same map as the position (one map built per row, not several)."""
+    def to_messages(
+        self, records: DataFrame, extra_properties: Mapping[str, str] | None = None, *, stamped_bytes: int = 0
+    ) -> DataFrame:
+        """Messages of ``records``; ``extra_properties`` go on every message, in the same map as the
+        position (one map built per row, not several). ``stamped_bytes``: the most the properties
+        the writer stamps on each message add (a source's batch reference: the writer's
+        ``boundProperties``), counted in the size check."""
         # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
         from pyspark.sql.types import ArrayType, MapType, NullType, StringType, StructType
@@ -178,7 +182,7 @@ class Converter(ABC):
             "offset",
             *extra,
         )
-        return _flag_unsendable(messages)
+        return _flag_unsendable(messages, stamped_bytes)
 
     def knows_schemas(self, topics: Iterable[str]) -> bool:
         """Whether a batch of ``topics`` may be decoded with the schemas met before
@@ -291,15 +295,18 @@ def _raising_on_unmet(
     return messages
 
 
-def _flag_unsendable(messages: DataFrame) -> DataFrame:
+def _flag_unsendable(messages: DataFrame, stamped_bytes: int = 0) -> DataFrame:
     """Flag messages the broker would refuse for their size, per record and before sending
-    (connectors.rocketmq.limits): a record over the limit is a bad record, not a failed batch."""
+    (connectors.rocketmq.limits): a record over the limit is a bad record, not a failed batch.
+    ``stamped_bytes``: properties the writer adds to each message."""
     # pyspark (rocketmq.limits too): config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
 
     from sluice.connectors.rocketmq.limits import size_problem
 
-    problem = size_problem(F.col("body"), F.col("keys"), F.col("tags"), F.col("properties"), F.col("topic"))
+    problem = size_problem(
+        F.col("body"), F.col("keys"), F.col("tags"), F.col("properties"), F.col("topic"), stamped_bytes
+    )
     return flag_errors(messages, problem.isNotNull(), problem)
 
 

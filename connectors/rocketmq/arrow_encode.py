@@ -15,7 +15,7 @@ can send) naming its source position when it has one (the converter's ``sluice.p
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
@@ -46,10 +46,13 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 
-def encode_rows(batch: pa.RecordBatch, ids: Sequence[str], where: str, first_row: int = 0) -> EncodedBatch:
+def encode_rows(
+    batch: pa.RecordBatch, ids: Sequence[str], where: str, first_row: int = 0, stamped: str = ""
+) -> EncodedBatch:
     """The batch-send entries of every row of ``batch`` (columns ``body`` and optional ``keys``,
     ``tags``, ``properties``), ``ids`` being their UNIQ_KEYs; ``where`` names the writer in errors
-    and ``first_row`` is the number of the batch's first row."""
+    and ``first_row`` is the number of the batch's first row. ``stamped`` (``stamp_text``): the
+    properties text every row also carries."""
     names = batch.schema.names
 
     def locate(row: int) -> str:
@@ -72,7 +75,7 @@ def encode_rows(batch: pa.RecordBatch, ids: Sequence[str], where: str, first_row
     if "properties" in names:
         parts.append(_user_properties(batch.column(names.index("properties")), where, locate))
     parts.append(_entries(pa.scalar(PROP_UNIQ_KEY), pa.array(ids, pa.string())))
-    wait = pa.scalar(f"{PROP_WAIT}{NAME_VALUE_SEPARATOR}true{PROPERTY_SEPARATOR}")
+    wait = pa.scalar(f"{stamped}{PROP_WAIT}{NAME_VALUE_SEPARATOR}true{PROPERTY_SEPARATOR}")
     props = pc.binary_join_element_wise(*parts, wait, pa.scalar("")).cast(pa.binary())
     props_len = pc.binary_length(props).to_numpy()
     if len(props_len) and props_len.max() > MAX_PROPERTIES_BYTES:
@@ -99,6 +102,22 @@ def encode_rows(batch: pa.RecordBatch, ids: Sequence[str], where: str, first_row
         pa.scalar(b""),
     )
     return EncodedBatch(entries.buffers()[2].to_pybytes(), _value_offsets(entries).tolist(), list(ids))
+
+
+def stamp_text(properties: Mapping[str, str], where: str) -> str:
+    """The properties text of ``properties``, which every message of a write carries, after the
+    checks a row's own properties get (``encode_rows``' ``stamped``)."""
+    for name, value in properties.items():
+        problem = ""
+        if name in SYSTEM_PROPERTIES:
+            problem = "is reserved by RocketMQ"
+        elif not name or not value:
+            problem = "has an empty name or value, which RocketMQ does not store"
+        elif any(sep in text for text in (name, value) for sep in (NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR)):
+            problem = f"contains a reserved separator ({NAME_VALUE_SEPARATOR!r} or {PROPERTY_SEPARATOR!r})"
+        if problem:
+            raise ConnectorDataError(f"{where}: stamped property {name!r} {problem}")
+    return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in properties.items())
 
 
 def row_position(batch: pa.RecordBatch, row: int, first_row: int = 0) -> str:

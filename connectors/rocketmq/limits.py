@@ -10,6 +10,7 @@ position, while the others go on.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
 from pyspark.sql import functions as F
@@ -27,8 +28,15 @@ _UNIQ_KEY_ENTRY: Final = len("UNIQ_KEY") + 2 + 32  # name, two separators, 32 he
 _WAIT_ENTRY: Final = len("WAIT") + 2 + len("true")
 
 
-def properties_size(keys: Column, tags: Column, properties: Column) -> Column:
-    """Bytes of a message's properties text as the writer encodes it."""
+def stamped_size(properties: Mapping[str, str]) -> int:
+    """Bytes ``properties`` take in every message's properties text when the writer stamps them."""
+    return sum(len(k.encode()) + 2 + len(v.encode()) for k, v in properties.items())
+
+
+def properties_size(keys: Column, tags: Column, properties: Column, stamped_bytes: int = 0) -> Column:
+    """Bytes of a message's properties text as the writer encodes it (``stamped_bytes``: the
+    properties it stamps on every message)."""
+
     def entry(name: str, value: Column) -> Column:
         return F.when(value.isNull(), F.lit(0)).otherwise(len(name) + 2 + F.octet_length(value))
 
@@ -40,7 +48,7 @@ def properties_size(keys: Column, tags: Column, properties: Column) -> Column:
         + F.octet_length(F.concat_ws("", F.map_values(props)))
         + 2 * F.size(props)
     )
-    return entry("KEYS", keys) + entry("TAGS", tags) + user + _UNIQ_KEY_ENTRY + _WAIT_ENTRY
+    return entry("KEYS", keys) + entry("TAGS", tags) + user + _UNIQ_KEY_ENTRY + _WAIT_ENTRY + stamped_bytes
 
 
 def stored_size(body: Column, props_size: Column, topic: Column) -> Column:
@@ -49,9 +57,11 @@ def stored_size(body: Column, props_size: Column, topic: Column) -> Column:
     return F.coalesce(F.octet_length(body), F.lit(0)) + 2 + props_size + STORED_OVERHEAD + topic_size
 
 
-def size_problem(body: Column, keys: Column, tags: Column, properties: Column, topic: Column) -> Column:
+def size_problem(
+    body: Column, keys: Column, tags: Column, properties: Column, topic: Column, stamped_bytes: int = 0
+) -> Column:
     """Why a message cannot be sent (null when it fits): over the size or properties limit."""
-    props = properties_size(keys, tags, properties)
+    props = properties_size(keys, tags, properties, stamped_bytes)
     stored = stored_size(body, props, topic)
     too_large = F.concat(
         F.lit("message of "), stored.cast("string"),

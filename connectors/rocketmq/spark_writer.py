@@ -15,6 +15,9 @@ Options:
   was written (see ``WriteSummary``). Why a file: ``commit`` runs in a Python worker the driver JVM
   starts, not in the caller's interpreter, so an in-memory result would not reach the caller.
 - ``accessKey``/``secretKey``, ``requestTimeoutSeconds``: passed to the client.
+- ``boundProperties`` (``true``/``false``, default false): every message also carries the
+  properties bound to the job that runs the write (``bound_properties``: a source's batch
+  reference), so one planned write serves every batch; a job with none bound fails.
 
 Columns: ``body`` (binary or string, required, non-null), optional ``keys``, ``tags`` (string),
 ``properties`` (map<string,string>), and one of ``sharding_key`` or ``message_group`` (string), or
@@ -35,16 +38,17 @@ import zlib
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, IntegerType, MapType, StringType, StructType
 
 from sluice.connectors.planning import natural_key
-from sluice.connectors.rocketmq.arrow_encode import encode_rows, row_position
+from sluice.connectors.rocketmq.arrow_encode import encode_rows, row_position, stamp_text
 from sluice.connectors.rocketmq.codec import EncodedBatch, stored_size
 from sluice.connectors.rocketmq.errors import MessageTooLargeError, TopicNotFoundError
 from sluice.connectors.rocketmq.limits import MAX_MESSAGE_BYTES
@@ -59,7 +63,7 @@ from sluice.connectors.rocketmq.values import MessageQueue, SendResult
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
     from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
 
@@ -131,12 +135,48 @@ def send_frame(messages: DataFrame, options: Mapping[str, str]) -> WriteSummary:
     tasks run as ``mapInArrow`` and return their ranges as rows, so the summary comes back with
     the job (also from a Spark Connect server, where a ``resultPath`` file would be out of reach).
     """
+    return send_plan(messages, options).run()
+
+
+@dataclass(frozen=True)
+class SendPlan:
+    """A planned send (``send_plan``): ``run`` sends what ``messages`` hold when it runs."""
+
+    topic: str
+    #: one row per run of offsets a task stored (``WRITTEN_SCHEMA``)
+    written: DataFrame
+
+    def run(self) -> WriteSummary:
+        """Run the send as a new Dataset, planned afresh: one run twice would reuse its adaptive
+        plan's finished stages, the last run's data."""
+        rows = self.written.select("*").collect()
+        ranges = (WrittenRange(r.partition, r.first_offset, r["count"]) for r in rows)
+        summary = WriteSummary(self.topic, tuple(sorted(ranges, key=_order)))
+        log.info("rocketmq sink: wrote %d messages to topic %r", summary.count, self.topic)
+        return summary
+
+
+def send_plan(messages: DataFrame, options: Mapping[str, str]) -> SendPlan:
+    """``send_frame``'s job, built and not run: with ``boundProperties`` and a read bound per job,
+    one plan sends every batch (activities.source_runner)."""
     writer = RocketMQWriter(options, messages.schema)  # checks columns and topic here, as before
-    rows = messages.mapInArrow(writer.write_batches, WRITTEN_SCHEMA).collect()
-    written = tuple(sorted((WrittenRange(r.partition, r.first_offset, r["count"]) for r in rows), key=_order))
-    summary = WriteSummary(writer.topic, written)
-    log.info("rocketmq sink: wrote %d messages to topic %r", summary.count, writer.topic)
-    return summary
+    return SendPlan(writer.topic, messages.mapInArrow(writer.write_batches, WRITTEN_SCHEMA))
+
+
+#: The Spark local property holding the properties a ``boundProperties`` write stamps (JSON).
+BOUND_PROPERTIES_PROPERTY: Final = "sluice.rocketmq.write.properties"
+
+
+@contextmanager
+def bound_properties(spark: SparkSession, properties: Mapping[str, str]) -> Iterator[None]:
+    """Jobs this thread starts in the block stamp ``properties`` on every message a
+    ``boundProperties`` write sends."""
+    context = spark.sparkContext
+    context.setLocalProperty(BOUND_PROPERTIES_PROPERTY, json.dumps(dict(properties)))
+    try:
+        yield
+    finally:
+        context.setLocalProperty(BOUND_PROPERTIES_PROPERTY, None)  # type: ignore[arg-type]
 
 
 def read_write_summary(path: str | Path) -> WriteSummary:
@@ -157,6 +197,7 @@ class RocketMQWriter(DataSourceArrowWriter):
         self.result_path = get_option(options, "resultPath") or None
         self.client_options = client_options(options)
         self.key_column = _check_schema(schema, self.topic)
+        self.bound_properties = (get_option(options, "boundProperties") or "").lower() == "true"
         # Fail on the driver, before any task starts, if the topic does not exist.
         client = executor_client(self.namesrv, self.client_options)
         if not client.topic_exists(self.topic):
@@ -174,10 +215,11 @@ class RocketMQWriter(DataSourceArrowWriter):
         )
         row = 0
         where = f"rocketmq sink (topic {self.topic!r})"
+        stamped = stamp_text(self._stamped(ctx), where)
         try:
             for batch in iterator:
                 ids = client.message_ids(batch.num_rows)
-                encoded = encode_rows(batch, ids, where, row)
+                encoded = encode_rows(batch, ids, where, row, stamped)
                 sizes = [stored_size(size, self.topic) for size in encoded.entry_sizes()]
                 if sizes and max(sizes) > self.max_message_bytes:
                     i = next(i for i, size in enumerate(sizes) if size > self.max_message_bytes)
@@ -190,6 +232,17 @@ class RocketMQWriter(DataSourceArrowWriter):
         finally:
             written = sender.finish()
         return RocketMQCommitMessage(task_partition, tuple(written))
+
+    def _stamped(self, ctx: TaskContext | None) -> dict[str, str]:
+        """The properties bound to this job (``boundProperties``); never none in silence."""
+        if not self.bound_properties:
+            return {}
+        bound = ctx.getLocalProperty(BOUND_PROPERTIES_PROPERTY) if ctx is not None else None
+        if bound is None:
+            raise RuntimeError(
+                f"rocketmq sink (topic {self.topic!r}): this job has no properties bound (bound_properties)"
+            )
+        return dict(json.loads(bound))
 
     def write_batches(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """``write`` as a ``mapInArrow`` function: the ranges stored, as one batch of

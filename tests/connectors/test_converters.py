@@ -454,9 +454,9 @@ def test_the_size_check_agrees_with_the_encoder(spark: SparkSession) -> None:
     """The Spark-side stored size (limits.py) equals what the writer encodes and the broker stores."""
     from pyspark.sql import functions as F
 
-    from sluice.connectors.rocketmq.arrow_encode import encode_rows
+    from sluice.connectors.rocketmq.arrow_encode import encode_rows, stamp_text
     from sluice.connectors.rocketmq.codec import stored_size
-    from sluice.connectors.rocketmq.limits import properties_size
+    from sluice.connectors.rocketmq.limits import properties_size, stamped_size
     from sluice.connectors.rocketmq.limits import stored_size as stored_size_column
 
     records = make_records(
@@ -474,3 +474,25 @@ def test_the_size_check_agrees_with_the_encoder(spark: SparkSession) -> None:
     batch = messages.select("body", "keys", "tags", "properties").toArrow().to_batches()[0]
     encoded = encode_rows(batch, ["0" * 32] * batch.num_rows, "test")
     assert [stored_size(size, "orders") for size in encoded.entry_sizes()] == expected
+    # the same with the batch reference stamped by the writer (its boundProperties), not mapped
+    bare = StringConverter().to_messages(records).orderBy("offset")
+    stamp = {"sluice.batch": "c/0/7"}
+    stamped_props = properties_size(F.col("keys"), F.col("tags"), F.col("properties"), stamped_size(stamp))
+    stamped = bare.select("body", "keys", "tags", "properties").toArrow().to_batches()[0]
+    encoded = encode_rows(stamped, ["0" * 32] * batch.num_rows, "test", stamped=stamp_text(stamp, "test"))
+    assert [stored_size(size, "orders") for size in encoded.entry_sizes()] == expected
+    assert [
+        r[0] for r in bare.select(stored_size_column(F.col("body"), stamped_props, F.col("topic"))).collect()
+    ] == expected
+
+
+def test_the_size_check_counts_the_stamped_properties(spark: SparkSession) -> None:
+    """A message that fits only without the properties the writer stamps is flagged, by name."""
+    from sluice.connectors.rocketmq.codec import MAX_PROPERTIES_BYTES
+
+    header = "h" * (MAX_PROPERTIES_BYTES - 300)
+    records = make_records(spark, [Record("p", 0, "v", topic="t", headers={"big": header})])
+    assert fail_on_bad_records(StringConverter().to_messages(records), "connector 'src'").count() == 1
+    with pytest.raises(Exception, match="message properties take"):
+        flagged = StringConverter().to_messages(records, stamped_bytes=400)
+        fail_on_bad_records(flagged, "connector 'src'").collect()

@@ -354,3 +354,31 @@ def test_a_bound_read_frame_reads_each_jobs_own_partitions(
         pytest.raises(Exception, match="1 partitions bound to a frame of 2"),
     ):
         frame.select("*").collect()
+
+
+def test_a_bound_write_stamps_each_jobs_own_properties(
+    rspark: SparkSession, stack_config: StackConfig, client: SyncRocketMQClient, topic_name: str
+) -> None:
+    """One planned send, run twice, stamps each job's bound properties on every message it sends
+    (a source's batch reference), and refuses to send with none bound or a reserved one."""
+    from sluice.connectors.rocketmq.spark_writer import bound_properties, send_plan
+
+    rows = [(body_of(i), f"k{i % 3}") for i in range(30)]
+    df = rspark.createDataFrame(rows, "body binary, sharding_key string").coalesce(1)
+    options = {"namesrv": stack_config.namesrv_address, "topic": topic_name, "boundProperties": "true"}
+    plan = send_plan(df, options)
+    for batch in ("c/0/1", "c/0/2"):
+        with bound_properties(rspark, {"sluice.batch": batch}):
+            assert plan.run().count == 30
+    stamped: dict[str, list[bytes]] = {}
+    for r in full_plan(client, topic_name):
+        mq = next(q for q in client.queues(topic_name) if q.key == r.partition)
+        for m in client.pull_range(mq, r.start.offset, r.end.offset):
+            stamped.setdefault(m.properties["sluice.batch"], []).append(m.body)
+    assert {k: sorted(v) for k, v in stamped.items()} == {
+        b: sorted(body_of(i) for i in range(30)) for b in ("c/0/1", "c/0/2")
+    }
+    with pytest.raises(Exception, match="no properties bound"):
+        plan.run()
+    with bound_properties(rspark, {"KEYS": "x"}), pytest.raises(Exception, match="'KEYS' is reserved"):
+        plan.run()
