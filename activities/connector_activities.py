@@ -125,20 +125,24 @@ class ConnectorActivities:
     def run_task(self, inp: TaskInput) -> TaskOutcome:
         """Loop micro-batches until cancelled; resume from the offset store on every (re)start."""
         task_started()
-        with self._classified(inp):
-            runner = self._runner(inp)
-        runner.setup.meters.started(retry=inp.attempt > 1)
-        try:
-            outcome = self._loop(inp, runner)
-        finally:
-            runner.setup.meters.ended()
-            self._close(inp, runner)
+        # Beating from the start: building the runner opens the connector's task (a database, a
+        # log), and an attempt that misses its heartbeat timeout meanwhile is run again by Temporal
+        # while it still runs, two attempts sending one batch.
+        with Heartbeater() as hb:
+            with self._classified(inp):
+                runner = self._runner(inp)
+            runner.setup.meters.started(retry=inp.attempt > 1)
+            try:
+                outcome = self._loop(inp, runner, hb)
+            finally:
+                runner.setup.meters.ended()
+                self._close(inp, runner)
         return outcome
 
-    def _loop(self, inp: TaskInput, runner: BatchRunner) -> TaskOutcome:
+    def _loop(self, inp: TaskInput, runner: BatchRunner, hb: Heartbeater) -> TaskOutcome:
         meters = runner.setup.meters
         group = f"sluice/{inp.connector}/{inp.task_id}"
-        with Heartbeater() as hb, self._classified(inp):
+        with self._classified(inp):
             hb.progress.phase = "running"
             runner.ensure_topic()
             empty_polls = 0

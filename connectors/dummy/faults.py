@@ -15,6 +15,7 @@ FAULT_FIELDS = (
         "fail.once.marker", str, "", doc="fail once, creating this marker file; succeed while it exists"
     ),
     ConfigField("slow.ms", int, 0, doc="sleep this long per batch"),
+    ConfigField("open.slow.ms", int, 0, doc="sleep this long when a task opens (a slow database or log)"),
     ConfigField("fail.on.close", bool, False, doc="raise from close() (the runtime must log it and go on)"),
 )
 
@@ -26,6 +27,11 @@ class InjectedFault(RuntimeError):
 def sleep_if_slow(config: Mapping[str, Any]) -> None:
     if int(config.get("slow.ms") or 0) > 0:
         time.sleep(int(config["slow.ms"]) / 1000)
+
+
+def sleep_on_open(config: Mapping[str, Any]) -> None:
+    if int(config.get("open.slow.ms") or 0) > 0:
+        time.sleep(int(config["open.slow.ms"]) / 1000)
 
 
 def fail_once(config: Mapping[str, Any], where: str) -> bool:

@@ -4,15 +4,23 @@
 the record position. ``fail.once.marker``: the first attempt writes half of the batch then raises.
 Both leave exactly the partial write a crashed worker would, so tests can check that re-running the
 plan repairs it. ``fail.on.close``: ``close()`` raises (the runtime logs it and goes on).
+``open.slow.ms``: opening the task takes that long.
 """
 
 from __future__ import annotations
 
-from typing import IO, TYPE_CHECKING
+from collections.abc import Mapping
+from typing import IO, TYPE_CHECKING, Any
 
 from sluice.connectors.api import Delivery
 from sluice.connectors.config import ConfigDef, ConfigField, non_empty
-from sluice.connectors.dummy.faults import FAULT_FIELDS, InjectedFault, fail_once, sleep_if_slow
+from sluice.connectors.dummy.faults import (
+    FAULT_FIELDS,
+    InjectedFault,
+    fail_once,
+    sleep_if_slow,
+    sleep_on_open,
+)
 from sluice.connectors.file.sink import FileSinkConnector, FileSinkTask
 
 if TYPE_CHECKING:
@@ -21,6 +29,10 @@ if TYPE_CHECKING:
 
 class DummySinkTask(FileSinkTask):
     delivery = Delivery.EXACTLY_ONCE
+
+    def __init__(self, config: Mapping[str, Any], task_id: int) -> None:
+        super().__init__(config, task_id)
+        sleep_on_open(config)
 
     def emit(self, fh: IO[bytes], lines: pa.Table) -> None:
         sleep_if_slow(self.config)
