@@ -20,7 +20,7 @@ from sluice.activities.context import RuntimeContext
 from sluice.activities.errors import config_error, task_failure
 from sluice.activities.heartbeat import Heartbeater
 from sluice.activities.metrics import TaskMeters, TaskPhase
-from sluice.activities.runner import BatchRunner, TaskSetup, WaitsForRecords
+from sluice.activities.runner import BatchRunner, TaskSetup
 from sluice.activities.sink_runner import SinkRunner
 from sluice.activities.source_runner import SourceRunner
 from sluice.activities.spark import label_jobs
@@ -161,8 +161,7 @@ class ConnectorActivities:
                     meters.phase(TaskPhase.IDLE)
                     hb.progress.phase = "idle"
                     empty_polls += 1
-                    waits = runner.wait_for_records if isinstance(runner, WaitsForRecords) else None
-                    hb.sleep(runner.setup.idle_wait_s(empty_polls), waits)
+                    hb.sleep(runner.setup.idle_wait_s(empty_polls))
                     continue
                 empty_polls = 0
                 hb.progress.phase = f"batch {plan.batch_id}" + (" (re-run)" if rerun else "")

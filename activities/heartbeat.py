@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import contextvars
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from temporalio import activity
@@ -80,30 +78,19 @@ class Heartbeater:
     def should_stop(self) -> bool:
         return activity.is_cancelled() or activity.is_worker_shutdown()
 
-    def sleep(self, seconds: float, wait_for_records: Callable[[float], bool] | None = None) -> None:
-        """Idle between empty batches, waking early on cancellation, or when records arrive.
+    def sleep(self, seconds: float) -> None:
+        """Idle between empty batches, waking early on cancellation.
 
         Temporal delivers a cancel only in a heartbeat's answer, so the heartbeat thread, which
         checks after every beat, wakes this: an idle task costs one wake-up a second, not the ten
         a 0.1 s polling loop cost (a hundred idle connectors on one worker). A task that backs off
         (``poll.idle.max.ms``) beats as seldom as it polls (``idle_beat_s``): a beat costs about
         what a poll does, and a task that may wait 30 s for its first record after a quiet spell
-        may as well take a few seconds to hear a pause or stop.
-
-        ``wait_for_records(s)`` (a runner that ``WaitsForRecords``) holds up to ``s`` seconds and
-        says whether records arrived; it is called for at most a beat's gap at a time, so a stop
-        is heard as soon as a beat learns of it, as when sleeping."""
+        may as well take a few seconds to hear a pause or stop."""
         if self.should_stop():
             return
         self._idle_interval_s = idle_beat_s(seconds, self._interval_s, self._timeout_s)
         try:
-            if wait_for_records is None:
-                self._stopping.wait(seconds)
-                return
-            deadline = time.monotonic() + seconds
-            while not self._stopping.is_set():
-                left = deadline - time.monotonic()
-                if left <= 0 or wait_for_records(min(left, self._idle_interval_s)):
-                    return
+            self._stopping.wait(seconds)
         finally:
             self._idle_interval_s = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.activities.metrics import TaskMeters
 from sluice.connectors.model import BatchPlan, DataLossPolicy
@@ -178,14 +178,4 @@ class BatchRunner(Protocol):
 
     def waiting_for(self) -> str:
         """What the task waits for, for status ("" when nothing: it is reading or idle)."""
-        ...
-
-
-@runtime_checkable
-class WaitsForRecords(Protocol):
-    """A runner that can wait on its own feed between empty polls instead of sleeping (a sink
-    long-polls its queues), so its next batch starts when records arrive, not at the next poll."""
-
-    def wait_for_records(self, timeout_s: float) -> bool:
-        """Hold up to ``timeout_s``; True as soon as records may have arrived."""
         ...

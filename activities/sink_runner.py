@@ -178,24 +178,6 @@ class SinkRunner:
         view = QueueView(self.ctx.rocketmq, self.current_topics(), self.task.task_id, self.task_count)
         return next_plan(self.setup, self.task.task_id, view, max_units)
 
-    def wait_for_records(self, timeout_s: float) -> bool:
-        """WaitsForRecords: hold until a message is stored past what the task committed in any
-        of its queues (a long-polling pull per queue, held by the broker), as a Kafka consumer's
-        poll returns when records arrive: an idle sink starts its batch then, not after a sleep.
-        A queue with nothing committed waits past its end now."""
-        client = self.ctx.rocketmq
-        view = QueueView(client, self.current_topics(), self.task.task_id, self.task_count)
-        known = self.setup.positions
-        committed = known.committed if known.partitions is not None else {}
-        positions = {
-            mq: committed[key].offset if key in committed else client.max_offset(mq)
-            for key, mq in view.queues.items()
-        }
-        if not positions:
-            time.sleep(timeout_s)
-            return False
-        return client.wait_for_messages(positions, timeout_s)
-
     def close(self) -> None:
         self.task.close()
 
