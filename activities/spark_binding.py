@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from sluice.connectors.job_properties import bound_to_jobs, job_value
 from sluice.connectors.records import empty_records
 
 if TYPE_CHECKING:
@@ -165,12 +166,8 @@ class SourceReadBinder:
         from pyspark import cloudpickle
 
         sealed = self._fernet.encrypt(cloudpickle.dumps(list(parts))).decode()
-        context = self.spark.sparkContext
-        context.setLocalProperty(BOUND_READ_PROPERTY, sealed)
-        try:
+        with bound_to_jobs(self.spark, BOUND_READ_PROPERTY, sealed):
             yield
-        finally:
-            context.setLocalProperty(BOUND_READ_PROPERTY, None)  # type: ignore[arg-type]
 
 
 def _ipc(table: pa.Table) -> bytes:
@@ -189,10 +186,8 @@ def _read_bound_part(
     the part of the read bound to this job."""
     import pyarrow as pa
     from cryptography.fernet import Fernet
-    from pyspark import TaskContext
 
-    context = TaskContext.get()
-    sealed = context.getLocalProperty(BOUND_READ_PROPERTY) if context is not None else None
+    sealed = job_value(BOUND_READ_PROPERTY)
     if sealed is None:  # never read nothing in silence: a job outside SourceReadBinder.bound is a bug
         raise RuntimeError("source read: this job has no read bound (spark_binding.SourceReadBinder)")
     part: ReadPart = pickle.loads(Fernet(key).decrypt(sealed.encode()))[index]

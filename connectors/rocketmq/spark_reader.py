@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Final
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
+from sluice.connectors.job_properties import bound_to_jobs, job_value
 from sluice.connectors.model import DataLossPolicy, PartitionRange, parse_queue_partition
 from sluice.connectors.planning import pack_splits, split_ranges
 from sluice.connectors.rocketmq.arrow_decode import to_record_batch
@@ -208,12 +209,8 @@ def read_partitions(options: Mapping[str, str]) -> Sequence[InputPartition]:
 @contextmanager
 def bound_partitions(spark: SparkSession, partitions: Sequence[InputPartition]) -> Iterator[None]:
     """Jobs this thread starts in the block read ``partitions`` through a ``bound_read_frame``."""
-    context = spark.sparkContext
-    context.setLocalProperty(BOUND_PARTITIONS_PROPERTY, partitions_to_json(partitions))
-    try:
+    with bound_to_jobs(spark, BOUND_PARTITIONS_PROPERTY, partitions_to_json(partitions)):
         yield
-    finally:
-        context.setLocalProperty(BOUND_PARTITIONS_PROPERTY, None)  # type: ignore[arg-type]
 
 
 def partitions_to_json(partitions: Sequence[InputPartition]) -> str:
@@ -230,10 +227,7 @@ def _read_bound_tasks(
     reader: RocketMQReader, count: int, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """mapInArrow body of ``bound_read_frame``: the job's bound partitions, this row's index of them."""
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    bound = context.getLocalProperty(BOUND_PARTITIONS_PROPERTY) if context is not None else None
+    bound = job_value(BOUND_PARTITIONS_PROPERTY)
     if bound is None:  # never read nothing in silence: a job outside bound_partitions is a bug
         raise RuntimeError("rocketmq read: this job has no partitions bound (spark_reader.bound_partitions)")
     tasks = partitions_from_json(bound)

@@ -47,6 +47,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, IntegerType, MapType, StringType, StructType
 
+from sluice.connectors.job_properties import bound_to_jobs, job_value
 from sluice.connectors.planning import natural_key
 from sluice.connectors.rocketmq.arrow_encode import encode_rows, row_position, stamp_text
 from sluice.connectors.rocketmq.codec import EncodedBatch, stored_size
@@ -171,12 +172,8 @@ BOUND_PROPERTIES_PROPERTY: Final = "sluice.rocketmq.write.properties"
 def bound_properties(spark: SparkSession, properties: Mapping[str, str]) -> Iterator[None]:
     """Jobs this thread starts in the block stamp ``properties`` on every message a
     ``boundProperties`` write sends."""
-    context = spark.sparkContext
-    context.setLocalProperty(BOUND_PROPERTIES_PROPERTY, json.dumps(dict(properties)))
-    try:
+    with bound_to_jobs(spark, BOUND_PROPERTIES_PROPERTY, json.dumps(dict(properties))):
         yield
-    finally:
-        context.setLocalProperty(BOUND_PROPERTIES_PROPERTY, None)  # type: ignore[arg-type]
 
 
 def read_write_summary(path: str | Path) -> WriteSummary:
@@ -215,7 +212,7 @@ class RocketMQWriter(DataSourceArrowWriter):
         )
         row = 0
         where = f"rocketmq sink (topic {self.topic!r})"
-        stamped = stamp_text(self._stamped(ctx), where)
+        stamped = stamp_text(self._stamped(), where)
         try:
             for batch in iterator:
                 ids = client.message_ids(batch.num_rows)
@@ -233,11 +230,11 @@ class RocketMQWriter(DataSourceArrowWriter):
             written = sender.finish()
         return RocketMQCommitMessage(task_partition, tuple(written))
 
-    def _stamped(self, ctx: TaskContext | None) -> dict[str, str]:
+    def _stamped(self) -> dict[str, str]:
         """The properties bound to this job (``boundProperties``); never none in silence."""
         if not self.bound_properties:
             return {}
-        bound = ctx.getLocalProperty(BOUND_PROPERTIES_PROPERTY) if ctx is not None else None
+        bound = job_value(BOUND_PROPERTIES_PROPERTY)
         if bound is None:
             raise RuntimeError(
                 f"rocketmq sink (topic {self.topic!r}): this job has no properties bound (bound_properties)"
