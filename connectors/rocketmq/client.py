@@ -34,6 +34,7 @@ from sluice.connectors.rocketmq.errors import (
     ProtocolError,
     RetriableError,
     RocketMQError,
+    SkippedOffsetsError,
     TopicNotFoundError,
 )
 from sluice.connectors.rocketmq.remoting import RemotingCommand, RequestCode, ResponseCode, request
@@ -476,7 +477,9 @@ class RocketMQClient(Transport):
 
         The range is cut into chunks pulled concurrently on the shared connection (brokers cap each
         pull at maxTransferCountOnMessageInMemory, 32 by default, so a serial loop is latency-bound).
-        Raises OffsetOutOfRangeError if part of the range is no longer (or not yet) in the queue.
+        Raises OffsetOutOfRangeError if part of the range is no longer (or not yet) in the queue, and
+        SkippedOffsetsError if the broker keeps passing over offsets it indexes without returning
+        them: a range is read whole or not at all.
         """
         out = MessageColumns(mq.broker_name)
         if end <= start:
@@ -485,16 +488,27 @@ class RocketMQClient(Transport):
 
         async def chunk(lo: int, hi: int) -> MessageColumns:
             part = MessageColumns(mq.broker_name)
-            offset = lo
+            offset, looks = lo, 0
             async with sem:
                 while offset < hi:
                     body, next_off, min_off, max_off = await self._pull_body(
                         mq, offset, min(max_per_request, hi - offset)
                     )
-                    part.extend(decode_columns(body, mq.broker_name).within(offset, hi))
-                    if next_off <= offset:
+                    got = decode_columns(body, mq.broker_name).within(offset, hi)
+                    if next_off <= offset and not len(got):
                         raise OffsetOutOfRangeError(mq, offset, min_off, max_off)
-                    offset = next_off
+                    delivered = delivered_through(offset, got.queue_offset)
+                    passed = min(max(next_off, delivered), hi)  # where the broker would go on
+                    part.extend(got if delivered == offset + len(got) else got.within(offset, delivered))
+                    if delivered == passed:
+                        offset, looks = passed, 0
+                        continue
+                    # The broker passed offsets it did not return: look again from the first one.
+                    if looks == len(_DISPATCH_GRACE_S):
+                        resumed = min((o for o in got.queue_offset if o > delivered), default=passed)
+                        raise SkippedOffsetsError(mq, delivered, resumed)
+                    await asyncio.sleep(_DISPATCH_GRACE_S[looks])
+                    offset, looks = delivered, looks + 1
             return part
 
         bounds = range(start, end, max_per_request)
@@ -559,6 +573,20 @@ class RocketMQClient(Transport):
             mq.topic, mq.broker_name, RequestCode.SEND_BATCH_MESSAGE, fields, what, body=bytes(group.data)
         )
         return header_int(resp, "queueOffset", what)
+
+
+def delivered_through(offset: int, offsets: Sequence[int]) -> int:
+    """Where the unbroken run of ``offsets`` (ascending, as a pull returns them) that starts at
+    ``offset`` ends: a queue's offsets are dense, so a pull that returns fewer messages than its next
+    offset passes over has skipped the rest, and the range must not be read past them."""
+    if offsets and offsets[0] == offset and offsets[-1] == offset + len(offsets) - 1:
+        return offset + len(offsets)  # the usual answer, checked without a loop
+    run = offset
+    for got in offsets:
+        if got != run:
+            break
+        run += 1
+    return run
 
 
 def pull_offset_verdict(offset: int, code: int, min_offset: int, max_offset: int) -> str:

@@ -66,5 +66,20 @@ class OffsetOutOfRangeError(RocketMQError):
         )
 
 
+class SkippedOffsetsError(RetriableError):
+    """A pull's next offset passed messages the pull did not return, and looking again did not bring
+    them: the queue indexes messages its broker could not read (a commit log file removed under it,
+    e.g. cleaned for disk space). Never read past in silence: the range would lose them."""
+
+    def __init__(self, mq: MessageQueue, start: int, end: int) -> None:
+        self.mq = mq
+        self.start = start
+        self.end = end
+        super().__init__(
+            f"rocketmq: the broker skipped offsets [{start}, {end}) of topic {mq.topic!r} queue "
+            f"{mq.broker_name}:{mq.queue_id}: it indexes them but returned none (commit log removed?)"
+        )
+
+
 class ProtocolError(RocketMQError):
     """Bytes on the wire do not follow the remoting protocol or the message layout."""
