@@ -177,9 +177,8 @@ class Broker:
                 # A broker over diskSpaceCleanForciblyRatio (85 % of the disk by default) deletes its
                 # oldest commit log files even when no consumer has read them, while its consume
                 # queues still index them: a full machine then loses a test's or a demo's messages
-                # in silence. Refuse new messages instead, at 95 % used, and keep what is stored.
+                # in silence. Keep what is stored; the broker refuses new messages at 90 % used.
                 "cleanFileForciblyEnable": "false",
-                "diskSpaceWarningLevelRatio": 0.95,
                 "enablePropertyFilter": "true",
                 # Micro-batches pull up to 1,000+ messages per request; the broker's defaults cap a pull
                 # at 32 messages (256 KiB) from memory, which would make every range read chatty.
