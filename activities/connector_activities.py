@@ -7,6 +7,7 @@ block — and run in the worker's thread pool, heartbeating from a side thread.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -20,6 +21,7 @@ from sluice.activities.context import RuntimeContext
 from sluice.activities.errors import config_error, task_failure
 from sluice.activities.heartbeat import Heartbeater
 from sluice.activities.metrics import TaskMeters, TaskPhase
+from sluice.activities.nudges import NUDGES, nudge_key
 from sluice.activities.runner import BatchRunner, TaskSetup
 from sluice.activities.sink_runner import SinkRunner
 from sluice.activities.source_runner import SourceRunner
@@ -45,6 +47,7 @@ from sluice.connectors.secrets import SecretResolutionError, resolve_secrets
 from sluice.connectors.transforms import build_chain
 from sluice.workflows.types import (
     DELETE_OFFSETS_ACTIVITY,
+    NUDGE_TASKS_ACTIVITY,
     RUN_TASK_ACTIVITY,
     SECRET_FIELDS_ACTIVITY,
     VALIDATE_ACTIVITY,
@@ -121,6 +124,13 @@ class ConnectorActivities:
     # no_thread_cancel_exception: cancellation is read between batches (Heartbeater.should_stop).
     # The SDK's default raises it asynchronously in this thread, wherever it is, which once left a
     # pooled PostgreSQL connection mid-command ("another command is already in progress").
+    @activity.defn(name=NUDGE_TASKS_ACTIVITY)
+    async def nudge_tasks(self, connector: str) -> None:
+        """Hurry the connector's task heartbeats on every worker before its workflow waits for the
+        tasks to stop (a local activity; activities.nudges). Async, off the task threads, which a
+        worker full of running tasks may all hold."""
+        await asyncio.to_thread(self.ctx.store.nudge, connector)
+
     @activity.defn(name=RUN_TASK_ACTIVITY, no_thread_cancel_exception=True)
     def run_task(self, inp: TaskInput) -> TaskOutcome:
         """Loop micro-batches until cancelled; resume from the offset store on every (re)start."""
@@ -128,7 +138,8 @@ class ConnectorActivities:
         # Beating from the start: building the runner opens the connector's task (a database, a
         # log), and an attempt that misses its heartbeat timeout meanwhile is run again by Temporal
         # while it still runs, two attempts sending one batch.
-        with Heartbeater() as hb:
+        nudges = nudge_key(self.ctx.store.schema, inp.connector)
+        with Heartbeater() as hb, NUDGES.registered(nudges, hb.hurry):
             with self._classified(inp):
                 runner = self._runner(inp)
             runner.setup.meters.started(retry=inp.attempt > 1)

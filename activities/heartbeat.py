@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass, field
 
 from temporalio import activity
 
+from sluice.activities.nudges import HURRY_S
+
 
 @dataclass
 class Progress:
@@ -52,6 +54,10 @@ class Heartbeater:
         self._idle = False
         self._idle_beat_s = idle_beat_s(interval_s, self._timeout_s)
         self._stop = threading.Event()
+        #: wakes the heartbeat thread before its second is up (a stop, a hurry)
+        self._wake = threading.Event()
+        #: until when (monotonic) an idle task beats every second: its connector was nudged
+        self._hurry_until = 0.0
         #: set by the heartbeat thread once the task should stop: wakes ``sleep``
         self._stopping = threading.Event()
         context = contextvars.copy_context()
@@ -65,16 +71,27 @@ class Heartbeater:
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
+        self._wake.set()
         self._thread.join(timeout=5)
+
+    def hurry(self) -> None:
+        """Beat now and every second for ``nudges.HURRY_S``, idle or not: the connector's
+        workflow is cancelling its tasks, and the cancel arrives in a beat's answer."""
+        self._hurry_until = time.monotonic() + HURRY_S
+        self._wake.set()
 
     def beat(self) -> None:
         activity.heartbeat(asdict(self.progress))
 
     def _loop(self) -> None:
         last_beat = 0.0
-        while not self._stop.wait(self._interval_s):
+        while True:
+            self._wake.wait(self._interval_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             now = time.monotonic()
-            if not self._idle or now - last_beat >= self._idle_beat_s:
+            if not self._idle or now < self._hurry_until or now - last_beat >= self._idle_beat_s:
                 last_beat = now
                 try:
                     self.beat()
@@ -93,8 +110,9 @@ class Heartbeater:
         Temporal delivers a cancel only in a heartbeat's answer, so the heartbeat thread, which
         checks every second, wakes this: an idle task costs one wake-up a second, not the ten a
         0.1 s polling loop cost (a hundred idle connectors on one worker). Meanwhile it beats every
-        ``idle_beat_s`` (4 s at the default 10 s heartbeat timeout), so a pause or stop reaches an
-        idle task within about that long, a working one within a second."""
+        ``idle_beat_s`` (4 s at the default 10 s heartbeat timeout); a workflow cancelling its tasks
+        nudges them first (``hurry``, activities.nudges), so a pause or stop still reaches an idle
+        task within about a second."""
         if self.should_stop():
             return
         self._idle = True

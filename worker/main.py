@@ -21,6 +21,7 @@ from temporalio.worker import Worker
 
 from sluice.activities.connector_activities import ConnectorActivities
 from sluice.activities.context import RuntimeContext
+from sluice.activities.nudges import NudgeListener
 from sluice.activities.offsets import OffsetActivities
 from sluice.activities.reports import TaskReporter
 from sluice.activities.spark import SparkMasterError, is_local_master
@@ -75,6 +76,7 @@ def build_worker(
             acts.validate,
             acts.secret_fields,
             acts.run_task,
+            acts.nudge_tasks,
             acts.delete_offsets,
             *OffsetActivities(ctx).all(),
         ],
@@ -110,6 +112,7 @@ async def run_worker(settings: Settings) -> None:
     ctx = RuntimeContext(settings.runtime)
     ctx.reporter = TaskReporter(client, asyncio.get_running_loop())
     ctx.store  # migrate the schema before taking work  # noqa: B018
+    nudges = NudgeListener(ctx.store.engine).start()  # stops reach idle tasks fast (activities.nudges)
     ctx.secret_providers()  # and import cryptography on this thread (RuntimeContext.secret_providers)
     if not is_local_master(settings.runtime.spark_master):
         ctx.spark  # a cluster that cannot be reached stops the worker before it polls  # noqa: B018
@@ -135,6 +138,7 @@ async def run_worker(settings: Settings) -> None:
             )
             await stop.wait()
             log.info("shutting down: current batches finish, then the worker stops")
+    nudges.close()
     ctx.close()
     metrics.close()
 

@@ -33,6 +33,7 @@ class TaskState(StrEnum):
 VALIDATE_ACTIVITY = "validate_connector"
 RUN_TASK_ACTIVITY = "run_connector_task"
 DELETE_OFFSETS_ACTIVITY = "delete_connector_offsets"
+NUDGE_TASKS_ACTIVITY = "nudge_connector_tasks"
 READ_OFFSETS_ACTIVITY = "read_connector_offsets"
 ALTER_OFFSETS_ACTIVITY = "alter_connector_offsets"
 RESET_OFFSETS_ACTIVITY = "reset_connector_offsets"

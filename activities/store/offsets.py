@@ -38,6 +38,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, delete, func, select, text, update
 from sqlalchemy.engine import URL, make_url
 
+from sluice.activities.nudges import CHANNEL, nudge_key
 from sluice.activities.store import rows
 from sluice.activities.store.errors import (
     BatchAlreadyCommittedError,
@@ -350,6 +351,15 @@ class OffsetStore:
         q = q.order_by(lg.c.batch_id.desc(), lg.c.task_id).limit(limit)
         with self._engine.connect() as conn:
             return [record_from_row(row) for row in conn.execute(q).mappings()]
+
+    def nudge(self, connector: str) -> None:
+        """Tell every worker of this store to hurry the connector's task heartbeats, so that a
+        cancel its workflow is sending reaches idle tasks within a second (activities.nudges)."""
+        with self._engine.begin() as conn:
+            conn.execute(
+                text("SELECT pg_notify(:channel, :key)"),
+                {"channel": CHANNEL, "key": nudge_key(self.schema, connector)},
+            )
 
     def prune_ledger(self, connector: str, keep_last: int = 1000) -> int:
         """Delete committed ledger rows beyond the newest ``keep_last`` per task; return how many.

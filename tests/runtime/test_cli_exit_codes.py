@@ -55,6 +55,7 @@ from sluice.workflows.types import (
     ValidationResult,
 )
 from tests.runtime.helpers import wait_for
+from tests.workflows.stand_ins import nudge_tasks_stand_in
 
 # Markers of a process that died in interpreter finalization or leaked a traceback.
 CRASH_MARKERS = ("Fatal Python error", "Traceback", "Segmentation fault", "PyGILState")
@@ -117,7 +118,13 @@ async def cli(stack_config: StackConfig, fresh_schema: str) -> AsyncIterator[Cli
         client,
         task_queue=queue,
         workflows=[ConnectorWorkflow],
-        activities=[validate_real, run_task_stand_in, delete_offsets_stand_in, *offsets.all()],
+        activities=[
+            validate_real,
+            run_task_stand_in,
+            delete_offsets_stand_in,
+            nudge_tasks_stand_in,
+            *offsets.all(),
+        ],
         activity_executor=ThreadPoolExecutor(4),
         # Deliver a delete's cancellation to the running task within ~0.1 s, not 8 s.
         max_heartbeat_throttle_interval=timedelta(milliseconds=100),

@@ -19,6 +19,7 @@ from temporalio.exceptions import ApplicationError
 
 from sluice.workflows.types import (
     DELETE_OFFSETS_ACTIVITY,
+    NUDGE_TASKS_ACTIVITY,
     RUN_TASK_ACTIVITY,
     VALIDATE_ACTIVITY,
     ConnectorSpec,
@@ -39,6 +40,7 @@ class Start:
 
 starts: list[Start] = []
 deleted: list[str] = []
+nudged: list[str] = []
 _failures: Counter[tuple[str, int, str]] = Counter()
 
 
@@ -97,4 +99,9 @@ async def delete_offsets_stand_in(connector: str) -> None:
     deleted.append(connector)
 
 
-STAND_INS = [validate_stand_in, run_task_stand_in, delete_offsets_stand_in]
+@activity.defn(name=NUDGE_TASKS_ACTIVITY)
+async def nudge_tasks_stand_in(connector: str) -> None:
+    nudged.append(connector)
+
+
+STAND_INS = [validate_stand_in, run_task_stand_in, delete_offsets_stand_in, nudge_tasks_stand_in]

@@ -29,7 +29,7 @@ from sluice.workflows.types import (
     workflow_id_for,
 )
 from tests.workflows.conftest import WorkerFactory, wait_for
-from tests.workflows.stand_ins import STAND_INS, deleted, starts_of
+from tests.workflows.stand_ins import STAND_INS, deleted, nudged, starts_of
 
 HISTORIES = Path(__file__).parent / "histories"
 # Recorded by 0.1 (before typed options, workflow-side retries and continue-as-new that keeps tasks).
@@ -91,8 +91,11 @@ async def test_full_lifecycle_and_replay(env: tuple[Client, SluiceClient]) -> No
     )
     assert [s.generation for s in starts_of(name) if s.task_id == 0] == [0], "a healthy task was restarted"
 
+    nudges_before = nudged.count(name)
     assert (await sluice.pause(name)).state == ConnectorState.PAUSED
     await wait_for(lambda: _tasks_are(sluice, name, TaskState.PAUSED, TaskState.PAUSED), 30, "paused tasks")
+    # stopping its tasks, the workflow nudged them (activities.nudges): idle ones hear it at once
+    assert nudged.count(name) == nudges_before + 1
     assert (await sluice.pause(name)).state == ConnectorState.PAUSED, "pause is idempotent"
     assert (await sluice.resume(name)).state == ConnectorState.RUNNING
     await wait_for(lambda: _tasks_are(sluice, name, TaskState.RUNNING, TaskState.RUNNING), 30, "resumed")
