@@ -284,8 +284,14 @@ async def run(count: int) -> str:
         ready_s = time.monotonic() - killed
         new = worker.identity
 
+        resumed_s: dict[str, float] = {}  # when the first task, and half of them, ran on it
+
         async def all_on_new() -> bool:
-            return all(w.startswith(new) for w in await _task_workers(client, names))
+            moved = sum(w.startswith(new) for w in await _task_workers(client, names))
+            for what, reached in (("first", moved > 0), ("half", moved * 2 >= len(names))):
+                if reached:
+                    resumed_s.setdefault(what, time.monotonic() - killed)
+            return moved == len(names)
 
         await wait_until(all_on_new, 600, f"{len(names)} tasks running on the new worker")
         resume_s = time.monotonic() - killed
@@ -311,7 +317,8 @@ async def run(count: int) -> str:
         f"store_rows_written_per_connector_started={writes_per_connector:.1f} "
         f"store_rows_read_per_s={(reads1 - reads0) / IDLE_S:.0f} "
         f"store_rows_written_per_s={(writes1 - writes0) / IDLE_S:.1f} "
-        f"new_worker_ready_s={ready_s:.1f} resume_after_sigkill_s={resume_s:.1f}"
+        f"new_worker_ready_s={ready_s:.1f} first_task_resumed_s={resumed_s['first']:.1f} "
+        f"half_resumed_s={resumed_s['half']:.1f} resume_after_sigkill_s={resume_s:.1f}"
     )
 
 
