@@ -87,6 +87,8 @@ def stack_command(
         for s in statuses:
             print(f"{s.name:<18} {'up' if s.healthy else 'DOWN':<5} {s.address}")
         print(f"Temporal UI: {cfg.temporal_ui_url}")
+    if action == "up" and (warning := local.stack_disk_warning(cfg)):
+        print(f"{STATE.prog}: warning: {warning}", file=sys.stderr)
     if not healthy:
         raise typer.Exit(1)
 

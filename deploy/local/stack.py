@@ -6,7 +6,9 @@ start, the ones this call started are stopped again and the error names the serv
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Protocol
 
 from sluice.deploy.local import lake
@@ -84,6 +86,36 @@ def up(cfg: StackConfig) -> list[ServiceStatus]:
         return status(cfg)
     # Every service passed its check just now: report that instead of checking them all again.
     return _report(cfg, dict.fromkeys(SERVICE_NAMES, True))
+
+
+#: Used share of the disk at which RocketMQ's broker refuses new messages (its warning level).
+BROKER_DISK_FULL = 0.90
+#: Above this share the stack warns: the broker is near refusing, and would have deleted unread
+#: commit log files here (diskSpaceCleanForciblyRatio) had the stack not turned that off.
+DISK_WARNING = 0.85
+
+
+def disk_used_share(used_bytes: int, free_bytes: int) -> float:
+    """The used share of a disk as RocketMQ's broker counts it: used / (used + what is free to
+    unprivileged users), so a disk with blocks reserved for root looks fuller than ``df`` says."""
+    return used_bytes / (used_bytes + free_bytes) if used_bytes + free_bytes else 0.0
+
+
+def disk_warning(path: Path, used_bytes: int, free_bytes: int) -> str | None:
+    """A warning naming ``path`` when its disk is nearly full, else None."""
+    share = disk_used_share(used_bytes, free_bytes)
+    if share < DISK_WARNING:
+        return None
+    return (
+        f"the disk of {path} is {share:.0%} used: RocketMQ's broker refuses new messages "
+        f"at {BROKER_DISK_FULL:.0%}; free some space (a benchmark's topics, `make clean-state`)"
+    )
+
+
+def stack_disk_warning(cfg: StackConfig) -> str | None:
+    """``disk_warning`` for the stack's state folder, where the broker keeps its store."""
+    usage = shutil.disk_usage(cfg.state_dir)
+    return disk_warning(cfg.state_dir, usage.used, usage.free)
 
 
 def down(cfg: StackConfig) -> None:
