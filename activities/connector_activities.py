@@ -121,9 +121,6 @@ class ConnectorActivities:
                 exc,
             )
 
-    # no_thread_cancel_exception: cancellation is read between batches (Heartbeater.should_stop).
-    # The SDK's default raises it asynchronously in this thread, wherever it is, which once left a
-    # pooled PostgreSQL connection mid-command ("another command is already in progress").
     @activity.defn(name=NUDGE_TASKS_ACTIVITY)
     async def nudge_tasks(self, connector: str) -> None:
         """Hurry the connector's task heartbeats on every worker before its workflow waits for the
@@ -131,6 +128,9 @@ class ConnectorActivities:
         worker full of running tasks may all hold."""
         await asyncio.to_thread(self.ctx.store.nudge, connector)
 
+    # no_thread_cancel_exception: cancellation is read between batches (Heartbeater.should_stop).
+    # The SDK's default raises it asynchronously in this thread, wherever it is, which once left a
+    # pooled PostgreSQL connection mid-command ("another command is already in progress").
     @activity.defn(name=RUN_TASK_ACTIVITY, no_thread_cancel_exception=True)
     def run_task(self, inp: TaskInput) -> TaskOutcome:
         """Loop micro-batches until cancelled; resume from the offset store on every (re)start."""
