@@ -499,7 +499,7 @@ class RocketMQClient(Transport):
                         raise OffsetOutOfRangeError(mq, offset, min_off, max_off)
                     delivered = delivered_through(offset, got.queue_offset)
                     passed = min(max(next_off, delivered), hi)  # where the broker would go on
-                    part.extend(got if delivered == offset + len(got) else got.within(offset, delivered))
+                    part.extend(got.within(offset, delivered))  # itself when nothing was skipped
                     if delivered == passed:
                         offset, looks = passed, 0
                         continue
