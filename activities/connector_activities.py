@@ -139,7 +139,7 @@ class ConnectorActivities:
         # log), and an attempt that misses its heartbeat timeout meanwhile is run again by Temporal
         # while it still runs, two attempts sending one batch.
         nudges = nudge_key(self.ctx.store.schema, inp.connector)
-        with Heartbeater() as hb, NUDGES.registered(nudges, hb.hurry):
+        with Heartbeater() as hb, NUDGES.registered(nudges, hb.hurry), self._leased(inp):
             with self._classified(inp):
                 runner = self._runner(inp)
             runner.setup.meters.started(retry=inp.attempt > 1)
@@ -149,6 +149,14 @@ class ConnectorActivities:
                 runner.setup.meters.ended()
                 self._close(inp, runner)
         return outcome
+
+    def _leased(self, inp: TaskInput) -> contextlib.AbstractContextManager[None]:
+        """The attempt's lease on this worker (activities.leases), held from its start like the
+        heartbeat: once the worker stops renewing it, another worker fails the attempt."""
+        lease = self.ctx.lease
+        if lease is None or inp.lease_timeout_s <= 0:
+            return contextlib.nullcontext()
+        return lease.holding(activity.info().task_token, inp.connector, inp.task_id, inp.lease_timeout_s)
 
     def _loop(self, inp: TaskInput, runner: BatchRunner, hb: Heartbeater) -> TaskOutcome:
         meters = runner.setup.meters

@@ -13,6 +13,7 @@ from sluice.connectors.sealing import PROVIDER, Sealer
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from sluice.activities.leases import WorkerLease
     from sluice.activities.reports import TaskReporter
     from sluice.activities.store import OffsetStore
     from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
@@ -47,6 +48,9 @@ class RuntimeContext:
         self._providers: dict[str, Callable[[str, str], str]] | None = None
         #: set by the worker (its Temporal client and loop); None in tests that run tasks directly
         self.reporter: TaskReporter | None = None
+        #: set by the worker: the lease its task attempts hold (activities.leases); None in tests
+        #: that run tasks directly, whose attempts Temporal's heartbeat timeout alone watches
+        self.lease: WorkerLease | None = None
 
     def secret_providers(self) -> dict[str, Callable[[str, str], str]]:
         """Config providers that need the runtime: ``sealed`` when a sealing key is configured.

@@ -1,7 +1,8 @@
 """`sluice worker`: a Temporal worker running connector workflows and task activities.
 
-Several workers on one task queue share the work; if one dies, Temporal retries its task
-activities elsewhere after the heartbeat timeout and they resume from the offset store.
+Several workers on one task queue share the work; if one dies, another fails its task attempts
+once its lease is not renewed (activities.leases), and the tasks start again on a live worker,
+resuming from the offset store.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from temporalio.worker import Worker
 
 from sluice.activities.connector_activities import ConnectorActivities
 from sluice.activities.context import RuntimeContext
+from sluice.activities.leases import WorkerLease, fail_lost_attempts
 from sluice.activities.nudges import NudgeListener
 from sluice.activities.offsets import OffsetActivities
 from sluice.activities.reports import TaskReporter
@@ -113,6 +115,10 @@ async def run_worker(settings: Settings) -> None:
     ctx.reporter = TaskReporter(client, asyncio.get_running_loop())
     ctx.store  # migrate the schema before taking work  # noqa: B018
     nudges = NudgeListener(ctx.store.engine).start()  # stops reach idle tasks fast (activities.nudges)
+    loop = asyncio.get_running_loop()
+    # Liveness for this worker's tasks, and the lost tasks of other workers failed (activities.leases).
+    lease = WorkerLease(ctx.store.engine, ctx.store.schema, client.identity, fail_lost_attempts(client, loop))
+    ctx.lease = lease.start()
     ctx.secret_providers()  # and import cryptography on this thread (RuntimeContext.secret_providers)
     if not is_local_master(settings.runtime.spark_master):
         ctx.spark  # a cluster that cannot be reached stops the worker before it polls  # noqa: B018
@@ -122,7 +128,6 @@ async def run_worker(settings: Settings) -> None:
     takeover_s = TaskOptions().heartbeat_timeout_s if await connectors_running(client, settings) else 0.0
     start_warm_up(lambda: ctx.spark, not_before_s=takeover_s)
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     with ThreadPoolExecutor(max_workers=settings.max_concurrent_tasks + 4) as executor:
@@ -138,6 +143,7 @@ async def run_worker(settings: Settings) -> None:
             )
             await stop.wait()
             log.info("shutting down: current batches finish, then the worker stops")
+    lease.close()
     nudges.close()
     ctx.close()
     metrics.close()

@@ -259,9 +259,12 @@ class ConnectorWorkflow(OffsetUpdates):
                 self.s.generation,
                 len(self.s.tasks),
                 attempt=max(1, task.attempt),
+                lease_timeout_s=self._options.heartbeat_timeout_s,
             ),
             start_to_close_timeout=timedelta(days=3650),
-            heartbeat_timeout=timedelta(seconds=self._options.heartbeat_timeout_s),
+            heartbeat_timeout=timedelta(
+                seconds=task_rules.backstop_timeout_s(self._options.heartbeat_timeout_s)
+            ),
             retry_policy=TASK_RETRY,
             cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             activity_id=f"task-{task.task_id}-g{self.s.generation}-a{task.attempts}",

@@ -30,6 +30,8 @@ NON_RETRYABLE_ERRORS: tuple[str, ...] = (
 )
 # A SIGTERMed worker hands its task over: retried at once, not an error.
 WORKER_SHUTDOWN = "WorkerShutdown"
+# Another worker failed the attempt: its own worker stopped renewing its lease (activities.leases).
+WORKER_LOST = "WorkerLost"
 
 MAX_ERROR_CHARS = 4_000
 _CUT = "\n… [{} characters cut] …\n"
@@ -48,7 +50,8 @@ class FailureKind(StrEnum):
 class Failure:
     kind: FailureKind
     message: str = ""
-    #: the task's worker stopped heartbeating (killed, or cut off): its first retry need not wait
+    #: the task's worker stopped renewing its lease or heartbeating (killed, hung, cut off): its first
+    #: retry need not wait
     worker_lost: bool = False
 
 
@@ -77,7 +80,9 @@ def classify(exc: BaseException | None) -> Failure:
     text = str(cause) or type(cause).__name__
     if isinstance(cause, FailureError) and cause.cause is not None:  # e.g. a heartbeat timeout's reason
         text = f"{text}: {cause.cause}"
-    lost = isinstance(cause, ActivityTimeoutError) and cause.type == TimeoutType.HEARTBEAT
+    lost = (isinstance(cause, ActivityTimeoutError) and cause.type == TimeoutType.HEARTBEAT) or (
+        isinstance(cause, ApplicationError) and cause.type == WORKER_LOST
+    )
     return Failure(FailureKind.RETRIABLE, clip(text), worker_lost=lost)
 
 

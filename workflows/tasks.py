@@ -8,8 +8,12 @@ the status shows the current attempt, the last error and its time, and whether a
 3. a streak of retriable failures lasting ``errors.retry.timeout`` ms (-1: no limit) marks it FAILED;
 4. a task that runs ``TaskOptions.healthy_after_s`` after a retry without failing has recovered;
 5. a worker handing its task over on shutdown (WorkerShutdown) is restarted at once, not an error;
-6. a task whose worker was lost (a heartbeat timeout) is an error, but its first retry starts at
-   once: the timeout has already been waited for, and a killed worker's tasks should move now.
+6. a task whose worker was lost (its lease not renewed, or a heartbeat timeout) is an error, but
+   its first retry starts at once: the timeout has already been waited for, and a killed worker's
+   tasks should move now.
+
+A task's liveness is its worker's lease (``task.heartbeat.timeout.s``; activities.leases); Temporal's
+heartbeat timeout is the backstop behind it (``backstop_timeout_s``).
 """
 
 from __future__ import annotations
@@ -18,6 +22,16 @@ from datetime import datetime, timedelta
 
 from sluice.workflows.failures import Failure, FailureKind, retry_delay
 from sluice.workflows.types import TaskOptions, TaskState, TaskStatus
+
+#: Temporal's heartbeat timeout of a task is at least this (an idle task beats at 0.4 of it).
+BACKSTOP_MIN_S = 60.0
+
+
+def backstop_timeout_s(lease_timeout_s: float) -> float:
+    """Temporal's heartbeat timeout for a task whose worker's lease times out after
+    ``lease_timeout_s``: it only matters when no worker can fail the attempt (all gone, or the
+    offset store down), and each heartbeat an idle task sends to keep it costs an RPC."""
+    return max(BACKSTOP_MIN_S, 2 * lease_timeout_s)
 
 
 def _at(text: str) -> datetime | None:

@@ -94,6 +94,10 @@ class TaskInput:
     # The workflow's attempt of this task in its current failure streak (1 = first try): the
     # workflow retries tasks itself, so Temporal's own activity attempt is always 1.
     attempt: int = 1
+    # Seconds the task's worker may go without renewing its lease before another worker fails the
+    # attempt (task.heartbeat.timeout.s; activities.leases); 0: not leased (an older workflow's
+    # task, which Temporal's heartbeat timeout alone watches).
+    lease_timeout_s: float = 0.0
 
 
 @dataclass(frozen=True)

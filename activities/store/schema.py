@@ -1,6 +1,6 @@
 """Tables of the offset store and the versioned migration runner that creates them.
 
-Why a hand-rolled runner rather than Alembic: the store has five tables, it is migrated by the
+Why a hand-rolled runner rather than Alembic: the store has a handful of tables, it is migrated by the
 runtime itself on every worker start (not by an operator), and several workers may start at once.
 What it needs is small: a ``schema_version`` table, an ordered list of migrations, and a
 PostgreSQL advisory lock so two workers migrating the same schema at the same moment serialise
@@ -29,7 +29,9 @@ from sqlalchemy import (
     Column,
     Connection,
     DateTime,
+    Float,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -65,6 +67,8 @@ class StoreTables:
     connector_registry: Table
     positions: Table
     batch_ledger: Table
+    worker_leases: Table
+    task_leases: Table
 
 
 @lru_cache(maxsize=64)
@@ -117,7 +121,30 @@ def store_tables(schema: str) -> StoreTables:
         Column("attempts", Integer, nullable=False, server_default=text("1")),
         CheckConstraint(f"status IN ('{PLANNED}', '{COMMITTED}')", name="batch_ledger_status"),
     )
-    return StoreTables(schema, md, schema_version, connector_registry, positions, batch_ledger)
+    # Liveness (activities.leases): each worker renews its row; each task activity it runs holds a
+    # row naming it, so another worker can fail the task's attempt once the lease is not renewed.
+    worker_leases = Table(
+        "worker_leases",
+        md,
+        Column("worker_id", String(64), primary_key=True),
+        Column("identity", Text, nullable=False),
+        Column("renewed_at", DateTime(timezone=True), nullable=False, server_default=now),
+    )
+    task_leases = Table(
+        "task_leases",
+        md,
+        # Temporal's token of the attempt: failing it never touches a later attempt of the task.
+        Column("task_token", LargeBinary, primary_key=True),
+        Column("worker_id", String(64), nullable=False, index=True),
+        Column("connector", String(255), nullable=False),
+        Column("task_id", Integer, nullable=False),
+        # The connector's task.heartbeat.timeout.s: how long the worker may be silent.
+        Column("timeout_s", Float, nullable=False),
+        Column("started_at", DateTime(timezone=True), nullable=False, server_default=now),
+    )
+    return StoreTables(
+        schema, md, schema_version, connector_registry, positions, batch_ledger, worker_leases, task_leases
+    )
 
 
 def _legacy_position_tables(schema: str) -> tuple[Table, Table]:
@@ -196,10 +223,16 @@ def _v3_one_positions_table(conn: Connection, tables: StoreTables) -> None:
     conn.execute(text(f"DROP TABLE {q}.source_offsets, {q}.sink_positions"))
 
 
+def _v4_leases(conn: Connection, tables: StoreTables) -> None:
+    tables.worker_leases.create(conn, checkfirst=True)
+    tables.task_leases.create(conn, checkfirst=True)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "offsets, sink positions, batch ledger, connector registry", _v1_initial),
     Migration(2, "ledger index by status", _v2_ledger_status_index),
     Migration(3, "one table of versioned JSON positions", _v3_one_positions_table),
+    Migration(4, "worker and task leases", _v4_leases),
 )
 
 

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -20,6 +21,9 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from sluice.workflows.connector import ConnectorWorkflow
+
+#: worker.main's HEARTBEAT_THROTTLE (not imported: it brings the whole runtime with it)
+HEARTBEAT_THROTTLE = timedelta(seconds=1)
 
 WorkerFactory = Callable[[Sequence[Callable[..., Any]]], AbstractAsyncContextManager[tuple[Client, str]]]
 
@@ -38,6 +42,10 @@ def connector_worker(wf_env: WorkflowEnvironment) -> WorkerFactory:
                 workflows=[ConnectorWorkflow],
                 activities=list(activities),
                 activity_executor=executor,
+                # As the worker does (worker.main): a task's Temporal heartbeat timeout is a
+                # minute-long backstop, and the SDK's default throttle (0.8 of it) would hold
+                # a cancel back for most of that.
+                max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
             ):
                 yield wf_env.client, queue
 

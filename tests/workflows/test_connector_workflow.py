@@ -28,7 +28,7 @@ from sluice.workflows.types import (
     WorkflowState,
     workflow_id_for,
 )
-from tests.workflows.conftest import WorkerFactory, wait_for
+from tests.workflows.conftest import HEARTBEAT_THROTTLE, WorkerFactory, wait_for
 from tests.workflows.stand_ins import STAND_INS, deleted, nudged, starts_of
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -178,6 +178,7 @@ async def test_encrypting_codec_keeps_configs_out_of_history_in_plaintext(
         task_queue=queue,
         workflows=[ConnectorWorkflow],
         activities=STAND_INS,
+        max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
     ):
         sluice = SluiceClient(secured, queue)
         await _start(sluice, name, {"tasks.max": "1", "password": password})

@@ -17,7 +17,7 @@ from temporalio.exceptions import (
 )
 
 from sluice.workflows import tasks as rules
-from sluice.workflows.failures import FailureKind, classify, clip, retry_delay
+from sluice.workflows.failures import WORKER_LOST, FailureKind, classify, clip, retry_delay
 from sluice.workflows.types import (
     ConnectorStatus,
     DeleteRequest,
@@ -98,9 +98,12 @@ def _heartbeat_timeout() -> ActivityError:
             False,
         ),
         (_activity_error(ApplicationError("refused", type="ConnectionError")), False),
+        (_activity_error(ApplicationError("not renewed", type=WORKER_LOST)), True),
     ],
 )
-def test_only_a_heartbeat_timeout_means_the_worker_was_lost(exc: BaseException, lost: bool) -> None:
+def test_only_a_heartbeat_timeout_or_a_lost_lease_means_the_worker_was_lost(
+    exc: BaseException, lost: bool
+) -> None:
     failure = classify(exc)
     assert failure.kind == FailureKind.RETRIABLE and failure.worker_lost == lost
 

@@ -1,0 +1,185 @@
+"""Worker leases: a killed worker's tasks move after ``task.heartbeat.timeout.s`` while an idle
+task heartbeats Temporal only every 24 s.
+
+Temporal notices a lost task only when it misses its heartbeat timeout, and each heartbeat is an
+RPC the worker prepares and the server records: with a task's liveness in its own heartbeats, a
+hundred idle connectors beating often enough for a 10 s failover cost a tenth of the worker's core
+and a seventh of the server's (docs/scaling.md). So liveness is the worker's, not each task's:
+
+* one thread per worker renews the worker's row in the offset store every ``RENEW_S``, and each
+  task activity holds a row naming its worker, its attempt's task token and the connector's
+  ``task.heartbeat.timeout.s`` (``WorkerLease.holding``);
+* the same thread looks for tasks whose worker has been silent for longer than that (killed, hung,
+  cut off from the store) and fails those attempts through Temporal (``fail_lost_attempts``) with
+  a ``WorkerLost`` error, which the connector's workflow retries at once on any worker;
+* Temporal's own heartbeat timeout stays, as the backstop (``workflows.tasks.backstop_timeout_s``,
+  a minute at the defaults) for a task no worker can fail: every worker gone, or the store down.
+
+Who fails a lost attempt is decided by the store (one statement deletes and returns the leases),
+and the task token names the attempt, so a later attempt of the same task is never touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from sluice.activities.store import leases as lease_rows
+from sluice.activities.store.leases import LostTask
+from sluice.activities.store.schema import store_tables
+from sluice.workflows.failures import WORKER_LOST
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection, Engine
+
+log = logging.getLogger(__name__)
+
+#: How often a worker renews its lease and looks for lost tasks.
+RENEW_S = 2.0
+#: A worker claims others' tasks only once it has renewed its own lease without a failure for this
+#: long: after the store was unreachable every lease looks old, and the others need a turn to renew.
+STEADY_S = 3 * RENEW_S
+#: How long failing the lost attempts through Temporal may take.
+FAIL_TIMEOUT_S = 30.0
+
+
+class WorkerLease:
+    """This worker's lease and the leases of the task attempts it runs; a daemon thread renews it
+    and hands every lost attempt of other workers to ``on_lost``."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        schema: str,
+        identity: str,
+        on_lost: Callable[[list[LostTask]], None],
+        *,
+        renew_s: float = RENEW_S,
+        steady_s: float = STEADY_S,
+    ) -> None:
+        self.worker_id = uuid.uuid4().hex
+        self.identity = identity
+        self._engine = engine
+        self._tables = store_tables(schema)
+        self._on_lost = on_lost
+        self._renew_s = renew_s
+        self._steady_s = steady_s
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sluice-lease", daemon=True)
+        self._conn: Connection | None = None
+
+    def start(self) -> WorkerLease:
+        """Renew once (the tasks' leases count from it), then keep renewing in the thread."""
+        with self._engine.begin() as conn:
+            lease_rows.renew(conn, self._tables, self.worker_id, self.identity)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop renewing and drop this worker's leases: its tasks have stopped or handed over."""
+        self._closed.set()
+        self._thread.join(timeout=self._renew_s + 10)
+        try:
+            with self._engine.begin() as conn:
+                lease_rows.leave(conn, self._tables, self.worker_id)
+        except Exception as exc:  # noqa: BLE001 - left behind, the rows are claimed as a lost worker's
+            log.warning("worker lease: could not drop this worker's leases (%s)", exc)
+
+    @contextmanager
+    def holding(self, task_token: bytes, connector: str, task_id: int, timeout_s: float) -> Iterator[None]:
+        """The task attempt ``task_token`` runs here within the block; once this worker has been
+        silent for ``timeout_s``, another worker fails it."""
+        with self._engine.begin() as conn:
+            lease_rows.hold(conn, self._tables, self.worker_id, task_token, connector, task_id, timeout_s)
+        try:
+            yield
+        finally:
+            try:
+                with self._engine.begin() as conn:
+                    lease_rows.release(conn, self._tables, task_token)
+            except Exception as exc:  # noqa: BLE001 - a lease left behind ends with the worker's
+                log.warning("connector %s task %d: could not release its lease (%s)", connector, task_id, exc)
+
+    def _run(self) -> None:
+        steady_since: float | None = None
+        while not self._closed.wait(self._renew_s):
+            try:
+                lost = self._renew_and_claim(steady_since)
+            except Exception as exc:  # noqa: BLE001 - a store outage: renew again next turn
+                steady_since = None
+                self._drop_connection()
+                log.warning("worker lease: renewing in the offset store failed (%s)", exc)
+                continue
+            if steady_since is None:
+                steady_since = time.monotonic()
+            if lost:
+                self._on_lost(lost)
+
+    def _renew_and_claim(self, steady_since: float | None) -> list[LostTask]:
+        # A connection of its own, kept: a worker full of busy tasks must not delay its renewal.
+        if self._conn is None:
+            self._conn = self._engine.connect()
+        with self._conn.begin():
+            lease_rows.renew(self._conn, self._tables, self.worker_id, self.identity)
+            steady = steady_since is not None and time.monotonic() - steady_since >= self._steady_s
+            return lease_rows.claim_lost(self._conn, self._tables, self.worker_id) if steady else []
+
+    def _drop_connection(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.invalidate()
+                self._conn.close()
+            except Exception:  # noqa: BLE001 - it is broken already
+                pass
+            self._conn = None
+
+
+def lost_error(task: LostTask) -> ApplicationError:
+    """What the task's workflow records for an attempt failed on its lost worker's behalf."""
+    return ApplicationError(
+        f"connector {task.connector} task {task.task_id}: its worker {task.worker} has not renewed "
+        f"its lease for {task.silent_s:.0f} s (killed, hung or cut off from the offset store); "
+        "the task starts again on a live worker",
+        type=WORKER_LOST,
+    )
+
+
+def fail_lost_attempts(client: Any, loop: asyncio.AbstractEventLoop) -> Callable[[list[LostTask]], None]:
+    """``on_lost`` for a worker: fail each attempt through ``client`` on ``loop`` (the worker's).
+    An attempt that already ended (its own timeout, a stop) is not found, which is fine; any other
+    failure leaves the attempt to Temporal's heartbeat timeout."""
+
+    async def fail(task: LostTask) -> None:
+        try:
+            await client.get_async_activity_handle(task_token=task.task_token).fail(lost_error(task))
+            log.warning("%s", lost_error(task))
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+
+    async def fail_all(tasks: list[LostTask]) -> None:
+        results = await asyncio.gather(*(fail(task) for task in tasks), return_exceptions=True)
+        for task, result in zip(tasks, results, strict=True):
+            if isinstance(result, BaseException):
+                log.warning("connector %s task %d: could not fail the attempt of its lost worker %s "
+                            "(Temporal's heartbeat timeout will): %s", task.connector, task.task_id,
+                            task.worker, result)  # fmt: skip
+
+    def on_lost(tasks: list[LostTask]) -> None:
+        future = asyncio.run_coroutine_threadsafe(fail_all(tasks), loop)
+        try:
+            future.result(timeout=FAIL_TIMEOUT_S)
+        except Exception as exc:  # noqa: BLE001 - the backstop still holds
+            future.cancel()
+            log.warning("worker lease: failing %d lost task attempts did not finish (%s)", len(tasks), exc)
+
+    return on_lost

@@ -1,0 +1,133 @@
+"""Worker leases through real PostgreSQL: a SIGKILLed worker's task attempts are claimed once,
+by one live worker, after their timeout; nothing of a live worker is ever claimed
+(activities.leases, the liveness behind a lost worker's tasks moving)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+
+from sluice.activities.leases import WorkerLease
+from sluice.activities.store import OffsetStore
+from sluice.activities.store.leases import LostTask
+from sluice.deploy.local.config import StackConfig
+
+#: A worker process holding two task leases until it is killed (stdout: "holding" once they are held).
+DOOMED_WORKER = """
+import sys, time
+from sqlalchemy import create_engine
+from sluice.activities.leases import WorkerLease
+url, schema, timeout_s = sys.argv[1], sys.argv[2], float(sys.argv[3])
+lease = WorkerLease(create_engine(url), schema, "doomed@test", lambda lost: None, renew_s=0.2).start()
+with lease.holding(b"doomed-0", "orders", 0, timeout_s), lease.holding(b"doomed-1", "orders", 1, timeout_s):
+    print("holding", flush=True)
+    time.sleep(3600)
+"""
+
+
+class Claims:
+    """A worker's ``on_lost``: what it claimed, and when (monotonic)."""
+
+    def __init__(self) -> None:
+        self.lost: list[LostTask] = []
+        self.at: list[float] = []
+        self.any = threading.Event()
+
+    def __call__(self, tasks: list[LostTask]) -> None:
+        self.lost += tasks
+        self.at += [time.monotonic()] * len(tasks)
+        self.any.set()
+
+
+@contextmanager
+def doomed_worker(stack_config: StackConfig, schema: str, timeout_s: float) -> Iterator[subprocess.Popen[str]]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", DOOMED_WORKER, stack_config.database_url, schema, str(timeout_s)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "holding"
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def live_worker(store: OffsetStore, name: str, claims: Claims, **timing: float) -> WorkerLease:
+    return WorkerLease(store.engine, store.schema, f"{name}@test", claims, renew_s=0.2, **timing).start()
+
+
+def test_a_killed_workers_attempts_are_claimed_once_after_their_timeout(
+    store: OffsetStore, stack_config: StackConfig
+) -> None:
+    timeout_s = 1.5
+    a_claims, b_claims = Claims(), Claims()
+    with ExitStack() as stack:
+        a = live_worker(store, "a", a_claims, steady_s=0.4)
+        stack.callback(a.close)
+        b = live_worker(store, "b", b_claims, steady_s=0.4)
+        stack.callback(b.close)
+        stack.enter_context(a.holding(b"live-a", "orders", 2, timeout_s))
+        with b.holding(b"released-b", "orders", 3, 0.1):
+            pass  # an attempt that ended is never claimed, however short its timeout
+        doomed = stack.enter_context(doomed_worker(stack_config, store.schema, timeout_s))
+        time.sleep(timeout_s + 1.0)
+        assert not a_claims.lost and not b_claims.lost, "a live worker's attempt was claimed"
+        doomed.send_signal(signal.SIGKILL)
+        killed_at = time.monotonic()
+        deadline = killed_at + timeout_s + 10
+        while len(a_claims.lost) + len(b_claims.lost) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.0)  # a second claim of the same attempt, were there one, arrives by then
+    claimed = a_claims.lost + b_claims.lost
+    assert sorted((t.task_token, t.connector, t.task_id, t.worker) for t in claimed) == [
+        (b"doomed-0", "orders", 0, "doomed@test"),
+        (b"doomed-1", "orders", 1, "doomed@test"),
+    ]
+    # Claimed after the timeout counted from its last renewal (at most renew_s before the kill).
+    assert min(a_claims.at + b_claims.at) - killed_at >= timeout_s - 0.2 - 0.1
+    assert all(t.silent_s >= timeout_s for t in claimed)
+
+
+def test_a_worker_claims_nothing_before_its_own_lease_is_steady(
+    store: OffsetStore, stack_config: StackConfig
+) -> None:
+    """Just after the store comes back every lease looks old; a worker waits ``steady_s`` of its
+    own renewals, so that live workers renew before anyone claims their tasks."""
+    with doomed_worker(stack_config, store.schema, 0.2) as doomed:
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait()
+    time.sleep(1.0)  # both attempts long lost
+    claims = Claims()
+    started = time.monotonic()
+    worker = live_worker(store, "late", claims, steady_s=2.0)
+    try:
+        assert claims.any.wait(10), "the lost attempts were never claimed"
+        assert claims.at[0] - started >= 2.0
+        assert sorted(t.task_token for t in claims.lost) == [b"doomed-0", b"doomed-1"]
+    finally:
+        worker.close()
+
+
+def test_a_closed_worker_leaves_nothing_to_claim(store: OffsetStore) -> None:
+    """A worker stopping gracefully drops its leases (its tasks handed over): none is claimed."""
+    leaving_claims, claims = Claims(), Claims()
+    leaving = live_worker(store, "leaving", leaving_claims, steady_s=0.4)
+    stack = ExitStack()
+    stack.enter_context(leaving.holding(b"leaving-0", "orders", 0, 0.3))
+    leaving.close()  # before its task's block ends, as a worker whose graceful shutdown timed out
+    watcher = live_worker(store, "watcher", claims, steady_s=0.4)
+    try:
+        time.sleep(2.0)
+        assert not claims.lost
+    finally:
+        watcher.close()
+        stack.close()
