@@ -26,6 +26,7 @@ from sluice.activities.runner import BatchRunner, TaskSetup
 from sluice.activities.sink_runner import SinkRunner
 from sluice.activities.source_runner import SourceRunner
 from sluice.activities.spark import label_jobs
+from sluice.activities.store.leases import TaskAttempt
 from sluice.activities.task_metrics import BatchMeter, partition_lag
 from sluice.activities.validation import secret_fields, validate_config
 from sluice.activities.warm_up import task_started
@@ -135,7 +136,7 @@ class ConnectorActivities:
     def run_task(self, inp: TaskInput) -> TaskOutcome:
         """Loop micro-batches until cancelled; resume from the offset store on every (re)start."""
         task_started()
-        # Beating from the start: building the runner opens the connector's task (a database, a
+        # Beating and leased from the start: building the runner opens the connector's task (a database, a
         # log), and an attempt that misses its heartbeat timeout meanwhile is run again by Temporal
         # while it still runs, two attempts sending one batch.
         nudges = nudge_key(self.ctx.store.schema, inp.connector)
@@ -156,7 +157,11 @@ class ConnectorActivities:
         lease = self.ctx.lease
         if lease is None or inp.lease_timeout_s <= 0:
             return contextlib.nullcontext()
-        return lease.holding(activity.info().task_token, inp.connector, inp.task_id, inp.lease_timeout_s)
+        info = activity.info()
+        attempt = TaskAttempt(
+            info.task_token, inp.connector, inp.task_id, info.workflow_id or "", info.workflow_run_id or ""
+        )
+        return lease.holding(attempt, inp.lease_timeout_s)
 
     def _loop(self, inp: TaskInput, runner: BatchRunner, hb: Heartbeater) -> TaskOutcome:
         meters = runner.setup.meters

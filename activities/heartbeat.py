@@ -2,7 +2,8 @@
 
 A micro-batch can take longer than the heartbeat timeout, and Temporal only delivers cancellation
 to an activity that heartbeats, so a daemon thread heartbeats every second with the latest progress
-while the task works. An idle task, asleep between empty polls, beats less often (``idle_beat_s``):
+while the task works. An idle task, asleep between empty polls, beats less often (``idle_beat_s``)
+and its thread wakes less often too:
 each beat is an RPC to Temporal (the worker throttles heartbeats at a second, worker.main), and a
 hundred idle tasks beating every second cost the worker a sixth of a core and Temporal more.
 It runs inside a copy of the activity's context (``contextvars``), which is what lets
@@ -33,8 +34,12 @@ class Progress:
     lag: dict[str, int] = field(default_factory=dict)
 
 
-#: While idle, beats at most this share of the heartbeat timeout apart (4 s of the default 10 s).
+#: While idle, beats at most this share of the heartbeat timeout apart (24 s of the backstop's
+#: default minute: workflows.tasks.backstop_timeout_s).
 IDLE_BEAT_SHARE = 0.4
+#: While idle, looks for a stop (a worker shutdown; a cancel arrives in a beat's answer, looked for
+#: a second after each beat) at least this often.
+IDLE_CHECK_S = 5.0
 
 
 def idle_beat_s(interval_s: float, timeout_s: float) -> float:
@@ -42,6 +47,16 @@ def idle_beat_s(interval_s: float, timeout_s: float) -> float:
     (``timeout_s``; 0: none), never more often than a working task's ``interval_s``. Nothing in
     the details changes while idle; the beat only keeps the task alive and fetches a cancel."""
     return max(interval_s, IDLE_BEAT_SHARE * timeout_s)
+
+
+def next_wake_s(busy: bool, since_beat_s: float, interval_s: float, idle_beat_s: float) -> float:
+    """When the heartbeat thread looks again. Working or hurried: every ``interval_s``. Just after
+    a beat: ``interval_s`` too, since a cancel arrives in the beat's answer. Idle otherwise: at the
+    next beat, or after IDLE_CHECK_S to notice a worker shutdown (a hurry or a stop wakes it
+    sooner; a task that starts working between two looks is beaten at its batch's commit)."""
+    if busy or since_beat_s < interval_s:
+        return interval_s
+    return max(interval_s, min(IDLE_CHECK_S, idle_beat_s - since_beat_s))
 
 
 class Heartbeater:
@@ -85,21 +100,24 @@ class Heartbeater:
 
     def _loop(self) -> None:
         last_beat = 0.0
+        wait_s = self._interval_s
         while True:
-            self._wake.wait(self._interval_s)
+            self._wake.wait(wait_s)
             self._wake.clear()
             if self._stop.is_set():
                 return
             now = time.monotonic()
-            if not self._idle or now < self._hurry_until or now - last_beat >= self._idle_beat_s:
+            hurried = now < self._hurry_until
+            if not self._idle or hurried or now - last_beat >= self._idle_beat_s:
                 last_beat = now
                 try:
                     self.beat()
                 except Exception:  # noqa: BLE001 - a failed heartbeat must not kill the batch
                     activity.logger.warning("heartbeat failed", exc_info=True)
-            # A cancel arrives in a beat's answer; a worker shutdown at any time: check each second.
             if self.should_stop():
                 self._stopping.set()
+            busy = not self._idle or hurried
+            wait_s = next_wake_s(busy, now - last_beat, self._interval_s, self._idle_beat_s)
 
     def should_stop(self) -> bool:
         return activity.is_cancelled() or activity.is_worker_shutdown()
@@ -108,15 +126,16 @@ class Heartbeater:
         """Idle between empty batches, waking early on cancellation.
 
         Temporal delivers a cancel only in a heartbeat's answer, so the heartbeat thread, which
-        checks every second, wakes this: an idle task costs one wake-up a second, not the ten a
-        0.1 s polling loop cost (a hundred idle connectors on one worker). Meanwhile it beats every
-        ``idle_beat_s`` (4 s at the default 10 s heartbeat timeout); a workflow cancelling its tasks
-        nudges them first (``hurry``, activities.nudges), so a pause or stop still reaches an idle
-        task within about a second."""
+        looks a second after each beat and every IDLE_CHECK_S for a worker shutdown, wakes this
+        (a 0.1 s polling loop cost a hundred idle connectors on one worker ten wake-ups a second
+        each). Meanwhile it beats every ``idle_beat_s`` (24 s at the default minute's backstop); a
+        workflow cancelling its tasks nudges them first (``hurry``, activities.nudges), so a
+        pause or stop still reaches an idle task within about a second."""
         if self.should_stop():
             return
         self._idle = True
         try:
             self._stopping.wait(seconds)
         finally:
-            self._idle = False
+            self._idle = False  # its heartbeat thread beats every second again at its next wake
+

@@ -28,26 +28,32 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.workflowservice.v1 import ResetStickyTaskQueueRequest
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from sluice.activities.store import leases as lease_rows
-from sluice.activities.store.leases import LostTask
+from sluice.activities.store.leases import LostTask, TaskAttempt
 from sluice.activities.store.schema import store_tables
 from sluice.workflows.failures import WORKER_LOST
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
+    from temporalio.client import Client
 
 log = logging.getLogger(__name__)
 
-#: How often a worker renews its lease and looks for lost tasks.
-RENEW_S = 2.0
+#: How often a worker renews its lease and looks for lost tasks: one short transaction a second.
+RENEW_S = 1.0
 #: A worker claims others' tasks only once it has renewed its own lease without a failure for this
 #: long: after the store was unreachable every lease looks old, and the others need a turn to renew.
 STEADY_S = 3 * RENEW_S
+#: A task timeout shorter than this counts as this: a live worker's lease is up to RENEW_S old
+#: (and longer when the store or the machine is slow), and must never look lost.
+FLOOR_S = 3 * RENEW_S
 #: How long failing the lost attempts through Temporal may take.
 FAIL_TIMEOUT_S = 30.0
 
@@ -65,6 +71,7 @@ class WorkerLease:
         *,
         renew_s: float = RENEW_S,
         steady_s: float = STEADY_S,
+        floor_s: float = FLOOR_S,
     ) -> None:
         self.worker_id = uuid.uuid4().hex
         self.identity = identity
@@ -73,6 +80,7 @@ class WorkerLease:
         self._on_lost = on_lost
         self._renew_s = renew_s
         self._steady_s = steady_s
+        self._floor_s = floor_s
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sluice-lease", daemon=True)
         self._conn: Connection | None = None
@@ -95,22 +103,23 @@ class WorkerLease:
             log.warning("worker lease: could not drop this worker's leases (%s)", exc)
 
     @contextmanager
-    def holding(self, task_token: bytes, connector: str, task_id: int, timeout_s: float) -> Iterator[None]:
-        """The task attempt ``task_token`` runs here within the block; once this worker has been
-        silent for ``timeout_s``, another worker fails it."""
+    def holding(self, attempt: TaskAttempt, timeout_s: float) -> Iterator[None]:
+        """``attempt`` runs here within the block; once this worker has been silent for
+        ``timeout_s``, another worker fails it."""
         with self._engine.begin() as conn:
-            lease_rows.hold(conn, self._tables, self.worker_id, task_token, connector, task_id, timeout_s)
+            lease_rows.hold(conn, self._tables, self.worker_id, attempt, timeout_s)
         try:
             yield
         finally:
             try:
                 with self._engine.begin() as conn:
-                    lease_rows.release(conn, self._tables, task_token)
+                    lease_rows.release(conn, self._tables, attempt.task_token)
             except Exception as exc:  # noqa: BLE001 - a lease left behind ends with the worker's
-                log.warning("connector %s task %d: could not release its lease (%s)", connector, task_id, exc)
+                log.warning("connector %s task %d: could not release its lease (%s)",
+                            attempt.connector, attempt.task_id, exc)  # fmt: skip
 
     def _run(self) -> None:
-        steady_since: float | None = None
+        steady_since: float | None = time.monotonic()  # start() renewed
         while not self._closed.wait(self._renew_s):
             try:
                 lost = self._renew_and_claim(steady_since)
@@ -131,7 +140,9 @@ class WorkerLease:
         with self._conn.begin():
             lease_rows.renew(self._conn, self._tables, self.worker_id, self.identity)
             steady = steady_since is not None and time.monotonic() - steady_since >= self._steady_s
-            return lease_rows.claim_lost(self._conn, self._tables, self.worker_id) if steady else []
+            if not steady:
+                return []
+            return lease_rows.claim_lost(self._conn, self._tables, self.worker_id, self._floor_s)
 
     def _drop_connection(self) -> None:
         if self._conn is not None:
@@ -146,21 +157,31 @@ class WorkerLease:
 def lost_error(task: LostTask) -> ApplicationError:
     """What the task's workflow records for an attempt failed on its lost worker's behalf."""
     return ApplicationError(
-        f"connector {task.connector} task {task.task_id}: its worker {task.worker} has not renewed "
-        f"its lease for {task.silent_s:.0f} s (killed, hung or cut off from the offset store); "
+        f"connector {task.attempt.connector} task {task.attempt.task_id}: its worker {task.worker} "
+        f"has not renewed its lease for {task.silent_s:.0f} s (killed, hung or cut off from the offset "
+        "store); "
         "the task starts again on a live worker",
         type=WORKER_LOST,
     )
 
 
-def fail_lost_attempts(client: Any, loop: asyncio.AbstractEventLoop) -> Callable[[list[LostTask]], None]:
+def fail_lost_attempts(client: Client, loop: asyncio.AbstractEventLoop) -> Callable[[list[LostTask]], None]:
     """``on_lost`` for a worker: fail each attempt through ``client`` on ``loop`` (the worker's).
-    An attempt that already ended (its own timeout, a stop) is not found, which is fine; any other
-    failure leaves the attempt to Temporal's heartbeat timeout."""
+
+    First the workflow's sticky queue is reset: its next workflow task (the one recording the
+    failure) would otherwise wait 2 s on the lost worker's queue before falling back
+    (worker.main's ``sticky_queue_schedule_to_start_timeout``). An attempt or run that already
+    ended (its own timeout, a stop) is not found, which is fine; any other failure leaves the
+    attempt to Temporal's heartbeat timeout."""
 
     async def fail(task: LostTask) -> None:
+        attempt = task.attempt
+        execution = WorkflowExecution(workflow_id=attempt.workflow_id, run_id=attempt.run_id)
         try:
-            await client.get_async_activity_handle(task_token=task.task_token).fail(lost_error(task))
+            await client.workflow_service.reset_sticky_task_queue(
+                ResetStickyTaskQueueRequest(namespace=client.namespace, execution=execution)
+            )
+            await client.get_async_activity_handle(task_token=attempt.task_token).fail(lost_error(task))
             log.warning("%s", lost_error(task))
         except RPCError as exc:
             if exc.status != RPCStatusCode.NOT_FOUND:
@@ -171,8 +192,8 @@ def fail_lost_attempts(client: Any, loop: asyncio.AbstractEventLoop) -> Callable
         for task, result in zip(tasks, results, strict=True):
             if isinstance(result, BaseException):
                 log.warning("connector %s task %d: could not fail the attempt of its lost worker %s "
-                            "(Temporal's heartbeat timeout will): %s", task.connector, task.task_id,
-                            task.worker, result)  # fmt: skip
+                            "(Temporal's heartbeat timeout will): %s", task.attempt.connector,
+                            task.attempt.task_id, task.worker, result)  # fmt: skip
 
     def on_lost(tasks: list[LostTask]) -> None:
         future = asyncio.run_coroutine_threadsafe(fail_all(tasks), loop)

@@ -1,7 +1,7 @@
 """A stop reaches an idle task within about a second, not at its next idle beat.
 
 Temporal delivers a pause, stop, delete or reconfigure to a task activity only in the answer to a
-heartbeat, and an idle task beats every 0.4 x its heartbeat timeout (4 s; activities.heartbeat),
+heartbeat, and an idle task beats every 0.4 x its heartbeat timeout (24 s; activities.heartbeat),
 because a beat a second cost a hundred idle connectors a sixth of the worker's core. So before a
 connector's workflow waits for its tasks to stop, it runs the ``nudge_tasks`` local activity, which
 NOTIFYs every worker through the offset store's PostgreSQL; each worker's ``NudgeListener`` makes

@@ -9,7 +9,7 @@ its own so no service is touched.
 ``start_warm_up`` runs it in a thread while the worker already polls: run before polling it made
 every start ~10 s longer, which a worker taking over a killed one's tasks can least afford. Such a
 worker, which knows only that connectors already run on its queue, waits before warming up: their
-tasks reach it after their heartbeat timeout, all at once, and it replays their workflows and
+tasks reach it once their lease times out, all at once, and it replays their workflows and
 starts them on the same two cores. With a hundred of them, a warm-up beside that storm delayed the
 last start by 7 s (22 s after the SIGKILL instead of 15, ``make bench-scale``). The warm-up then
 also waits for task starts to pause; a task that needs Spark before starts the session itself.

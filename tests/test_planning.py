@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from sluice.activities.heartbeat import idle_beat_s
+from sluice.activities.heartbeat import idle_beat_s, next_wake_s
 from sluice.activities.runner import idle_wait_s
 from sluice.connectors.model import PartitionRange
 from sluice.connectors.planning import (
@@ -333,8 +333,8 @@ def test_idle_wait_doubles_from_the_poll_interval_up_to_poll_idle_max(
 @pytest.mark.parametrize(
     ("interval_s", "timeout_s", "beat_s"),
     [
-        (1.0, 10.0, 4.0),  # the defaults: a working task beats every second, an idle one every 4 s
-        (1.0, 60.0, 24.0),
+        (1.0, 60.0, 24.0),  # the defaults (a minute's backstop): an idle task beats every 24 s
+        (1.0, 10.0, 4.0),
         (1.0, 2.0, 1.0),  # never more often than a working task
         (1.0, 0.0, 1.0),  # no heartbeat timeout: the interval
     ],
@@ -343,3 +343,20 @@ def test_an_idle_task_beats_at_a_share_of_the_heartbeat_timeout(
     interval_s: float, timeout_s: float, beat_s: float
 ) -> None:
     assert idle_beat_s(interval_s, timeout_s) == pytest.approx(beat_s)
+
+
+@pytest.mark.parametrize(
+    ("busy", "since_beat_s", "wake_s"),
+    [
+        (True, 0.0, 1.0),  # working (or hurried): a look, and a beat, every second
+        (True, 30.0, 1.0),
+        (False, 0.0, 1.0),  # idle, just beaten: look for the cancel the beat's answer may carry
+        (False, 1.0, 5.0),  # idle: look for a worker shutdown every 5 s ...
+        (False, 21.0, 3.0),  # ... or at the next beat, if sooner
+        (False, 23.5, 1.0),  # never sooner than a working task
+    ],
+)
+def test_an_idle_heartbeat_thread_wakes_for_its_beats_and_a_shutdown_check_only(
+    busy: bool, since_beat_s: float, wake_s: float
+) -> None:
+    assert next_wake_s(busy, since_beat_s, 1.0, 24.0) == pytest.approx(wake_s)

@@ -1,6 +1,6 @@
 """Worker and task leases in the store: the SQL behind activities.leases.
 
-A worker renews one row (``worker_leases``) every couple of seconds; each task activity it runs
+A worker renews one row (``worker_leases``) every second; each task activity it runs
 holds a row (``task_leases``) naming the worker, the attempt's Temporal task token and the
 connector's ``task.heartbeat.timeout.s``. A task whose worker has not renewed for that long is
 lost: ``claim_lost`` deletes its row and returns it, in the same statement, so of several workers
@@ -10,7 +10,7 @@ never matter.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from sqlalchemy import Connection, delete, text
 from sqlalchemy.dialects.postgresql import insert
@@ -22,12 +22,23 @@ FORGET_WORKER_S = 60
 
 
 @dataclass(frozen=True)
-class LostTask:
-    """A task attempt whose worker stopped renewing its lease."""
+class TaskAttempt:
+    """One attempt of a task activity, as its lease names it."""
 
+    #: Temporal's token of the attempt: failing it never touches a later attempt of the task
     task_token: bytes
     connector: str
     task_id: int
+    #: the task's workflow run: its next workflow task skips the lost worker's sticky queue
+    workflow_id: str
+    run_id: str
+
+
+@dataclass(frozen=True)
+class LostTask:
+    """A task attempt whose worker stopped renewing its lease."""
+
+    attempt: TaskAttempt
     #: the lost worker's Temporal identity (``pid@host``)
     worker: str
     #: seconds since that worker last renewed
@@ -44,18 +55,11 @@ def renew(conn: Connection, tables: StoreTables, worker_id: str, identity: str) 
 
 
 def hold(
-    conn: Connection, tables: StoreTables, worker_id: str, task_token: bytes, connector: str, task_id: int,
-    timeout_s: float,
-) -> None:  # fmt: skip
-    """A task attempt runs on ``worker_id`` and is lost ``timeout_s`` after the worker's last renewal."""
+    conn: Connection, tables: StoreTables, worker_id: str, attempt: TaskAttempt, timeout_s: float
+) -> None:
+    """``attempt`` runs on ``worker_id`` and is lost ``timeout_s`` after the worker's last renewal."""
     conn.execute(
-        tables.task_leases.insert().values(
-            task_token=task_token,
-            worker_id=worker_id,
-            connector=connector,
-            task_id=task_id,
-            timeout_s=timeout_s,
-        )
+        tables.task_leases.insert().values(worker_id=worker_id, timeout_s=timeout_s, **asdict(attempt))
     )
 
 
@@ -70,19 +74,20 @@ def leave(conn: Connection, tables: StoreTables, worker_id: str) -> None:
     conn.execute(delete(tables.worker_leases).where(tables.worker_leases.c.worker_id == worker_id))
 
 
-def claim_lost(conn: Connection, tables: StoreTables, worker_id: str) -> list[LostTask]:
+def claim_lost(conn: Connection, tables: StoreTables, worker_id: str, floor_s: float) -> list[LostTask]:
     """Delete and return the lease of every task whose worker (not ``worker_id``) has been silent
-    for longer than the task's timeout; forget dead workers with no task left."""
+    for longer than the task's timeout, or ``floor_s`` if that is longer (a timeout shorter than a
+    few renewals would claim live workers' tasks); forget dead workers with no task left."""
     q = f'"{tables.schema}"'
     rows = conn.execute(
         text(
             f"DELETE FROM {q}.task_leases AS t USING {q}.worker_leases AS w "
             "WHERE t.worker_id = w.worker_id AND w.worker_id <> :me "
-            "AND w.renewed_at < now() - make_interval(secs => t.timeout_s) "
-            "RETURNING t.task_token, t.connector, t.task_id, w.identity, "
+            "AND w.renewed_at < now() - make_interval(secs => greatest(t.timeout_s, :floor)) "
+            "RETURNING t.task_token, t.connector, t.task_id, t.workflow_id, t.run_id, w.identity, "
             "extract(epoch FROM now() - w.renewed_at) AS silent_s"
         ),
-        {"me": worker_id},
+        {"me": worker_id, "floor": floor_s},
     ).all()
     conn.execute(
         text(
@@ -92,4 +97,4 @@ def claim_lost(conn: Connection, tables: StoreTables, worker_id: str) -> list[Lo
         ),
         {"me": worker_id, "forget": FORGET_WORKER_S},
     )
-    return [LostTask(bytes(r[0]), r[1], r[2], r[3], float(r[4])) for r in rows]
+    return [LostTask(TaskAttempt(bytes(r[0]), *r[1:5]), r[5], float(r[6])) for r in rows]

@@ -138,6 +138,8 @@ def store_tables(schema: str) -> StoreTables:
         Column("worker_id", String(64), nullable=False, index=True),
         Column("connector", String(255), nullable=False),
         Column("task_id", Integer, nullable=False),
+        Column("workflow_id", Text, nullable=False),
+        Column("run_id", Text, nullable=False),
         # The connector's task.heartbeat.timeout.s: how long the worker may be silent.
         Column("timeout_s", Float, nullable=False),
         Column("started_at", DateTime(timezone=True), nullable=False, server_default=now),

@@ -15,7 +15,7 @@ from contextlib import ExitStack, contextmanager
 
 from sluice.activities.leases import WorkerLease
 from sluice.activities.store import OffsetStore
-from sluice.activities.store.leases import LostTask
+from sluice.activities.store.leases import LostTask, TaskAttempt
 from sluice.deploy.local.config import StackConfig
 
 #: A worker process holding two task leases until it is killed (stdout: "holding" once they are held).
@@ -23,9 +23,11 @@ DOOMED_WORKER = """
 import sys, time
 from sqlalchemy import create_engine
 from sluice.activities.leases import WorkerLease
+from sluice.activities.store.leases import TaskAttempt
 url, schema, timeout_s = sys.argv[1], sys.argv[2], float(sys.argv[3])
 lease = WorkerLease(create_engine(url), schema, "doomed@test", lambda lost: None, renew_s=0.2).start()
-with lease.holding(b"doomed-0", "orders", 0, timeout_s), lease.holding(b"doomed-1", "orders", 1, timeout_s):
+first, second = (TaskAttempt(f"doomed-{i}".encode(), "orders", i, "wf-orders", "run-1") for i in (0, 1))
+with lease.holding(first, timeout_s), lease.holding(second, timeout_s):
     print("holding", flush=True)
     time.sleep(3600)
 """
@@ -46,7 +48,9 @@ class Claims:
 
 
 @contextmanager
-def doomed_worker(stack_config: StackConfig, schema: str, timeout_s: float) -> Iterator[subprocess.Popen[str]]:
+def doomed_worker(
+    stack_config: StackConfig, schema: str, timeout_s: float
+) -> Iterator[subprocess.Popen[str]]:
     proc = subprocess.Popen(
         [sys.executable, "-c", DOOMED_WORKER, stack_config.database_url, schema, str(timeout_s)],
         stdout=subprocess.PIPE,
@@ -62,7 +66,12 @@ def doomed_worker(stack_config: StackConfig, schema: str, timeout_s: float) -> I
 
 
 def live_worker(store: OffsetStore, name: str, claims: Claims, **timing: float) -> WorkerLease:
-    return WorkerLease(store.engine, store.schema, f"{name}@test", claims, renew_s=0.2, **timing).start()
+    timing = {"renew_s": 0.2, "floor_s": 0.6, **timing}
+    return WorkerLease(store.engine, store.schema, f"{name}@test", claims, **timing).start()
+
+
+def attempt(token: bytes, task_id: int) -> TaskAttempt:
+    return TaskAttempt(token, "orders", task_id, "wf-orders", "run-1")
 
 
 def test_a_killed_workers_attempts_are_claimed_once_after_their_timeout(
@@ -75,8 +84,11 @@ def test_a_killed_workers_attempts_are_claimed_once_after_their_timeout(
         stack.callback(a.close)
         b = live_worker(store, "b", b_claims, steady_s=0.4)
         stack.callback(b.close)
-        stack.enter_context(a.holding(b"live-a", "orders", 2, timeout_s))
-        with b.holding(b"released-b", "orders", 3, 0.1):
+        stack.enter_context(a.holding(attempt(b"live-a", 2), timeout_s))
+        # A timeout shorter than a few renewals counts as floor_s: a live worker's lease is up to a
+        # renewal old, and its attempts must never look lost.
+        stack.enter_context(a.holding(attempt(b"short-a", 4), 0.05))
+        with b.holding(attempt(b"released-b", 3), 0.1):
             pass  # an attempt that ended is never claimed, however short its timeout
         doomed = stack.enter_context(doomed_worker(stack_config, store.schema, timeout_s))
         time.sleep(timeout_s + 1.0)
@@ -88,9 +100,9 @@ def test_a_killed_workers_attempts_are_claimed_once_after_their_timeout(
             time.sleep(0.1)
         time.sleep(1.0)  # a second claim of the same attempt, were there one, arrives by then
     claimed = a_claims.lost + b_claims.lost
-    assert sorted((t.task_token, t.connector, t.task_id, t.worker) for t in claimed) == [
-        (b"doomed-0", "orders", 0, "doomed@test"),
-        (b"doomed-1", "orders", 1, "doomed@test"),
+    assert sorted(((t.attempt, t.worker) for t in claimed), key=lambda c: c[0].task_token) == [
+        (TaskAttempt(b"doomed-0", "orders", 0, "wf-orders", "run-1"), "doomed@test"),
+        (TaskAttempt(b"doomed-1", "orders", 1, "wf-orders", "run-1"), "doomed@test"),
     ]
     # Claimed after the timeout counted from its last renewal (at most renew_s before the kill).
     assert min(a_claims.at + b_claims.at) - killed_at >= timeout_s - 0.2 - 0.1
@@ -112,7 +124,7 @@ def test_a_worker_claims_nothing_before_its_own_lease_is_steady(
     try:
         assert claims.any.wait(10), "the lost attempts were never claimed"
         assert claims.at[0] - started >= 2.0
-        assert sorted(t.task_token for t in claims.lost) == [b"doomed-0", b"doomed-1"]
+        assert sorted(t.attempt.task_token for t in claims.lost) == [b"doomed-0", b"doomed-1"]
     finally:
         worker.close()
 
@@ -122,7 +134,7 @@ def test_a_closed_worker_leaves_nothing_to_claim(store: OffsetStore) -> None:
     leaving_claims, claims = Claims(), Claims()
     leaving = live_worker(store, "leaving", leaving_claims, steady_s=0.4)
     stack = ExitStack()
-    stack.enter_context(leaving.holding(b"leaving-0", "orders", 0, 0.3))
+    stack.enter_context(leaving.holding(attempt(b"leaving-0", 0), 0.3))
     leaving.close()  # before its task's block ends, as a worker whose graceful shutdown timed out
     watcher = live_worker(store, "watcher", claims, steady_s=0.4)
     try:
