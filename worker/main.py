@@ -63,6 +63,12 @@ async def connectors_running(client: Client, settings: Settings) -> bool:
 
 
 HEARTBEAT_THROTTLE = timedelta(seconds=1)
+#: Workflow tasks one worker runs at once. They are CPU-bound Python under one GIL, so running more
+#: at once only makes each slower: a worker taking over a killed one's hundred connectors, their
+#: workflow tasks arriving together (failed at once by the lease), ran the SDK's default 100 side by
+#: side, each took over the 10 s workflow task timeout, and their retries made the takeover take a
+#: minute (``make bench-scale``). The rest wait on the server, where waiting costs no timeout.
+WORKFLOW_TASKS_AT_ONCE = 8
 
 
 def build_worker(
@@ -84,6 +90,7 @@ def build_worker(
         ],
         activity_executor=executor,
         max_concurrent_activities=settings.max_concurrent_tasks + 4,
+        max_concurrent_workflow_tasks=WORKFLOW_TASKS_AT_ONCE,
         # A SIGKILLed worker leaves its sticky queue behind; fall back to the shared queue fast.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),
         # Temporal delivers a cancel (pause, stop, delete, reconfigure, continue-as-new) only in the
