@@ -136,8 +136,8 @@ class ConnectorActivities:
     def run_task(self, inp: TaskInput) -> TaskOutcome:
         """Loop micro-batches until cancelled; resume from the offset store on every (re)start."""
         task_started()
-        # Beating and leased from the start: building the runner opens the connector's task (a database, a
-        # log), and an attempt that misses its heartbeat timeout meanwhile is run again by Temporal
+        # Beating and leased from the start: building the runner opens the connector's task (a
+        # database, a log), and an attempt whose lease or heartbeat lapses meanwhile is run again
         # while it still runs, two attempts sending one batch.
         nudges = nudge_key(self.ctx.store.schema, inp.connector)
         with Heartbeater() as hb, NUDGES.registered(nudges, hb.hurry), self._leased(inp):

@@ -68,7 +68,7 @@ HEARTBEAT_THROTTLE = timedelta(seconds=1)
 #: workflow tasks arriving together (failed at once by the lease), ran the SDK's default 100 side by
 #: side, each took over the 10 s workflow task timeout, and their retries made the takeover take a
 #: minute (``make bench-scale``). The rest wait on the server, where waiting costs no timeout.
-WORKFLOW_TASKS_AT_ONCE = 8
+WORKFLOW_TASKS_AT_ONCE = 32
 
 
 def build_worker(
