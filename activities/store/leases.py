@@ -74,20 +74,27 @@ def leave(conn: Connection, tables: StoreTables, worker_id: str) -> None:
     conn.execute(delete(tables.worker_leases).where(tables.worker_leases.c.worker_id == worker_id))
 
 
-def claim_lost(conn: Connection, tables: StoreTables, worker_id: str, floor_s: float) -> list[LostTask]:
-    """Delete and return the lease of every task whose worker (not ``worker_id``) has been silent
-    for longer than the task's timeout, or ``floor_s`` if that is longer (a timeout shorter than a
-    few renewals would claim live workers' tasks); forget dead workers with no task left."""
+def claim_lost(
+    conn: Connection, tables: StoreTables, worker_id: str, floor_s: float, most: int
+) -> list[LostTask]:
+    """Delete and return the leases of up to ``most`` tasks (the longest lost first) whose worker
+    (not ``worker_id``) has been silent for longer than the task's timeout, or ``floor_s`` if that
+    is longer (a timeout shorter than a few renewals would claim live workers' tasks); forget dead
+    workers with no task left. Leases another claimer holds locked are skipped, not waited for."""
     q = f'"{tables.schema}"'
     rows = conn.execute(
         text(
-            f"DELETE FROM {q}.task_leases AS t USING {q}.worker_leases AS w "
-            "WHERE t.worker_id = w.worker_id AND w.worker_id <> :me "
+            f"WITH lost AS (SELECT t.task_token FROM {q}.task_leases AS t "
+            f"JOIN {q}.worker_leases AS w ON t.worker_id = w.worker_id "
+            "WHERE w.worker_id <> :me "
             "AND w.renewed_at < now() - make_interval(secs => greatest(t.timeout_s, :floor)) "
+            "ORDER BY w.renewed_at, t.started_at LIMIT :most FOR UPDATE OF t SKIP LOCKED) "
+            f"DELETE FROM {q}.task_leases AS t USING lost, {q}.worker_leases AS w "
+            "WHERE t.task_token = lost.task_token AND w.worker_id = t.worker_id "
             "RETURNING t.task_token, t.connector, t.task_id, t.workflow_id, t.run_id, w.identity, "
             "extract(epoch FROM now() - w.renewed_at) AS silent_s"
         ),
-        {"me": worker_id, "floor": floor_s},
+        {"me": worker_id, "floor": floor_s, "most": most},
     ).all()
     conn.execute(
         text(

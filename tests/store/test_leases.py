@@ -143,3 +143,25 @@ def test_a_closed_worker_leaves_nothing_to_claim(store: OffsetStore) -> None:
     finally:
         watcher.close()
         stack.close()
+
+
+def test_a_worker_fails_at_most_its_share_of_lost_attempts_per_turn(
+    store: OffsetStore, stack_config: StackConfig
+) -> None:
+    """A dead worker's attempts are claimed a few per renewal turn, so that whoever takes their
+    tasks gets their replays spread out, not all at once."""
+    with doomed_worker(stack_config, store.schema, 0.2) as doomed:
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait()
+    time.sleep(1.0)  # both attempts long lost
+    turns: list[list[LostTask]] = []
+    worker = WorkerLease(store.engine, store.schema, "one-a-turn@test", turns.append, renew_s=0.2,
+                         steady_s=0.0, floor_s=0.6, claims_per_turn=1).start()  # fmt: skip
+    try:
+        deadline = time.monotonic() + 10
+        while sum(map(len, turns)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        worker.close()
+    assert [len(turn) for turn in turns] == [1, 1]
+    assert sorted(t.attempt.task_token for turn in turns for t in turn) == [b"doomed-0", b"doomed-1"]
