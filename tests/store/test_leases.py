@@ -4,6 +4,7 @@ by one live worker, after their timeout; nothing of a live worker is ever claime
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -12,6 +13,9 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+
+import pytest
+from sqlalchemy import create_engine
 
 from sluice.activities.leases import WorkerLease
 from sluice.activities.store import OffsetStore
@@ -165,3 +169,22 @@ def test_a_worker_fails_at_most_its_share_of_lost_attempts_per_turn(
         worker.close()
     assert [len(turn) for turn in turns] == [1, 1]
     assert sorted(t.attempt.task_token for turn in turns for t in turn) == [b"doomed-0", b"doomed-1"]
+
+
+def test_an_attempt_whose_lease_the_store_refuses_runs_unleased_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A store that is down as a task starts: the task is not failed by its lease (its own first
+    store read reports the store), and the warning names the connector and task."""
+    unreachable = create_engine(
+        "postgresql+psycopg://sluice@127.0.0.1:9/sluice", connect_args={"connect_timeout": 2}
+    )
+    lease = WorkerLease(unreachable, "sluice", "cut-off@test", lambda lost: None)
+    ran = False
+    with (
+        caplog.at_level(logging.WARNING, logger="sluice.activities.leases"),
+        lease.holding(attempt(b"unleased", 7), 10.0),
+    ):
+        ran = True
+    assert ran
+    assert "connector orders task 7: runs without a lease" in caplog.text
