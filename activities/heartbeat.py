@@ -138,4 +138,3 @@ class Heartbeater:
             self._stopping.wait(seconds)
         finally:
             self._idle = False  # its heartbeat thread beats every second again at its next wake
-

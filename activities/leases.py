@@ -103,6 +103,9 @@ class WorkerLease:
         """Stop renewing and drop this worker's leases: its tasks have stopped or handed over."""
         self._closed.set()
         self._thread.join(timeout=self._renew_s + 10)
+        if self._conn is not None:
+            self._conn.close()  # the thread's own connection, back to the pool
+            self._conn = None
         try:
             with self._engine.begin() as conn:
                 lease_rows.leave(conn, self._tables, self.worker_id)

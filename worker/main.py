@@ -120,10 +120,10 @@ async def run_worker(settings: Settings) -> None:
     )
     await check_search_attributes(client, settings.temporal_namespace)
     ctx = RuntimeContext(settings.runtime)
-    ctx.reporter = TaskReporter(client, asyncio.get_running_loop())
+    loop = asyncio.get_running_loop()
+    ctx.reporter = TaskReporter(client, loop)
     ctx.store  # migrate the schema before taking work  # noqa: B018
     nudges = NudgeListener(ctx.store.engine).start()  # stops reach idle tasks fast (activities.nudges)
-    loop = asyncio.get_running_loop()
     # Liveness for this worker's tasks, and the lost tasks of other workers failed (activities.leases).
     lease = WorkerLease(ctx.store.engine, ctx.store.schema, client.identity, fail_lost_attempts(client, loop))
     ctx.lease = lease.start()
