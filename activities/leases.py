@@ -10,8 +10,10 @@ and a seventh of the server's (docs/scaling.md). So liveness is the worker's, no
   task activity holds a row naming its worker, its attempt's task token and the connector's
   ``task.heartbeat.timeout.s`` (``WorkerLease.holding``);
 * the same thread looks for tasks whose worker has been silent for longer than that (killed, hung,
-  cut off from the store) and fails those attempts through Temporal (``fail_lost_attempts``) with
-  a ``WorkerLost`` error, which the connector's workflow retries at once on any worker;
+  cut off from the store), or whose worker ran on this machine and has ended (a worker restarted
+  in place takes its predecessor's tasks at once: activities.processes), and fails those attempts
+  through Temporal (``fail_lost_attempts``) with a ``WorkerLost`` error, which the connector's
+  workflow retries at once on any worker;
 * Temporal's own heartbeat timeout stays, as the backstop (``workflows.tasks.backstop_timeout_s``,
   a minute at the defaults) for a task no worker can fail: every worker gone, or the store down.
 
@@ -35,6 +37,7 @@ from temporalio.api.workflowservice.v1 import ResetStickyTaskQueueRequest
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from sluice.activities.processes import Process, has_ended
 from sluice.activities.store import leases as lease_rows
 from sluice.activities.store.leases import LostTask, TaskAttempt
 from sluice.activities.store.schema import store_tables
@@ -65,7 +68,10 @@ FAIL_TIMEOUT_S = 30.0
 
 class WorkerLease:
     """This worker's lease and the leases of the task attempts it runs; a daemon thread renews it
-    and hands every lost attempt of other workers to ``on_lost``."""
+    and hands every lost attempt of other workers to ``on_lost``.
+
+    ``process`` is this worker's (``processes.this_process()``), recorded so that a worker on the
+    same machine sees it end; None leaves its liveness to time alone."""
 
     def __init__(
         self,
@@ -78,9 +84,11 @@ class WorkerLease:
         steady_s: float = STEADY_S,
         floor_s: float = FLOOR_S,
         claims_per_turn: int = CLAIMS_PER_TURN,
+        process: Process | None = None,
     ) -> None:
         self.worker_id = uuid.uuid4().hex
         self.identity = identity
+        self.process = process
         self._engine = engine
         self._tables = store_tables(schema)
         self._on_lost = on_lost
@@ -95,7 +103,7 @@ class WorkerLease:
     def start(self) -> WorkerLease:
         """Renew once (the tasks' leases count from it), then keep renewing in the thread."""
         with self._engine.begin() as conn:
-            lease_rows.renew(conn, self._tables, self.worker_id, self.identity)
+            lease_rows.renew(conn, self._tables, self.worker_id, self.identity, self.process)
         self._thread.start()
         return self
 
@@ -159,13 +167,22 @@ class WorkerLease:
         if self._conn is None:
             self._conn = self._engine.connect()
         with self._conn.begin():
-            lease_rows.renew(self._conn, self._tables, self.worker_id, self.identity)
+            lease_rows.renew(self._conn, self._tables, self.worker_id, self.identity, self.process)
+            if ended := self._ended_neighbours(self._conn):
+                lease_rows.mark_ended(self._conn, self._tables, ended)
+            # Claims by time wait for steady renewals; an ended worker's tasks are claimed at once.
             steady = steady_since is not None and time.monotonic() - steady_since >= self._steady_s
-            if not steady:
-                return []
             return lease_rows.claim_lost(
-                self._conn, self._tables, self.worker_id, self._floor_s, self._claims_per_turn
+                self._conn, self._tables, self.worker_id, self._floor_s, self._claims_per_turn, steady=steady
             )
+
+    def _ended_neighbours(self, conn: Connection) -> list[str]:
+        """The workers recorded on this machine whose process has ended (killed, crashed)."""
+        here = self.process
+        if here is None:
+            return []
+        others = lease_rows.others_on(conn, self._tables, self.worker_id, here.machine)
+        return [worker_id for worker_id, process in others.items() if has_ended(process, here)]
 
     def _drop_connection(self) -> None:
         if self._conn is not None:
@@ -179,11 +196,14 @@ class WorkerLease:
 
 def lost_error(task: LostTask) -> ApplicationError:
     """What the task's workflow records for an attempt failed on its lost worker's behalf."""
+    if task.silent_s is None:
+        why = "has ended (its process is gone from the machine it ran on)"
+    else:
+        why = (f"has not renewed its lease for {task.silent_s:.0f} s (killed, hung or cut off from the "
+               "offset store)")  # fmt: skip
     return ApplicationError(
         f"connector {task.attempt.connector} task {task.attempt.task_id}: its worker {task.worker} "
-        f"has not renewed its lease for {task.silent_s:.0f} s (killed, hung or cut off from the offset "
-        "store); "
-        "the task starts again on a live worker",
+        f"{why}; the task starts again on a live worker",
         type=WORKER_LOST,
     )
 

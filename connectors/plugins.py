@@ -104,11 +104,12 @@ def connector_aliases() -> dict[str, str]:
 def load_connector_class(name: str, extra: Iterable[EntryPoint] | None = None) -> type[Connector]:
     """The connector class for a short name, entry point name or dotted path; unknown -> clear error."""
     key = builtin_name(name)
-    eps = connector_entry_points(extra)
     try:
         if key in BUILTIN_CONNECTORS:
             cls = import_path(BUILTIN_CONNECTORS[key])
-        elif key in eps:
+        # Installed plugins only for other names: listing entry points reads every installed
+        # distribution's metadata (tens of ms), and every task attempt loads its class.
+        elif key in (eps := connector_entry_points(extra)):
             cls = eps[key].load()
         elif looks_like_path(key):
             cls = import_path(key)

@@ -18,13 +18,15 @@ from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from sluice.activities.connector_activities import ConnectorActivities
 from sluice.activities.context import RuntimeContext
 from sluice.activities.leases import WorkerLease, fail_lost_attempts
 from sluice.activities.nudges import NudgeListener
 from sluice.activities.offsets import OffsetActivities
+from sluice.activities.processes import this_process
 from sluice.activities.reports import TaskReporter
 from sluice.activities.spark import SparkMasterError, is_local_master
 from sluice.activities.warm_up import start_warm_up
@@ -102,7 +104,15 @@ def build_worker(
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         graceful_shutdown_timeout=timedelta(seconds=20),
+        workflow_runner=workflow_runner(settings.workflow_sandbox),
     )
+
+
+def workflow_runner(sandboxed: bool) -> WorkflowRunner:
+    """Temporal's sandbox only when asked (``SLUICE_WORKFLOW_SANDBOX``): the workflow tests run in
+    it, so a call it forbids is caught there, and in the worker it doubled each replay's CPU
+    (72 -> 30 ms for a 64-event connector history), which is most of a takeover (docs/scaling.md)."""
+    return SandboxedWorkflowRunner() if sandboxed else UnsandboxedWorkflowRunner()
 
 
 def sdk_metrics_runtime(address: str) -> Runtime:
@@ -124,8 +134,10 @@ async def run_worker(settings: Settings) -> None:
     ctx.reporter = TaskReporter(client, loop)
     ctx.store  # migrate the schema before taking work  # noqa: B018
     nudges = NudgeListener(ctx.store.engine).start()  # stops reach idle tasks fast (activities.nudges)
-    # Liveness for this worker's tasks, and the lost tasks of other workers failed (activities.leases).
-    lease = WorkerLease(ctx.store.engine, ctx.store.schema, client.identity, fail_lost_attempts(client, loop))
+    # Liveness for this worker's tasks, and the lost tasks of other workers failed (activities.leases);
+    # its process recorded, so that a worker restarted on this machine takes its tasks at once.
+    lease = WorkerLease(ctx.store.engine, ctx.store.schema, client.identity,
+                        fail_lost_attempts(client, loop), process=this_process())  # fmt: skip
     ctx.lease = lease.start()
     ctx.secret_providers()  # and import cryptography on this thread (RuntimeContext.secret_providers)
     if not is_local_master(settings.runtime.spark_master):

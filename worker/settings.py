@@ -101,6 +101,10 @@ class Settings(BaseSettings):
     store_schema: str = Field(default="sluice", min_length=1)
     namesrv: str = Field(default_factory=_local(lambda s: s.namesrv_address), min_length=1)
     max_tasks: int = Field(default=8, ge=1)
+    #: Run the connector workflows in Temporal's sandbox in the worker too. The tests always do
+    #: (tests/workflows), which is where a non-deterministic call would be caught; in the worker
+    #: the sandbox more than doubles each replay's CPU (a takeover is 100 replays: docs/scaling.md).
+    workflow_sandbox: bool = False
     #: `sluice worker` serves Prometheus metrics and /healthz here (worker.metrics_server); 0 takes
     #: any free port (tests). Loopback only unless asked: a cluster sets 0.0.0.0.
     metrics_host: str = Field(default="127.0.0.1", min_length=1)

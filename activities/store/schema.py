@@ -25,6 +25,7 @@ from functools import lru_cache
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     CheckConstraint,
     Column,
     Connection,
@@ -36,6 +37,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    false,
     func,
     select,
     text,
@@ -129,6 +131,13 @@ def store_tables(schema: str) -> StoreTables:
         Column("worker_id", String(64), primary_key=True),
         Column("identity", Text, nullable=False),
         Column("renewed_at", DateTime(timezone=True), nullable=False, server_default=now),
+        # The worker's process (activities.processes): a worker on the same machine sees at once
+        # that it ended. NULL where it cannot be checked (off Linux; workers before version 5).
+        Column("machine", Text, nullable=True),
+        Column("pid", Integer, nullable=True),
+        Column("pid_started", BigInteger, nullable=True),
+        # Seen to have ended by a worker on its machine: its tasks are lost now, not after a timeout.
+        Column("ended", Boolean, nullable=False, server_default=false()),
     )
     task_leases = Table(
         "task_leases",
@@ -230,11 +239,23 @@ def _v4_leases(conn: Connection, tables: StoreTables) -> None:
     tables.task_leases.create(conn, checkfirst=True)
 
 
+def _v5_worker_processes(conn: Connection, tables: StoreTables) -> None:
+    # A store first migrated by this release has the columns already (version 4 creates the table).
+    conn.execute(
+        text(
+            f'ALTER TABLE "{tables.schema}".worker_leases ADD COLUMN IF NOT EXISTS machine text, '
+            "ADD COLUMN IF NOT EXISTS pid integer, ADD COLUMN IF NOT EXISTS pid_started bigint, "
+            "ADD COLUMN IF NOT EXISTS ended boolean NOT NULL DEFAULT false"
+        )
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "offsets, sink positions, batch ledger, connector registry", _v1_initial),
     Migration(2, "ledger index by status", _v2_ledger_status_index),
     Migration(3, "one table of versioned JSON positions", _v3_one_positions_table),
     Migration(4, "worker and task leases", _v4_leases),
+    Migration(5, "the process of each worker lease", _v5_worker_processes),
 )
 
 

@@ -17,20 +17,25 @@ from contextlib import ExitStack, contextmanager
 import pytest
 from sqlalchemy import create_engine
 
-from sluice.activities.leases import WorkerLease
+from sluice.activities.leases import WorkerLease, lost_error
+from sluice.activities.processes import Process, start_ticks, this_process
 from sluice.activities.store import OffsetStore
 from sluice.activities.store.leases import LostTask, TaskAttempt
 from sluice.deploy.local.config import StackConfig
 
 #: A worker process holding two task leases until it is killed (stdout: "holding" once they are held).
+#: It records its process only when told to: otherwise it stands for a worker on another machine.
 DOOMED_WORKER = """
 import sys, time
 from sqlalchemy import create_engine
-from sluice.activities.leases import WorkerLease
+from sluice.activities.leases import WorkerLease, lost_error
+from sluice.activities.processes import Process, start_ticks, this_process
+from sluice.activities.processes import Process, start_ticks, this_process
 from sluice.activities.store.leases import TaskAttempt
-url, schema, timeout_s = sys.argv[1], sys.argv[2], float(sys.argv[3])
-lease = WorkerLease(create_engine(url), schema, "doomed@test", lambda lost: None, renew_s=0.2).start()
-first, second = (TaskAttempt(f"doomed-{i}".encode(), "orders", i, "wf-orders", "run-1") for i in (0, 1))
+url, schema, timeout_s, name = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[5]
+lease = WorkerLease(create_engine(url), schema, f"{name}@test", lambda lost: None, renew_s=0.2,
+                    process=this_process() if sys.argv[4] == "here" else None).start()
+first, second = (TaskAttempt(f"{name}-{i}".encode(), "orders", i, "wf-orders", "run-1") for i in (0, 1))
 with lease.holding(first, timeout_s), lease.holding(second, timeout_s):
     print("holding", flush=True)
     time.sleep(3600)
@@ -53,10 +58,16 @@ class Claims:
 
 @contextmanager
 def doomed_worker(
-    stack_config: StackConfig, schema: str, timeout_s: float
+    stack_config: StackConfig,
+    schema: str,
+    timeout_s: float,
+    *,
+    on_this_machine: bool = False,
+    name: str = "doomed",
 ) -> Iterator[subprocess.Popen[str]]:
+    where = "here" if on_this_machine else "elsewhere"
     proc = subprocess.Popen(
-        [sys.executable, "-c", DOOMED_WORKER, stack_config.database_url, schema, str(timeout_s)],
+        [sys.executable, "-c", DOOMED_WORKER, stack_config.database_url, schema, str(timeout_s), where, name],
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
@@ -111,6 +122,48 @@ def test_a_killed_workers_attempts_are_claimed_once_after_their_timeout(
     # Claimed after the timeout counted from its last renewal (at most renew_s before the kill).
     assert min(a_claims.at + b_claims.at) - killed_at >= timeout_s - 0.2 - 0.1
     assert all(t.silent_s >= timeout_s for t in claimed)
+
+
+def test_a_worker_on_the_same_machine_claims_an_ended_workers_attempts_at_once(
+    store: OffsetStore, stack_config: StackConfig
+) -> None:
+    """A worker restarted in place: its predecessor's process is gone from this machine, so its
+    attempts are claimed on the next turn, long before their timeout and before the claimer's own
+    lease is steady; a live worker on the same machine is never taken for ended."""
+    timeout_s = 120.0
+    here = this_process()
+    assert here is not None, "/proc is needed to tell that a process on this machine has ended"
+    restarted_claims, sibling_claims = Claims(), Claims()
+    with ExitStack() as stack:
+        # A live worker on this machine: a process of its own that goes on running.
+        sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        stack.callback(sleeper.wait)
+        stack.callback(sleeper.kill)
+        sibling_process = Process(here.machine, sleeper.pid, start_ticks(sleeper.pid) or 0)
+        sibling = WorkerLease(store.engine, store.schema, "sibling@test", sibling_claims, renew_s=0.2,
+                              steady_s=60.0, process=sibling_process).start()  # fmt: skip
+        stack.callback(sibling.close)
+        stack.enter_context(sibling.holding(attempt(b"sibling-0", 0), timeout_s))
+        doomed = stack.enter_context(
+            doomed_worker(stack_config, store.schema, timeout_s, on_this_machine=True)
+        )
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait()
+        killed_at = time.monotonic()
+        restarted = WorkerLease(store.engine, store.schema, "restarted@test", restarted_claims,
+                                renew_s=0.2, steady_s=60.0, process=here).start()  # fmt: skip
+        stack.callback(restarted.close)
+        deadline = killed_at + 5
+        while len(restarted_claims.lost) + len(sibling_claims.lost) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # more claims, were there any, arrive by then
+    claimed = restarted_claims.lost + sibling_claims.lost
+    assert sorted((t.attempt.task_token, t.worker, t.silent_s) for t in claimed) == [
+        (b"doomed-0", "doomed@test", None),
+        (b"doomed-1", "doomed@test", None),
+    ]
+    assert min(restarted_claims.at + sibling_claims.at) - killed_at < 5
+    assert "doomed@test has ended (its process is gone" in str(lost_error(claimed[0]))
 
 
 def test_a_worker_claims_nothing_before_its_own_lease_is_steady(
