@@ -170,7 +170,7 @@ class ConnectorActivities:
             hb.progress.phase = "running"
             runner.ensure_topic()
             empty_polls = 0
-            reported: str | None = None
+            reported = ""  # the workflow cleared the task's detail as it started this attempt
             meter = BatchMeter(meters.lag_unit)
             while not hb.should_stop():
                 t_plan = time.perf_counter()

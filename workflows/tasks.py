@@ -47,6 +47,9 @@ def started(task: TaskStatus, now: datetime) -> None:
     task.attempt = max(task.attempt, 1)
     task.next_retry_time = ""
     task.running_since = now.isoformat()
+    # What the last attempt waited for: the new attempt reports it again only when it waits too,
+    # so a hundred tasks starting at once (a takeover) send no hundred signals of "nothing".
+    task.detail = ""
 
 
 def reset(task: TaskStatus) -> None:

@@ -123,6 +123,18 @@ def test_a_lost_worker_s_task_is_retried_at_once_then_with_backoff() -> None:
     assert task.next_retry_time == (NOW + timedelta(seconds=22)).isoformat()
 
 
+def test_a_new_attempt_starts_with_nothing_waited_for() -> None:
+    """The attempt reports a wait only when it has one (no signal of "nothing" per task start),
+    so what the lost attempt waited for must not outlive it."""
+    options = TaskOptions(retry_delay_max_ms=30_000, healthy_after_s=60)
+    task = TaskStatus(0, TaskState.RUNNING)
+    rules.started(task, NOW)
+    task.detail = "waiting for file /in/orders.csv"
+    rules.failed(task, classify(_heartbeat_timeout()), options, NOW + timedelta(seconds=10))
+    rules.started(task, NOW + timedelta(seconds=10))
+    assert task.detail == ""
+
+
 def test_backoff_doubles_from_one_second_up_to_the_maximum() -> None:
     assert [retry_delay(a, 30_000).total_seconds() for a in range(2, 9)] == [1, 2, 4, 8, 16, 30, 30]
     assert retry_delay(10_000, 30_000) == timedelta(seconds=30)  # no overflow on long streaks
