@@ -64,6 +64,10 @@ class SourceRunner:
         self.task = task
         # A RoutesTopics task (the JDBC source: one topic per table) names its topics itself.
         self.routing = task if isinstance(task, RoutesTopics) else None
+        # The task's planning view and optional abilities, looked up once: a runtime-checkable
+        # Protocol's isinstance was a third of an idle task's planning, once a second.
+        self._view = view_of(task)
+        self._waits = task if isinstance(task, ReportsWaiting) else None
         self.topic: str = setup.config.get("topic") or ""
         self.topics: list[str] = self.routing.topics() if self.routing else [self.topic]
         #: new batches planned in this attempt: the first one is small (planning.ramped_budget)
@@ -92,7 +96,7 @@ class SourceRunner:
         unit = self.task.position_unit
         unit_limit = self.config["batch.max.bytes"] if unit == "bytes" else None
         max_units = ramped_budget(int(unit_limit or self.config["batch.max.records"]), unit, self.planned)
-        plan, rerun = next_plan(self.setup, self.task.task_id, view_of(self.task), max_units)
+        plan, rerun = next_plan(self.setup, self.task.task_id, self._view, max_units)
         if plan is None or rerun:
             return plan, rerun
         self.planned += 1
@@ -109,7 +113,7 @@ class SourceRunner:
         self.task.close()
 
     def waiting_for(self) -> str:
-        return self.task.waiting_for() if isinstance(self.task, ReportsWaiting) else ""
+        return self._waits.waiting_for() if self._waits is not None else ""
 
     def run(self, plan: BatchPlan, rerun: bool) -> int:
         """Send the plan's records; return how many were sent. Commits the plan."""
