@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from sqlalchemy import create_engine, text
+from temporalio.client import WorkflowExecutionStatus
 
 from sluice.worker.client import SluiceClient
 from sluice.worker.errors import ConnectorNotAnsweringError
@@ -302,6 +303,9 @@ async def run(count: int) -> str:
         deleted = await asyncio.gather(*(client.delete(n) for n in names), return_exceptions=True)
         if failed := [r for r in deleted if isinstance(r, BaseException)]:
             print(f"bench-scale: {len(failed)} deletes failed, the first: {failed[0]}", flush=True)
+        ended = await asyncio.gather(_ended(client, names), return_exceptions=True)
+        if isinstance(ended[0], BaseException):
+            print(f"bench-scale: ending the connectors' workflows failed: {ended[0]}", flush=True)
         worker.proc.send_signal(signal.SIGTERM)
         worker.proc.wait(timeout=60)
         _drop_schema(settings, schema)
@@ -323,6 +327,22 @@ async def run(count: int) -> str:
         f"new_worker_ready_s={ready_s:.1f} first_task_resumed_s={resumed_s['first']:.1f} "
         f"half_resumed_s={resumed_s['half']:.1f} resume_after_sigkill_s={resume_s:.1f}"
     )
+
+
+async def _ended(client: SluiceClient, names: list[str], wait_s: float = 30) -> None:
+    """Each deleted connector's workflow ends before the worker stops; one still running after
+    ``wait_s`` is terminated, so that runs do not pile up on the dev server."""
+
+    async def one(name: str) -> None:
+        handle = client.handle(name)
+        deadline = time.monotonic() + wait_s
+        while (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+            if time.monotonic() > deadline:
+                await handle.terminate("bench-scale: still running after its delete")
+                return
+            await asyncio.sleep(1)
+
+    await _gathered([one(n) for n in names], at_once=20)
 
 
 def _drop_schema(settings: Settings, schema: str) -> None:
