@@ -62,12 +62,17 @@ def has_ended(process: Process, here: Process, proc: Path = PROC) -> bool:
 
     False whenever it cannot be told (another machine, an unreadable process): a live worker's
     tasks must never be taken on a guess."""
-    if process.machine != here.machine:
+    if process.machine != here.machine or process == here:
         return False
-    if process == here:
+    try:
+        os.kill(process.pid, 0)  # signal 0: only asks whether the pid exists
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's process holds the pid: it may be the worker
         return False
     try:
         started = start_ticks(process.pid, proc)
-    except OSError:  # hidden from this user (hidepid): it may well run
+    except OSError:
         return False
-    return started != process.started
+    # None: the pid runs but /proc hides it from this user (hidepid), so it cannot be told apart.
+    return started is not None and started != process.started
