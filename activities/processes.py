@@ -57,7 +57,7 @@ def start_ticks(pid: int, proc: Path = PROC) -> int | None:
     return int(fields[19])  # field 22; the fields after the name start at field 3
 
 
-def has_ended(process: Process, here: Process, proc: Path = PROC) -> bool:
+def has_ended(process: Process, here: Process) -> bool:
     """Whether ``process``, recorded on ``here``'s machine, has certainly ended.
 
     False whenever it cannot be told (another machine, an unreadable process): a live worker's
@@ -71,7 +71,7 @@ def has_ended(process: Process, here: Process, proc: Path = PROC) -> bool:
     except PermissionError:  # another user's process holds the pid: it may be the worker
         return False
     try:
-        started = start_ticks(process.pid, proc)
+        started = start_ticks(process.pid)
     except OSError:
         return False
     # None: the pid runs but /proc hides it from this user (hidepid), so it cannot be told apart.
