@@ -37,7 +37,7 @@ from sqlalchemy import create_engine, text
 from temporalio.client import WorkflowExecutionStatus
 
 from sluice.worker.client import SluiceClient
-from sluice.worker.errors import ConnectorNotAnsweringError
+from sluice.worker.errors import ConnectorError
 from sluice.worker.settings import Settings, settings_or_exit
 from sluice.workflows.types import RUN_TASK_ACTIVITY
 
@@ -227,7 +227,8 @@ async def run(count: int) -> str:
         async def all_committed() -> bool:
             try:
                 statuses = await _gathered([client.status(n) for n in names], at_once=20)
-            except ConnectorNotAnsweringError:  # a worker this busy answers queries late: ask again
+            except ConnectorError as exc:  # a busy worker answers late, or overruns the 2 s deadlock check
+                print(f"bench-scale: a status query failed, asking again: {exc}", flush=True)
                 return False
             return all(
                 bool(s.tasks) and s.tasks[0].metrics is not None and s.tasks[0].metrics.records >= RECORDS
@@ -268,7 +269,8 @@ async def run(count: int) -> str:
         async def busy_committed() -> bool:
             try:
                 tasks = (await client.status(busy)).tasks
-            except ConnectorNotAnsweringError:
+            except ConnectorError as exc:
+                print(f"bench-scale: a status query failed, asking again: {exc}", flush=True)
                 return False
             return bool(tasks) and tasks[0].metrics is not None and tasks[0].metrics.records > 0
 
