@@ -48,13 +48,18 @@ def this_process(proc: Path = PROC) -> Process | None:
 
 def start_ticks(pid: int, proc: Path = PROC) -> int | None:
     """When ``pid`` started (clock ticks after boot), or None when no such process runs."""
+    fields = _stat_fields(pid, proc)
+    return None if fields is None else int(fields[19])  # field 22
+
+
+def _stat_fields(pid: int, proc: Path = PROC) -> list[str] | None:
+    """``/proc/<pid>/stat`` from field 3 (the state) on, or None when there is no such file."""
     try:
         stat = (proc / str(pid) / "stat").read_text()
     except FileNotFoundError:
         return None
     # The command name (field 2) is in parentheses and may hold spaces and parentheses itself.
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return int(fields[19])  # field 22; the fields after the name start at field 3
+    return stat[stat.rindex(")") + 2 :].split()
 
 
 def has_ended(process: Process, here: Process) -> bool:
@@ -71,8 +76,11 @@ def has_ended(process: Process, here: Process) -> bool:
     except PermissionError:  # another user's process holds the pid: it may be the worker
         return False
     try:
-        started = start_ticks(process.pid)
+        fields = _stat_fields(process.pid)
     except OSError:
         return False
-    # None: the pid runs but /proc hides it from this user (hidepid), so it cannot be told apart.
-    return started is not None and started != process.started
+    if fields is None:  # the pid runs but /proc hides it from this user (hidepid): cannot tell
+        return False
+    # A zombie (killed, not yet reaped by its parent) runs no code any more; a newer process that
+    # got the pid has another start time.
+    return fields[0] == "Z" or int(fields[19]) != process.started

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,10 @@ def test_has_ended() -> None:
         pytest.skip("no /proc here: workers are told lost by their lease's age alone")
     reaped = subprocess.Popen([sys.executable, "-c", "pass"])
     reaped.wait()
+    zombie = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    zombie_started = start_ticks(zombie.pid)
+    zombie.kill()
+    time.sleep(0.5)  # killed, and left unreaped until the table is read
     here = Process("m", 1, 1)
     cases = [
         ("still runs", Process("m", me, started), False),
@@ -43,10 +48,14 @@ def test_has_ended() -> None:
         ("its pid now belongs to a newer process", Process("m", me, started - 1), True),
         ("another machine's pid says nothing here", Process("elsewhere", reaped.pid, 777), False),
         ("this very process", here, False),
+        ("killed, not yet reaped by its parent", Process("m", zombie.pid, zombie_started or 0), True),
     ]
-    assert [(what, has_ended(recorded, here)) for what, recorded, _ in cases] == [
-        (what, ended) for what, _, ended in cases
-    ]
+    try:
+        assert [(what, has_ended(recorded, here)) for what, recorded, _ in cases] == [
+            (what, ended) for what, _, ended in cases
+        ]
+    finally:
+        zombie.wait()
 
 
 def test_a_killed_process_on_this_machine_has_ended() -> None:
