@@ -18,6 +18,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, CancelledError
 
 from sluice.activities.context import RuntimeContext
+from sluice.activities.doorbells import DOORBELLS, HearsDoorbells
 from sluice.activities.errors import config_error, task_failure
 from sluice.activities.heartbeat import Heartbeater
 from sluice.activities.metrics import TaskMeters, TaskPhase
@@ -145,11 +146,19 @@ class ConnectorActivities:
                 runner = self._runner(inp)
             runner.setup.meters.started(retry=inp.attempt > 1)
             try:
-                outcome = self._loop(inp, runner, hb)
+                with self._doorbell(runner, hb):
+                    outcome = self._loop(inp, runner, hb)
             finally:
                 runner.setup.meters.ended()
                 self._close(inp, runner)
         return outcome
+
+    def _doorbell(self, runner: BatchRunner, hb: Heartbeater) -> contextlib.AbstractContextManager[None]:
+        """A sink's idle wait ends when a source of this store commits to a topic it reads
+        (activities.doorbells), so it can back off to ``poll.idle.max.ms`` at no cost in latency."""
+        if not isinstance(runner, HearsDoorbells):
+            return contextlib.nullcontext()
+        return DOORBELLS.registered(self.ctx.store.schema, runner.hears, hb.ring)
 
     def _leased(self, inp: TaskInput) -> contextlib.AbstractContextManager[None]:
         """The attempt's lease on this worker (activities.leases), held from its start like the

@@ -34,8 +34,8 @@ class Progress:
     lag: dict[str, int] = field(default_factory=dict)
 
 
-#: While idle, beats at most this share of the heartbeat timeout apart (24 s of the backstop's
-#: default minute: workflows.tasks.backstop_timeout_s).
+#: While idle, beats at most this share of the heartbeat timeout apart (2 minutes of the backstop's
+#: default 5: workflows.tasks.backstop_timeout_s).
 IDLE_BEAT_SHARE = 0.4
 #: While idle, looks for a stop (a worker shutdown; a cancel arrives in a beat's answer, looked for
 #: a second after each beat) at least this often.
@@ -73,8 +73,8 @@ class Heartbeater:
         self._wake = threading.Event()
         #: until when (monotonic) an idle task beats every second: its connector was nudged
         self._hurry_until = 0.0
-        #: set by the heartbeat thread once the task should stop: wakes ``sleep``
-        self._stopping = threading.Event()
+        #: set by the heartbeat thread once the task should stop, or by a doorbell: wakes ``sleep``
+        self._alarm = threading.Event()
         context = contextvars.copy_context()
         self._thread = threading.Thread(
             target=context.run, args=(self._loop,), name="sluice-heartbeat", daemon=True
@@ -94,6 +94,11 @@ class Heartbeater:
         workflow is cancelling its tasks, and the cancel arrives in a beat's answer."""
         self._hurry_until = time.monotonic() + HURRY_S
         self._wake.set()
+
+    def ring(self) -> None:
+        """Data may have arrived (a source committed to a topic this task reads: activities.doorbells):
+        end the idle wait now, or, if the task is not waiting, the next one at once."""
+        self._alarm.set()
 
     def beat(self) -> None:
         activity.heartbeat(asdict(self.progress))
@@ -115,7 +120,7 @@ class Heartbeater:
                 except Exception:  # noqa: BLE001 - a failed heartbeat must not kill the batch
                     activity.logger.warning("heartbeat failed", exc_info=True)
             if self.should_stop():
-                self._stopping.set()
+                self._alarm.set()
             busy = not self._idle or hurried
             wait_s = next_wake_s(busy, now - last_beat, self._interval_s, self._idle_beat_s)
 
@@ -128,13 +133,17 @@ class Heartbeater:
         Temporal delivers a cancel only in a heartbeat's answer, so the heartbeat thread, which
         looks a second after each beat and every IDLE_CHECK_S for a worker shutdown, wakes this
         (a 0.1 s polling loop cost a hundred idle connectors on one worker ten wake-ups a second
-        each). Meanwhile it beats every ``idle_beat_s`` (24 s at the default minute's backstop); a
+        each). Meanwhile it beats every ``idle_beat_s`` (2 minutes at the default backstop); a
         workflow cancelling its tasks nudges them first (``hurry``, activities.nudges), so a
-        pause or stop still reaches an idle task within about a second."""
+        pause or stop still reaches an idle task within about a second. A doorbell (``ring``)
+        ends it too, and one rung while the task planned ends the next wait at once: the task then
+        plans again, and nothing committed between its planning and its wait is slept through."""
         if self.should_stop():
             return
         self._idle = True
         try:
-            self._stopping.wait(seconds)
+            self._alarm.wait(seconds)
         finally:
             self._idle = False  # its heartbeat thread beats every second again at its next wake
+            if not self.should_stop():
+                self._alarm.clear()  # rung: heard (a stop stays set, and ends each later wait)

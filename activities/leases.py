@@ -1,5 +1,5 @@
 """Worker leases: a killed worker's tasks move after ``task.heartbeat.timeout.s`` while an idle
-task heartbeats Temporal only every 24 s.
+task heartbeats Temporal only every 2 minutes.
 
 Temporal notices a lost task only when it misses its heartbeat timeout, and each heartbeat is an
 RPC the worker prepares and the server records: with a task's liveness in its own heartbeats, a
@@ -15,7 +15,7 @@ and a seventh of the server's (docs/scaling.md). So liveness is the worker's, no
   through Temporal (``fail_lost_attempts``) with a ``WorkerLost`` error, which the connector's
   workflow retries at once on any worker;
 * Temporal's own heartbeat timeout stays, as the backstop (``workflows.tasks.backstop_timeout_s``,
-  a minute at the defaults) for a task no worker can fail: every worker gone, or the store down.
+  5 minutes at the defaults) for a task no worker can fail: every worker gone, or the store down.
 
 Who fails a lost attempt is decided by the store (one statement deletes and returns the leases),
 and the task token names the attempt, so a later attempt of the same task is never touched.

@@ -1,7 +1,7 @@
 """A stop reaches an idle task within about a second, not at its next idle beat.
 
 Temporal delivers a pause, stop, delete or reconfigure to a task activity only in the answer to a
-heartbeat, and an idle task beats every 0.4 x its heartbeat timeout (24 s; activities.heartbeat),
+heartbeat, and an idle task beats every 0.4 x its heartbeat timeout (2 minutes; activities.heartbeat),
 because a beat a second cost a hundred idle connectors a sixth of the worker's core. So before a
 connector's workflow waits for its tasks to stop, it runs the ``nudge_tasks`` local activity, which
 NOTIFYs every worker through the offset store's PostgreSQL; each worker's ``NudgeListener`` makes
@@ -10,6 +10,9 @@ sends with the same workflow task to arrive in a beat's answer.
 
 A notification lost (a listener reconnecting after PostgreSQL restarted) costs latency, never
 correctness: the idle beat still carries the cancel.
+
+The same listener rings the doorbells of idle sinks when a source commits to their topics
+(activities.doorbells), on a channel of its own.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
+
+from sluice.activities import doorbells as bells
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -73,12 +78,21 @@ NUDGES = Nudges()
 
 
 class NudgeListener:
-    """LISTENs on CHANNEL in a daemon thread and hands each payload to ``nudges``, connecting again
-    after a failure (PostgreSQL restarted) until closed."""
+    """LISTENs on CHANNEL and the doorbells' channel in a daemon thread and hands each payload to
+    ``nudges`` or ``doorbells``, connecting again after a failure (PostgreSQL restarted) until
+    closed."""
 
-    def __init__(self, engine: Engine, nudges: Nudges = NUDGES, *, poll_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        nudges: Nudges = NUDGES,
+        doorbells: bells.Doorbells = bells.DOORBELLS,
+        *,
+        poll_s: float = 1.0,
+    ) -> None:
         self._engine = engine
         self._nudges = nudges
+        self._doorbells = doorbells
         self._poll_s = poll_s
         self._closed = threading.Event()
         #: set once the thread listens (tests wait for it before notifying)
@@ -110,9 +124,13 @@ class NudgeListener:
             conn = pooled.driver_connection
             conn.autocommit = True  # type: ignore[union-attr]
             conn.execute(f"LISTEN {CHANNEL}")  # type: ignore[union-attr]
+            conn.execute(f"LISTEN {bells.CHANNEL}")  # type: ignore[union-attr]
             self.listening.set()
             while not self._closed.is_set():
                 for notify in conn.notifies(timeout=self._poll_s):  # type: ignore[union-attr]
-                    self._nudges.nudge(notify.payload)
+                    if notify.channel == bells.CHANNEL:
+                        self._doorbells.ring(notify.payload)
+                    else:
+                        self._nudges.nudge(notify.payload)
         finally:
             pooled.invalidate()

@@ -149,6 +149,12 @@ class SinkRunner:
             if not client.topic_exists(topic):
                 client.create_topic(topic, queue_count=int(self.config.get("topic.queues", 4)))
 
+    def hears(self, topic: str) -> bool:
+        """Whether a source's commit to ``topic`` should wake this idle task (activities.doorbells)."""
+        if self.pattern:
+            return re.fullmatch(self.pattern, topic) is not None
+        return topic in self.topics
+
     def current_topics(self) -> list[str]:
         """The topics of this plan: ``topics``, or the broker's topics matching ``topics.regex``
         now (re-resolved every plan, so a new matching topic is picked up by the next batch;

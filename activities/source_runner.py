@@ -121,9 +121,12 @@ class SourceRunner:
         ranges = [r for r in plan.ranges if self._may_hold_records(r)]
         if self.routing is None:
             sent = self._run_ranges(plan, rerun, ranges, self.topic) if ranges else 0
+            written = {self.topic} if ranges else set()
         else:  # one partition at a time: its own topic, and its own record shape
             sent = sum(self._run_ranges(plan, rerun, [r], self.routing.topic_of(r.partition)) for r in ranges)
-        self.ctx.store.commit(plan)
+            written = {self.routing.topic_of(r.partition) for r in ranges}
+        # The commit wakes the idle sinks of the topics written, on every worker (activities.doorbells).
+        self.ctx.store.commit(plan, rings=written)
         self.setup.positions.committed_batch(plan)
         if isinstance(self.task, CommitListener):
             try:

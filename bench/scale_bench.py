@@ -45,8 +45,8 @@ CONNECTORS = 100
 RECORDS = 10
 IDLE_S = float(os.environ.get("BENCH_IDLE_S", "60"))
 CREATE_AT_ONCE = 10
-#: The connectors' ``poll.idle.max.ms`` (``BENCH_POLL_IDLE_MAX_MS``; 0, the default, backs off not at all).
-POLL_IDLE_MAX_MS = int(os.environ.get("BENCH_POLL_IDLE_MAX_MS", "0"))
+#: The connectors' ``poll.idle.max.ms`` (``BENCH_POLL_IDLE_MAX_MS``; unset: the dummy source's default).
+POLL_IDLE_MAX_MS = os.environ.get("BENCH_POLL_IDLE_MAX_MS", "")
 #: More connector config, ``key=value`` pairs split by commas (``BENCH_CONFIG``), for experiments.
 EXTRA_CONFIG = dict(
     pair.split("=", 1) for pair in os.environ.get("BENCH_CONFIG", "").split(",") if "=" in pair
@@ -218,8 +218,9 @@ async def run(count: int) -> str:
         empty_own = (_own_cpu_seconds(worker.proc.pid) - own0) / IDLE_S
         empty_rss = worker.rss_mb()
 
+        idle_max = {"poll.idle.max.ms": POLL_IDLE_MAX_MS} if POLL_IDLE_MAX_MS else {}
         config = {"connector.class": "dummy-source", "topic": topic, "records.per.partition": str(RECORDS),
-                  "poll.idle.max.ms": str(POLL_IDLE_MAX_MS), **EXTRA_CONFIG}  # fmt: skip
+                  **idle_max, **EXTRA_CONFIG}  # fmt: skip
         _, writes_before = _store_counters(settings, schema)
         started = time.monotonic()
         await _gathered([client.create(n, config) for n in names])
@@ -314,7 +315,8 @@ async def run(count: int) -> str:
         _drop_schema(settings, schema)
     per_100 = (idle_cores - empty_cores) / count * 100
     return (
-        f"bench scale: connectors={count} poll_idle_max_ms={POLL_IDLE_MAX_MS} start_all_s={start_all_s:.1f} "
+        f"bench scale: connectors={count} poll_idle_max_ms={POLL_IDLE_MAX_MS or 'default'} "
+        f"start_all_s={start_all_s:.1f} "
         f"machine_cpu_cores_idle={idle_cores:.3f} machine_cpu_cores_empty_worker={empty_cores:.3f} "
         f"worker_python_cpu_cores_idle={idle_own:.3f} worker_python_cpu_cores_empty={empty_own:.3f} "
         f"idle_cpu_pct_core_per_100_connectors={per_100 * 100:.1f} "

@@ -380,6 +380,20 @@ def converter_fields(converter_key: str) -> tuple[ConfigField, ...]:
     )
 
 
+def idle_backoff_field(default_ms: int, why: str) -> ConfigField:
+    """``poll.idle.max.ms`` with a connector's default: how far an idle task backs off (each idle
+    poll costs the worker CPU, docs/scaling.md) against how late it sees the first record after a
+    quiet spell. ``why`` says why that default, in the field's doc."""
+    return ConfigField(
+        "poll.idle.max.ms",
+        int,
+        default_ms,
+        doc=f"back off while idle: the wait doubles after each empty poll up to this (0: no back-off; "
+        f"default {why})",
+        validator=at_least(0),
+    )
+
+
 _COMMON: Final = (
     ConfigField(
         "connector.class",
@@ -407,13 +421,8 @@ _COMMON: Final = (
         validator=at_least(1),
     ),
     ConfigField("poll.interval.ms", int, 1000, doc="idle wait between empty batches", validator=at_least(0)),
-    ConfigField(
-        "poll.idle.max.ms",
-        int,
-        0,
-        doc="back off while idle: the wait doubles after each empty poll up to this (0: no back-off)",
-        validator=at_least(0),
-    ),
+    idle_backoff_field(5000, "5 s, Confluent's JDBC source poll interval; a sink still wakes at once "
+                       "when a source of its store commits to its topics"),
     ConfigField("errors.tolerance", str, "none", choices=("none", "all")),
     ConfigField(
         "errors.deadletterqueue.topic.name",

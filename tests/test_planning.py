@@ -333,7 +333,8 @@ def test_idle_wait_doubles_from_the_poll_interval_up_to_poll_idle_max(
 @pytest.mark.parametrize(
     ("interval_s", "timeout_s", "beat_s"),
     [
-        (1.0, 60.0, 24.0),  # the defaults (a minute's backstop): an idle task beats every 24 s
+        (1.0, 300.0, 120.0),  # the defaults (a 5-minute backstop): an idle task beats every 2 minutes
+        (1.0, 60.0, 24.0),
         (1.0, 10.0, 4.0),
         (1.0, 2.0, 1.0),  # never more often than a working task
         (1.0, 0.0, 1.0),  # no heartbeat timeout: the interval

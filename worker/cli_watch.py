@@ -7,7 +7,7 @@ Where the numbers come from (nothing here holds state of its own):
    (``sluice.activities.heartbeat.Progress``: records and batches of the current run, the last committed
    batch, the phase), and when the server received them; records/s is the change in ``records``
    between two heartbeats of the same run. A working task's heartbeats reach the server about every
-   second (the worker's throttle), an idle one's every 24 s, so the rate moves in steps;
+   second (the worker's throttle), an idle one's every 2 minutes, so the rate moves in steps;
 3. a ``lag`` mapping (partition -> records behind) in the heartbeat details, shown per partition
    when the task reports one.
 

@@ -303,7 +303,7 @@ class ConnectorWorkflow(OffsetUpdates):
 
     async def _nudge_tasks(self) -> None:
         """Make the tasks beat every second for a while, so that the cancels sent with this
-        workflow task reach idle ones, which beat every 24 s, within a second (activities.nudges).
+        workflow task reach idle ones, which beat every 2 minutes, within a second (activities.nudges).
         Only speed: a nudge that fails or times out leaves the cancel to the next idle beat."""
         with contextlib.suppress(ActivityError):
             await workflow.execute_local_activity(

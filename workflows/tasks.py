@@ -23,8 +23,9 @@ from datetime import datetime, timedelta
 from sluice.workflows.failures import Failure, FailureKind, retry_delay
 from sluice.workflows.types import TaskOptions, TaskState, TaskStatus
 
-#: Temporal's heartbeat timeout of a task is at least this (an idle task beats at 0.4 of it).
-BACKSTOP_MIN_S = 60.0
+#: Temporal's heartbeat timeout of a task is at least this (an idle task beats at 0.4 of it, every
+#: 2 minutes): a lost worker's tasks are found by its lease long before (activities.leases).
+BACKSTOP_MIN_S = 300.0
 
 
 def backstop_timeout_s(lease_timeout_s: float) -> float:

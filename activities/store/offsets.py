@@ -30,7 +30,7 @@ only the admin ``set_positions`` may rewind.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
@@ -38,6 +38,8 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, delete, func, select, text, update
 from sqlalchemy.engine import URL, make_url
 
+from sluice.activities.doorbells import CHANNEL as DOORBELL_CHANNEL
+from sluice.activities.doorbells import doorbell_key
 from sluice.activities.nudges import CHANNEL, nudge_key
 from sluice.activities.store import rows
 from sluice.activities.store.errors import (
@@ -290,20 +292,24 @@ class OffsetStore:
             raise PlanConflictError(f"{ref} is not a recorded, uncommitted plan: its state cannot change")
         return replace(plan, sink_state=dict(sink_state))
 
-    def commit(self, plan: BatchPlan, *, connection: Connection | None = None) -> None:
+    def commit(
+        self, plan: BatchPlan, *, connection: Connection | None = None, rings: Collection[str] = ()
+    ) -> None:
         """Move positions to ``plan.end_positions()`` and mark the batch COMMITTED, atomically.
 
         With ``connection`` the work joins the caller's open transaction (nothing is committed
         here: the caller's ``with engine.begin()`` block commits data and positions together, or
         rolls both back). Without it the store uses a transaction of its own.
+        ``rings``: topics the batch wrote, whose sinks on every worker of this store wake when the
+        commit is in (activities.doorbells; PostgreSQL delivers a NOTIFY only at its commit).
         """
         if connection is not None:
-            self._commit(connection, plan)
+            self._commit(connection, plan, rings)
             return
         with self._engine.begin() as conn:
-            self._commit(conn, plan)
+            self._commit(conn, plan, rings)
 
-    def _commit(self, conn: Connection, plan: BatchPlan) -> None:
+    def _commit(self, conn: Connection, plan: BatchPlan, rings: Collection[str] = ()) -> None:
         lg = self._t.batch_ledger
         ref = batch_ref(plan.connector, plan.task_id, plan.batch_id)
         row = conn.execute(select(lg).where(*self._ledger_key(plan)).with_for_update()).mappings().first()
@@ -327,6 +333,11 @@ class OffsetStore:
             .where(*self._ledger_key(plan), lg.c.status == PLANNED)
             .values(status=COMMITTED, committed_at=func.now())
         )
+        if rings:
+            conn.execute(
+                text("SELECT pg_notify(:channel, key) FROM unnest(CAST(:keys AS text[])) AS key"),
+                {"channel": DOORBELL_CHANNEL, "keys": sorted(doorbell_key(self.schema, t) for t in rings)},
+            )
 
     def _check_not_backwards(self, conn: Connection, plan: BatchPlan, ref: str) -> None:
         stored = rows.read_positions(

@@ -20,6 +20,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from sluice.connectors.cdc import LOG_IDLE_BACKOFF
 from sluice.connectors.cdc.operations import skipped_field
 from sluice.connectors.cdc.signals import signal_field
 from sluice.connectors.cdc.snapshot import CHUNK_SIZE, mode_problem
@@ -130,6 +131,7 @@ FIELDS: Final = (
     ),
     signal_field("shop.debezium_signal"),
     skipped_field(),
+    LOG_IDLE_BACKOFF,
 )
 
 SYSTEM_DATABASES: Final = frozenset({"mysql", "information_schema", "performance_schema", "sys"})

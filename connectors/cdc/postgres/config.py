@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from sluice.connectors.cdc import LOG_IDLE_BACKOFF
 from sluice.connectors.cdc.operations import skipped_field
 from sluice.connectors.cdc.signals import signal_field
 from sluice.connectors.cdc.snapshot import CHUNK_SIZE, mode_problem
@@ -115,6 +116,7 @@ FIELDS: Final = (
     ConfigField("tombstones.on.delete", bool, True, doc="a tombstone (null value) follows each delete"),
     signal_field("public.debezium_signal"),
     skipped_field(),
+    LOG_IDLE_BACKOFF,
 )
 
 
