@@ -37,9 +37,11 @@ class Progress:
 #: While idle, beats at most this share of the heartbeat timeout apart (2 minutes of the backstop's
 #: default 5: workflows.tasks.backstop_timeout_s).
 IDLE_BEAT_SHARE = 0.4
-#: While idle, looks for a stop (a worker shutdown; a cancel arrives in a beat's answer, looked for
-#: a second after each beat) at least this often.
-IDLE_CHECK_S = 5.0
+#: While idle, looks for a worker shutdown at least this often: a backstop, since the worker wakes
+#: every heartbeat thread as it shuts down (``HEARTBEATERS.wake_all``; a cancel arrives in a beat's
+#: answer, looked for a second after each beat). Each look is a thread's wake-up, and a hundred idle
+#: tasks looking every 5 s were a third of their worker's idle CPU.
+IDLE_CHECK_S = 60.0
 
 
 def idle_beat_s(interval_s: float, timeout_s: float) -> float:
@@ -52,11 +54,40 @@ def idle_beat_s(interval_s: float, timeout_s: float) -> float:
 def next_wake_s(busy: bool, since_beat_s: float, interval_s: float, idle_beat_s: float) -> float:
     """When the heartbeat thread looks again. Working or hurried: every ``interval_s``. Just after
     a beat: ``interval_s`` too, since a cancel arrives in the beat's answer. Idle otherwise: at the
-    next beat, or after IDLE_CHECK_S to notice a worker shutdown (a hurry or a stop wakes it
-    sooner; a task that starts working between two looks is beaten at its batch's commit)."""
+    next beat, or after IDLE_CHECK_S (a hurry, a stop or the worker's shutdown wakes it sooner; a
+    task that starts working between two looks is beaten at its batch's commit)."""
     if busy or since_beat_s < interval_s:
         return interval_s
     return max(interval_s, min(IDLE_CHECK_S, idle_beat_s - since_beat_s))
+
+
+class Heartbeaters:
+    """The heartbeat threads of this process's running tasks, for the worker to wake at once when
+    it shuts down: an idle one would otherwise notice only at its next look (IDLE_CHECK_S)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[Heartbeater] = set()
+
+    def add(self, heartbeater: Heartbeater) -> None:
+        with self._lock:
+            self._running.add(heartbeater)
+
+    def discard(self, heartbeater: Heartbeater) -> None:
+        with self._lock:
+            self._running.discard(heartbeater)
+
+    def wake_all(self) -> int:
+        """Make every heartbeat thread look now (for a stop, a worker shutdown); how many."""
+        with self._lock:
+            running = list(self._running)
+        for heartbeater in running:
+            heartbeater.wake()
+        return len(running)
+
+
+#: This process's heartbeaters: task activities register theirs, the worker wakes them at shutdown.
+HEARTBEATERS = Heartbeaters()
 
 
 class Heartbeater:
@@ -82,12 +113,18 @@ class Heartbeater:
 
     def __enter__(self) -> Heartbeater:
         self._thread.start()
+        HEARTBEATERS.add(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        HEARTBEATERS.discard(self)
         self._stop.set()
         self._wake.set()
         self._thread.join(timeout=5)
+
+    def wake(self) -> None:
+        """Look for a stop now (the worker is shutting down: Heartbeaters.wake_all)."""
+        self._wake.set()
 
     def hurry(self) -> None:
         """Beat now and every second for ``nudges.HURRY_S``, idle or not: the connector's
@@ -131,7 +168,7 @@ class Heartbeater:
         """Idle between empty batches, waking early on cancellation.
 
         Temporal delivers a cancel only in a heartbeat's answer, so the heartbeat thread, which
-        looks a second after each beat and every IDLE_CHECK_S for a worker shutdown, wakes this
+        looks a second after each beat and when the worker shuts down (``HEARTBEATERS``), wakes this
         (a 0.1 s polling loop cost a hundred idle connectors on one worker ten wake-ups a second
         each). Meanwhile it beats every ``idle_beat_s`` (2 minutes at the default backstop); a
         workflow cancelling its tasks nudges them first (``hurry``, activities.nudges), so a

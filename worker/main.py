@@ -23,6 +23,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from sluice.activities.connector_activities import ConnectorActivities
 from sluice.activities.context import RuntimeContext
+from sluice.activities.heartbeat import HEARTBEATERS
 from sluice.activities.leases import WorkerLease, fail_lost_attempts
 from sluice.activities.nudges import NudgeListener
 from sluice.activities.offsets import OffsetActivities
@@ -163,10 +164,27 @@ async def run_worker(settings: Settings) -> None:
             )
             await stop.wait()
             log.info("shutting down: current batches finish, then the worker stops")
+            await shut_down(worker)
     lease.close()
     nudges.close()
     ctx.close()
     metrics.close()
+
+
+#: While shutting down, how often the worker wakes its tasks' heartbeat threads.
+SHUTDOWN_WAKE_S = 0.5
+
+
+async def shut_down(worker: Worker) -> None:
+    """Shut the SDK's worker down, waking every task's heartbeat thread meanwhile: an idle one looks
+    for a worker shutdown only when woken (activities.heartbeat.IDLE_CHECK_S is a backstop), and the
+    SDK flags the shutdown to activities on its own schedule, so they are woken until it is done.
+    Each idle task then ends its attempt at once (WorkerShutdown, run again on another worker)."""
+    done = asyncio.ensure_future(worker.shutdown())
+    while not done.done():
+        HEARTBEATERS.wake_all()
+        await asyncio.wait([done], timeout=SHUTDOWN_WAKE_S)
+    await done
 
 
 def main() -> None:

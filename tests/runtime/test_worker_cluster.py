@@ -12,6 +12,7 @@ survivors are stopped gracefully, and the tables stay equal through that too.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections import Counter
@@ -130,7 +131,7 @@ async def test_three_workers_share_tasks_survive_a_sigkill_and_a_later_worker_ta
     await wait_for(lambda: all_on(survivors), 120, "every task running on the two surviving workers")
     print(f"tasks resumed on the survivors {time.monotonic() - killed_at:.1f} s after the SIGKILL "
           f"(lease timeout {FAST_HEARTBEAT['task.heartbeat.timeout.s']} s)")  # fmt: skip
-    # Moved by a survivor, each once: not by Temporal's heartbeat timeout (a minute's backstop).
+    # Moved by a survivor, each once: not by Temporal's heartbeat timeout (a 5-minute backstop).
     lost = [t.last_error for c in connectors for t in (await sluice.status(c)).tasks
             if "has ended (its process is gone" in t.last_error]  # fmt: skip
     assert len(lost) == spread[victim], f"{spread[victim]} tasks were on the victim; failed as ended: {lost}"
@@ -147,3 +148,39 @@ async def test_three_workers_share_tasks_survive_a_sigkill_and_a_later_worker_ta
     for connector in connectors:
         assert (await sluice.status(connector)).state == "RUNNING"
         await sluice.delete(connector)
+
+
+#: The SDK's wait for running activities when a worker stops (worker.main); an idle task that
+#: noticed the stop only at its heartbeat thread's backstop look (a minute) would take longer.
+GRACEFUL_SHUTDOWN_S = 20
+
+
+@pytest.mark.private_worker  # stops its worker
+async def test_a_stopping_worker_hands_its_idle_task_over_at_once(start_worker, sluice, topic_name) -> None:
+    """SIGTERM: the worker wakes its idle tasks' heartbeat threads (worker.main.shut_down), so an idle
+    task ends its attempt within seconds and runs on the other worker."""
+    first = start_worker()
+    name = f"idle-{uuid.uuid4().hex[:8]}"
+    # idle polls two minutes apart: the task thread itself does not look for the stop meanwhile
+    config = {"connector.class": "dummy-source", "topic": topic_name, "records.per.partition": "10",
+              "poll.interval.ms": "120000", "poll.idle.max.ms": "120000"}  # fmt: skip
+    await sluice.create(name, config)
+
+    async def committed() -> bool:
+        tasks = (await sluice.status(name)).tasks
+        return bool(tasks) and tasks[0].metrics is not None and tasks[0].metrics.records == 10
+
+    await wait_for(committed, 180, "the connector's records committed; it idles after them")
+    second = start_worker()
+    stopping = time.monotonic()
+    await asyncio.to_thread(first.terminate)
+    stopped_s = time.monotonic() - stopping
+    print(f"stopped in {stopped_s:.1f} s")
+    assert stopped_s < GRACEFUL_SHUTDOWN_S, f"the worker took {stopped_s:.1f} s to stop an idle task"
+
+    async def on_second() -> bool:
+        return _on([second], await _placement(sluice, [name])) == Counter({0: 1})
+
+    await wait_for(on_second, 120, "the task running on the other worker")
+    assert (await sluice.status(name)).state == ConnectorState.RUNNING
+    await sluice.delete(name)
