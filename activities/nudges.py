@@ -107,6 +107,12 @@ class NudgeListener:
         self._closed.set()
         self._thread.join(timeout=self._poll_s + 5)
 
+    def __enter__(self) -> NudgeListener:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def _run(self) -> None:
         while not self._closed.is_set():
             try:

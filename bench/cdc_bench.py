@@ -50,7 +50,7 @@ from sluice.connectors.cdc.mysql.changes import ROWS, file_index
 from sluice.connectors.cdc.snapshot import CHUNK_SIZE
 from sluice.worker.client import SluiceClient
 from sluice.worker.demo.cdc import cdc_replica_sink, debezium_mysql_source
-from sluice.worker.main import build_worker
+from sluice.worker.main import build_worker, store_listener
 from sluice.worker.settings import Settings, settings_or_exit
 from sluice.worker.temporal_client import connect
 
@@ -174,7 +174,7 @@ async def pipeline(
     client = await connect(settings.temporal_address, settings.temporal_namespace)
     name = uuid.uuid4().hex[:8]
     source, sink = configs(dbs, f"B{name}")
-    with ThreadPoolExecutor(max_workers=8) as pool:
+    with ThreadPoolExecutor(max_workers=8) as pool, store_listener(ctx):
         async with build_worker(client, settings, ctx, pool):
             sluice = SluiceClient(client, settings.task_queue)
             await sluice.create(f"bench-cdc-dst-{name}", sink)

@@ -41,7 +41,7 @@ from bench.db_baselines import BENCH_TABLE, Timed, count_rows, pg_dsn
 from bench.pipeline_bench import RawRates, raw_rates
 from sluice.activities.context import RuntimeContext
 from sluice.worker.client import SluiceClient
-from sluice.worker.main import build_worker
+from sluice.worker.main import build_worker, store_listener
 from sluice.worker.settings import Settings, settings_or_exit
 from sluice.worker.temporal_client import connect
 
@@ -131,7 +131,7 @@ async def pipelines(ctx: RuntimeContext, settings: Settings, dbs: Databases) -> 
     """Warm-up copy, then MariaDB -> PostgreSQL and PostgreSQL -> PostgreSQL, the latency run and
     the side-by-side job, in one worker."""
     client = await connect(settings.temporal_address, settings.temporal_namespace)
-    with ThreadPoolExecutor(max_workers=8) as pool:
+    with ThreadPoolExecutor(max_workers=8) as pool, store_listener(ctx):
         async with build_worker(client, settings, ctx, pool):
             sluice = SluiceClient(client, settings.task_queue)
             warm = await copy_through(sluice, dbs, dbs.mariadb, WARM_UP_ROWS, WARM_UP_TABLE)

@@ -45,7 +45,7 @@ from sluice.activities.context import RuntimeContext
 from sluice.connectors.rocketmq.client import MessageQueue
 from sluice.connectors.rocketmq.values import OutgoingMessage
 from sluice.worker.client import SluiceClient
-from sluice.worker.main import build_worker
+from sluice.worker.main import build_worker, store_listener
 from sluice.worker.settings import Settings, settings_or_exit
 from sluice.worker.temporal_client import connect
 from sluice.workflows.types import TaskState
@@ -300,7 +300,7 @@ async def run(
     targets = [LakeTarget(DELTA, work / DELTA), LakeTarget(ICEBERG, work / ICEBERG)]
     client = await connect(settings.temporal_address, settings.temporal_namespace)
     results: dict[str, Result] = {}
-    with ThreadPoolExecutor(max_workers=8) as pool:
+    with ThreadPoolExecutor(max_workers=8) as pool, store_listener(ctx):
         async with build_worker(client, settings, ctx, pool):
             sluice = SluiceClient(client, settings.task_queue)
             warm = await asyncio.to_thread(expected_frame, spark, min(WARM_UP_RECORDS, records))

@@ -36,7 +36,7 @@ from sluice.activities.source_runner import SourceRunner
 from sluice.deploy.local.config import StackConfig
 from sluice.deploy.local.rocketmq import create_topic
 from sluice.worker.client import SluiceClient
-from sluice.worker.main import build_worker
+from sluice.worker.main import build_worker, store_listener
 from sluice.worker.settings import Settings, settings_or_exit
 from sluice.worker.temporal_client import connect
 
@@ -124,7 +124,7 @@ async def end_to_end(
     first run also pays for the Python workers' and the JIT's warm-up)."""
     client = await connect(settings.temporal_address, settings.temporal_namespace)
     elapsed: list[float] = []
-    with ThreadPoolExecutor(max_workers=8) as pool:
+    with ThreadPoolExecutor(max_workers=8) as pool, store_listener(ctx):
         async with build_worker(client, settings, ctx, pool):
             sluice = SluiceClient(client, settings.task_queue)
             for count, linger_ms in runs:

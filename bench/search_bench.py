@@ -41,7 +41,7 @@ from sluice.activities.context import RuntimeContext
 from sluice.connectors.rocketmq.client import MessageQueue, OutgoingMessage
 from sluice.deploy.local.rocketmq import CLUSTER_NAME
 from sluice.worker.client import SluiceClient
-from sluice.worker.main import build_worker
+from sluice.worker.main import build_worker, store_listener
 from sluice.worker.settings import Settings, settings_or_exit
 from sluice.worker.temporal_client import connect
 
@@ -272,7 +272,7 @@ async def run(settings: Settings, ctx: RuntimeContext, records: int, batch_size:
     client = await connect(settings.temporal_address, settings.temporal_namespace)
     warm = min(records, 10_000)
     pool = ThreadPoolExecutor(max_workers=settings.max_concurrent_tasks + 4)  # as `sluice worker` sizes it
-    with httpx.Client(base_url=url, timeout=120) as http, pool:
+    with httpx.Client(base_url=url, timeout=120) as http, pool, store_listener(ctx):
         async with build_worker(client, settings, ctx, pool):
             sluice = SluiceClient(client, settings.task_queue)
             warm_up = await end_to_end(ctx, sluice, http, url, warm, batch_size)

@@ -122,6 +122,13 @@ def sdk_metrics_runtime(address: str) -> Runtime:
     return Runtime(telemetry=TelemetryConfig(metrics=prometheus))
 
 
+def store_listener(ctx: RuntimeContext) -> NudgeListener:
+    """The worker's LISTEN connection on the offset store, started: stops reach its idle tasks
+    within a second (activities.nudges) and a source's commit wakes its idle sinks
+    (activities.doorbells). Every process that runs task activities starts one; ``close()`` it."""
+    return NudgeListener(ctx.store.engine).start()
+
+
 async def run_worker(settings: Settings) -> None:
     # First, before anything connects: a taken port stops the worker with nothing half-started.
     sdk_address = free_loopback_address()
@@ -134,7 +141,7 @@ async def run_worker(settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     ctx.reporter = TaskReporter(client, loop)
     ctx.store  # migrate the schema before taking work  # noqa: B018
-    nudges = NudgeListener(ctx.store.engine).start()  # stops reach idle tasks fast (activities.nudges)
+    listener = store_listener(ctx)
     # Liveness for this worker's tasks, and the lost tasks of other workers failed (activities.leases);
     # its process recorded, so that a worker restarted on this machine takes its tasks at once.
     lease = WorkerLease(ctx.store.engine, ctx.store.schema, client.identity,
@@ -166,7 +173,7 @@ async def run_worker(settings: Settings) -> None:
             log.info("shutting down: current batches finish, then the worker stops")
             await shut_down(worker)
     lease.close()
-    nudges.close()
+    listener.close()
     ctx.close()
     metrics.close()
 
