@@ -39,8 +39,8 @@ class Progress:
 IDLE_BEAT_SHARE = 0.4
 #: While idle, looks for a worker shutdown at least this often: a backstop, since the worker wakes
 #: every heartbeat thread as it shuts down (``HEARTBEATERS.wake_all``; a cancel arrives in a beat's
-#: answer, looked for a second after each beat). Each look is a thread's wake-up, and a hundred idle
-#: tasks looking every 5 s were a third of their worker's idle CPU.
+#: answer, looked for a second after each beat). Each look is a thread's wake-up: a hundred idle
+#: tasks looking every 5 s were 20 wake-ups a second of their worker.
 IDLE_CHECK_S = 60.0
 
 
