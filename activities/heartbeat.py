@@ -38,7 +38,7 @@ class Progress:
 #: default 5: workflows.tasks.backstop_timeout_s).
 IDLE_BEAT_SHARE = 0.4
 #: While idle, looks for a worker shutdown at least this often: a backstop, since the worker wakes
-#: every heartbeat thread as it shuts down (``HEARTBEATERS.wake_all``; a cancel arrives in a beat's
+#: every task's heartbeat thread as it shuts down (``NUDGES.nudge_all``; a cancel arrives in a beat's
 #: answer, looked for a second after each beat). Each look is a thread's wake-up: a hundred idle
 #: tasks looking every 5 s were 20 wake-ups a second of their worker.
 IDLE_CHECK_S = 60.0
@@ -59,35 +59,6 @@ def next_wake_s(busy: bool, since_beat_s: float, interval_s: float, idle_beat_s:
     if busy or since_beat_s < interval_s:
         return interval_s
     return max(interval_s, min(IDLE_CHECK_S, idle_beat_s - since_beat_s))
-
-
-class Heartbeaters:
-    """The heartbeat threads of this process's running tasks, for the worker to wake at once when
-    it shuts down: an idle one would otherwise notice only at its next look (IDLE_CHECK_S)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._running: set[Heartbeater] = set()
-
-    def add(self, heartbeater: Heartbeater) -> None:
-        with self._lock:
-            self._running.add(heartbeater)
-
-    def discard(self, heartbeater: Heartbeater) -> None:
-        with self._lock:
-            self._running.discard(heartbeater)
-
-    def wake_all(self) -> int:
-        """Make every heartbeat thread look now (for a stop, a worker shutdown); how many."""
-        with self._lock:
-            running = list(self._running)
-        for heartbeater in running:
-            heartbeater.wake()
-        return len(running)
-
-
-#: This process's heartbeaters: task activities register theirs, the worker wakes them at shutdown.
-HEARTBEATERS = Heartbeaters()
 
 
 class Heartbeater:
@@ -113,22 +84,17 @@ class Heartbeater:
 
     def __enter__(self) -> Heartbeater:
         self._thread.start()
-        HEARTBEATERS.add(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        HEARTBEATERS.discard(self)
         self._stop.set()
         self._wake.set()
         self._thread.join(timeout=5)
 
-    def wake(self) -> None:
-        """Look for a stop now (the worker is shutting down: Heartbeaters.wake_all)."""
-        self._wake.set()
-
     def hurry(self) -> None:
         """Beat now and every second for ``nudges.HURRY_S``, idle or not: the connector's
-        workflow is cancelling its tasks, and the cancel arrives in a beat's answer."""
+        workflow is cancelling its tasks, and the cancel arrives in a beat's answer; or the worker
+        is shutting down (``NUDGES.nudge_all``), which each look after a beat sees."""
         self._hurry_until = time.monotonic() + HURRY_S
         self._wake.set()
 
@@ -168,7 +134,7 @@ class Heartbeater:
         """Idle between empty batches, waking early on cancellation.
 
         Temporal delivers a cancel only in a heartbeat's answer, so the heartbeat thread, which
-        looks a second after each beat and when the worker shuts down (``HEARTBEATERS``), wakes this
+        looks a second after each beat and when the worker shuts down (``NUDGES.nudge_all``), wakes this
         (a 0.1 s polling loop cost a hundred idle connectors on one worker ten wake-ups a second
         each). Meanwhile it beats every ``idle_beat_s`` (2 minutes at the default backstop); a
         workflow cancelling its tasks nudges them first (``hurry``, activities.nudges), so a

@@ -64,6 +64,15 @@ class Nudges:
                 if not hurries:
                     del self._hurries[key]
 
+    def nudge_all(self) -> int:
+        """Hurry every registered task, whatever its connector (the worker is shutting down:
+        worker.main.shut_down); how many there were."""
+        with self._lock:
+            hurries = [hurry for every in self._hurries.values() for hurry in every]
+        for hurry in hurries:
+            hurry()
+        return len(hurries)
+
     def nudge(self, key: str) -> int:
         """Hurry every task registered under ``key``; how many there were."""
         with self._lock:

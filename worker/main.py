@@ -23,9 +23,8 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from sluice.activities.connector_activities import ConnectorActivities
 from sluice.activities.context import RuntimeContext
-from sluice.activities.heartbeat import HEARTBEATERS
 from sluice.activities.leases import WorkerLease, fail_lost_attempts
-from sluice.activities.nudges import NudgeListener
+from sluice.activities.nudges import NUDGES, NudgeListener
 from sluice.activities.offsets import OffsetActivities
 from sluice.activities.processes import this_process
 from sluice.activities.reports import TaskReporter
@@ -183,13 +182,14 @@ SHUTDOWN_WAKE_S = 0.5
 
 
 async def shut_down(worker: Worker) -> None:
-    """Shut the SDK's worker down, waking every task's heartbeat thread meanwhile: an idle one looks
-    for a worker shutdown only when woken (activities.heartbeat.IDLE_CHECK_S is a backstop), and the
-    SDK flags the shutdown to activities on its own schedule, so they are woken until it is done.
+    """Shut the SDK's worker down, hurrying every task meanwhile (activities.nudges: its heartbeat
+    thread beats and looks every second): an idle one looks for a worker shutdown only when woken
+    (activities.heartbeat.IDLE_CHECK_S is a backstop), and the SDK flags the shutdown to activities
+    on its own schedule, so they are hurried until it is done.
     Each idle task then ends its attempt at once (WorkerShutdown, run again on another worker)."""
     done = asyncio.ensure_future(worker.shutdown())
     while not done.done():
-        HEARTBEATERS.wake_all()
+        NUDGES.nudge_all()
         await asyncio.wait([done], timeout=SHUTDOWN_WAKE_S)
     await done
 

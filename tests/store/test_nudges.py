@@ -79,6 +79,14 @@ def test_a_nudge_hurries_the_connectors_tasks_and_no_others(
     assert worker_nudges.nudge(nudge_key(store.schema, "orders")) == 0
 
 
+def test_a_worker_shutting_down_hurries_every_task_of_every_connector() -> None:
+    nudges, first, second, other = Nudges(), Hurries(), Hurries(), Hurries()
+    with nudges.registered("s/c", first), nudges.registered("s/c", second), nudges.registered("t/d", other):
+        assert nudges.nudge_all() == 3
+    assert nudges.nudge_all() == 0
+    assert (first.count, second.count, other.count) == (1, 1, 1)
+
+
 def test_unregistering_one_task_keeps_the_others() -> None:
     nudges, first, second = Nudges(), Hurries(), Hurries()
     with nudges.registered("s/c", first):
