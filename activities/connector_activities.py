@@ -23,7 +23,7 @@ from sluice.activities.errors import config_error, task_failure
 from sluice.activities.heartbeat import Heartbeater
 from sluice.activities.metrics import TaskMeters, TaskPhase
 from sluice.activities.nudges import NUDGES, nudge_key
-from sluice.activities.runner import BatchRunner, TaskSetup
+from sluice.activities.runner import BatchRunner, TaskSetup, aligned_wait_s
 from sluice.activities.sink_runner import SinkRunner
 from sluice.activities.source_runner import SourceRunner
 from sluice.activities.spark import label_jobs
@@ -194,7 +194,7 @@ class ConnectorActivities:
                     meters.phase(TaskPhase.IDLE)
                     hb.progress.phase = "idle"
                     empty_polls += 1
-                    hb.sleep(runner.setup.idle_wait_s(empty_polls))
+                    hb.sleep(aligned_wait_s(runner.setup.idle_wait_s(empty_polls), time.monotonic()))
                     continue
                 empty_polls = 0
                 hb.progress.phase = f"batch {plan.batch_id}" + (" (re-run)" if rerun else "")

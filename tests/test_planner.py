@@ -14,7 +14,8 @@ import pytest
 
 from sluice.connectors.data_loss import DataLossError
 from sluice.connectors.model import BatchPlan, DataLossPolicy, PartitionRange
-from sluice.connectors.planner import OffsetView, PlanRequest, plan_next
+from sluice.connectors import planner
+from sluice.connectors.planner import OffsetView, PlanRequest, caught_up, plan_next
 from sluice.connectors.planning import Latest, SpecificPositions, StartPolicy
 from sluice.connectors.positions import PartitionKey, Position
 
@@ -168,6 +169,45 @@ def test_data_loss_fails_by_default(
 ) -> None:
     with pytest.raises(DataLossError, match=f"connector 'c' {message}"):
         plan_next(request(committed), view)
+
+
+CAUGHT_UP = [
+    ("every partition at its latest", offsets({"a": 0, "b": 2}, {"a": 9, "b": 2}), {K("a"): P(9), K("b"): P(2)}, True),
+    ("no partitions", offsets({}, {}), {}, True),
+    ("one partition behind", offsets({"a": 0, "b": 0}, {"a": 9, "b": 5}), {K("a"): P(9), K("b"): P(4)}, False),
+    ("a new partition", offsets({"a": 0, "b": 0}, {"a": 9, "b": 0}), {K("a"): P(9)}, False),
+    ("a vanished partition", offsets({"a": 0, "gone": 0}, {"a": 9}), {K("a"): P(9), K("gone"): P(3)}, False),
+    ("truncated below the committed", offsets({"a": 0}, {"a": 4}), {K("a"): P(8)}, False),
+    ("retention past the committed", offsets({"a": 12}, {"a": 9}), {K("a"): P(9)}, False),
+    ("the same offset of a replaced object", Offsets({K("f"): P(0, id="new")}, {K("f"): P(80, id="new")}),
+     {K("f"): P(80, id="old")}, False),
+    ("positions of another shape", Offsets({K("a"): Position(("", 0))}, {K("a"): P(9)}), {K("a"): P(9)}, False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "view", "committed", "expected"), CAUGHT_UP, ids=[c[0] for c in CAUGHT_UP])
+def test_caught_up(name: str, view: Offsets, committed: dict[PartitionKey, Position], expected: bool) -> None:
+    """The idle shortcut: only when the full steps could plan, move and report nothing."""
+    assert caught_up(view.partitions(), committed, view.earliest(), view.latest(committed)) is expected
+
+
+@pytest.mark.parametrize(
+    ("view", "committed"),
+    [
+        (offsets({"a": 0, "b": 2}, {"a": 9, "b": 2}), {K("a"): P(9), K("b"): P(2), K("other-task"): P(4)}),
+        (offsets({}, {}), {}),
+        (Keyset([("2024-01-01", 1)]), {K("orders"): Position(("2024-01-01", 1))}),
+        (Rotating({K("app.log"): P(0), K("app.log.1"): P(0)}, {K("app.log"): P(0), K("app.log.1"): P(25)}),
+         {K("app.log"): P(25)}),
+    ],
+)  # fmt: skip
+def test_the_idle_shortcut_decides_as_the_full_steps_do(
+    view: Offsets, committed: dict[PartitionKey, Position], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shortcut = plan_next(request(committed), view)
+    monkeypatch.setattr(planner, "caught_up", lambda *_: False)
+    assert plan_next(request(committed), view) == shortcut
+    assert shortcut.plan is None
 
 
 def test_recorded_plan_is_rerun_unchanged() -> None:

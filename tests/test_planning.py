@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 
 from sluice.activities.heartbeat import idle_beat_s, next_wake_s
-from sluice.activities.runner import idle_wait_s
+from sluice.activities.runner import aligned_wait_s, idle_wait_s
 from sluice.connectors.model import PartitionRange
 from sluice.connectors.planning import (
     AtTimestamp,
@@ -328,6 +328,28 @@ def test_idle_wait_doubles_from_the_poll_interval_up_to_poll_idle_max(
     interval_s: float, idle_max_s: float, empty_polls: int, wait_s: float
 ) -> None:
     assert idle_wait_s(interval_s, idle_max_s, empty_polls) == pytest.approx(wait_s)
+
+
+@pytest.mark.parametrize(
+    ("wait_s", "now_s", "aligned_s"),
+    [
+        (5.0, 1000.0, 5.0),  # on a multiple: a whole wait
+        (5.0, 1000.004, 4.996),  # just after one (a wake-up's own delay): to the next multiple
+        (5.0, 1003.0, 2.0),  # after a batch: shorter, never longer
+        (5.0, 1004.95, 5.05),  # a hair before a multiple: the next one, not a second poll at once
+        (5.0, 1004.89, 0.11),  # past the slack (2 % of the wait): this one
+        (1.0, 7.25, 0.75),
+        (0.0, 1003.0, 0.0),  # poll.interval.ms=0 polls back to back
+    ],
+)
+def test_idle_waits_end_on_multiples_of_the_wait(wait_s: float, now_s: float, aligned_s: float) -> None:
+    """Idle tasks waiting as long wake together, so their polls run one after another on warm caches."""
+    assert aligned_wait_s(wait_s, now_s) == pytest.approx(aligned_s)
+
+
+def test_tasks_waiting_as_long_wake_at_the_same_moment() -> None:
+    wakes = {round(now + aligned_wait_s(5.0, now), 6) for now in (100.2, 101.7, 103.9, 104.5)}
+    assert wakes == {105.0}
 
 
 @pytest.mark.parametrize(
