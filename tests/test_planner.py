@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from sluice.connectors import planner
 from sluice.connectors.data_loss import DataLossError
 from sluice.connectors.model import BatchPlan, DataLossPolicy, PartitionRange
-from sluice.connectors import planner
 from sluice.connectors.planner import OffsetView, PlanRequest, caught_up, plan_next
 from sluice.connectors.planning import Latest, SpecificPositions, StartPolicy
 from sluice.connectors.positions import PartitionKey, Position
@@ -171,17 +171,19 @@ def test_data_loss_fails_by_default(
         plan_next(request(committed), view)
 
 
+AB = offsets({"a": 0, "b": 0}, {"a": 9, "b": 5})
 CAUGHT_UP = [
-    ("every partition at its latest", offsets({"a": 0, "b": 2}, {"a": 9, "b": 2}), {K("a"): P(9), K("b"): P(2)}, True),
+    ("every partition at its latest", AB, {K("a"): P(9), K("b"): P(5)}, True),
     ("no partitions", offsets({}, {}), {}, True),
-    ("one partition behind", offsets({"a": 0, "b": 0}, {"a": 9, "b": 5}), {K("a"): P(9), K("b"): P(4)}, False),
-    ("a new partition", offsets({"a": 0, "b": 0}, {"a": 9, "b": 0}), {K("a"): P(9)}, False),
+    ("one partition behind", AB, {K("a"): P(9), K("b"): P(4)}, False),
+    ("a new partition", AB, {K("a"): P(9)}, False),
     ("a vanished partition", offsets({"a": 0, "gone": 0}, {"a": 9}), {K("a"): P(9), K("gone"): P(3)}, False),
     ("truncated below the committed", offsets({"a": 0}, {"a": 4}), {K("a"): P(8)}, False),
     ("retention past the committed", offsets({"a": 12}, {"a": 9}), {K("a"): P(9)}, False),
     ("the same offset of a replaced object", Offsets({K("f"): P(0, id="new")}, {K("f"): P(80, id="new")}),
      {K("f"): P(80, id="old")}, False),
-    ("positions of another shape", Offsets({K("a"): Position(("", 0))}, {K("a"): P(9)}), {K("a"): P(9)}, False),
+    ("positions of another shape", Offsets({K("a"): Position(("", 0))}, {K("a"): P(9)}),
+     {K("a"): P(9)}, False),
 ]  # fmt: skip
 
 

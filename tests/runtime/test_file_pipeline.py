@@ -73,20 +73,21 @@ async def test_file_to_rocketmq_to_file_including_appended_lines(
 async def test_an_idle_sink_wakes_when_its_source_commits_not_at_its_next_poll(
     tmp_path, start_worker, sluice, topic_name
 ) -> None:
-    """The sink polls every two minutes, and still gets each source batch within seconds: the
-    source's commit rings its doorbell (activities.doorbells), before its first batch and after a
-    quiet spell alike."""
+    """The sink polls every hour, and still gets each source batch within seconds: the source's
+    commit rings its doorbell (activities.doorbells), before its first batch and after a quiet
+    spell alike. (An hour: an idle wait ends on a multiple of itself, so it may be shorter than the
+    interval, but never below 2 % of it, 72 s, longer than this test waits.)"""
     src, dst = tmp_path / "in.txt", tmp_path / "out.txt"
     src.write_text(_lines(0, 10))
     start_worker()
     name = uuid.uuid4().hex[:8]
     source_cfg, sink_cfg = _pipeline_configs(src, dst, topic_name, 64 * 1024)
-    sink_cfg |= {"poll.interval.ms": "120000", "poll.idle.max.ms": "120000"}
+    sink_cfg |= {"poll.interval.ms": "3600000", "poll.idle.max.ms": "3600000"}
     await sluice.create(f"dst-{name}", sink_cfg)  # first: it polls an empty topic, then waits
     await sluice.wait_for(f"dst-{name}", ConnectorState.RUNNING)
     await sluice.create(f"src-{name}", source_cfg)
     await wait_for(lambda: _read(dst) == _read(src), 60, "the first lines, well before the sink's next poll")
-    await asyncio.sleep(2)  # the sink has polled again, found nothing, and waits two minutes
+    await asyncio.sleep(2)  # the sink has polled again, found nothing, and waits
     with src.open("a") as f:
         f.write(_lines(10, 50))
     await wait_for(lambda: _read(dst) == _lines(0, 60), 60, "appended lines, before the sink's next poll")

@@ -161,9 +161,10 @@ async def test_a_stopping_worker_hands_its_idle_task_over_at_once(start_worker, 
     task ends its attempt within seconds and runs on the other worker."""
     first = start_worker()
     name = f"idle-{uuid.uuid4().hex[:8]}"
-    # idle polls two minutes apart: the task thread itself does not look for the stop meanwhile
+    # idle polls an hour apart (an aligned wait is at least 2 % of that, 72 s): the task thread
+    # itself does not look for the stop meanwhile
     config = {"connector.class": "dummy-source", "topic": topic_name, "records.per.partition": "10",
-              "poll.interval.ms": "120000", "poll.idle.max.ms": "120000"}  # fmt: skip
+              "poll.interval.ms": "3600000", "poll.idle.max.ms": "3600000"}  # fmt: skip
     await sluice.create(name, config)
 
     async def committed() -> bool:
