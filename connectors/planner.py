@@ -16,6 +16,9 @@ source task's partitions, or the RocketMQ queues a sink reads. Steps, in order:
    decides where each partition's share ends (``batch_end``: ``WHERE key > start ORDER BY key
    LIMIT n`` semantics, so limits hold for keys with gaps and composite positions).
 
+A poll that finds every partition committed at exactly its latest position, with nothing lost
+before it (:func:`caught_up`: an idle task's usual poll), skips steps 3 to 5.
+
 Nothing here does I/O itself: tests drive it with in-memory views (tests/test_planner.py).
 """
 
@@ -173,8 +176,8 @@ def caught_up(
     replaced file is not caught up) with nothing lost before it, so steps 3 to 5 would plan
     nothing, move nothing and report no loss. A shortcut only: any other case takes the full steps.
 
-    An idle task plans every few seconds, and those steps were most of its cost: a hundred idle
-    connectors' polls, each a few hundred microseconds of a worker's Python (docs/scaling.md)."""
+    An idle task plans every few seconds and finds this almost every time, so it is worth not
+    walking those steps (in a poll of a dummy source: 80 → 71 µs warm; docs/scaling.md)."""
     for k in partitions:
         at, now, first = committed.get(k), latest.get(k), earliest.get(k)
         if at is None or now is None or first is None or now != at:
