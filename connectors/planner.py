@@ -112,12 +112,14 @@ def plan_next(request: PlanRequest, view: PositionView) -> PlanDecision:
     if request.pending is not None:
         return PlanDecision(request.pending, rerun=True)
     committed = dict(request.committed)
-    if _relocates(type(view)):
+    relocates = _relocates(type(view))
+    if relocates:
         committed = cast(Relocating, view).relocate(committed)
     listed = view.partitions()
     earliest = view.earliest()
     latest = view.latest(committed)
-    if committed == request.committed and caught_up(listed, committed, earliest, latest):
+    unmoved = not relocates or committed == request.committed  # compared only when it may differ
+    if unmoved and caught_up(listed, committed, earliest, latest):
         # An idle task's every poll: the steps below would each find nothing to do.
         backlog = {str(k): view.backlog(k, committed[k], latest[k]) for k in listed}
         return PlanDecision(None, backlog=backlog, partitions=frozenset(listed))
