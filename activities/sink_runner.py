@@ -33,6 +33,7 @@ from sluice.connectors.api import (
     TransactionalSink,
     WritesFrames,
 )
+from sluice.connectors.arrow_envelopes import ARROW_DECLINED, declined_reason
 from sluice.connectors.barriers import BARRIER_HEADER
 from sluice.connectors.connect_schemas import SCHEMA_KEY
 from sluice.connectors.converters import JsonConverter
@@ -141,6 +142,8 @@ class SinkRunner:
         self.planned = 0
         #: the records of a batch decoded with the schemas met, built once per shape (``_met_records``)
         self._met_plans: dict[tuple[object, ...], DataFrame] = {}
+        #: shapes whose envelopes the Arrow decode declined once: Spark decodes them from then on
+        self._spark_decoded: set[tuple[object, ...]] = set()
 
     def ensure_topic(self) -> None:
         """Create the named topics; a ``topics.regex`` sink reads only topics that exist."""
@@ -265,6 +268,13 @@ class SinkRunner:
             else:
                 self._write_met(plan)
         except Exception as exc:
+            if ARROW_DECLINED in str(exc) and UNMET_SCHEMA not in str(exc):
+                self._spark_decoded.add(self._met_shape(len(read_partitions(self._read_options(plan)))))
+                log.info(
+                    "connector %s: batch %s is left to Spark's decode (%s)",
+                    self.connector, plan.batch_id, declined_reason(str(exc)),
+                )  # fmt: skip
+                return self._ran_with_schemas_met(plan)
             if UNMET_SCHEMA not in str(exc):
                 raise
             log.info(
@@ -296,14 +306,26 @@ class SinkRunner:
         """The checked records of any batch of ``count`` input partitions decoded with the schemas
         met so far; a new shape (partitions, or schemas met) builds its own."""
         converter = self.setup.converter
-        key = (count, converter.seen_prefixes.snapshot())
+        shape = self._met_shape(count)
+        key = (*shape, shape in self._spark_decoded)
         if key not in self._met_plans:
             if len(self._met_plans) >= MAX_MET_PLANS:
                 self._met_plans.clear()
-            messages = self._barriers_once(bound_read_frame(self.ctx.spark, options, count))
-            decoded = converter.to_records(messages, value_read(self.setup.chain), assume_met=True)
+            narrow = value_read(self.setup.chain)
+            in_arrow = None if shape in self._spark_decoded else converter.arrow_decoder(narrow)
+            decoded_read = None if in_arrow is None else (in_arrow[0].decode, in_arrow[1])
+            log.debug(
+                "connector %s: batches of %d input partitions decoded in %s",
+                self.connector, count, "Spark" if in_arrow is None else "Arrow, in the read",
+            )  # fmt: skip
+            messages = self._barriers_once(bound_read_frame(self.ctx.spark, options, count, decoded_read))
+            decoded = converter.to_records(messages, narrow, assume_met=True)
             self._met_plans[key] = apply_chain(self.setup.chain, parsed_once(decoded))
         return self._met_plans[key]
+
+    def _met_shape(self, count: int) -> tuple[object, ...]:
+        """What a met-schema batch's records plan depends on: its input partitions, the schemas met."""
+        return (count, self.setup.converter.seen_prefixes.snapshot())
 
     def _run_searched(self, messages: DataFrame, plan: BatchPlan) -> None:
         """Write a batch whose envelope schemas are searched first (the converter's own job)."""

@@ -18,9 +18,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from sluice.connectors.arrow_envelopes import TOMBSTONE_PROPERTY, EnvelopeDecoder, plan_decoder
 from sluice.connectors.barriers import BARRIER_HEADER
 from sluice.connectors.config import converter_fields, converter_name
-from sluice.connectors.connect_json import json_text
+from sluice.connectors.connect_json import json_text, wire_type
 from sluice.connectors.envelopes import (
     OWN_TYPES_METADATA,
     UNMET_SCHEMA,
@@ -29,6 +30,7 @@ from sluice.connectors.envelopes import (
     decode_envelopes,
     envelope_prefixes,
     envelope_text,
+    met_value_type,
     parse_json,
     unmet_schema,
     utf8_text,
@@ -56,9 +58,6 @@ _KEY_TEXT: Final = "_sluice_key_text"
 _KEY_VALUE: Final = "_sluice_key"
 OFFSET_PROPERTY: Final = "sluice.offset"
 TAGS_HEADER: Final = "rocketmq.tags"
-#: Marks a message whose record value was null (a tombstone): its body is empty, and an empty body
-#: without it is an empty value (e.g. ""), never a null one.
-TOMBSTONE_PROPERTY: Final = "sluice.tombstone"
 # RocketMQ's own message properties (MessageConst): not user headers.
 SYSTEM_PROPERTIES: Final = frozenset(
     [
@@ -193,6 +192,12 @@ class Converter(ABC):
         seen = self.seen_prefixes
         return seen.complete and (not self.discovers_envelopes or seen.knows_topics("value", topics))
 
+    def arrow_decoder(self, narrow: Narrow | None = None) -> tuple[EnvelopeDecoder, DataType] | None:
+        """A decoder of values in Arrow, in the read's own task, for a batch whose envelope
+        schemas are those met (``to_records(assume_met=True)``), and the value's Spark type;
+        None when only Spark's decode reads them (see connectors.arrow_envelopes)."""
+        return None
+
     def to_records(
         self, messages: DataFrame, narrow: Narrow | None = None, *, assume_met: bool = False
     ) -> DataFrame:
@@ -220,14 +225,17 @@ class Converter(ABC):
         born = F.col("born_timestamp")
         if isinstance(messages.schema["born_timestamp"].dataType, NumericType):
             born = F.timestamp_millis(born)
-        is_tombstone = F.coalesce(F.col("properties")[TOMBSTONE_PROPERTY] == "true", F.lit(False))
-        # A tombstone's body is decoded as no body at all: its value is null, never "" nor bad JSON.
-        messages = messages.withColumn(
-            "body", F.when(is_tombstone, F.lit(None).cast("binary")).otherwise(F.col("body"))
-        )
+        # The read decoded the values already (in Arrow: arrow_decoder), tombstones included.
+        predecoded = "body" not in messages.columns
+        if not predecoded:
+            is_tombstone = F.coalesce(F.col("properties")[TOMBSTONE_PROPERTY] == "true", F.lit(False))
+            # A tombstone's body is decoded as no body at all: its value is null, never "" nor bad JSON.
+            messages = messages.withColumn(
+                "body", F.when(is_tombstone, F.lit(None).cast("binary")).otherwise(F.col("body"))
+            )
         key = F.when(F.col("keys") != "", F.col("keys"))
         # Schema prefixes are found in the raw bytes: decoding validates the UTF-8, once.
-        texts = {"value": F.col("body").cast("string")} if self.discovers_envelopes else {}
+        texts = {"value": F.col("body").cast("string")} if self.discovers_envelopes and not predecoded else {}
         if self.key_envelopes:
             texts["key"] = key
         if assume_met:
@@ -235,7 +243,7 @@ class Converter(ABC):
             messages = _raising_on_unmet(messages, texts, found)
         else:
             found = envelope_prefixes(messages, texts, self.seen_prefixes) if texts else {}
-        decoded = self.decode(messages, found.get("value"), narrow)
+        decoded = messages if predecoded else self.decode(messages, found.get("value"), narrow)
         if self.key_envelopes:
             decoded = decode_envelopes(
                 decoded.withColumn(_KEY_TEXT, key), F.col(_KEY_TEXT), what="key",
@@ -396,6 +404,22 @@ class JsonConverter(Converter):
     def discovers_envelopes(self) -> bool:
         return self.schemas_enable and not self.value_schema
 
+    def arrow_decoder(self, narrow: Narrow | None = None) -> tuple[EnvelopeDecoder, DataType] | None:
+        # pyspark: config validation imports this module (via connectors.plugins)
+        from pyspark.sql.pandas.types import to_arrow_type
+
+        known = self.seen_prefixes.known("value")
+        met = met_value_type(known, narrow) if self.discovers_envelopes else None
+        if met is None:
+            return None
+        data_type = _nullable(met)  # as Spark's parse types it: any field may be null in a payload
+        try:
+            wire, value = to_arrow_type(wire_type(data_type)), to_arrow_type(data_type)
+        except TypeError:  # a type Arrow has no form for here
+            return None
+        decoder = plan_decoder(known, wire, value)
+        return None if decoder is None else (decoder, data_type)
+
     def _declared_type(self) -> DataType | None:
         if not self.value_schema:
             return None
@@ -458,6 +482,20 @@ class JsonConverter(Converter):
 
 
 _TEXT_COLUMN: Final = "_sluice_text"
+
+
+def _nullable(data_type: DataType) -> DataType:
+    """``data_type`` with every field, element and map value nullable (``from_json``'s typing)."""
+    # pyspark: config validation imports this module (via connectors.plugins)
+    from pyspark.sql import types as T
+
+    if isinstance(data_type, T.StructType):
+        return T.StructType([T.StructField(f.name, _nullable(f.dataType), True) for f in data_type.fields])
+    if isinstance(data_type, T.ArrayType):
+        return T.ArrayType(_nullable(data_type.elementType), True)
+    if isinstance(data_type, T.MapType):
+        return T.MapType(data_type.keyType, _nullable(data_type.valueType), True)
+    return data_type
 
 
 def schemas_enabled(config: Mapping[str, Any], prefix: str) -> bool:

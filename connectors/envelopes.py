@@ -279,6 +279,23 @@ def decode_envelopes(
     return df.withColumn(own_column, own_schema.alias(own_column, metadata={OWN_TYPES_METADATA: values}))
 
 
+def met_value_type(prefixes: Sequence[tuple[str, str]], narrow: Narrow | None = None) -> DataType | None:
+    """The value type ``decode_envelopes`` gives envelopes of these met ``prefixes``, found with
+    no Spark job; None when it needs one (a schema not read from its prefix), when the topics'
+    types differ (each record then carries its own type) or do not merge."""
+    schemas = envelope_schemas(list(prefixes))
+    found: dict[str, list[DataType]] = {}
+    if not prefixes or schemas is None or _add_types(schemas, found) is not True:
+        return None
+    if narrow is not None:
+        found = {topic: _distinct(narrow(t) for t in types) for topic, types in found.items()}
+    try:
+        data_type, own_types = merge_schemas(found)
+    except ValueError:
+        return None
+    return data_type if own_types is None else None
+
+
 def _distinct(types: Iterable[DataType]) -> list[DataType]:
     """``types`` without repeats, in order (Spark types are compared, not hashed)."""
     out: list[DataType] = []

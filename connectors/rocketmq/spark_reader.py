@@ -30,7 +30,7 @@ Lifecycle of one input partition (on an executor), for each of its ranges in tur
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import astuple, dataclass
 from functools import partial
@@ -57,6 +57,7 @@ from sluice.connectors.rocketmq.values import MessageQueue
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructType
 
 DEFAULT_MAX_RECORDS_PER_SPLIT = 200_000
 DEFAULT_MIN_RECORDS_PER_TASK = 20_000
@@ -186,7 +187,16 @@ def _read_tasks(
 BOUND_PARTITIONS_PROPERTY: Final = "sluice.rocketmq.read.partitions"
 
 
-def bound_read_frame(spark: SparkSession, options: Mapping[str, str], count: int) -> DataFrame:
+#: Decodes a chunk of read messages in the read's task: ``body`` replaced by a typed ``value``.
+BodyDecode = Callable[["pa.RecordBatch"], "pa.RecordBatch"]
+
+
+def bound_read_frame(
+    spark: SparkSession,
+    options: Mapping[str, str],
+    count: int,
+    decoded: tuple[BodyDecode, DataType] | None = None,
+) -> DataFrame:
     """Like ``read_frame``, for any plan of ``count`` input partitions: the partitions are not in
     the DataFrame but bound to each job that runs it (``bound_partitions``).
 
@@ -195,10 +205,26 @@ def bound_read_frame(spark: SparkSession, options: Mapping[str, str], count: int
     sink batch, most of a one-row batch). With the plan read from the job's local properties, which
     Spark sends with each task, a DataFrame built once over this frame runs any batch of that many
     partitions. ``options``' plan only checks the reader's settings; it is never read.
+
+    ``decoded``: a decode of each pulled chunk and the Spark type of the ``value`` it makes; the
+    frame then has ``value`` instead of ``body`` (the bodies never enter the JVM).
     """
     reader = RocketMQReader(options)
     indexes = spark.range(count, numPartitions=max(count, 1))
-    return indexes.mapInArrow(partial(_read_bound_tasks, reader, count), READ_SCHEMA)
+    if decoded is None:
+        return indexes.mapInArrow(partial(_read_bound_tasks, reader, count, None), READ_SCHEMA)
+    decode, value_type = decoded
+    return indexes.mapInArrow(partial(_read_bound_tasks, reader, count, decode), decoded_schema(value_type))
+
+
+def decoded_schema(value_type: DataType) -> StructType:
+    """The read's schema when a decode in its task replaces ``body`` by ``value`` (``bound_read_frame``)."""
+    from pyspark.sql.types import StructField, StructType
+
+    read = StructType.fromDDL(READ_SCHEMA)
+    assert isinstance(read, StructType)
+    fields = [f for f in read.fields if f.name != "body"]
+    return StructType([*fields, StructField("value", value_type)])
 
 
 def read_partitions(options: Mapping[str, str]) -> Sequence[InputPartition]:
@@ -224,7 +250,7 @@ def partitions_from_json(text: str) -> list[QueueRangePartition]:
 
 
 def _read_bound_tasks(
-    reader: RocketMQReader, count: int, batches: Iterator[pa.RecordBatch]
+    reader: RocketMQReader, count: int, decode: BodyDecode | None, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """mapInArrow body of ``bound_read_frame``: the job's bound partitions, this row's index of them."""
     bound = job_value(BOUND_PARTITIONS_PROPERTY)
@@ -235,4 +261,5 @@ def _read_bound_tasks(
         raise RuntimeError(f"rocketmq read: {len(tasks)} partitions bound to a frame of {count}")
     for batch in batches:
         for index in batch.column(0).to_pylist():
-            yield from reader.read(tasks[index])
+            chunks = reader.read(tasks[index])
+            yield from chunks if decode is None else map(decode, chunks)

@@ -1,0 +1,280 @@
+"""Connect JSON envelopes of schemas already met, decoded in Arrow where the sink's read pulls them.
+
+A sink task that has met its topics' envelope schemas knows each body's prefix byte for byte
+(``{"schema":…,"payload":``, envelopes.SeenPrefixes) and the type of every payload. Decoding such
+a batch needs no JSON parser over the schema and none of Spark's expression engine: the payloads
+are cut out of the bodies in Arrow and parsed by Arrow's JSON reader against the payload's wire
+type (connect_json.wire_type), then turned into Spark's types (Kafka's base64 decimals and bytes,
+epoch days and micros, epoch-millis instants) column by column.
+
+The decoder only ever *declines*: a body it cannot decode exactly as Spark's parse would (not
+UTF-8, a payload that does not fit the wire type, an instant in a text form other than Sluice's)
+raises ``ARROW_DECLINED`` naming the first such record, and the runner decodes the batch through
+Spark, which flags or reads it as it always did. A body of a schema not met raises
+``UNMET_SCHEMA``, as Spark's decode of met schemas does, and the sink searches the batch. So it
+adds no semantics of its own; ``tests/connectors/test_arrow_envelopes.py`` checks that what it
+decodes equals Spark's decode.
+
+Pure pyarrow: the decoder is planned on the driver (``plan_decoder``, from Arrow types) and runs
+inside the read's Spark task, where pyspark's types are not needed.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Context, Decimal
+from typing import Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from sluice.connectors.connect_schemas import PAYLOAD_KEY
+from sluice.connectors.envelopes import UNMET_SCHEMA
+
+#: What the decoder raises for a batch it leaves to Spark's decode (the runner looks for it).
+ARROW_DECLINED: Final = "sluice: envelopes left to Spark's decode"
+#: Marks a message whose record value was null (a tombstone): its body is empty, and an empty body
+#: without it is an empty value (e.g. ""), never a null one. (Defined here, where the decode that
+#: runs without the converters reads it; the converters write and read it too.)
+TOMBSTONE_PROPERTY: Final = "sluice.tombstone"
+#: An instant as Sluice's converter writes it (connect_json's ISO form, zone as an offset or Z): the
+#: one text form whose reading Arrow and Spark agree on; others are left to Spark.
+_ISO_INSTANT: Final = (
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})$"
+)
+_EXACT: Final = Context(prec=100)
+#: Bytes Arrow's JSON reader takes in one block: a batch's payloads are parsed in one go.
+_BLOCK_BYTES: Final = 1 << 26
+
+
+class DeclinedError(RuntimeError):
+    """A batch the Arrow decode leaves to Spark's (``ARROW_DECLINED`` and why, naming a record)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"{ARROW_DECLINED}: {why}")
+
+
+def declined_reason(error: str) -> str:
+    """Why a decline was raised, from the text of the error that carried it out of a Spark task."""
+    reason = error[error.index(ARROW_DECLINED) + len(ARROW_DECLINED) :].lstrip(": ")
+    return reason.splitlines()[0] if reason else "no reason given"
+
+
+@dataclass(frozen=True)
+class EnvelopeDecoder:
+    """Decodes a reader batch's ``body`` into a typed ``value`` column (see the module docstring).
+
+    ``heads``: per topic, the texts its bodies start with up to their payload (one per schema
+    met); ``wire``: the payload's JSON types; ``value``: the Arrow form of the Spark value type.
+    """
+
+    heads: tuple[tuple[str, bytes], ...]
+    wire: pa.StructType
+    value: pa.StructType
+
+    def decode(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """``batch`` with ``body`` replaced by ``value`` (null for tombstones and null bodies)."""
+        body = batch.column("body")
+        where = _Where(batch)
+        try:
+            texts = body.cast(pa.string())  # validates UTF-8
+        except pa.ArrowInvalid:
+            raise DeclinedError(f"a body is not UTF-8 ({where.first(pc.is_valid(body))})") from None
+        live = pc.and_(pc.is_valid(body), pc.invert(_tombstones(batch.column("properties"))))
+        topics = batch.column("topic")
+        matched = pa.array([False] * len(batch))
+        groups: list[tuple[bytes, pa.Array]] = []
+        for topic, head in self.heads:
+            mask = pc.and_(
+                pc.and_(live, pc.equal(topics, topic)), pc.starts_with(texts, head.decode("utf-8"))
+            )
+            mask = pc.fill_null(mask, False)
+            if pc.any(mask).as_py():
+                groups.append((head, mask))
+                matched = pc.or_(matched, mask)
+        unmatched = pc.and_(live, pc.invert(matched))
+        if pc.any(unmatched).as_py():  # the sink searches the batch's schemas, as for Spark's decode
+            raise RuntimeError(f"{UNMET_SCHEMA} (first at {where.first(unmatched)})")
+        value = self._values(body, groups, where, len(batch))
+        names = [n for n in batch.schema.names if n != "body"]
+        return pa.RecordBatch.from_arrays(
+            [batch.column(n) for n in names] + [value], names=[*names, "value"]
+        )
+
+    def _values(
+        self, body: pa.Array, groups: Sequence[tuple[bytes, pa.Array]], where: _Where, rows: int
+    ) -> pa.Array:
+        """Each group's payloads parsed and converted, scattered back to their rows (null elsewhere)."""
+        if not groups:
+            return pa.nulls(rows, self.value)
+        parts, positions = [], []
+        for head, mask in groups:
+            payloads = pc.binary_slice(body.filter(mask), len(head), -1)  # cut the envelope's final }
+            parts.append(self._parsed(payloads, where, mask))
+            positions.append(pc.indices_nonzero(mask))
+        values = pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
+        order = pa.concat_arrays(positions) if len(positions) > 1 else positions[0]
+        if len(values) == rows and len(positions) == 1:
+            return values
+        # row r takes values[k] where order[k] == r; rows in no group stay null
+        index = np.full(rows, -1, dtype=np.int64)
+        index[order.to_numpy()] = np.arange(len(order))
+        return values.take(pa.array(index, mask=index < 0))
+
+    def _parsed(self, payloads: pa.Array, where: _Where, mask: pa.Array) -> pa.Array:
+        lines = pc.binary_join_element_wise(payloads, pa.scalar(b"\n"), pa.scalar(b""))
+        _, offset_buffer, data = lines.buffers()
+        offsets = np.frombuffer(offset_buffer, np.int32, len(lines) + 1, lines.offset * 4)
+        start, end = int(offsets[0]), int(offsets[-1])
+        options = pj.ParseOptions(
+            explicit_schema=pa.schema(list(self.wire)), unexpected_field_behavior="ignore"
+        )
+        try:
+            table = pj.read_json(
+                pa.BufferReader(data.slice(start, end - start) if data is not None else b""),
+                read_options=pj.ReadOptions(use_threads=False, block_size=_BLOCK_BYTES),
+                parse_options=options,
+            )
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise DeclinedError(
+                f"a payload does not parse as its wire type (among {where.first(mask)} on): {exc}"
+            ) from None
+        if table.num_rows != len(payloads):  # a payload of several JSON values, or of none
+            raise DeclinedError(f"payloads are not one JSON object each ({where.first(mask)})")
+        wire = pa.StructArray.from_arrays(
+            [table.column(f.name).combine_chunks() for f in self.wire], fields=list(self.wire)
+        )
+        try:
+            return _converted(wire, self.value, where, mask)
+        except pa.ArrowInvalid as exc:  # a value out of its type's range
+            raise DeclinedError(f"a payload value does not convert ({where.first(mask)}): {exc}") from None
+
+
+class _Where:
+    """Names a batch's record for a decline: its topic, queue and offset."""
+
+    def __init__(self, batch: pa.RecordBatch) -> None:
+        self.batch = batch
+
+    def first(self, mask: pa.Array) -> str:
+        hits = pc.indices_nonzero(pc.fill_null(mask, False))
+        if len(hits) == 0:
+            return "no record named"
+        row = hits[0].as_py()
+        b = self.batch
+        return (
+            f"topic {b.column('topic')[row].as_py()!r} queue {b.column('partition')[row].as_py()!r} "
+            f"offset {b.column('queue_offset')[row].as_py()}"
+        )
+
+
+def _tombstones(properties: pa.Array) -> pa.Array:
+    marked = pc.map_lookup(properties, TOMBSTONE_PROPERTY, "first")
+    return pc.fill_null(pc.equal(marked, "true"), False)
+
+
+def _converted(wire: pa.Array, target: pa.DataType, where: _Where, mask: pa.Array) -> pa.Array:
+    """``wire`` (the payload as JSON typed it) as ``target`` (Spark's Arrow type); see
+    ``plan_decoder`` for the pairs there are."""
+    if wire.type == target:
+        return wire
+    if pa.types.is_struct(target):
+        assert isinstance(wire, pa.StructArray)
+        children = [
+            _converted(wire.field(i), target.field(i).type, where, mask) for i in range(target.num_fields)
+        ]
+        return pa.StructArray.from_arrays(
+            children, fields=[target.field(i) for i in range(target.num_fields)], mask=wire.is_null()
+        )
+    if pa.types.is_list(target):
+        assert isinstance(wire, pa.ListArray)
+        items = _converted(wire.flatten(), target.value_type, where, mask)
+        offsets = pc.subtract(wire.offsets, wire.offsets[0])
+        return pa.ListArray.from_arrays(offsets, items, type=target, mask=wire.is_null())
+    if pa.types.is_timestamp(target) and pa.types.is_integer(wire.type):  # zone-less: epoch micros
+        return wire.cast(pa.int64()).cast(target)
+    if pa.types.is_date32(target):  # epoch days
+        return wire.cast(target)
+    if pa.types.is_timestamp(target):  # an instant: Kafka's epoch millis, or ISO-8601 as Sluice writes it
+        digits = pc.match_substring_regex(wire, r"^-?[0-9]+$")
+        iso = pc.match_substring_regex(wire, _ISO_INSTANT)
+        if not pc.all(pc.or_kleene(pc.or_(digits, iso), pc.is_null(wire))).as_py():
+            raise DeclinedError(f"an instant in another form ({where.first(mask)})")
+        text = pa.scalar(None, pa.string())
+        millis = pc.if_else(digits, wire, text).cast(pa.int64()).cast(pa.timestamp("ms", tz=target.tz))
+        return pc.if_else(digits, millis.cast(target), pc.if_else(iso, wire, text).cast(target))
+    if pa.types.is_binary(target):
+        return pa.array([_unbase64(t, where, mask) for t in wire.to_pylist()], target)
+    if pa.types.is_decimal(target):
+        return _decimals(wire, target, where, mask)
+    raise DeclinedError(f"no Arrow decode of {wire.type} as {target}")  # plan_decoder refuses these
+
+
+def _unbase64(text: str | None, where: _Where, mask: pa.Array) -> bytes | None:
+    if text is None:
+        return None
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise DeclinedError(f"bytes that are not base64 ({where.first(mask)})") from None
+
+
+def _decimals(wire: pa.Array, target: pa.Decimal128Type, where: _Where, mask: pa.Array) -> pa.Array:
+    """Kafka's Decimal: base64 of the unscaled value's big-endian two's complement."""
+    scale, limit = target.scale, 10**target.precision
+    out: list[Decimal | None] = []
+    for text in wire.to_pylist():
+        raw = _unbase64(text, where, mask)
+        if raw is None:
+            out.append(None)
+            continue
+        unscaled = int.from_bytes(raw, "big", signed=True)
+        if not raw or not -limit < unscaled < limit:
+            raise DeclinedError(f"a decimal that does not fit {target} ({where.first(mask)})")
+        out.append(Decimal(unscaled).scaleb(-scale, context=_EXACT))  # 38 digits: past the default 28
+    return pa.array(out, target)
+
+
+def plan_decoder(
+    heads: Sequence[tuple[str, str]], wire: pa.DataType, value: pa.DataType
+) -> EnvelopeDecoder | None:
+    """A decoder for envelopes starting with ``heads`` (``(topic, schema prefix)`` pairs, as
+    SeenPrefixes keeps them) whose payload's wire type is ``wire`` and Spark type ``value``, both
+    in Arrow with every field nullable (as Spark's parse types a payload). None where Arrow's JSON
+    reader cannot read the wire type as Spark's parse would: a value that is not a struct, a map."""
+    if not (pa.types.is_struct(wire) and pa.types.is_struct(value)) or not _decodable(wire, value):
+        return None
+    assert isinstance(wire, pa.StructType) and isinstance(value, pa.StructType)
+    encoded = tuple((topic, (prefix + PAYLOAD_KEY).encode("utf-8")) for topic, prefix in heads)
+    return EnvelopeDecoder(encoded, wire, value)
+
+
+def _decodable(wire: pa.DataType, value: pa.DataType) -> bool:
+    if pa.types.is_struct(value):
+        return (
+            pa.types.is_struct(wire)
+            and wire.num_fields == value.num_fields
+            and all(
+                wire.field(i).name == value.field(i).name
+                and _decodable(wire.field(i).type, value.field(i).type)
+                for i in range(value.num_fields)
+            )
+        )
+    if pa.types.is_list(value):
+        return pa.types.is_list(wire) and _decodable(wire.value_type, value.value_type)
+    if wire == value:
+        return (
+            pa.types.is_integer(value) or pa.types.is_floating(value) or pa.types.is_boolean(value)
+            or pa.types.is_string(value)
+        )  # fmt: skip
+    if pa.types.is_timestamp(value):
+        return pa.types.is_int64(wire) if value.tz is None else pa.types.is_string(wire)
+    if pa.types.is_date32(value):
+        return pa.types.is_int32(wire)
+    return (pa.types.is_binary(value) or pa.types.is_decimal(value)) and pa.types.is_string(wire)
+

@@ -1,0 +1,212 @@
+"""The Arrow decode of envelopes whose schemas a sink met (connectors.arrow_envelopes) gives exactly
+the records Spark's decode gives, schema and values, or declines and leaves the batch to Spark.
+
+Each case encodes records with the json converter (schemas on, as a source sends them), lets a
+converter meet their schemas in a searched batch, then decodes the same messages both ways: Spark's
+``to_records(assume_met=True)``, and the read's Arrow decode (``arrow_decoder``) followed by the
+rest of ``to_records``, as the sink's read runs it (``spark_reader.decoded_schema``).
+"""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from sluice.connectors.arrow_envelopes import ARROW_DECLINED, DeclinedError, declined_reason
+from sluice.connectors.connect_schemas import PAYLOAD_KEY
+from sluice.connectors.converters import JsonConverter
+from sluice.connectors.envelopes import UNMET_SCHEMA
+from sluice.connectors.records import ERROR_COLUMN, Record, make_records
+from sluice.connectors.rocketmq.spark_reader import decoded_schema
+from sluice.connectors.transforms import apply_chain, build_chain, value_read
+from tests.connectors.test_converters import as_messages
+from tests.connectors.test_extract_new_record_state import _records as change_events
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+VALUE_DDL = (
+    "id bigint, tiny tinyint, small smallint, n int, f float, d double, flag boolean, name string, "
+    "raw binary, amount decimal(12,2), wide decimal(30,5), day date, at timestamp, local timestamp_ntz, "
+    "tags array<string>, points array<struct<x: int, label: string>>, addr struct<city: string, zip: bigint>"
+)
+
+
+def _value(i: int) -> dict[str, Any]:
+    return {
+        "id": i, "tiny": -(i % 128), "small": 300 * i, "n": -70000 * i, "f": 1.5 / (i + 1),
+        "d": 1e300 / (i + 3), "flag": i % 2 == 0, "name": f'Grüße "{i}"\\ 東京\n\t\u0001 ✓',
+        "raw": bytes([i % 256, 0, 255]),
+        "amount": Decimal(f"-{i}.25") if i % 2 else Decimal(f"{i * 1000}.05"),
+        "wide": Decimal(f"123456789012345678901234.{i:05d}"), "day": date(1969 + i, 12, 31),
+        "at": datetime(2024, 5, 1, 12, 0, i, 123456, tzinfo=UTC), "local": datetime(1999, 12, 31, 23, 59, i),
+        "tags": ["a", None, f"t{i}"] if i % 3 else [],
+        "points": [{"x": i, "label": None}, {"x": -i, "label": "p"}],
+        "addr": None if i % 4 == 1 else {"city": "Oslo", "zip": None if i % 2 else 150 + i},
+    }  # fmt: skip
+
+
+def _typed_records(spark: SparkSession, count: int) -> DataFrame:
+    from pyspark.sql.types import StructType
+
+    nulls = {k: None for k in _value(0)}
+    values: list[Any] = [_value(i) for i in range(count)]
+    values[2] = {**nulls, "id": 2}  # every field null but the key
+    values[3] = None  # a tombstone
+    records = [Record("p", i, v, topic="t", key=f'{{"id":{i}}}') for i, v in enumerate(values)]
+    return make_records(spark, records, StructType.fromDDL(VALUE_DDL))
+
+
+def _messages(spark: SparkSession, records: DataFrame) -> DataFrame:
+    return as_messages(spark, JsonConverter(schemas_enable=True).to_messages(records))
+
+
+def _met(messages: DataFrame) -> JsonConverter:
+    converter = JsonConverter(schemas_enable=True)
+    converter.to_records(messages).collect()  # a searched batch: the schemas are met
+    assert converter.knows_schemas(["t"])
+    return converter
+
+
+def _arrow_decoded(
+    spark: SparkSession, converter: JsonConverter, messages: DataFrame, narrow: Any = None
+) -> DataFrame:
+    import pyarrow as pa
+
+    planned = converter.arrow_decoder(narrow)
+    assert planned is not None
+    decoder, value_type = planned
+    batches = [decoder.decode(b) for b in messages.toArrow().to_batches(max_chunksize=3)]
+    read = spark.createDataFrame(pa.Table.from_batches(batches), schema=decoded_schema(value_type))
+    return converter.to_records(read, narrow, assume_met=True)
+
+
+def _table(df: DataFrame) -> pa.Table:
+    """The records in offset order; Spark's decode adds an error column, null here, that the Arrow
+    decode has no use for (it declines instead of flagging; the sink drops the column)."""
+    table = df.toArrow().sort_by("offset")
+    if ERROR_COLUMN in table.column_names:
+        assert table.column(ERROR_COLUMN).null_count == table.num_rows
+        table = table.drop_columns([ERROR_COLUMN])
+    return table
+
+
+def test_the_arrow_decode_equals_sparks_for_every_type_it_reads(spark: SparkSession) -> None:
+    messages = _messages(spark, _typed_records(spark, 9))
+    converter = _met(messages)
+    by_spark = _table(converter.to_records(messages, assume_met=True))
+    by_arrow = _table(_arrow_decoded(spark, converter, messages))
+    assert by_arrow.schema.equals(by_spark.schema, check_metadata=True)
+    assert by_arrow.to_pylist() == by_spark.to_pylist()
+    values = by_arrow.column("value").to_pylist()
+    assert values[3] is None and values[2] == {**dict.fromkeys(values[2]), "id": 2}
+    assert values[5]["amount"] == Decimal("-5.25")
+    assert values[5]["at"] == datetime(2024, 5, 1, 12, 0, 5, 123456, tzinfo=UTC)
+
+
+def test_a_topic_whose_schema_grew_decodes_as_spark_does(spark: SparkSession) -> None:
+    """A column added mid-stream: two schemas met for one topic, merged; each record is decoded
+    against its own prefix and put back in its place. A second topic of another type (each record
+    then carries its own type) is left to Spark."""
+    from pyspark.sql import functions as F
+
+    old = _typed_records(spark, 6).drop("raw")
+    grown = old.withColumn("value", F.struct("value.*", F.lit(7).alias("added")))
+    grown = grown.withColumn("offset", F.col("offset") + 100)
+    converter = JsonConverter(schemas_enable=True)
+    messages = as_messages(spark, converter.to_messages(grown).unionByName(converter.to_messages(old)))
+    met = JsonConverter(schemas_enable=True)
+    met.to_records(messages).collect()
+    by_spark = _table(met.to_records(messages, assume_met=True))
+    by_arrow = _table(_arrow_decoded(spark, met, messages))
+    assert by_arrow.schema.equals(by_spark.schema, check_metadata=True)
+    assert by_arrow.to_pylist() == by_spark.to_pylist()
+    added = [None if v is None else v["added"] for v in by_arrow.column("value").to_pylist()]
+    assert added == [None] * 6 + [7] * 6  # the old schema's records have no such field
+
+    other = old.withColumn("topic", F.lit("u"))
+    met.to_records(as_messages(spark, converter.to_messages(other))).collect()
+    assert met.knows_schemas(["t", "u"]) and met.arrow_decoder() is None
+
+
+def test_a_narrowed_decode_of_change_events_gives_the_transform_what_spark_gives(spark: SparkSession) -> None:
+    unwrap = "io.debezium.transforms.ExtractNewRecordState"
+    chain = build_chain({"transforms": "u", "transforms.u.type": unwrap})
+    messages = _messages(spark, change_events(spark))
+    converter = JsonConverter(schemas_enable=True)
+    converter.to_records(messages, value_read(chain)).collect()
+    by_spark = _table(apply_chain(chain, converter.to_records(messages, value_read(chain), assume_met=True)))
+    by_arrow = _table(apply_chain(chain, _arrow_decoded(spark, converter, messages, value_read(chain))))
+    assert by_arrow.schema.equals(by_spark.schema, check_metadata=True)
+    assert by_arrow.to_pylist() == by_spark.to_pylist() and by_arrow.num_rows == 2
+
+
+def _payload(body: bytes, old: bytes, new: bytes) -> bytes:
+    """``body`` with the first ``old`` of its payload replaced (its schema left as it was)."""
+    head, payload = body.split(PAYLOAD_KEY.encode(), 1)
+    assert old in payload, (old, payload)
+    return head + PAYLOAD_KEY.encode() + payload.replace(old, new, 1)
+
+
+def _grown_schema(body: bytes) -> bytes:
+    added = b'"field":"name"},{"type":"int8","optional":true,"field":"x"}'
+    return body.replace(b'"field":"name"}', added, 1)
+
+
+def _decode_edited(spark: SparkSession, edit: Any) -> None:
+    """Decode in Arrow a batch whose record at queue offset 104 has its body edited by ``edit``."""
+    import pyarrow as pa
+
+    messages = _messages(spark, _typed_records(spark, 6))
+    converter = _met(messages)
+    planned = converter.arrow_decoder()
+    assert planned is not None
+    table = messages.toArrow()
+    bodies = table.column("body").to_pylist()
+    bodies[4] = edit(bodies[4])
+    table = table.set_column(table.schema.get_field_index("body"), "body", pa.array(bodies, pa.binary()))
+    planned[0].decode(table.combine_chunks().to_batches()[0])  # raises
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (lambda b: b[:-40] + b"\xff" + b[-39:], "a body is not UTF-8"),
+        (lambda b: _payload(b, b'"name":"', b'"name":7,"x":"'), "a payload does not parse as its wire type"),
+        (lambda b: _payload(b, b'"amount":"', b'"amount":"!'), "bytes that are not base64"),
+        (lambda b: _payload(b, b'"wide":"', b'"wide":"' + base64.b64encode(b"\x7f" * 16) + b'","x":"'),
+         "a decimal that does not fit"),
+        (lambda b: _payload(b, b'"at":"', b'"at":"May 1, 2024","x":"'), "an instant in another form"),
+        (lambda b: _payload(b, b"{", b"[{") + b"]", "a payload does not parse"),
+    ],
+)
+def test_what_the_arrow_decode_cannot_read_as_spark_would_it_declines_naming_the_record(
+    spark: SparkSession, edit: Any, reason: str
+) -> None:
+    with pytest.raises(DeclinedError) as caught:
+        _decode_edited(spark, edit)
+    assert ARROW_DECLINED in str(caught.value)
+    assert declined_reason(str(caught.value)).startswith(reason)
+
+
+def test_a_body_of_a_schema_not_met_sends_the_sink_to_search_the_batch(spark: SparkSession) -> None:
+    """As Spark's decode of met schemas does (UNMET_SCHEMA), naming the first such record."""
+    where = r" \(first at topic 't' queue 'broker-a:1' offset 104\)"
+    with pytest.raises(RuntimeError, match=UNMET_SCHEMA + where):
+        _decode_edited(spark, _grown_schema)
+
+
+def test_a_value_with_a_map_is_left_to_sparks_decode(spark: SparkSession) -> None:
+    from pyspark.sql.types import MapType, StringType, StructField, StructType
+
+    mapped = StructType(
+        [StructField("id", StringType()), StructField("m", MapType(StringType(), StringType()))]
+    )
+    records = make_records(spark, [Record("p", 0, {"id": "a", "m": {"k": "v"}}, topic="t")], mapped)
+    converter = _met(_messages(spark, records))
+    assert converter.arrow_decoder() is None  # a map: Spark's decode only
