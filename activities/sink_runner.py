@@ -35,8 +35,8 @@ from sluice.connectors.api import (
 )
 from sluice.connectors.arrow_envelopes import ARROW_DECLINED, declined_reason
 from sluice.connectors.barriers import BARRIER_HEADER
-from sluice.connectors.connect_schemas import SCHEMA_KEY
-from sluice.connectors.converters import JsonConverter
+from sluice.connectors.connect_schemas import SCHEMA_KEY, laid_out_prefixes
+from sluice.connectors.converters import TOMBSTONE_PROPERTY, JsonConverter
 from sluice.connectors.envelopes import UNMET_SCHEMA
 from sluice.connectors.model import BatchPlan, DataLossPolicy, parse_queue_partition
 from sluice.connectors.planner import OffsetView
@@ -44,6 +44,7 @@ from sluice.connectors.planning import linger_s, ramped_budget
 from sluice.connectors.positions import PartitionKey, Position
 from sluice.connectors.records import RecordError, flag_errors, good_arrow_records
 from sluice.connectors.rocketmq.client import MessageQueue
+from sluice.connectors.rocketmq.codec import PROP_KEYS, decode_properties
 from sluice.connectors.rocketmq.offsets import consumer_group
 from sluice.connectors.rocketmq.spark_source import (
     bound_partitions,
@@ -67,6 +68,10 @@ if TYPE_CHECKING:
     from sluice.connectors.api import SinkTask
     from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
 
+
+#: The most messages a task's first batch pulls on the driver to learn their envelope schemas
+#: (``SinkRunner._learn_first_schemas``); a first batch is 1,000 at most (planning.ramped_budget).
+LEARN_ON_DRIVER_MAX = 5_000
 
 #: Rounds of "write, dead-letter what the target refused, write the rest" before giving up.
 MAX_REJECTION_ROUNDS = 3
@@ -223,6 +228,7 @@ class SinkRunner:
         return notice
 
     def run(self, plan: BatchPlan, rerun: bool) -> int:
+        self._learn_first_schemas(plan)
         if not self._ran_with_schemas_met(plan):
             self._run_searched(self._messages(plan), plan)
         if not isinstance(self.task, TransactionalSink):
@@ -230,6 +236,45 @@ class SinkRunner:
         self.setup.positions.committed_batch(plan)  # by the store or in the sink's transaction
         self._mirror_consumer_offsets(plan)
         return plan.record_span
+
+    def _learn_first_schemas(self, plan: BatchPlan) -> None:
+        """A task's first batch (small: planning.ramped_budget) learns its envelope schemas from
+        its messages pulled on the driver, so that it runs as later batches do (decoded in Arrow,
+        one Spark job) instead of a search job over a persisted pull and a plan built for both: a
+        new connector's first rows come sooner. Anything unusual (a body laid out otherwise, not
+        UTF-8, a larger batch, tolerance) leaves the batch to the search, which tells what it is."""
+        converter = self.setup.converter
+        if (
+            self.notice is not None
+            or self.tolerates
+            or not converter.discovers_envelopes
+            or plan.record_span > LEARN_ON_DRIVER_MAX
+        ):
+            return
+        values: list[tuple[str, str | None]] = []
+        keys: list[tuple[str, str | None]] = []
+        try:
+            for r in plan.ranges:
+                if r.is_empty:
+                    continue
+                broker, queue_id = parse_queue_partition(r.partition)
+                queue = MessageQueue(r.topic, broker, queue_id)
+                pulled = self.ctx.rocketmq.pull_range_columns(queue, r.start.offset, r.end.offset)
+                for body, text in zip(pulled.body, pulled.properties, strict=True):
+                    properties = decode_properties(text)
+                    tombstone = properties.get(TOMBSTONE_PROPERTY) == "true"
+                    values.append((r.topic, None if tombstone else body.decode("utf-8")))
+                    keys.append((r.topic, properties.get(PROP_KEYS) or None))
+        except Exception:  # noqa: BLE001 - a pull the search would fail too, or a body that is not UTF-8
+            log.debug("connector %s: first batch's schemas left to the search", self.connector, exc_info=True)
+            return
+        found = {"value": laid_out_prefixes(values)}
+        if converter.key_envelopes:
+            found["key"] = laid_out_prefixes(keys)
+        learned = {name: pairs for name, pairs in found.items() if pairs is not None}
+        if len(learned) == len(found):
+            converter.seen_prefixes.remember(learned)
+            self.notice = ""  # a converter that reads envelopes has no setting to point out
 
     def _read_options(self, plan: BatchPlan) -> dict[str, str]:
         return {

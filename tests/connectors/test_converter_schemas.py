@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from sluice.connectors.connect_schemas import envelope_schemas, merge_schemas
+from sluice.connectors.connect_schemas import envelope_schemas, laid_out_prefixes, merge_schemas
 from sluice.connectors.converters import VALUE_SCHEMA_HEADER, JsonConverter
 from tests.connectors.test_converters import BORN, READ_SCHEMA
 
@@ -103,6 +103,31 @@ def test_declared_decimal_reads_plain_json_numbers_exactly(spark: SparkSession) 
 )
 def test_envelope_schemas_from_body_prefixes(prefix: str, expected: list[tuple[str, object]] | None) -> None:
     assert envelope_schemas([("t", prefix)]) == expected
+
+
+A = '{"schema":{"type":"int32"},"payload":1}'
+B = '{"schema":{"type":"int64"},"payload":2}'
+
+
+@pytest.mark.parametrize(
+    ("texts", "expected"),
+    [
+        ([("t", A), ("t", A), ("u", A), ("t", B)],
+         [("t", '{"schema":{"type":"int32"}'), ("t", '{"schema":{"type":"int64"}'),
+          ("u", '{"schema":{"type":"int32"}')]),
+        ([("t", None), ("t", A)], [("t", '{"schema":{"type":"int32"}')]),  # null texts (tombstones) skipped
+        ([], []),
+        ([("t", A), ("t", '{"payload":1,"schema":{"type":"int32"}}')], None),  # laid out otherwise
+        ([("t", A), ("t", "")], None),  # not an envelope: the search flags it
+        ([("t", '{"schema":{"type":"int32"}}')], None),  # no payload at all
+        # a ',"payload":' inside the schema is cut there, as the search cuts it (remember() drops it)
+        ([("t", '{"schema":{"doc":"a,"payload":b"},"payload":1}')], [("t", '{"schema":{"doc":"a')]),
+    ],
+)  # fmt: skip
+def test_laid_out_prefixes_are_what_the_search_finds(
+    texts: list[tuple[str, str | None]], expected: list[tuple[str, str]] | None
+) -> None:
+    assert laid_out_prefixes(texts) == expected
 
 
 def test_envelopes_laid_out_any_way_decode_alike(spark: SparkSession) -> None:
