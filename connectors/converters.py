@@ -30,10 +30,11 @@ from sluice.connectors.envelopes import (
     decode_envelopes,
     envelope_prefixes,
     envelope_text,
-    met_value_type,
+    met_value_types,
     parse_json,
     unmet_schema,
     utf8_text,
+    with_own_types,
 )
 from sluice.connectors.records import ERROR_COLUMN, flag_errors
 
@@ -243,7 +244,12 @@ class Converter(ABC):
             messages = _raising_on_unmet(messages, texts, found)
         else:
             found = envelope_prefixes(messages, texts, self.seen_prefixes) if texts else {}
-        decoded = messages if predecoded else self.decode(messages, found.get("value"), narrow)
+        if predecoded:  # what Spark's decode adds beside the value: each record's own type, if any
+            met = met_value_types(self.seen_prefixes.known("value"), narrow)
+            own = None if met is None else met[1]
+            decoded = messages if own is None else with_own_types(messages, own, VALUE_SCHEMA_COLUMN)
+        else:
+            decoded = self.decode(messages, found.get("value"), narrow)
         if self.key_envelopes:
             decoded = decode_envelopes(
                 decoded.withColumn(_KEY_TEXT, key), F.col(_KEY_TEXT), what="key",
@@ -409,10 +415,10 @@ class JsonConverter(Converter):
         from pyspark.sql.pandas.types import to_arrow_type
 
         known = self.seen_prefixes.known("value")
-        met = met_value_type(known, narrow) if self.discovers_envelopes else None
+        met = met_value_types(known, narrow) if self.discovers_envelopes else None
         if met is None:
             return None
-        data_type = _nullable(met)  # as Spark's parse types it: any field may be null in a payload
+        data_type = _nullable(met[0])  # as Spark's parse types it: any field may be null in a payload
         try:
             wire, value = to_arrow_type(wire_type(data_type)), to_arrow_type(data_type)
         except TypeError:  # a type Arrow has no form for here

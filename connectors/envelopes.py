@@ -270,8 +270,15 @@ def decode_envelopes(
         return df.withColumn(out, text)
     data_type, own_types = merge_schemas(by_topic)
     df = parse_json(df, text, data_type, envelope=True, what=f"{what} envelope", out=out)
-    if own_types is None:
-        return df
+    return df if own_types is None else with_own_types(df, own_types, own_column)
+
+
+def with_own_types(df: DataFrame, own_types: Mapping[str, DataType], own_column: str) -> DataFrame:
+    """``df`` with ``own_column``: each record's own topic type (Spark JSON), every value it takes
+    listed in the column's metadata."""
+    # pyspark: config validation imports this module (via connectors.plugins)
+    from pyspark.sql import functions as F
+
     own_schema = F.lit(None).cast("string")
     for topic, own in own_types.items():
         own_schema = F.when(F.col("topic") == topic, F.lit(own.json())).otherwise(own_schema)
@@ -279,10 +286,12 @@ def decode_envelopes(
     return df.withColumn(own_column, own_schema.alias(own_column, metadata={OWN_TYPES_METADATA: values}))
 
 
-def met_value_type(prefixes: Sequence[tuple[str, str]], narrow: Narrow | None = None) -> DataType | None:
-    """The value type ``decode_envelopes`` gives envelopes of these met ``prefixes``, found with
-    no Spark job; None when it needs one (a schema not read from its prefix), when the topics'
-    types differ (each record then carries its own type) or do not merge."""
+def met_value_types(
+    prefixes: Sequence[tuple[str, str]], narrow: Narrow | None = None
+) -> tuple[DataType, dict[str, DataType] | None] | None:
+    """The value type ``decode_envelopes`` gives envelopes of these met ``prefixes`` and each
+    topic's own type (None when all are that type; ``merge_schemas``), found with no Spark job;
+    None when it needs one (a schema not read from its prefix) or the types do not merge."""
     schemas = envelope_schemas(list(prefixes))
     found: dict[str, list[DataType]] = {}
     if not prefixes or schemas is None or _add_types(schemas, found) is not True:
@@ -290,10 +299,9 @@ def met_value_type(prefixes: Sequence[tuple[str, str]], narrow: Narrow | None = 
     if narrow is not None:
         found = {topic: _distinct(narrow(t) for t in types) for topic, types in found.items()}
     try:
-        data_type, own_types = merge_schemas(found)
+        return merge_schemas(found)
     except ValueError:
         return None
-    return data_type if own_types is None else None
 
 
 def _distinct(types: Iterable[DataType]) -> list[DataType]:

@@ -111,8 +111,7 @@ def test_the_arrow_decode_equals_sparks_for_every_type_it_reads(spark: SparkSess
 
 def test_a_topic_whose_schema_grew_decodes_as_spark_does(spark: SparkSession) -> None:
     """A column added mid-stream: two schemas met for one topic, merged; each record is decoded
-    against its own prefix and put back in its place. A second topic of another type (each record
-    then carries its own type) is left to Spark."""
+    against its own prefix and put back in its place."""
     from pyspark.sql import functions as F
 
     old = _typed_records(spark, 6).drop("raw")
@@ -129,9 +128,29 @@ def test_a_topic_whose_schema_grew_decodes_as_spark_does(spark: SparkSession) ->
     added = [None if v is None else v["added"] for v in by_arrow.column("value").to_pylist()]
     assert added == [None] * 6 + [7] * 6  # the old schema's records have no such field
 
-    other = old.withColumn("topic", F.lit("u"))
-    met.to_records(as_messages(spark, converter.to_messages(other))).collect()
-    assert met.knows_schemas(["t", "u"]) and met.arrow_decoder() is None
+
+def test_topics_of_different_types_decode_as_spark_does_each_record_with_its_own_type(
+    spark: SparkSession,
+) -> None:
+    """One batch over two tables' topics (a CDC sink of a database): the merged type, and each
+    record's own topic type in the header column a sink writes each table by."""
+    from pyspark.sql import functions as F
+
+    from sluice.connectors.converters import VALUE_SCHEMA_HEADER
+
+    rows = _typed_records(spark, 6)
+    other = rows.withColumn("topic", F.lit("u")).withColumn("offset", F.col("offset") + 100)
+    other = other.withColumn("value", F.struct("value.id", "value.name", F.lit(1.5).alias("ratio")))
+    converter = JsonConverter(schemas_enable=True)
+    messages = as_messages(spark, converter.to_messages(rows).unionByName(converter.to_messages(other)))
+    met = JsonConverter(schemas_enable=True)
+    met.to_records(messages).collect()
+    by_spark = _table(met.to_records(messages, assume_met=True))
+    by_arrow = _table(_arrow_decoded(spark, met, messages))
+    assert by_arrow.schema.equals(by_spark.schema, check_metadata=True)
+    assert by_arrow.to_pylist() == by_spark.to_pylist()
+    own = [dict(r["headers"]).get(VALUE_SCHEMA_HEADER) for r in by_arrow.to_pylist()]
+    assert len(set(own)) == 2 and None not in own  # the case under test: records of their own types
 
 
 def test_a_narrowed_decode_of_change_events_gives_the_transform_what_spark_gives(spark: SparkSession) -> None:
