@@ -38,10 +38,6 @@ from sluice.connectors.envelopes import UNMET_SCHEMA
 
 #: What the decoder raises for a batch it leaves to Spark's decode (the runner looks for it).
 ARROW_DECLINED: Final = "sluice: envelopes left to Spark's decode"
-#: Marks a message whose record value was null (a tombstone): its body is empty, and an empty body
-#: without it is an empty value (e.g. ""), never a null one. (Defined here, where the decode that
-#: runs without the converters reads it; the converters write and read it too.)
-TOMBSTONE_PROPERTY: Final = "sluice.tombstone"
 #: An instant as Sluice's converter writes it (connect_json's ISO form, zone as an offset or Z): the
 #: one text form whose reading Arrow and Spark agree on; others are left to Spark.
 _ISO_INSTANT: Final = (
@@ -76,6 +72,8 @@ class EnvelopeDecoder:
     heads: tuple[tuple[str, bytes], ...]
     wire: pa.StructType
     value: pa.StructType
+    #: the message property that marks a null value (converters.TOMBSTONE_PROPERTY)
+    tombstone: str
 
     def decode(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """``batch`` with ``body`` replaced by ``value`` (null for tombstones and null bodies)."""
@@ -84,8 +82,8 @@ class EnvelopeDecoder:
         try:
             texts = body.cast(pa.string())  # validates UTF-8
         except pa.ArrowInvalid:
-            raise DeclinedError(f"a body is not UTF-8 ({where.first(pc.is_valid(body))})") from None
-        live = pc.and_(pc.is_valid(body), pc.invert(_tombstones(batch.column("properties"))))
+            raise DeclinedError(f"a body is not UTF-8 ({where.first(_not_utf8(body))})") from None
+        live = pc.and_(pc.is_valid(body), pc.invert(self._tombstones(batch.column("properties"))))
         topics = batch.column("topic")
         matched = pa.array([False] * len(batch))
         groups: list[tuple[bytes, pa.Array]] = []
@@ -105,6 +103,10 @@ class EnvelopeDecoder:
         return pa.RecordBatch.from_arrays(
             [batch.column(n) for n in names] + [value], names=[*names, "value"]
         )
+
+    def _tombstones(self, properties: pa.Array) -> pa.Array:
+        marked = pc.map_lookup(properties, self.tombstone, "first")
+        return pc.fill_null(pc.equal(marked, "true"), False)
 
     def _values(
         self, body: pa.Array, groups: Sequence[tuple[bytes, pa.Array]], where: _Where, rows: int
@@ -173,9 +175,17 @@ class _Where:
         )
 
 
-def _tombstones(properties: pa.Array) -> pa.Array:
-    marked = pc.map_lookup(properties, TOMBSTONE_PROPERTY, "first")
-    return pc.fill_null(pc.equal(marked, "true"), False)
+def _not_utf8(bodies: pa.Array) -> pa.Array:
+    """Which bodies are not UTF-8 (only looked for once a chunk is known to hold one)."""
+
+    def bad(body: bytes | None) -> bool:
+        try:
+            (body or b"").decode("utf-8")
+        except UnicodeDecodeError:
+            return True
+        return False
+
+    return pa.array([bad(b) for b in bodies.to_pylist()])
 
 
 def _converted(wire: pa.Array, target: pa.DataType, where: _Where, mask: pa.Array) -> pa.Array:
@@ -241,17 +251,18 @@ def _decimals(wire: pa.Array, target: pa.Decimal128Type, where: _Where, mask: pa
 
 
 def plan_decoder(
-    heads: Sequence[tuple[str, str]], wire: pa.DataType, value: pa.DataType
+    heads: Sequence[tuple[str, str]], wire: pa.DataType, value: pa.DataType, tombstone: str
 ) -> EnvelopeDecoder | None:
     """A decoder for envelopes starting with ``heads`` (``(topic, schema prefix)`` pairs, as
     SeenPrefixes keeps them) whose payload's wire type is ``wire`` and Spark type ``value``, both
     in Arrow with every field nullable (as Spark's parse types a payload). None where Arrow's JSON
-    reader cannot read the wire type as Spark's parse would: a value that is not a struct, a map."""
+    reader cannot read the wire type as Spark's parse would: a value that is not a struct, a map.
+    ``tombstone``: the message property that marks a null value."""
     if not (pa.types.is_struct(wire) and pa.types.is_struct(value)) or not _decodable(wire, value):
         return None
     assert isinstance(wire, pa.StructType) and isinstance(value, pa.StructType)
     encoded = tuple((topic, (prefix + PAYLOAD_KEY).encode("utf-8")) for topic, prefix in heads)
-    return EnvelopeDecoder(encoded, wire, value)
+    return EnvelopeDecoder(encoded, wire, value, tombstone)
 
 
 def _decodable(wire: pa.DataType, value: pa.DataType) -> bool:

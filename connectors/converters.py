@@ -18,7 +18,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from sluice.connectors.arrow_envelopes import TOMBSTONE_PROPERTY, EnvelopeDecoder, plan_decoder
 from sluice.connectors.barriers import BARRIER_HEADER
 from sluice.connectors.config import converter_fields, converter_name
 from sluice.connectors.connect_json import json_text, wire_type
@@ -42,6 +41,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import DataType
 
+    from sluice.connectors.arrow_envelopes import EnvelopeDecoder
+
 PARTITION_PROPERTY: Final = "sluice.partition"
 #: Header the json converter sets when one batch's topics carry different schemas: the record's own
 #: topic's value type (Spark's JSON form; merge_schemas), so a sink writes each table its own columns
@@ -59,6 +60,9 @@ _KEY_TEXT: Final = "_sluice_key_text"
 _KEY_VALUE: Final = "_sluice_key"
 OFFSET_PROPERTY: Final = "sluice.offset"
 TAGS_HEADER: Final = "rocketmq.tags"
+#: Marks a message whose record value was null (a tombstone): its body is empty, and an empty body
+#: without it is an empty value (e.g. ""), never a null one.
+TOMBSTONE_PROPERTY: Final = "sluice.tombstone"
 # RocketMQ's own message properties (MessageConst): not user headers.
 SYSTEM_PROPERTIES: Final = frozenset(
     [
@@ -246,8 +250,10 @@ class Converter(ABC):
             found = envelope_prefixes(messages, texts, self.seen_prefixes) if texts else {}
         if predecoded:  # what Spark's decode adds beside the value: each record's own type, if any
             met = met_value_types(self.seen_prefixes.known("value"), narrow)
-            own = None if met is None else met[1]
-            decoded = messages if own is None else with_own_types(messages, own, VALUE_SCHEMA_COLUMN)
+            topic_types = None if met is None else met[1]
+            decoded = messages
+            if topic_types is not None:
+                decoded = with_own_types(messages, topic_types, VALUE_SCHEMA_COLUMN)
         else:
             decoded = self.decode(messages, found.get("value"), narrow)
         if self.key_envelopes:
@@ -411,8 +417,10 @@ class JsonConverter(Converter):
         return self.schemas_enable and not self.value_schema
 
     def arrow_decoder(self, narrow: Narrow | None = None) -> tuple[EnvelopeDecoder, DataType] | None:
-        # pyspark: config validation imports this module (via connectors.plugins)
+        # pyspark, pyarrow: config validation imports this module (via connectors.plugins)
         from pyspark.sql.pandas.types import to_arrow_type
+
+        from sluice.connectors.arrow_envelopes import plan_decoder
 
         known = self.seen_prefixes.known("value")
         met = met_value_types(known, narrow) if self.discovers_envelopes else None
@@ -423,7 +431,7 @@ class JsonConverter(Converter):
             wire, value = to_arrow_type(wire_type(data_type)), to_arrow_type(data_type)
         except TypeError:  # a type Arrow has no form for here
             return None
-        decoder = plan_decoder(known, wire, value)
+        decoder = plan_decoder(known, wire, value, TOMBSTONE_PROPERTY)
         return None if decoder is None else (decoder, data_type)
 
     def _declared_type(self) -> DataType | None:

@@ -195,7 +195,8 @@ def _decode_edited(spark: SparkSession, edit: Any) -> None:
 @pytest.mark.parametrize(
     ("edit", "reason"),
     [
-        (lambda b: b[:-40] + b"\xff" + b[-39:], "a body is not UTF-8"),
+        (lambda b: b[:-40] + b"\xff" + b[-39:],
+         "a body is not UTF-8 (topic 't' queue 'broker-a:1' offset 104)"),
         (lambda b: _payload(b, b'"name":"', b'"name":7,"x":"'), "a payload does not parse as its wire type"),
         (lambda b: _payload(b, b'"amount":"', b'"amount":"!'), "bytes that are not base64"),
         (lambda b: _payload(b, b'"wide":"', b'"wide":"' + base64.b64encode(b"\x7f" * 16) + b'","x":"'),
