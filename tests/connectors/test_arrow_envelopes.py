@@ -96,14 +96,22 @@ def _table(df: DataFrame) -> pa.Table:
     return table
 
 
-def test_the_arrow_decode_equals_sparks_for_every_type_it_reads(spark: SparkSession) -> None:
-    messages = _messages(spark, _typed_records(spark, 9))
-    converter = _met(messages)
-    by_spark = _table(converter.to_records(messages, assume_met=True))
-    by_arrow = _table(_arrow_decoded(spark, converter, messages))
+def _decoded_both_ways(spark: SparkSession, messages: DataFrame, chain: list[Any] | None = None) -> pa.Table:
+    """The records of ``messages`` (through ``chain``) decoded by Spark and in Arrow, by a converter
+    that met their schemas in a searched batch; checked equal, schema and values, and returned."""
+    chain = chain or []
+    narrow = value_read(chain)
+    converter = JsonConverter(schemas_enable=True)
+    converter.to_records(messages, narrow).collect()
+    by_spark = _table(apply_chain(chain, converter.to_records(messages, narrow, assume_met=True)))
+    by_arrow = _table(apply_chain(chain, _arrow_decoded(spark, converter, messages, narrow)))
     assert by_arrow.schema.equals(by_spark.schema, check_metadata=True)
     assert by_arrow.to_pylist() == by_spark.to_pylist()
-    values = by_arrow.column("value").to_pylist()
+    return by_arrow
+
+
+def test_the_arrow_decode_equals_sparks_for_every_type_it_reads(spark: SparkSession) -> None:
+    values = _decoded_both_ways(spark, _messages(spark, _typed_records(spark, 9))).column("value").to_pylist()
     assert values[3] is None and values[2] == {**dict.fromkeys(values[2]), "id": 2}
     assert values[5]["amount"] == Decimal("-5.25")
     assert values[5]["at"] == datetime(2024, 5, 1, 12, 0, 5, 123456, tzinfo=UTC)
@@ -119,13 +127,8 @@ def test_a_topic_whose_schema_grew_decodes_as_spark_does(spark: SparkSession) ->
     grown = grown.withColumn("offset", F.col("offset") + 100)
     converter = JsonConverter(schemas_enable=True)
     messages = as_messages(spark, converter.to_messages(grown).unionByName(converter.to_messages(old)))
-    met = JsonConverter(schemas_enable=True)
-    met.to_records(messages).collect()
-    by_spark = _table(met.to_records(messages, assume_met=True))
-    by_arrow = _table(_arrow_decoded(spark, met, messages))
-    assert by_arrow.schema.equals(by_spark.schema, check_metadata=True)
-    assert by_arrow.to_pylist() == by_spark.to_pylist()
-    added = [None if v is None else v["added"] for v in by_arrow.column("value").to_pylist()]
+    values = _decoded_both_ways(spark, messages).column("value").to_pylist()
+    added = [None if v is None else v["added"] for v in values]
     assert added == [None] * 6 + [7] * 6  # the old schema's records have no such field
 
 
@@ -143,26 +146,15 @@ def test_topics_of_different_types_decode_as_spark_does_each_record_with_its_own
     other = other.withColumn("value", F.struct("value.id", "value.name", F.lit(1.5).alias("ratio")))
     converter = JsonConverter(schemas_enable=True)
     messages = as_messages(spark, converter.to_messages(rows).unionByName(converter.to_messages(other)))
-    met = JsonConverter(schemas_enable=True)
-    met.to_records(messages).collect()
-    by_spark = _table(met.to_records(messages, assume_met=True))
-    by_arrow = _table(_arrow_decoded(spark, met, messages))
-    assert by_arrow.schema.equals(by_spark.schema, check_metadata=True)
-    assert by_arrow.to_pylist() == by_spark.to_pylist()
-    own = [dict(r["headers"]).get(VALUE_SCHEMA_HEADER) for r in by_arrow.to_pylist()]
+    records = _decoded_both_ways(spark, messages).to_pylist()
+    own = [dict(r["headers"]).get(VALUE_SCHEMA_HEADER) for r in records]
     assert len(set(own)) == 2 and None not in own  # the case under test: records of their own types
 
 
 def test_a_narrowed_decode_of_change_events_gives_the_transform_what_spark_gives(spark: SparkSession) -> None:
     unwrap = "io.debezium.transforms.ExtractNewRecordState"
     chain = build_chain({"transforms": "u", "transforms.u.type": unwrap})
-    messages = _messages(spark, change_events(spark))
-    converter = JsonConverter(schemas_enable=True)
-    converter.to_records(messages, value_read(chain)).collect()
-    by_spark = _table(apply_chain(chain, converter.to_records(messages, value_read(chain), assume_met=True)))
-    by_arrow = _table(apply_chain(chain, _arrow_decoded(spark, converter, messages, value_read(chain))))
-    assert by_arrow.schema.equals(by_spark.schema, check_metadata=True)
-    assert by_arrow.to_pylist() == by_spark.to_pylist() and by_arrow.num_rows == 2
+    assert _decoded_both_ways(spark, _messages(spark, change_events(spark)), chain).num_rows == 2
 
 
 def _payload(body: bytes, old: bytes, new: bytes) -> bytes:
