@@ -25,7 +25,7 @@ import base64
 import binascii
 from collections.abc import Sequence
 from dataclasses import dataclass
-from decimal import Context, Decimal
+from decimal import Decimal
 from typing import Final
 
 import numpy as np
@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from sluice.connectors.connect_json import decimal_from_text
 from sluice.connectors.connect_schemas import PAYLOAD_KEY
 from sluice.connectors.envelopes import UNMET_SCHEMA
 
@@ -43,7 +44,6 @@ ARROW_DECLINED: Final = "sluice: envelopes left to Spark's decode"
 _ISO_INSTANT: Final = (
     r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})$"
 )
-_EXACT: Final = Context(prec=100)
 #: Bytes Arrow's JSON reader takes in one block: a batch's payloads are parsed in one go.
 _BLOCK_BYTES: Final = 1 << 26
 
@@ -235,18 +235,14 @@ def _unbase64(text: str | None, where: _Where, mask: pa.Array) -> bytes | None:
 
 
 def _decimals(wire: pa.Array, target: pa.Decimal128Type, where: _Where, mask: pa.Array) -> pa.Array:
-    """Kafka's Decimal: base64 of the unscaled value's big-endian two's complement."""
-    scale, limit = target.scale, 10**target.precision
+    """Kafka's Decimal payloads as ``target`` (connect_json.decimal_from_text, as Spark's decode)."""
     out: list[Decimal | None] = []
     for text in wire.to_pylist():
-        raw = _unbase64(text, where, mask)
-        if raw is None:
-            out.append(None)
-            continue
-        unscaled = int.from_bytes(raw, "big", signed=True)
-        if not raw or not -limit < unscaled < limit:
+        value = None if text is None else decimal_from_text(text, target.precision, target.scale)
+        if text is not None and value is None:
+            _unbase64(text, where, mask)  # declines for text that is not base64, as for bytes
             raise DeclinedError(f"a decimal that does not fit {target} ({where.first(mask)})")
-        out.append(Decimal(unscaled).scaleb(-scale, context=_EXACT))  # 38 digits: past the default 28
+        out.append(value)
     return pa.array(out, target)
 
 

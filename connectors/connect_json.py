@@ -325,17 +325,22 @@ def decimal_from_base64(column: Column, data_type: Any) -> Column:
         return _native_from_base64(column, data_type)
 
     def one(text: Any) -> Decimal | None:
-        if text is None:
-            return None
-        try:
-            raw = base64.b64decode(str(text), validate=True)
-        except (binascii.Error, ValueError):
-            return None
-        if not raw:
-            return None
-        unscaled = int.from_bytes(raw, "big", signed=True)
-        if len(str(abs(unscaled))) > precision:
-            return None
-        return Decimal(unscaled).scaleb(-scale, context=_EXACT)
+        return None if text is None else decimal_from_text(str(text), precision, scale)
 
     return F.udf(one, data_type, useArrow=True)(column)
+
+
+def decimal_from_text(text: str, precision: int, scale: int) -> Decimal | None:
+    """One Kafka Decimal payload (base64 of the unscaled value's big-endian two's complement) as
+    a decimal of ``precision`` and ``scale``; None when it is not base64, is empty or does not fit
+    (exact to 38 digits: past ``decimal``'s default 28)."""
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    if not raw:
+        return None
+    unscaled = int.from_bytes(raw, "big", signed=True)
+    if len(str(abs(unscaled))) > precision:
+        return None
+    return Decimal(unscaled).scaleb(-scale, context=_EXACT)
