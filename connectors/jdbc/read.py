@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
+from sluice.connectors import pymysql_connections
 from sluice.connectors.config import ConfigError, FieldError
 from sluice.connectors.jdbc.queries import Sql, columns_query
 from sluice.connectors.jdbc.records import RecordShape, to_records
@@ -124,11 +125,8 @@ def connect(params: ConnectParams, where: str, *, text_values: bool = False) -> 
     """
     try:
         if params.dialect is Dialect.MYSQL:
-            # pymysql: only MySQL needs it; config validation imports this module (jdbc-source)
-            import pymysql
-
             extra: dict[str, Any] = {"conv": _text_decoders()} if text_values else {}
-            return pymysql.connect(
+            return pymysql_connections.connect(
                 **extra,
                 host=params.host,
                 port=params.port,

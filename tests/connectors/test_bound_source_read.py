@@ -3,6 +3,7 @@ as ``source_frame`` reads that read, and never reads nothing in silence."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from functools import partial
@@ -103,6 +104,9 @@ def test_a_frame_refuses_to_run_unbound_or_bound_to_another_layout(spark: SparkS
 
 def test_reads_that_are_not_bound() -> None:
     assert read_layout(SourceRead()) is None
-    big = "v" * 1024
-    rows = BOUND_READ_MAX_BYTES // len(big) + 1
-    assert read_layout(SourceRead(tables=(record_table("p", range(rows), [big] * rows),))) is None
+    # compressed, as bound reads travel: one value repeated is small, random ones are not
+    rows = BOUND_READ_MAX_BYTES // 1024 + 1
+    repeated = ["v" * 2048] * rows
+    assert read_layout(SourceRead(tables=(record_table("p", range(rows), repeated),))) is not None
+    random = [os.urandom(1024).hex() for _ in range(rows)]  # 1 KiB of entropy each
+    assert read_layout(SourceRead(tables=(record_table("p", range(rows), random),))) is None

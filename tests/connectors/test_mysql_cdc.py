@@ -6,6 +6,7 @@ front naming connector, field and table."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from decimal import Decimal
 from typing import Any
@@ -198,8 +199,21 @@ def test_batches_read_ahead_are_the_batches_an_inline_read_plans(mariadb_db: Tes
     assert sizes == [0, 6, 6, 6, 6, 6]
     assert task.ahead.hits == 5  # every planning after the first took its read ahead
 
+    # A busy task's read ahead follows the binlog: what commits while it follows, it reads.
+    transactions(1)
+    deadline = time.monotonic() + 10
+    while len(getattr(task.ahead._result, "changes", ())) < 3 and time.monotonic() < deadline:  # noqa: SLF001
+        time.sleep(0.05)
+    assert len(getattr(task.ahead._result, "changes", ())) == 3  # noqa: SLF001
+    ranges = _plan(task, committed)
+    assert ranges == _plan(inline, committed)
+    records = [row for r in ranges for row in _collect(task, r)]
+    assert records == [row for r in ranges for row in _collect(inline, r)] and len(records) == 3
+    assert task.ahead.hits == 6
+    previous, committed = committed, {r.partition: r.end for r in ranges}
+
     # A planning from elsewhere (a batch planned again after a crash) does not take it.
     again = _plan(task, previous)
-    assert again == _plan(inline, previous) and task.ahead.hits == 5
+    assert again == _plan(inline, previous) and task.ahead.hits == 6
     task.close()
     inline.close()

@@ -14,6 +14,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from sluice.connectors import pymysql_connections
 from sluice.connectors.cdc.mysql.changes import COMMIT, GTID, ROWS, BinlogEvent, file_index
 from sluice.connectors.cdc.mysql.truncate import truncated_table
 
@@ -49,10 +50,8 @@ class Params:
 
 def connect(params: Params, where: str) -> Any:
     """An autocommit PyMySQL session in UTC; a failure names the connector and the server."""
-    import pymysql  # pymysql: config validation imports this module (the mysql-cdc class)
-
     try:
-        return pymysql.connect(**params.settings(), autocommit=True, charset="utf8mb4")
+        return pymysql_connections.connect(**params.settings(), autocommit=True, charset="utf8mb4")
     except Exception as exc:
         detail = str(exc).replace(params.password, "********") if params.password else str(exc)
         raise ConnectionError(
@@ -197,6 +196,7 @@ def events(
             DeleteRowsEvent,
         ],
         enable_logging=False,
+        pymysql_wrapper=pymysql_connections.connection_class(),
     )
     try:
         for ev in stream:

@@ -70,6 +70,9 @@ from sluice.connectors.positions import Position
 
 log = logging.getLogger(__name__)
 FIRST_EVENT = 4  # a binlog file's first event follows its 4-byte magic number
+#: How often a busy task's read ahead reads on as the binlog grows (connectors.cdc.read_ahead): the
+#: next planning then reads inline only the last fifth of a second of changes.
+FOLLOW_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,7 @@ class MySqlCdcTask(LogCdcTask[Change]):
         sources = (config.get("gtid.source.includes") or [], config.get("gtid.source.excludes") or [])
         self._gtids = Gtids(self._guarded, self.where, skip, *sources)
         #: the binlog after the last planned batch, read while that batch runs (connectors.cdc.read_ahead)
-        self.ahead: ReadAhead[Position, Ahead] | None = ReadAhead(self.where)
+        self.ahead: ReadAhead[Position, Ahead] | None = ReadAhead(self.where, FOLLOW_S)
         self._reader: MySqlCdcTask | None = None  # the read-ahead's own task: its own connections
 
     # ---- connection and tables -------------------------------------------------------------------
@@ -220,19 +223,22 @@ class MySqlCdcTask(LogCdcTask[Change]):
         if self._purged(begin, logs):
             begin = max(begin, first)
         begin = self._gtids.stamp(begin, self._base, logs)
+        # taken (its following stopped) before the end is pinned: it never reads past ``stop``
+        ahead = self.ahead.take(begin) if self.ahead is not None else None
         stop = self._end()
-        changes, end = self._read_batch(begin, stop)
+        changes, end = self._read_batch(begin, stop, ahead)
         self._behind = end < stop
         self._cache = (begin, end, changes, False)
-        self._read_ahead(end)
+        self._read_ahead(end, follow=bool(changes))
         return LogBatch({p: max(start, end) for p, start in held.items()}, changes, dict(held))
 
-    def _read_batch(self, begin: Position, stop: Position) -> tuple[list[Change], Position]:
+    def _read_batch(
+        self, begin: Position, stop: Position, ahead: Ahead | None
+    ) -> tuple[list[Change], Position]:
         """The batch from ``begin`` towards ``stop``: what was read ahead from ``begin`` (on this
         server), continued to ``stop`` when it ended short of the record limit; else read now.
         Either way the same changes: reads start and end at commit points, and a read continued
         from one carries its GTID set on (``_scan``)."""
-        ahead = self.ahead.take(begin) if self.ahead is not None else None
         if ahead is None or ahead.server != self._gtids.server() or ahead.end > stop:
             return self._scan(begin, stop, self.max_records)
         changes, end = ahead.changes, ahead.end
@@ -241,9 +247,10 @@ class MySqlCdcTask(LogCdcTask[Change]):
         more, end = self._scan(end, stop, self.max_records - len(changes))
         return changes + more, end
 
-    def _read_ahead(self, begin: Position) -> None:
+    def _read_ahead(self, begin: Position, follow: bool) -> None:
         """Start reading the binlog from ``begin`` (the batch just planned ends there) to its end
-        now, on the read-ahead's own task (its own connections: nothing is shared across threads)."""
+        now, and on as it grows when ``follow``, on the read-ahead's own task (its own connections:
+        nothing is shared across threads)."""
         if self.ahead is None:
             return
         if self._reader is None:
@@ -251,11 +258,19 @@ class MySqlCdcTask(LogCdcTask[Change]):
             self._reader.ahead = None  # it reads for this task only
         reader, limit = self._reader, self.max_records
 
-        def read() -> Ahead:
-            changes, end = reader._scan(begin, reader._end(), limit)
-            return Ahead(changes, end, reader._gtids.server())
+        def read(before: Ahead | None) -> Ahead:
+            """From ``begin`` to the log's end now, or on from where ``before`` ended (the
+            ReadAhead follows the log until the next planning takes what it read)."""
+            if before is None:
+                changes, end = reader._scan(begin, reader._end(), limit)
+                return Ahead(changes, end, reader._gtids.server())
+            room = None if limit is None else limit - len(before.changes)
+            if (room is not None and room <= 0) or before.server != reader._gtids.server():
+                return before
+            more, end = reader._scan(before.end, reader._end(), room)
+            return Ahead(before.changes + more, end, before.server) if more or end != before.end else before
 
-        self.ahead.start(begin, read)
+        self.ahead.start(begin, read, follow)
 
     def _changed_since(self, table: str, log: str) -> set[str]:
         """From ``log`` to the binlog end now."""
