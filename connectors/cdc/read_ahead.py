@@ -9,9 +9,9 @@ so the decoding costs the batch no wall time.
 The read follows the log until a planning takes it: it reads to the log's end, then reads on
 from where it stopped every ``follow_s`` (a task whose last batch found changes; an idle one's
 read is made once, so a hundred idle connectors do not each poll their server five times a
-second). A read made once, at the start, found only what was
-written in the moment since the planning, and the next planning read the whole batch's worth
-inline (in bench-cdc's steady 1,000 changes/s, planning took 0.3-0.8 s of a 1.5 s cycle).
+second). A read made once, at the start, found only what was written in the moment since the
+planning, and the next planning read the whole batch's worth inline (in bench-cdc's steady
+1,000 changes/s, planning took 0.3-0.8 s of a 1.5 s cycle).
 
 What this module gives is the bookkeeping only: at most one read in flight, whose result is taken
 only by a planning that starts exactly where it started (anything else — a re-planned range after
