@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import random
 import re
 import socket
 import subprocess
@@ -108,10 +109,44 @@ def test_status_json_reports_every_service_healthy(stack_config: StackConfig) ->
     assert "local" in next(s for s in report["services"] if s["name"] == "spark")["address"]
 
 
-def _free_port() -> int:
+#: Where the private stack's ports go, relative to a base port. Services bind ports derived from
+#: their own (Temporal +10 and +11, the broker -2 and +1, the proxy +1, OpenSearch +100), so the
+#: layout leaves those free too, and every one is checked before the stack starts.
+_PORT_OFFSETS = {
+    "pg_port": 0,
+    "temporal_ui_port": 1,
+    "namesrv_port": 2,
+    "broker_port": 5,
+    "proxy_port": 7,
+    "mariadb_port": 9,
+    "opensearch_port": 10,
+    "temporal_port": 20,
+}
+_DERIVED_OFFSETS = (3, 6, 8, 30, 31, 110)
+
+
+def _bindable(port: int) -> bool:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _private_ports() -> dict[str, int]:
+    """Ports for a second stack, below the kernel's ephemeral range (32768-60999 here).
+
+    Ports the kernel hands out (what binding port 0 returns) are the local ports of outgoing
+    connections too: a service's derived port next to one may be taken by a client connection a
+    moment later, and the broker then dies binding it.
+    """
+    offsets = [*_PORT_OFFSETS.values(), *_DERIVED_OFFSETS]
+    for _ in range(200):
+        base = random.randrange(20000, 32000 - max(offsets))
+        if all(_bindable(base + offset) for offset in offsets):
+            return {name: base + offset for name, offset in _PORT_OFFSETS.items()}
+    raise RuntimeError("no free block of ports for a private stack between 20000 and 32000")
 
 
 @pytest.fixture
@@ -130,14 +165,7 @@ def private_stack(stack_config: StackConfig) -> Iterator[StackConfig]:
     cfg = dataclasses.replace(
         stack_config,
         state_dir=state,
-        pg_port=_free_port(),
-        temporal_port=_free_port() + 0,
-        temporal_ui_port=_free_port(),
-        namesrv_port=_free_port(),
-        broker_port=_free_port(),
-        proxy_port=_free_port(),
-        mariadb_port=_free_port(),
-        opensearch_port=_free_port(),
+        **_private_ports(),
     )
     shutil.copytree(lib_dir(stack_config), lib_dir(cfg))
     shutil.copytree(opensearch.home(stack_config) / "lib", opensearch.lib_dir(cfg))
@@ -184,9 +212,7 @@ def test_port_taken_fails_clearly_and_leaves_nothing_half_started(stack_config: 
     cfg = dataclasses.replace(
         stack_config,
         state_dir=stack_config.state_dir / "test-stacks" / uuid.uuid4().hex[:8],
-        pg_port=_free_port(),
-        mariadb_port=_free_port(),
-        temporal_port=stack_config.temporal_port,  # taken by the running stack
+        **{**_private_ports(), "temporal_port": stack_config.temporal_port},  # taken by the running stack
     )
     with pytest.raises(
         StackError, match=r"temporal: port 127\.0\.0\.1:\d+ is already taken.*SLUICE_TEMPORAL_PORT"

@@ -205,8 +205,16 @@ class Broker:
         if self.healthy():
             return
         ensure_jars(self.cfg)
-        ensure_port_free("rocketmq broker", self.cfg.host, self.cfg.broker_port, "SLUICE_BROKER_PORT")
-        ensure_port_free("rocketmq proxy", self.cfg.host, self.cfg.proxy_port, "SLUICE_PROXY_PORT")
+        # The broker also listens on its port - 2 (the "fast" remoting port) and + 1 (HA), the proxy
+        # on its port + 1 (remoting): a taken one kills the JVM with a bind error, so name it first.
+        for service, port, env_var in (
+            ("rocketmq broker", self.cfg.broker_port, "SLUICE_BROKER_PORT"),
+            ("rocketmq broker (fast remoting, its port - 2)", self.cfg.broker_port - 2, "SLUICE_BROKER_PORT"),
+            ("rocketmq broker (HA, its port + 1)", self.cfg.broker_port + 1, "SLUICE_BROKER_PORT"),
+            ("rocketmq proxy", self.cfg.proxy_port, "SLUICE_PROXY_PORT"),
+            ("rocketmq proxy (remoting, its port + 1)", self.cfg.proxy_port + 1, "SLUICE_PROXY_PORT"),
+        ):
+            ensure_port_free(service, self.cfg.host, port, env_var)
         broker_conf, proxy_conf = self._write_config()
         self.proc.start(
             [
