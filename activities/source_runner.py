@@ -10,17 +10,25 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING
+from functools import cached_property, lru_cache, partial
+from typing import TYPE_CHECKING, Final
 
+import pyarrow as pa
 from pyspark.sql import functions as F
 
 from sluice.activities.bad_records import checked_records, failing_on_bad_records, raising_record_errors
 from sluice.activities.runner import TaskSetup, next_plan
 from sluice.activities.spark import binds_jobs
-from sluice.activities.spark_binding import ReadLayout, SourceReadBinder, read_layout, source_frame
+from sluice.activities.spark_binding import (
+    ReadLayout,
+    SourceReadBinder,
+    read_layout,
+    source_frame,
+    spark_schema,
+    table_frame,
+)
 from sluice.connectors.api import (
     CommitListener,
     KnowsEmptyRanges,
@@ -29,19 +37,29 @@ from sluice.connectors.api import (
     RoutesTopics,
     SendOrder,
 )
+from sluice.connectors.arrow_messages import MESSAGE_SCHEMA, sharded
 from sluice.connectors.barriers import BARRIER_HEADER, BARRIER_QUEUES_HEADER
-from sluice.connectors.converters import OFFSET_PROPERTY, PARTITION_PROPERTY
+from sluice.connectors.converters import OFFSET_PROPERTY, PARTITION_PROPERTY, flag_unsendable
 from sluice.connectors.model import BatchPlan, PartitionRange
 from sluice.connectors.planner import view_of
 from sluice.connectors.planning import natural_key, ramped_budget
-from sluice.connectors.rocketmq.limits import stamped_size
-from sluice.connectors.rocketmq.spark_writer import SendPlan, bound_properties, send_frame, send_plan
+from sluice.connectors.rocketmq.limits import fit_in_arrow, stamped_size
+from sluice.connectors.rocketmq.spark_writer import (
+    WRITTEN_SCHEMA,
+    RocketMQWriter,
+    SendPlan,
+    bound_properties,
+    send_frame,
+    send_plan,
+)
+from sluice.connectors.source_reads import SourceRead
 from sluice.connectors.transforms import apply_chain
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
     from sluice.connectors.api import SourceTask
+    from sluice.connectors.arrow_messages import MessageEncoder
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +92,8 @@ class SourceRunner:
         self.planned = 0
         #: each batch shape's whole job, built once (``_bound_send``)
         self._bound_plans: dict[tuple[object, ...], SendPlan] = {}
+        #: each record shape's Arrow encoder, or None where Spark makes its messages (``_arrow_messages``)
+        self._encoders: dict[pa.Schema, MessageEncoder | None] = {}
 
     def ensure_topic(self) -> None:
         client = self.ctx.rocketmq
@@ -145,10 +165,13 @@ class SourceRunner:
         read = self.task.read(ranges)
         # a re-run's join with what was sent may shuffle: sorted, whatever the read's order
         order = SendOrder.SORTED if rerun else self._send_order(ranges)
+        messages = None if rerun else self._arrow_messages(read)
+        if messages is not None:
+            return self._send_messages(plan, messages, topic, order)
         bound = read_layout(read) if self._binds_reads and not rerun else None
         if bound is not None:
             layout, parts = bound
-            send = self._bound_send(layout, topic, order)
+            send = self._bound_send(layout, topic, order, encoded=False)
             with (
                 raising_record_errors(self.setup),
                 self._binder.bound(parts),
@@ -168,25 +191,75 @@ class SourceRunner:
                 messages = self._without_already_sent(messages, plan, topic)
             return send_frame(self._ordered(messages, order), self._send_options(topic)).count
 
-    def _bound_send(self, layout: ReadLayout, topic: str, order: SendOrder) -> SendPlan:
+    def _arrow_messages(self, read: SourceRead) -> pa.Table | None:
+        """The read's messages made in Arrow on the driver (connectors.arrow_messages), when the
+        read is driver-built tables that no transform rewrites and the converter makes messages
+        of their record shapes in Arrow; None leaves the batch to Spark's ``to_messages``.
+
+        A CDC batch's Debezium envelopes built with Spark expressions were a third of its source
+        job (#18); made here, the job only shards and sends them."""
+        if self.setup.chain or read.splits or not read.tables:
+            return None
+        encoded = []
+        for table in read.tables:
+            key = table.schema
+            if key not in self._encoders:
+                self._encoders[key] = self.setup.converter.arrow_encoder(table.schema)
+            encoder = self._encoders[key]
+            if encoder is None:
+                return None
+            encoded.append(encoder.encode(table))
+        messages = pa.concat_tables(encoded)
+        # one over the broker's limits: Spark's path flags it as a bad record, with its position
+        return messages if fit_in_arrow(messages, self._stamped_bytes) else None
+
+    def _send_messages(self, plan: BatchPlan, messages: pa.Table, topic: str, order: SendOrder) -> int:
+        """Send messages made in Arrow (``_arrow_messages``), through the shape's bound job when
+        they fit one; the writer stamps the batch reference (``boundProperties``) either way."""
+        spark = self.ctx.spark
+        reference = bound_properties(spark, {BATCH_PROPERTY: batch_ref(plan)})
+        bound = read_layout(SourceRead(tables=(messages,))) if self._binds_reads else None
+        if bound is not None:
+            layout, parts = bound
+            send = self._bound_send(layout, topic, order, encoded=True)
+            with raising_record_errors(self.setup), self._binder.bound(parts), reference:
+                return send.run().count
+        frame = flag_unsendable(table_frame(spark, messages), self._stamped_bytes)
+        with checked_records(frame, self.setup) as good, reference:
+            options = {**self._send_options(topic), "boundProperties": "true"}
+            return send_frame(self._ordered(self._sharded(good, topic), order), options).count
+
+    @cached_property
+    def _stamped_bytes(self) -> int:
+        """The most the batch reference the writer stamps adds to a message (its size check)."""
+        return stamped_size({BATCH_PROPERTY: f"{self.connector}/{self.task.task_id}/{'9' * 19}"})
+
+    def _bound_send(self, layout: ReadLayout, topic: str, order: SendOrder, *, encoded: bool) -> SendPlan:
         """The batch's whole job (read, transforms, checks, converter, send) for reads of
         ``layout``, built once per shape: its tasks take the batch's read and reference from the
         job (``SourceReadBinder``, the writer's ``boundProperties``), so a batch costs a job run,
-        not a plan built from nothing (~750 Py4J calls and ~0.3 s a batch, #18)."""
+        not a plan built from nothing (~750 Py4J calls and ~0.3 s a batch, #18). An ``encoded``
+        read is messages already (``_arrow_messages``): the job checks their size, shards and
+        sends them."""
         queues = self._queues(topic)
-        key = (layout, topic, order, queues)
+        key = (layout, topic, order, queues, encoded)
         if key not in self._bound_plans:
             if len(self._bound_plans) >= MAX_BOUND_PLANS:
                 self._bound_plans.clear()
-            records = apply_chain(self.setup.chain, self._binder.frame(layout))
-            good = failing_on_bad_records(records, self.setup)
-            stamped = stamped_size({BATCH_PROPERTY: f"{self.connector}/{self.task.task_id}/{'9' * 19}"})
-            messages = failing_on_bad_records(
-                self.setup.converter.to_messages(good, stamped_bytes=stamped), self.setup
-            )
-            messages = self._ordered(self._sharded(messages, topic, queues), order)
             options = {**self._send_options(topic), "boundProperties": "true"}
-            self._bound_plans[key] = send_plan(messages, options)
+            if encoded:  # sharded and sent by the task that reads them, in Arrow
+                writer = RocketMQWriter(options, spark_schema(SHARDED_SCHEMA))
+                send = partial(_send_in_task, writer, queues, order)
+                written = self._binder.consumed(layout, send, WRITTEN_SCHEMA)
+                self._bound_plans[key] = SendPlan(writer.topic, written)
+            else:
+                frame = self._binder.frame(layout)
+                good = failing_on_bad_records(apply_chain(self.setup.chain, frame), self.setup)
+                messages = failing_on_bad_records(
+                    self.setup.converter.to_messages(good, stamped_bytes=self._stamped_bytes), self.setup
+                )
+                messages = self._ordered(self._sharded(messages, topic, queues), order)
+                self._bound_plans[key] = send_plan(messages, options)
         return self._bound_plans[key]
 
     @cached_property
@@ -275,6 +348,22 @@ class SourceRunner:
                         )
                     )
         return found
+
+
+#: Messages made in Arrow with the queue each goes to (connectors.arrow_messages.sharded).
+SHARDED_SCHEMA: Final = MESSAGE_SCHEMA.append(pa.field("queue", pa.int32()))
+
+
+def _send_in_task(
+    writer: RocketMQWriter, queues: tuple[str, ...], order: SendOrder, messages: pa.Table
+) -> Iterator[pa.RecordBatch]:
+    """A bound job's task body for messages made in Arrow (``SourceReadBinder.consumed``): shard
+    and order them as ``_sharded`` and ``_ordered`` do in Spark, and send them; yields the ranges
+    written (``WRITTEN_SCHEMA``)."""
+    messages = sharded(messages, queues)
+    if order is SendOrder.SORTED:
+        messages = messages.sort_by([("partition", "ascending"), ("offset", "ascending")])
+    yield from writer.write_batches(messages.to_batches())
 
 
 @lru_cache(maxsize=256)

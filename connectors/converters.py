@@ -27,6 +27,7 @@ from sluice.connectors.envelopes import (
     Narrow,
     SeenPrefixes,
     decode_envelopes,
+    envelope_head,
     envelope_prefixes,
     envelope_text,
     met_value_types,
@@ -38,10 +39,12 @@ from sluice.connectors.envelopes import (
 from sluice.connectors.records import ERROR_COLUMN, flag_errors
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import DataType
 
     from sluice.connectors.arrow_envelopes import EnvelopeDecoder
+    from sluice.connectors.arrow_messages import KeyText, MessageEncoder
 
 PARTITION_PROPERTY: Final = "sluice.partition"
 #: Header the json converter sets when one batch's topics carry different schemas: the record's own
@@ -186,7 +189,32 @@ class Converter(ABC):
             "offset",
             *extra,
         )
-        return _flag_unsendable(messages, stamped_bytes)
+        return flag_unsendable(messages, stamped_bytes)
+
+    def arrow_encoder(self, records: pa.Schema) -> MessageEncoder | None:
+        """An encoder that makes ``to_messages``' messages of records of this Arrow schema in
+        Arrow, on the driver (connectors.arrow_messages); None when only Spark's makes them."""
+        return None
+
+    def _arrow_key_text(self, records: pa.Schema) -> KeyText | None:
+        """How ``to_messages`` writes keys of this Arrow schema, for ``arrow_encoder``s."""
+        import pyarrow as pa
+
+        from sluice.connectors.arrow_messages import KeyText, encodable_type
+
+        field = records.field("key")
+        kind = field.type
+        if pa.types.is_null(kind):
+            return KeyText("none")
+        if not encodable_type(kind):
+            return None
+        if self.key_envelopes:
+            return KeyText("envelope", _envelope_head(field))
+        if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+            return KeyText("text")
+        if pa.types.is_struct(kind) or pa.types.is_list(kind) or pa.types.is_map(kind):
+            return KeyText("json")
+        return None  # a scalar key: its JSON is the converter's wire form, left to Spark
 
     def knows_schemas(self, topics: Iterable[str]) -> bool:
         """Whether a batch of ``topics`` may be decoded with the schemas met before
@@ -315,7 +343,7 @@ def _raising_on_unmet(
     return messages
 
 
-def _flag_unsendable(messages: DataFrame, stamped_bytes: int = 0) -> DataFrame:
+def flag_unsendable(messages: DataFrame, stamped_bytes: int = 0) -> DataFrame:
     """Flag messages the broker would refuse for their size, per record and before sending
     (connectors.rocketmq.limits): a record over the limit is a bad record, not a failed batch.
     ``stamped_bytes``: properties the writer adds to each message."""
@@ -434,6 +462,23 @@ class JsonConverter(Converter):
         decoder = plan_decoder(known, wire, value, TOMBSTONE_PROPERTY)
         return None if decoder is None else (decoder, data_type)
 
+    def arrow_encoder(self, records: pa.Schema) -> MessageEncoder | None:
+        # pyarrow: config validation imports this module (via connectors.plugins)
+        from sluice.connectors.arrow_messages import MessageEncoder, encodable_type
+
+        value = records.field("value")
+        if not self.schemas_enable or self.value_schema or not encodable_type(value.type):
+            return None
+        if ERROR_COLUMN in records.names:  # records the source could not decode: Spark flags them
+            return None
+        key = self._arrow_key_text(records)
+        if key is None:
+            return None
+        return MessageEncoder(
+            value_head=_envelope_head(value), key=key, partition_property=PARTITION_PROPERTY,
+            offset_property=OFFSET_PROPERTY, tombstone_property=TOMBSTONE_PROPERTY, tags_header=TAGS_HEADER,
+        )  # fmt: skip
+
     def _declared_type(self) -> DataType | None:
         if not self.value_schema:
             return None
@@ -496,6 +541,14 @@ class JsonConverter(Converter):
 
 
 _TEXT_COLUMN: Final = "_sluice_text"
+
+
+def _envelope_head(field: pa.Field) -> str:
+    """The ``{"schema":…,"payload":`` prefix ``envelope_text`` writes for values of an Arrow field
+    (its Spark type as the source's frame has it: activities.spark_binding.spark_schema)."""
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    return envelope_head(from_arrow_type(field.type, prefer_timestamp_ntz=True), field.nullable)
 
 
 def _nullable(data_type: DataType) -> DataType:

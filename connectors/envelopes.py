@@ -39,9 +39,13 @@ def envelope_text(column: Column, data_type: DataType, nullable: bool) -> Column
     # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
 
+    return F.concat(F.lit(envelope_head(data_type, nullable)), json_text(column, data_type), F.lit("}"))
+
+
+def envelope_head(data_type: DataType, nullable: bool) -> str:
+    """An envelope's text up to its payload: ``{"schema":<Connect schema>,"payload":``."""
     schema_json = json.dumps(connect_schema(data_type, nullable), separators=(",", ":"))
-    head = F.lit(f"{SCHEMA_KEY}{schema_json}{PAYLOAD_KEY}")
-    return F.concat(head, json_text(column, data_type), F.lit("}"))
+    return f"{SCHEMA_KEY}{schema_json}{PAYLOAD_KEY}"
 
 
 def parse_json(
