@@ -274,6 +274,8 @@ def sharded(messages: pa.Table, queues: tuple[str, ...]) -> pa.Table:
     queues sent to (connectors.barriers)."""
     count = len(queues)
     n = messages.num_rows
+    if n == 0:
+        return messages.append_column("queue", pa.array([], pa.int32()))
     keys = pc.coalesce(messages.column("keys"), messages.column("partition")).to_pylist()
     slots = np.fromiter((zlib.crc32(k.encode()) % count for k in keys), np.int32, n)
     properties = _single(messages.column("properties"))
@@ -306,4 +308,6 @@ def sharded(messages: pa.Table, queues: tuple[str, ...]) -> pa.Table:
 
 
 def _single(column: pa.ChunkedArray) -> pa.Array:
-    return column.chunk(0) if column.num_chunks == 1 else pa.concat_arrays(column.chunks)
+    if column.num_chunks == 1:
+        return column.chunk(0)
+    return pa.concat_arrays(column.chunks) if column.num_chunks else pa.array([], column.type)

@@ -199,6 +199,20 @@ def test_sharding_in_arrow_equals_sparks(spark: SparkSession) -> None:
     assert arrow.column("offset").to_pylist() == [0, 1, 2, 3, 3, 3, 4]
 
 
+def test_an_empty_read_makes_no_messages_and_shards_none(spark: SparkSession) -> None:
+    """A snapshot chunk or a log range can hold no rows; its job's task gets a table of no chunks."""
+    import pyarrow as pa
+
+    from sluice.connectors.arrow_messages import sharded
+
+    records = _records("string", [f"{i}" for i in range(8)], None).slice(0, 0)
+    encoder = converter_for(JSON_SCHEMAS).arrow_encoder(records.schema)
+    assert encoder is not None
+    assert encoder.encode(records).num_rows == 0
+    no_chunks = pa.Table.from_batches([], schema=MESSAGE_SCHEMA)
+    assert sharded(no_chunks, ("broker-a:0",)).column("queue").to_pylist() == []
+
+
 def test_the_size_check_in_arrow_draws_the_line_where_sparks_does(spark: SparkSession) -> None:
     import pyarrow as pa
     from pyspark.sql import functions as F
