@@ -23,6 +23,7 @@ from sluice.activities.runner import TaskSetup, next_plan
 from sluice.activities.spark import binds_jobs
 from sluice.activities.spark_binding import (
     ReadLayout,
+    ReadPart,
     SourceReadBinder,
     read_layout,
     source_frame,
@@ -43,7 +44,8 @@ from sluice.connectors.converters import OFFSET_PROPERTY, PARTITION_PROPERTY, fl
 from sluice.connectors.model import BatchPlan, PartitionRange
 from sluice.connectors.planner import view_of
 from sluice.connectors.planning import natural_key, ramped_budget
-from sluice.connectors.rocketmq.limits import fit_in_arrow, stamped_size
+from sluice.connectors.records import position
+from sluice.connectors.rocketmq.limits import size_problem_in_arrow, stamped_size
 from sluice.connectors.rocketmq.spark_writer import (
     WRITTEN_SCHEMA,
     RocketMQWriter,
@@ -165,19 +167,13 @@ class SourceRunner:
         read = self.task.read(ranges)
         # a re-run's join with what was sent may shuffle: sorted, whatever the read's order
         order = SendOrder.SORTED if rerun else self._send_order(ranges)
-        messages = None if rerun else self._arrow_messages(read)
-        if messages is not None:
-            return self._send_messages(plan, messages, topic, order)
+        sent = None if rerun else self._sent_in_arrow(plan, read, topic, order)
+        if sent is not None:
+            return sent
         bound = read_layout(read) if self._binds_reads and not rerun else None
         if bound is not None:
             layout, parts = bound
-            send = self._bound_send(layout, topic, order, encoded=False)
-            with (
-                raising_record_errors(self.setup),
-                self._binder.bound(parts),
-                bound_properties(self.ctx.spark, {BATCH_PROPERTY: batch_ref(plan)}),
-            ):
-                return send.run().count
+            return self._run_bound(plan, parts, self._bound_send(layout, topic, order))
         records = apply_chain(self.setup.chain, source_frame(self.ctx.spark, read))
         with (
             checked_records(records, self.setup) as good,
@@ -191,41 +187,76 @@ class SourceRunner:
                 messages = self._without_already_sent(messages, plan, topic)
             return send_frame(self._ordered(messages, order), self._send_options(topic)).count
 
-    def _arrow_messages(self, read: SourceRead) -> pa.Table | None:
-        """The read's messages made in Arrow on the driver (connectors.arrow_messages), when the
-        read is driver-built tables that no transform rewrites and the converter makes messages
-        of their record shapes in Arrow; None leaves the batch to Spark's ``to_messages``.
+    def _run_bound(self, plan: BatchPlan, parts: list[ReadPart], send: SendPlan) -> int:
+        """Run a bound job (``_bound_send``) on the batch's read and reference."""
+        with (
+            raising_record_errors(self.setup),
+            self._binder.bound(parts),
+            bound_properties(self.ctx.spark, {BATCH_PROPERTY: batch_ref(plan)}),
+        ):
+            return send.run().count
 
-        A CDC batch's Debezium envelopes built with Spark expressions were a third of its source
-        job (#18); made here, the job only shards and sends them."""
-        if self.setup.chain or read.splits or not read.tables:
+    def _sent_in_arrow(self, plan: BatchPlan, read: SourceRead, topic: str, order: SendOrder) -> int | None:
+        """Send the batch with its messages made in Arrow (connectors.arrow_messages) when no
+        transform rewrites its records and the converter makes messages of their shape; None, with
+        nothing sent, leaves it to Spark's ``to_messages``.
+
+        - Driver-built tables (a CDC batch, a snapshot chunk): made here, checked for size (one
+          that does not fit goes Spark's way, which flags it with its position), then sharded and
+          sent by one task of the shape's bound job (``_bound_send``).
+        - One table's splits (a JDBC batch): each split's task reads, makes, checks, shards and
+          sends its own, when the order allows tasks to send at once (keys unique in the batch, or
+          one split).
+
+        Built with Spark expressions, a CDC batch's Debezium envelopes were a third of its source
+        job, and every message crossed between Python and the JVM twice (#18)."""
+        if self.setup.chain or (read.tables and read.splits):
             return None
+        if read.tables:
+            messages = self._arrow_messages(read.tables)
+            return None if messages is None else self._send_messages(plan, messages, topic, order)
+        if len(read.splits) != 1 or not self._binds_reads:
+            return None
+        splits = read.splits[0]
+        encoder = self._encoder(splits.schema)
+        if encoder is None or (order is not SendOrder.ANY and len(splits.splits) > 1):
+            return None
+        bound = read_layout(read)
+        if bound is None:
+            return None
+        layout, parts = bound
+        return self._run_bound(plan, parts, self._bound_send(layout, topic, order, in_arrow=encoder))
+
+    def _encoder(self, schema: pa.Schema) -> MessageEncoder | None:
+        if schema not in self._encoders:
+            self._encoders[schema] = self.setup.converter.arrow_encoder(schema)
+        return self._encoders[schema]
+
+    def _arrow_messages(self, tables: Sequence[pa.Table]) -> pa.Table | None:
+        """The messages of driver-built tables, when every one's shape has an encoder and every
+        message fits the broker's limits."""
         encoded = []
-        for table in read.tables:
-            key = table.schema
-            if key not in self._encoders:
-                self._encoders[key] = self.setup.converter.arrow_encoder(table.schema)
-            encoder = self._encoders[key]
+        for table in tables:
+            encoder = self._encoder(table.schema)
             if encoder is None:
                 return None
             encoded.append(encoder.encode(table))
         messages = pa.concat_tables(encoded)
-        # one over the broker's limits: Spark's path flags it as a bad record, with its position
-        return messages if fit_in_arrow(messages, self._stamped_bytes) else None
+        return messages if size_problem_in_arrow(messages, self._stamped_bytes) is None else None
 
     def _send_messages(self, plan: BatchPlan, messages: pa.Table, topic: str, order: SendOrder) -> int:
         """Send messages made in Arrow (``_arrow_messages``), through the shape's bound job when
         they fit one; the writer stamps the batch reference (``boundProperties``) either way."""
-        spark = self.ctx.spark
-        reference = bound_properties(spark, {BATCH_PROPERTY: batch_ref(plan)})
         bound = read_layout(SourceRead(tables=(messages,))) if self._binds_reads else None
         if bound is not None:
             layout, parts = bound
-            send = self._bound_send(layout, topic, order, encoded=True)
-            with raising_record_errors(self.setup), self._binder.bound(parts), reference:
-                return send.run().count
+            return self._run_bound(plan, parts, self._bound_send(layout, topic, order, in_arrow=True))
+        spark = self.ctx.spark
         frame = flag_unsendable(table_frame(spark, messages), self._stamped_bytes)
-        with checked_records(frame, self.setup) as good, reference:
+        with (
+            checked_records(frame, self.setup) as good,
+            bound_properties(spark, {BATCH_PROPERTY: batch_ref(plan)}),
+        ):
             options = {**self._send_options(topic), "boundProperties": "true"}
             return send_frame(self._ordered(self._sharded(good, topic), order), options).count
 
@@ -234,22 +265,28 @@ class SourceRunner:
         """The most the batch reference the writer stamps adds to a message (its size check)."""
         return stamped_size({BATCH_PROPERTY: f"{self.connector}/{self.task.task_id}/{'9' * 19}"})
 
-    def _bound_send(self, layout: ReadLayout, topic: str, order: SendOrder, *, encoded: bool) -> SendPlan:
+    def _bound_send(
+        self, layout: ReadLayout, topic: str, order: SendOrder, *, in_arrow: MessageEncoder | bool = False
+    ) -> SendPlan:
         """The batch's whole job (read, transforms, checks, converter, send) for reads of
         ``layout``, built once per shape: its tasks take the batch's read and reference from the
         job (``SourceReadBinder``, the writer's ``boundProperties``), so a batch costs a job run,
-        not a plan built from nothing (~750 Py4J calls and ~0.3 s a batch, #18). An ``encoded``
-        read is messages already (``_arrow_messages``): the job checks their size, shards and
-        sends them."""
+        not a plan built from nothing (~750 Py4J calls and ~0.3 s a batch, #18).
+
+        ``in_arrow``: the read's tasks send it themselves (``_send_in_task``), its rows never
+        crossing into Spark; ``True`` when the read is messages already, an encoder when its tasks
+        make them."""
         queues = self._queues(topic)
-        key = (layout, topic, order, queues, encoded)
+        key = (layout, topic, order, queues, in_arrow)
         if key not in self._bound_plans:
             if len(self._bound_plans) >= MAX_BOUND_PLANS:
                 self._bound_plans.clear()
             options = {**self._send_options(topic), "boundProperties": "true"}
-            if encoded:  # sharded and sent by the task that reads them, in Arrow
+            if in_arrow:
                 writer = RocketMQWriter(options, spark_schema(SHARDED_SCHEMA))
-                send = partial(_send_in_task, writer, queues, order)
+                encoder = None if in_arrow is True else in_arrow
+                where = f"connector {self.connector}"
+                send = partial(_send_in_task, encoder, where, self._stamped_bytes, writer, queues, order)
                 written = self._binder.consumed(layout, send, WRITTEN_SCHEMA)
                 self._bound_plans[key] = SendPlan(writer.topic, written)
             else:
@@ -355,11 +392,28 @@ SHARDED_SCHEMA: Final = MESSAGE_SCHEMA.append(pa.field("queue", pa.int32()))
 
 
 def _send_in_task(
-    writer: RocketMQWriter, queues: tuple[str, ...], order: SendOrder, messages: pa.Table
+    encoder: MessageEncoder | None,
+    where: str,
+    stamped_bytes: int,
+    writer: RocketMQWriter,
+    queues: tuple[str, ...],
+    order: SendOrder,
+    read: pa.Table,
 ) -> Iterator[pa.RecordBatch]:
-    """A bound job's task body for messages made in Arrow (``SourceReadBinder.consumed``): shard
-    and order them as ``_sharded`` and ``_ordered`` do in Spark, and send them; yields the ranges
-    written (``WRITTEN_SCHEMA``)."""
+    """A bound job's task body for a read sent in Arrow (``SourceReadBinder.consumed``): its
+    messages made by ``encoder`` (None: the read is messages already, checked on the driver) and
+    checked for size, sharded and ordered as ``_sharded`` and ``_ordered`` do in Spark, and sent;
+    yields the ranges written (``WRITTEN_SCHEMA``). A message over the broker's limits fails the
+    job as a flagged record does (records.fail_on_bad_records), naming its position."""
+    messages = read
+    if encoder is not None:
+        messages = encoder.encode(read)
+        problem = size_problem_in_arrow(messages, stamped_bytes)
+        if problem is not None:
+            row, why = problem
+            at = position(messages["topic"][row].as_py(), messages["partition"][row].as_py(),
+                          messages["offset"][row].as_py())  # fmt: skip
+            raise RuntimeError(f"sluice bad record<<{where}: bad record at {at}: {why}>>")
     messages = sharded(messages, queues)
     if order is SendOrder.SORTED:
         messages = messages.sort_by([("partition", "ascending"), ("offset", "ascending")])

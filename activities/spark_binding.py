@@ -172,15 +172,14 @@ class SourceReadBinder:
         return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
 
     def consumed(self, layout: ReadLayout, consume: Consumer, schema: str) -> DataFrame:
-        """What ``consume`` makes of a one-table read of ``layout`` bound to the job, in the task
-        that reads it: a job whose rows never cross into Spark (messages made in Arrow, sent by
-        the task that reads them; ``schema`` is what ``consume`` yields, as Spark DDL)."""
+        """What ``consume`` makes of each task's share of a one-part read of ``layout`` bound to
+        the job (a table, or one of its splits), in the task that reads it: a job whose rows never
+        cross into Spark (messages made in Arrow and sent by the tasks that read them; ``schema``
+        is what ``consume`` yields, as Spark DDL)."""
         ((_, count),) = layout.parts
-        if count != 1:
-            raise ValueError(f"source read: a consumed read is one table, not {count} tasks")
-        read = partial(_read_bound_part, self._key, 0, 1)
+        read = partial(_read_bound_part, self._key, 0, count)
         consuming = partial(_consume, read, layout.schemas[0], consume)
-        return self.spark.range(0, 1, 1, 1).mapInArrow(consuming, schema)
+        return self.spark.range(0, count, 1, max(count, 1)).mapInArrow(consuming, schema)
 
     @contextmanager
     def bound(self, parts: Sequence[ReadPart]) -> Iterator[None]:
@@ -233,7 +232,8 @@ def _consume(
     consume: Consumer,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body of ``SourceReadBinder.consumed``: the bound table, whole, to ``consume``."""
+    """mapInArrow body of ``SourceReadBinder.consumed``: the task's share of the bound read,
+    whole, to ``consume``."""
     import pyarrow as pa
 
     yield from consume(pa.Table.from_batches(list(read(batches)), schema=schema))

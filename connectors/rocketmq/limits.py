@@ -76,10 +76,9 @@ def size_problem(
     return F.when(stored > MAX_MESSAGE_BYTES, too_large).when(props > MAX_PROPERTIES_BYTES, too_many_props)
 
 
-def fit_in_arrow(messages: pa.Table, stamped_bytes: int = 0) -> bool:
-    """Whether every message of an Arrow table of message columns (connectors.arrow_messages)
-    fits ``size_problem``'s limits, counted as it counts them; a table with one that does not is
-    left to the Spark path, which flags that record with its position."""
+def size_problem_in_arrow(messages: pa.Table, stamped_bytes: int = 0) -> tuple[int, str] | None:
+    """``size_problem`` for an Arrow table of message columns (connectors.arrow_messages), counted
+    as it counts: the first message that does not fit and why, or None when every one fits."""
     import numpy as np
     import pyarrow.compute as pc
 
@@ -90,6 +89,8 @@ def fit_in_arrow(messages: pa.Table, stamped_bytes: int = 0) -> bool:
         present = messages.column(column).is_valid().to_numpy(zero_copy_only=False)
         return np.where(present, len(name) + 2 + lengths(column), 0)
 
+    if messages.num_rows == 0:
+        return None
     properties = messages.column("properties").combine_chunks()
     offsets = properties.offsets.to_numpy().astype(np.int64)
     start, end = int(offsets[0]), int(offsets[-1])
@@ -103,5 +104,15 @@ def fit_in_arrow(messages: pa.Table, stamped_bytes: int = 0) -> bool:
     props = entry("keys", "KEYS") + entry("tags", "TAGS") + user + fixed
     topic = messages.column("topic")
     topic_size = np.where(topic.is_valid().to_numpy(zero_copy_only=False), lengths("topic"), MAX_TOPIC_CHARS)
-    stored = lengths("body") + 2 + props + STORED_OVERHEAD + topic_size
-    return bool((stored <= MAX_MESSAGE_BYTES).all() and (props <= MAX_PROPERTIES_BYTES).all())
+    body = lengths("body")
+    stored = body + 2 + props + STORED_OVERHEAD + topic_size
+    unfit = np.flatnonzero((stored > MAX_MESSAGE_BYTES) | (props > MAX_PROPERTIES_BYTES))
+    if not len(unfit):
+        return None
+    i = int(unfit[0])
+    if stored[i] > MAX_MESSAGE_BYTES:
+        return i, (
+            f"message of {stored[i]} bytes (body {body[i]} bytes) is over RocketMQ's maximum message "
+            f"size of {MAX_MESSAGE_BYTES} bytes"
+        )
+    return i, f"message properties take {props[i]} bytes, over RocketMQ's limit of {MAX_PROPERTIES_BYTES}"

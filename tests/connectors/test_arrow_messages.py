@@ -219,8 +219,9 @@ def test_the_size_check_in_arrow_draws_the_line_where_sparks_does(spark: SparkSe
 
     from sluice.connectors.rocketmq.limits import (
         MAX_MESSAGE_BYTES,
-        fit_in_arrow,
         properties_size,
+        size_problem,
+        size_problem_in_arrow,
         stored_size,
     )
 
@@ -236,8 +237,51 @@ def test_the_size_check_in_arrow_draws_the_line_where_sparks_does(spark: SparkSe
     at_limit = _messages_table([{**row, "body": b"x" * (MAX_MESSAGE_BYTES - base)}])
     over = _messages_table([{**row, "body": b"x" * (MAX_MESSAGE_BYTES - base + 1)}])
     assert stored(at_limit) == MAX_MESSAGE_BYTES
-    assert fit_in_arrow(at_limit, stamped)
-    assert not fit_in_arrow(over, stamped)
-    assert not fit_in_arrow(pa.concat_tables([at_limit, _messages_table([row]), over]), stamped)
+    assert size_problem_in_arrow(at_limit, stamped) is None
+    problem = (
+        table_frame(spark, over)
+        .select(
+            size_problem(
+                F.col("body"), F.col("keys"), F.col("tags"), F.col("properties"), F.col("topic"), stamped
+            )
+        )
+        .first()[0]
+    )
+    assert size_problem_in_arrow(over, stamped) == (0, problem)
+    assert size_problem_in_arrow(pa.concat_tables([at_limit, _messages_table([row]), over]), stamped) == (
+        2,
+        problem,
+    )
     many_properties = _messages_table([{"properties": {f"p{i}": "v" * 100 for i in range(400)}}])
-    assert not fit_in_arrow(many_properties)
+    frame_problem = (
+        table_frame(spark, many_properties)
+        .select(
+            size_problem(F.col("body"), F.col("keys"), F.col("tags"), F.col("properties"), F.col("topic"))
+        )
+        .first()[0]
+    )
+    assert size_problem_in_arrow(many_properties) == (0, frame_problem)
+
+
+def test_a_task_that_makes_an_oversized_message_fails_naming_its_record() -> None:
+    """A split's task makes its messages itself (a JDBC batch): one over the broker's limit fails
+    the batch as a flagged record does, with its position, before anything of the task is sent."""
+    import pyarrow as pa
+
+    from sluice.activities.source_runner import _send_in_task
+    from sluice.connectors.api import SendOrder
+    from sluice.connectors.records import bad_record_error
+
+    value_type = pa.struct([("id", pa.int64()), ("text", pa.string())])
+    values = [{"id": 1, "text": "small"}, {"id": 2, "text": "x" * (5 * 1024 * 1024)}]
+    records = record_table(
+        "db.t", [6, 7], values, value_type=value_type, keys=["1", "2"], key_type=pa.string()
+    )
+    encoder = converter_for(JSON_SCHEMAS).arrow_encoder(records.schema)
+    assert encoder is not None
+    with pytest.raises(RuntimeError) as caught:  # the writer is never reached
+        list(_send_in_task(encoder, "connector c", 0, None, ("broker-a:0",), SendOrder.ANY, records))  # type: ignore[arg-type]
+    error = bad_record_error(caught.value)
+    assert error is not None
+    assert str(error).startswith("connector c: bad record at partition 'db.t' offset 7: message of ")
+    assert "over RocketMQ's maximum message size of 4194304 bytes" in str(error)
