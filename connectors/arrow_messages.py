@@ -134,7 +134,6 @@ def encodable_type(kind: pa.DataType) -> bool:
         for check in (
             pa.types.is_integer, pa.types.is_boolean, pa.types.is_floating, pa.types.is_string,
             pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary, pa.types.is_date32,
-            pa.types.is_null,
         )
     )  # fmt: skip
 
