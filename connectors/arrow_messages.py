@@ -21,7 +21,6 @@ Pure pyarrow (and numpy): the runner plans an encoder through the converter
 from __future__ import annotations
 
 import base64
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -31,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sluice.connectors.barriers import BARRIER_HEADER, BARRIER_QUEUES_HEADER
+from sluice.connectors.rocketmq.arrow_encode import key_slots
 from sluice.connectors.spark_json import json_values
 
 #: The message columns, as ``Converter.to_messages`` selects them (before its size check).
@@ -275,8 +275,8 @@ def sharded(messages: pa.Table, queues: tuple[str, ...]) -> pa.Table:
     n = messages.num_rows
     if n == 0:
         return messages.append_column("queue", pa.array([], pa.int32()))
-    keys = pc.coalesce(messages.column("keys"), messages.column("partition")).to_pylist()
-    slots = np.fromiter((zlib.crc32(k.encode()) % count for k in keys), np.int32, n)
+    keys = pc.coalesce(messages.column("keys"), messages.column("partition")).combine_chunks()
+    slots = np.asarray(key_slots(keys, count), dtype=np.int32)
     properties = _single(messages.column("properties"))
     offsets = properties.offsets.to_numpy()
     start, end = int(offsets[0]), int(offsets[-1])

@@ -218,3 +218,11 @@ def _check_texts(
 
 def _first(mask: pa.Array | np.ndarray) -> int:
     return int(pc.index(mask, True).as_py())
+
+
+def key_slots(keys: pa.Array, queue_count: int) -> list[int]:
+    """Each key's queue index, ``crc32(key) % queue_count`` (Spark's ``pmod(crc32(key), n)`` of
+    its UTF-8), -1 for a null key. Computed per distinct key, not per row."""
+    encoded = keys.dictionary_encode()
+    slot_of = [zlib.crc32(key.encode()) % queue_count for key in encoded.dictionary.to_pylist()]
+    return [-1 if i is None else slot_of[i] for i in encoded.indices.to_pylist()]

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import logging
-import zlib
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -49,7 +48,7 @@ from pyspark.sql.types import BinaryType, IntegerType, MapType, StringType, Stru
 
 from sluice.connectors.job_properties import bound_to_jobs, job_value
 from sluice.connectors.planning import natural_key
-from sluice.connectors.rocketmq.arrow_encode import encode_rows, row_position, stamp_text
+from sluice.connectors.rocketmq.arrow_encode import encode_rows, key_slots, row_position, stamp_text
 from sluice.connectors.rocketmq.codec import EncodedBatch, stored_size
 from sluice.connectors.rocketmq.errors import MessageTooLargeError, TopicNotFoundError
 from sluice.connectors.rocketmq.limits import MAX_MESSAGE_BYTES
@@ -329,9 +328,7 @@ def _slots(batch: pa.RecordBatch, key_column: str | None, queue_count: int) -> l
                 f"rocketmq sink: queue index {bad} is not one of the topic's {queue_count} queues"
             )
         return slots
-    encoded = batch.column(batch.schema.names.index(key_column)).dictionary_encode()
-    slot_of = [zlib.crc32(key.encode()) % queue_count for key in encoded.dictionary.to_pylist()]
-    return [-1 if i is None else slot_of[i] for i in encoded.indices.to_pylist()]
+    return key_slots(batch.column(batch.schema.names.index(key_column)), queue_count)
 
 
 class _Sender:
