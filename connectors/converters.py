@@ -193,7 +193,8 @@ class Converter(ABC):
 
     def arrow_encoder(self, records: pa.Schema) -> MessageEncoder | None:
         """An encoder that makes ``to_messages``' messages of records of this Arrow schema in
-        Arrow, on the driver (connectors.arrow_messages); None when only Spark's makes them."""
+        Arrow (connectors.arrow_messages), planned on the driver and run there or in a split's
+        task; None when only Spark's makes them."""
         return None
 
     def _arrow_key_text(self, records: pa.Schema) -> KeyText | None:
