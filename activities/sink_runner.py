@@ -42,18 +42,19 @@ from sluice.connectors.model import BatchPlan, DataLossPolicy, parse_queue_parti
 from sluice.connectors.planner import OffsetView
 from sluice.connectors.planning import linger_s, ramped_budget
 from sluice.connectors.positions import PartitionKey, Position
-from sluice.connectors.records import RecordError, flag_errors, good_arrow_records
+from sluice.connectors.records import LeftToSpark, RecordError, flag_errors, good_arrow_records
 from sluice.connectors.rocketmq.client import MessageQueue
 from sluice.connectors.rocketmq.codec import PROP_KEYS, decode_properties
 from sluice.connectors.rocketmq.offsets import consumer_group
 from sluice.connectors.rocketmq.spark_source import (
+    RocketMQReader,
     bound_partitions,
     bound_read_frame,
     plan_to_json,
     read_frame,
     read_partitions,
 )
-from sluice.connectors.transforms import apply_chain, value_read
+from sluice.connectors.transforms import apply_chain, arrow_chain, value_read
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,9 @@ if TYPE_CHECKING:
 #: The most messages a task's first batch pulls on the driver to learn their envelope schemas
 #: (``SinkRunner._learn_first_schemas``); a first batch is 1,000 at most (planning.ramped_budget).
 LEARN_ON_DRIVER_MAX = 5_000
+
+#: The most records a sink batch may span to run in Arrow with no Spark job (``SinkRunner._ran_in_arrow``).
+ARROW_BATCH_MAX_RECORDS = 5_000
 
 #: Rounds of "write, dead-letter what the target refused, write the rest" before giving up.
 MAX_REJECTION_ROUNDS = 3
@@ -149,6 +153,8 @@ class SinkRunner:
         self._met_plans: dict[tuple[object, ...], DataFrame] = {}
         #: shapes whose envelopes the Arrow decode declined once: Spark decodes them from then on
         self._spark_decoded: set[tuple[object, ...]] = set()
+        #: schemas met whose batches the Arrow path declined once (``_ran_in_arrow``): Spark runs them
+        self._left_to_spark: set[tuple[object, ...]] = set()
 
     def ensure_topic(self) -> None:
         """Create the named topics; a ``topics.regex`` sink reads only topics that exist."""
@@ -229,7 +235,7 @@ class SinkRunner:
 
     def run(self, plan: BatchPlan, rerun: bool) -> int:
         self._learn_first_schemas(plan)
-        if not self._ran_with_schemas_met(plan):
+        if not self._ran_in_arrow(plan) and not self._ran_with_schemas_met(plan):
             self._run_searched(self._messages(plan), plan)
         if not isinstance(self.task, TransactionalSink):
             self.ctx.store.commit(plan)
@@ -293,6 +299,51 @@ class SinkRunner:
         if isinstance(self.task, OrdersBarriers) and self.task.orders_barriers():
             return messages
         return messages.where(once_per_barrier())
+
+    def _ran_in_arrow(self, plan: BatchPlan) -> bool:
+        """Write a small batch of envelope schemas met before with no Spark job: pulled here by the
+        reader's own code, its records and the chain's transforms made in Arrow
+        (connectors.arrow_records), checked and written as ``_write_table`` does. False, with
+        nothing written, when the batch is larger than ``ARROW_BATCH_MAX_RECORDS``, a transform
+        does not apply in Arrow, or the Arrow path declines the batch (``LeftToSpark``: a record it
+        does not make exactly as Spark would, or a schema not met); the batch then runs in Spark.
+        """
+        converter, topics = self.setup.converter, {r.topic for r in plan.ranges if not r.is_empty}
+        chain = arrow_chain(self.setup.chain)
+        if (
+            plan.record_span > ARROW_BATCH_MAX_RECORDS
+            or chain is None
+            or self.tolerates
+            or self.notice is None
+            or isinstance(self.task, WritesFrames)
+            or not converter.knows_schemas(topics)
+        ):
+            return False
+        shape = converter.seen_prefixes.snapshot()
+        narrow = value_read(self.setup.chain)
+        records_plan = None if shape in self._left_to_spark else converter.arrow_records(narrow)
+        if records_plan is None:
+            return False
+        reader = RocketMQReader(self._read_options(plan))
+        try:
+            table = records_plan.records(
+                (batch for part in reader.partitions() for batch in reader.read(part)),
+                barriers_once=not (isinstance(self.task, OrdersBarriers) and self.task.orders_barriers()),
+            )
+            if table is None:
+                return False
+            for transform in chain:
+                table = transform.apply_arrow(table)
+        except LeftToSpark as exc:
+            self._left_to_spark.add(shape)
+            log.info("connector %s: batches are left to Spark (%s)", self.connector, exc)
+            return False
+        except RuntimeError as exc:
+            if UNMET_SCHEMA not in str(exc):
+                raise
+            return False  # the Spark path raises it again and searches the batch's schemas
+        self._write_table(table, plan)
+        return True
 
     def _ran_with_schemas_met(self, plan: BatchPlan) -> bool:
         """Write a batch in one Spark job, decoded with the envelope schemas met before, when it can

@@ -36,6 +36,7 @@ import pyarrow.json as pj
 from sluice.connectors.connect_json import decimal_from_text
 from sluice.connectors.connect_schemas import PAYLOAD_KEY
 from sluice.connectors.envelopes import UNMET_SCHEMA
+from sluice.connectors.records import LeftToSpark
 
 #: What the decoder raises for a batch it leaves to Spark's decode (the runner looks for it).
 ARROW_DECLINED: Final = "sluice: envelopes left to Spark's decode"
@@ -48,7 +49,7 @@ _ISO_INSTANT: Final = (
 _BLOCK_BYTES: Final = 1 << 26
 
 
-class DeclinedError(RuntimeError):
+class DeclinedError(LeftToSpark):
     """A batch the Arrow decode leaves to Spark's (``ARROW_DECLINED`` and why, naming a record)."""
 
     def __init__(self, why: str) -> None:

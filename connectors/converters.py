@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
     from sluice.connectors.arrow_envelopes import EnvelopeDecoder
     from sluice.connectors.arrow_messages import KeyText, MessageEncoder
+    from sluice.connectors.arrow_records import RecordsPlan
 
 PARTITION_PROPERTY: Final = "sluice.partition"
 #: Header the json converter sets when one batch's topics carry different schemas: the record's own
@@ -231,6 +232,45 @@ class Converter(ABC):
         schemas are those met (``to_records(assume_met=True)``), and the value's Spark type;
         None when only Spark's decode reads them (see connectors.arrow_envelopes)."""
         return None
+
+    def arrow_records(self, narrow: Narrow | None = None) -> RecordsPlan | None:
+        """A plan that makes ``to_records(assume_met=True)``' records in Arrow (connectors.arrow_records),
+        with no Spark job; None when only Spark's make them: values not read from envelopes, or
+        keys in envelopes met with more than one type."""
+        from sluice.connectors.arrow_records import RecordsPlan
+
+        value = self._envelope_decoder("value", narrow) if self.discovers_envelopes else None
+        key = self._envelope_decoder("key", None) if self.key_envelopes else None
+        if value is None or (self.key_envelopes and (key is None or key[2] is not None)):
+            return None
+        own = tuple((topic, kind.json()) for topic, kind in (value[2] or {}).items())
+        return RecordsPlan(
+            value[0], None if key is None else key[0], TOMBSTONE_PROPERTY, TAGS_HEADER,
+            own_value_types=own, own_value_header=VALUE_SCHEMA_HEADER,
+        )  # fmt: skip
+
+    def _envelope_decoder(
+        self, name: str, narrow: Narrow | None
+    ) -> tuple[EnvelopeDecoder, DataType, dict[str, DataType] | None] | None:
+        """The Arrow decoder of the envelopes of ``name`` (value, key) met so far, their Spark type
+        and each topic's own type where topics differ (envelopes.met_value_types); None when Arrow
+        cannot decode them as Spark would."""
+        # pyspark, pyarrow: config validation imports this module (via connectors.plugins)
+        from pyspark.sql.pandas.types import to_arrow_type
+
+        from sluice.connectors.arrow_envelopes import plan_decoder
+
+        known = self.seen_prefixes.known(name)
+        met = met_value_types(known, narrow)
+        if met is None:
+            return None
+        data_type = _nullable(met[0])  # as Spark's parse types it: any field may be null in a payload
+        try:
+            wire, value = to_arrow_type(wire_type(data_type)), to_arrow_type(data_type)
+        except TypeError:  # a type Arrow has no form for here
+            return None
+        decoder = plan_decoder(known, wire, value, TOMBSTONE_PROPERTY)
+        return None if decoder is None else (decoder, data_type, met[1])
 
     def to_records(
         self, messages: DataFrame, narrow: Narrow | None = None, *, assume_met: bool = False
@@ -446,22 +486,8 @@ class JsonConverter(Converter):
         return self.schemas_enable and not self.value_schema
 
     def arrow_decoder(self, narrow: Narrow | None = None) -> tuple[EnvelopeDecoder, DataType] | None:
-        # pyspark, pyarrow: config validation imports this module (via connectors.plugins)
-        from pyspark.sql.pandas.types import to_arrow_type
-
-        from sluice.connectors.arrow_envelopes import plan_decoder
-
-        known = self.seen_prefixes.known("value")
-        met = met_value_types(known, narrow) if self.discovers_envelopes else None
-        if met is None:
-            return None
-        data_type = _nullable(met[0])  # as Spark's parse types it: any field may be null in a payload
-        try:
-            wire, value = to_arrow_type(wire_type(data_type)), to_arrow_type(data_type)
-        except TypeError:  # a type Arrow has no form for here
-            return None
-        decoder = plan_decoder(known, wire, value, TOMBSTONE_PROPERTY)
-        return None if decoder is None else (decoder, data_type)
+        decoder = self._envelope_decoder("value", narrow) if self.discovers_envelopes else None
+        return None if decoder is None else decoder[:2]
 
     def arrow_encoder(self, records: pa.Schema) -> MessageEncoder | None:
         # pyarrow: config validation imports this module (via connectors.plugins)

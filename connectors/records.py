@@ -56,6 +56,12 @@ class RecordError(ConnectorDataError):
     """Records that are malformed; the message names topic/partition/offset of (some of) them."""
 
 
+class LeftToSpark(RuntimeError):  # noqa: N818 - a decision, not a failure: the batch runs in Spark
+    """A batch the Arrow path does not make exactly as Spark's would (it says why, naming a record
+    where one is the cause): the runner runs that batch through Spark, which flags or reads it as it
+    always did. The Arrow paths only ever decline; they add no semantics of their own."""
+
+
 @dataclass(frozen=True)
 class Record:
     """A driver-side record, for sources that read on the driver and for tests."""

@@ -44,6 +44,7 @@ __all__ = [
     "READ_SCHEMA",
     "SOURCE_NAME",
     "RocketMQDataSource",
+    "RocketMQReader",
     "bound_partitions",
     "bound_read_frame",
     "plan_from_json",

@@ -38,13 +38,21 @@ from sluice.connectors.records import check_record_columns
 
 # The built-in transforms register themselves on import (cheap: they import pyspark only when used).
 from sluice.connectors.transforms import extract_new_record_state, fields, filter, route, sql  # noqa: F401
-from sluice.connectors.transforms.base import REGISTRY, PrunesValue, Transform, TransformFactory, register
+from sluice.connectors.transforms.base import (
+    REGISTRY,
+    PrunesValue,
+    Transform,
+    TransformFactory,
+    TransformsArrow,
+    register,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 __all__ = [
     "PrunesValue",
+    "TransformsArrow",
     "Transform",
     "TransformFactory",
     "apply_chain",
@@ -193,3 +201,9 @@ def apply_chain(chain: list[Transform], df: DataFrame) -> DataFrame:
         df = transform.apply(df)
         check_record_columns(df, transform.where)
     return df
+
+
+def arrow_chain(chain: Sequence[Transform]) -> list[TransformsArrow] | None:
+    """The chain as transforms that apply in Arrow, or None when one of them does not."""
+    arrow = [t for t in chain if isinstance(t, TransformsArrow)]
+    return arrow if len(arrow) == len(chain) else None

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, runtime_checka
 from sluice.connectors.config import ConfigDef, ConfigError, FieldError
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame
     from pyspark.sql.types import DataType
 
@@ -66,6 +67,21 @@ class PrunesValue(Protocol):
     def value_read(self, value_type: DataType) -> DataType:
         """The part of ``value_type`` that ``apply`` reads: the same type with fewer struct fields,
         or ``value_type`` itself when all of it is read."""
+        ...
+
+
+@runtime_checkable
+class TransformsArrow(Protocol):
+    """Optional ability: the transform also applies to a batch's records in Arrow.
+
+    A sink runs a small batch in Arrow where it writes, with no Spark job
+    (connectors.arrow_records), when every transform of its chain has this ability. ``apply_arrow``
+    must give what ``apply`` gives, the same records in the same Arrow types; where it cannot (an
+    option it does not do in Arrow, a record ``apply`` would flag) it raises ``LeftToSpark``
+    (connectors.records) and the batch runs through ``apply``."""
+
+    def apply_arrow(self, records: pa.Table) -> pa.Table:
+        """The transformed records (``apply``'s, in Arrow), or ``LeftToSpark``."""
         ...
 
 

@@ -29,10 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.connectors.config import ConfigDef, ConfigField
 from sluice.connectors.converters import HEADER_VALUES_METADATA, VALUE_SCHEMA_HEADER
-from sluice.connectors.records import OP_HEADER, OP_TRUNCATE, flag_errors, keep_where
+from sluice.connectors.records import OP_HEADER, OP_TRUNCATE, LeftToSpark, flag_errors, keep_where
 from sluice.connectors.transforms.base import Transform, register
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import DataType, StructType
 
@@ -181,6 +182,41 @@ class ExtractNewRecordState(Transform):
         out = out.withColumn("value", F.when(tombstone | is_truncate, F.lit(None)).otherwise(new_value))
         return self._own_headers(out, [(n, t) for n, _, t in extra], owns)
 
+    def apply_arrow(self, records: pa.Table) -> pa.Table:
+        """TransformsArrow: ``apply`` for a batch of one row type, without ``add.fields``, with
+        deletes dropped or made tombstones and truncates dropped (the CDC replica's options and
+        Debezium's defaults); anything else, or a value that is not a change event, is ``apply``'s.
+        """
+        # pyarrow: config validation imports this module (via connectors.plugins)
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        value = records.column("value").combine_chunks()
+        kind = value.type
+        if not pa.types.is_struct(kind) or not {"op", "after"} <= {f.name for f in kind}:
+            return records
+        mode, drop_tombstones = self._modes()
+        if self.options["add.fields"] or mode == "rewrite" or not self.options["drop.truncates"]:
+            raise LeftToSpark(f"{self.where}: its options are applied in Spark")
+        op = pc.struct_field(value, "op")
+        tombstone = pc.is_null(value)
+        if pc.any(pc.and_(pc.invert(tombstone), pc.is_null(op))).as_py():  # apply flags them
+            raise LeftToSpark(f"{self.where}: a record's value is not a change event")
+        is_delete = pc.fill_null(pc.equal(op, "d"), False)
+        is_truncate = pc.fill_null(pc.equal(op, OP_TRUNCATE), False)
+        keep = pc.invert(pc.and_(pc.invert(tombstone), is_truncate))
+        if drop_tombstones:
+            keep = pc.and_(keep, pc.invert(tombstone))
+        if mode == "drop":
+            keep = pc.and_(keep, pc.or_(tombstone, pc.invert(is_delete)))
+        after = pc.struct_field(value, "after")
+        row = pa.StructArray.from_arrays(
+            after.flatten(), fields=list(after.type), mask=pc.or_(pc.or_(tombstone, is_delete), is_truncate)
+        )
+        column = records.schema.get_field_index("value")
+        records = records.set_column(column, pa.field("value", row.type), row)
+        return _own_row_types(records).filter(keep)
+
     def _own_headers(self, df: DataFrame, extra: list[tuple[str, Any]], owns: list[str] | None) -> DataFrame:
         """Each record's own-schema header (a mixed-topic sink batch) becomes its own row type.
 
@@ -216,3 +252,28 @@ class ExtractNewRecordState(Transform):
             )
         )
         return df.withColumn("headers", headers)
+
+
+def _own_row_types(records: pa.Table) -> pa.Table:
+    """``_own_headers`` in Arrow: each record's own-schema header names its own row type."""
+    # pyarrow, pyspark: config validation imports this module (via connectors.plugins)
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyspark.sql.types import StructType
+
+    from sluice.connectors.arrow_records import headers_with
+
+    headers = records.column("headers").combine_chunks()
+    own = pc.map_lookup(headers, VALUE_SCHEMA_HEADER, "first")
+    owns = pc.unique(own.drop_null())
+    if not len(owns):
+        return records
+    renamed = []
+    for text in owns.to_pylist():
+        envelope = StructType.fromJson(json.loads(text))
+        row = envelope["after"].dataType if "after" in envelope.fieldNames() else None
+        renamed.append(StructType(row.fields).json() if isinstance(row, StructType) else text)
+    rows = pa.array(renamed, pa.string()).take(pc.index_in(own, value_set=owns))
+    column = records.schema.get_field_index("headers")
+    made = headers_with(headers, dropped=[VALUE_SCHEMA_HEADER], appended=[(VALUE_SCHEMA_HEADER, rows)])
+    return records.set_column(column, records.schema.field(column), made)

@@ -7,13 +7,63 @@ Kafka's RegexRouter replaces only when the regex matches the *whole* topic, with
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sluice.connectors.config import ConfigDef, ConfigField
+from sluice.connectors.records import LeftToSpark
 from sluice.connectors.transforms.base import Transform, register
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame
+
+
+def _renamed_topics(records: pa.Table, rename: Callable[[str], str]) -> pa.Table:
+    """``records`` with each distinct topic renamed once (a batch holds a few topics)."""
+    # pyarrow: config validation imports this module (via connectors.plugins)
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    topics = records.column("topic")
+    distinct = pc.unique(topics)
+    renamed = pa.array([rename(t) for t in distinct.to_pylist()], pa.string())
+    column = records.schema.get_field_index("topic")
+    return records.set_column(column, "topic", renamed.take(pc.index_in(topics, value_set=distinct)))
+
+
+def java_replacement(replacement: str, groups: int) -> str | None:
+    """A Java regex replacement (``$1``, ``${name}``, ``\\$``) as Python's ``Match.expand`` takes it,
+    with Java's reading of ``$12`` (group 12 only when the pattern has that many); None where Java
+    would refuse it (a ``$`` that names no group)."""
+    out, i = [], 0
+    while i < len(replacement):
+        c = replacement[i]
+        if c == "\\" and i + 1 < len(replacement):
+            out.append(replacement[i + 1].replace("\\", "\\\\"))
+            i += 2
+        elif c == "$":
+            named = re.match(r"\{([A-Za-z][A-Za-z0-9]*)\}", replacement[i + 1 :])
+            if named:
+                out.append(f"\\g<{named.group(1)}>")
+                i += 1 + named.end()
+                continue
+            digits = re.match(r"[0-9]+", replacement[i + 1 :])
+            if not digits:
+                return None
+            number, used = int(digits.group()[0]), 1
+            for d in digits.group()[1:]:
+                if number * 10 + int(d) > groups:
+                    break
+                number, used = number * 10 + int(d), used + 1
+            if number > groups:
+                return None
+            out.append(f"\\g<{number}>")
+            i += 1 + used
+        else:
+            out.append(c.replace("\\", "\\\\"))
+            i += 1
+    return "".join(out)
 
 
 @register("RegexRouter", "regex-router", keyed=False)
@@ -38,6 +88,21 @@ class RegexRouter(Transform):
         routed = F.when(topic.rlike(anchored), F.regexp_replace(topic, anchored, self.options["replacement"]))
         return df.withColumn("topic", routed.otherwise(topic))
 
+    def apply_arrow(self, records: pa.Table) -> pa.Table:
+        """TransformsArrow: the same rename with Python's regex (``check`` compiled it), the
+        replacement read as Java reads it."""
+        pattern = re.compile(self.options["regex"])
+        replacement = java_replacement(self.options["replacement"], pattern.groups)
+        if replacement is None:
+            raise LeftToSpark(f"{self.where}: the replacement names a group the regex does not have")
+        template = replacement
+
+        def rename(topic: str) -> str:
+            match = pattern.fullmatch(topic)
+            return topic if match is None else match.expand(template)
+
+        return _renamed_topics(records, rename)
+
 
 @register("TopicRename", "topic-rename", keyed=False)
 class TopicRename(Transform):
@@ -59,3 +124,11 @@ class TopicRename(Transform):
             old, new = pair.split(":")
             routed = F.when(topic == old, F.lit(new)).otherwise(routed)
         return df.withColumn("topic", routed)
+
+    def apply_arrow(self, records: pa.Table) -> pa.Table:
+        """TransformsArrow: the first matching pair renames, as in ``apply``."""
+        renames: dict[str, str] = {}
+        for pair in self.options["renames"]:
+            old, new = pair.split(":")
+            renames.setdefault(old, new)
+        return _renamed_topics(records, lambda topic: renames.get(topic, topic))

@@ -1,0 +1,151 @@
+"""A sink batch's records made in Arrow, from the messages the ``rocketmq`` reader pulls.
+
+What ``Converter.to_records(assume_met=True)`` makes in Spark (topic, partition, offset, key,
+value, headers, timestamp), made from the reader's Arrow batches with the envelope decoders of
+connectors.arrow_envelopes, for a batch whose envelope schemas were all met before and whose
+topics share one value type and one key type.
+
+Why: a small sink batch's Spark job (pull in a Python worker, decode, transforms, collect) costs
+0.4-0.9 s whatever its size, which was most of a change's latency at 1,000 changes/s. The same
+work in Arrow where the sink writes, with the chain's transforms applied in Arrow too
+(``TransformsArrow``), takes tens of milliseconds. Like the envelope decoder it only declines
+(``LeftToSpark``, naming the record that is the cause): the runner then runs the batch's Spark
+job, which flags or reads the batch as it always did. ``tests/activities/test_sink_in_arrow.py``
+checks that its records equal Spark's.
+
+Pure pyarrow: it is planned from Arrow types (``Converter.arrow_records``) and runs wherever the
+sink's write does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sluice.connectors.arrow_envelopes import EnvelopeDecoder
+from sluice.connectors.barriers import BARRIER_HEADER
+from sluice.connectors.records import LeftToSpark
+
+#: The record columns, in ``Converter.to_records``' order.
+RECORD_COLUMNS = ("topic", "partition", "offset", "key", "value", "headers", "timestamp")
+
+
+@dataclass(frozen=True)
+class RecordsPlan:
+    """Makes records of reader batches (rocketmq.arrow_decode.READ_COLUMNS); see the module docstring.
+
+    ``value``: the decoder of the values' envelopes; ``key``: of the keys' envelopes, or None when
+    keys are read as text (keys of several types are Spark's to decode). ``tombstone``: the
+    property that marks a null value (dropped from the headers, as Spark's records drop it);
+    ``tags_header``: the header the message's tags become.
+    """
+
+    value: EnvelopeDecoder
+    key: EnvelopeDecoder | None
+    tombstone: str
+    tags_header: str
+    #: per topic, its own value type as Spark JSON, where the topics met differ in type (the
+    #: decoder's type is their merge): each record names its own in the header ``own_value_header``
+    own_value_types: tuple[tuple[str, str], ...] = ()
+    own_value_header: str = ""
+
+    def records(self, batches: Iterable[pa.RecordBatch], *, barriers_once: bool) -> pa.Table | None:
+        """The records of the messages in ``batches`` (None when there are none: nothing to make
+        a typed empty batch from). ``barriers_once``: a barrier's copies after the first are
+        dropped, as the sink runner's ``once_per_barrier`` does for a task that does not order
+        barriers. Raises ``LeftToSpark``, or the decoder's ``UNMET_SCHEMA``."""
+        made = []
+        for batch in batches:
+            if barriers_once:
+                batch = batch.filter(_not_a_later_copy(batch.column("properties")))
+            if batch.num_rows:
+                made.append(self._records(batch))
+        return pa.Table.from_batches(made) if made else None
+
+    def _records(self, messages: pa.RecordBatch) -> pa.RecordBatch:
+        decoded = self.value.decode(messages)
+        keys = messages.column("keys")
+        texts = pc.if_else(pc.equal(keys, ""), pa.scalar(None, pa.string()), keys)
+        key = texts if self.key is None else self._keys(messages, texts)
+        tags = messages.column("tags")
+        appended = [(self.tags_header, pc.if_else(pc.equal(tags, ""), pa.scalar(None, pa.string()), tags))]
+        if self.own_value_types:  # each record's own type, where topics met differ (to_records)
+            topics, owns = zip(*self.own_value_types, strict=True)
+            topic = messages.column("topic")
+            where = pc.index_in(topic, value_set=pa.array(topics, pa.string()))
+            own = pa.array(owns, pa.string()).take(where)
+            appended.append((self.own_value_header, own))
+        properties = messages.column("properties")
+        headers = headers_with(properties, dropped=[self.tombstone], appended=appended)
+        arrays = [
+            messages.column("topic"),
+            messages.column("partition"),
+            messages.column("queue_offset"),
+            key,
+            decoded.column("value"),
+            headers,
+            messages.column("born_timestamp"),
+        ]
+        # Spark types the headers map as never null (to_records coalesces it), Arrow's fields as nullable.
+        names = zip(RECORD_COLUMNS, arrays, strict=True)
+        fields = [pa.field(n, a.type, nullable=n != "headers") for n, a in names]
+        return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
+
+    def _keys(self, messages: pa.RecordBatch, texts: pa.Array) -> pa.Array:
+        """The keys' envelopes decoded as the values' are (a key is never a tombstone)."""
+        assert self.key is not None
+        no_properties = pa.MapArray.from_arrays(
+            pa.array(np.zeros(len(texts) + 1, np.int32)), pa.array([], pa.string()), pa.array([], pa.string())
+        )
+        keys = pa.RecordBatch.from_arrays(
+            [
+                messages.column("topic"), messages.column("partition"), messages.column("queue_offset"),
+                texts.cast(pa.binary()), no_properties,
+            ],
+            names=["topic", "partition", "queue_offset", "body", "properties"],
+        )  # fmt: skip
+        return self.key.decode(keys).column("value")
+
+
+def _not_a_later_copy(properties: pa.Array) -> pa.Array:
+    """Messages but a barrier's copies after the first (connectors.barriers: copy ``0/…`` is kept)."""
+    label = pc.map_lookup(properties, BARRIER_HEADER, "first")
+    return pc.or_(pc.is_null(label), pc.fill_null(pc.starts_with(label, "0/"), False))
+
+
+def headers_with(
+    headers: pa.Array, *, dropped: Collection[str] = (), appended: Sequence[tuple[str, pa.Array]] = ()
+) -> pa.MapArray:
+    """``headers`` (a map column) without the entries named in ``dropped``, in their order, then
+    each ``appended`` entry at the end of the rows where its value is not null: what Spark's
+    ``map_concat(map_filter(headers, …), create_map(name, value))`` makes of each row. A name
+    appended to a row that has it already is ``LeftToSpark`` (Spark's ``map_concat`` fails the job).
+    """
+    rows = len(headers)
+    assert isinstance(headers, pa.MapArray)
+    offsets = np.asarray(headers.offsets)
+    first, count = int(offsets[0]), int(offsets[-1] - offsets[0])
+    names, values = headers.keys.slice(first, count), headers.items.slice(first, count)
+    parents = np.repeat(np.arange(rows), np.diff(offsets))
+    if dropped:
+        kept = np.asarray(pc.invert(pc.is_in(names, value_set=pa.array(list(dropped), pa.string()))))
+        names, values, parents = names.filter(kept), values.filter(kept), parents[kept]
+    for name, value in appended:
+        present = np.asarray(pc.is_valid(value))
+        if not present.any():
+            continue
+        if np.isin(parents[np.asarray(pc.equal(names, name))], np.flatnonzero(present)).any():
+            raise LeftToSpark(f"a record already has a header {name!r}")
+        names = pa.concat_arrays([names, pa.repeat(pa.scalar(name), int(present.sum()))])
+        values = pa.concat_arrays([values, value.filter(pa.array(present))])
+        parents = np.concatenate([parents, np.flatnonzero(present)])
+    if appended:
+        order = np.argsort(parents, kind="stable")
+        names, values, parents = names.take(pa.array(order)), values.take(pa.array(order)), parents[order]
+    made = np.zeros(rows + 1, np.int32)
+    np.cumsum(np.bincount(parents, minlength=rows), out=made[1:])
+    return pa.MapArray.from_arrays(pa.array(made), names, values)
