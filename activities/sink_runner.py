@@ -74,8 +74,10 @@ if TYPE_CHECKING:
 #: (``SinkRunner._learn_first_schemas``); a first batch is 1,000 at most (planning.ramped_budget).
 LEARN_ON_DRIVER_MAX = 5_000
 
-#: The most records a sink batch may span to run in Arrow with no Spark job (``SinkRunner._ran_in_arrow``).
-ARROW_BATCH_MAX_RECORDS = 5_000
+#: The most records a sink batch may span to run in Arrow with no Spark job (``SinkRunner._ran_in_arrow``):
+#: faster than the Spark job at every size measured here (docs/design.md); larger batches keep the
+#: pull and decode on Spark's executors.
+ARROW_BATCH_MAX_RECORDS = 100_000
 
 #: Rounds of "write, dead-letter what the target refused, write the rest" before giving up.
 MAX_REJECTION_ROUNDS = 3
@@ -244,19 +246,20 @@ class SinkRunner:
         return plan.record_span
 
     def _learn_first_schemas(self, plan: BatchPlan) -> None:
-        """A task's first batch (small: planning.ramped_budget) learns its envelope schemas from
-        its messages pulled on the driver, so that it runs as later batches do (decoded in Arrow,
-        one Spark job) instead of a search job over a persisted pull and a plan built for both: a
-        new connector's first rows come sooner. Anything unusual (a body laid out otherwise, not
-        UTF-8, a larger batch, tolerance) leaves the batch to the search, which tells what it is."""
+        """A task's first batch (small: planning.ramped_budget) learns its envelope schemas on the
+        driver (``_learned_on_driver``), so that it runs as later batches do (in Arrow, or decoded
+        in Arrow in one Spark job) instead of a search job over a persisted pull and a plan built
+        for both: a new connector's first rows come sooner."""
+        if self.notice is None:
+            self._learned_on_driver(plan)
+
+    def _learned_on_driver(self, plan: BatchPlan) -> bool:
+        """Learn a small batch's envelope schemas from its messages pulled on the driver; whether
+        all were learned. Anything unusual (a body laid out otherwise, not UTF-8, a larger batch,
+        tolerance) leaves the batch to the search, which tells what it is."""
         converter = self.setup.converter
-        if (
-            self.notice is not None
-            or self.tolerates
-            or not converter.discovers_envelopes
-            or plan.record_span > LEARN_ON_DRIVER_MAX
-        ):
-            return
+        if self.tolerates or not converter.discovers_envelopes or plan.record_span > LEARN_ON_DRIVER_MAX:
+            return False
         values: list[tuple[str, str | None]] = []
         keys: list[tuple[str, str | None]] = []
         try:
@@ -272,15 +275,17 @@ class SinkRunner:
                     values.append((r.topic, None if tombstone else body.decode("utf-8")))
                     keys.append((r.topic, properties.get(PROP_KEYS) or None))
         except Exception:  # noqa: BLE001 - a pull the search would fail too, or a body that is not UTF-8
-            log.debug("connector %s: first batch's schemas left to the search", self.connector, exc_info=True)
-            return
+            log.debug("connector %s: batch's schemas left to the search", self.connector, exc_info=True)
+            return False
         found = {"value": laid_out_prefixes(values)}
         if converter.key_envelopes:
             found["key"] = laid_out_prefixes(keys)
         learned = {name: pairs for name, pairs in found.items() if pairs is not None}
-        if len(learned) == len(found):
-            converter.seen_prefixes.remember(learned)
-            self.notice = ""  # a converter that reads envelopes has no setting to point out
+        if len(learned) != len(found):
+            return False
+        converter.seen_prefixes.remember(learned)
+        self.notice = ""  # a converter that reads envelopes has no setting to point out
+        return True
 
     def _read_options(self, plan: BatchPlan) -> dict[str, str]:
         return {
@@ -300,13 +305,14 @@ class SinkRunner:
             return messages
         return messages.where(once_per_barrier())
 
-    def _ran_in_arrow(self, plan: BatchPlan) -> bool:
+    def _ran_in_arrow(self, plan: BatchPlan, *, learn: bool = True) -> bool:
         """Write a small batch of envelope schemas met before with no Spark job: pulled here by the
         reader's own code, its records and the chain's transforms made in Arrow
         (connectors.arrow_records), checked and written as ``_write_table`` does. False, with
         nothing written, when the batch is larger than ``ARROW_BATCH_MAX_RECORDS``, a transform
         does not apply in Arrow, or the Arrow path declines the batch (``LeftToSpark``: a record it
-        does not make exactly as Spark would, or a schema not met); the batch then runs in Spark.
+        does not make exactly as Spark would); the batch then runs in Spark. A schema not met is
+        learnt on the driver when the batch is small (``learn``: once), as a first batch's are.
         """
         converter, topics = self.setup.converter, {r.topic for r in plan.ranges if not r.is_empty}
         chain = arrow_chain(self.setup.chain)
@@ -316,7 +322,10 @@ class SinkRunner:
             or self.tolerates
             or self.notice is None
             or isinstance(self.task, WritesFrames)
-            or not converter.knows_schemas(topics)
+        ):
+            return False
+        if not converter.knows_schemas(topics) and not (
+            learn and self._learned_on_driver(plan) and converter.knows_schemas(topics)
         ):
             return False
         shape = converter.seen_prefixes.snapshot()
@@ -341,7 +350,13 @@ class SinkRunner:
         except RuntimeError as exc:
             if UNMET_SCHEMA not in str(exc):
                 raise
-            return False  # the Spark path raises it again and searches the batch's schemas
+            # A schema not met (a column added, a new table): learnt here when the batch is small,
+            # else the Spark path meets it again and searches the batch.
+            log.info(
+                "connector %s: batch %s carries an envelope schema not met before: learning it",
+                self.connector, plan.batch_id,
+            )  # fmt: skip
+            return learn and self._learned_on_driver(plan) and self._ran_in_arrow(plan, learn=False)
         self._write_table(table, plan)
         return True
 
