@@ -299,11 +299,13 @@ class SinkRunner:
         """The plan's messages, as the ``rocketmq`` reader pulls them (nothing runs yet)."""
         return self._barriers_once(read_frame(self.ctx.spark, self._read_options(plan)))
 
+    @property
+    def _sees_every_barrier_copy(self) -> bool:
+        """A task that orders barriers sees every copy; others one of each (``once_per_barrier``)."""
+        return isinstance(self.task, OrdersBarriers) and self.task.orders_barriers()
+
     def _barriers_once(self, messages: DataFrame) -> DataFrame:
-        """A task that does not order barriers sees one copy of each (``once_per_barrier``)."""
-        if isinstance(self.task, OrdersBarriers) and self.task.orders_barriers():
-            return messages
-        return messages.where(once_per_barrier())
+        return messages if self._sees_every_barrier_copy else messages.where(once_per_barrier())
 
     def _ran_in_arrow(self, plan: BatchPlan, *, learn: bool = True) -> bool:
         """Write a small batch of envelope schemas met before with no Spark job: pulled here by the
@@ -337,7 +339,7 @@ class SinkRunner:
         try:
             table = records_plan.records(
                 (batch for part in reader.partitions() for batch in reader.read(part)),
-                barriers_once=not (isinstance(self.task, OrdersBarriers) and self.task.orders_barriers()),
+                barriers_once=not self._sees_every_barrier_copy,
             )
             if table is None:
                 return False

@@ -205,5 +205,5 @@ def apply_chain(chain: list[Transform], df: DataFrame) -> DataFrame:
 
 def arrow_chain(chain: Sequence[Transform]) -> list[TransformsArrow] | None:
     """The chain as transforms that apply in Arrow, or None when one of them does not."""
-    arrow = [t for t in chain if isinstance(t, TransformsArrow)]
+    arrow: list[TransformsArrow] = [t for t in chain if isinstance(t, TransformsArrow)]
     return arrow if len(arrow) == len(chain) else None
