@@ -2,15 +2,16 @@
 
 What ``Converter.to_records(assume_met=True)`` makes in Spark (topic, partition, offset, key,
 value, headers, timestamp), made from the reader's Arrow batches with the envelope decoders of
-connectors.arrow_envelopes, for a batch whose envelope schemas were all met before and whose
-topics share one value type and one key type.
+connectors.arrow_envelopes, for a batch whose envelope schemas were all met before (values of
+topics that differ in type are decoded as their merge, each record naming its own type, as Spark's
+decode does; keys in envelopes are structs of one type).
 
 Why: a small sink batch's Spark job (pull in a Python worker, decode, transforms, collect) costs
 0.4-0.9 s whatever its size, which was most of a change's latency at 1,000 changes/s. The same
 work in Arrow where the sink writes, with the chain's transforms applied in Arrow too
 (``TransformsArrow``), takes tens of milliseconds. Like the envelope decoder it only declines
 (``LeftToSpark``, naming the record that is the cause): the runner then runs the batch's Spark
-job, which flags or reads the batch as it always did. ``tests/activities/test_sink_in_arrow.py``
+job, which flags or reads the batch as it always did. ``tests/connectors/test_arrow_records.py``
 checks that its records equal Spark's.
 
 Pure pyarrow: it is planned from Arrow types (``Converter.arrow_records``) and runs wherever the
@@ -68,11 +69,9 @@ class RecordsPlan:
 
     def _records(self, messages: pa.RecordBatch) -> pa.RecordBatch:
         decoded = self.value.decode(messages)
-        keys = messages.column("keys")
-        texts = pc.if_else(pc.equal(keys, ""), pa.scalar(None, pa.string()), keys)
+        texts = _empty_as_null(messages.column("keys"))  # an empty KEYS property is no key (to_records)
         key = texts if self.key is None else self._keys(messages, texts)
-        tags = messages.column("tags")
-        appended = [(self.tags_header, pc.if_else(pc.equal(tags, ""), pa.scalar(None, pa.string()), tags))]
+        appended = [(self.tags_header, _empty_as_null(messages.column("tags")))]
         if self.own_value_types:  # each record's own type, where topics met differ (to_records)
             topics, owns = zip(*self.own_value_types, strict=True)
             topic = messages.column("topic")
@@ -109,6 +108,10 @@ class RecordsPlan:
             names=["topic", "partition", "queue_offset", "body", "properties"],
         )  # fmt: skip
         return self.key.decode(keys).column("value")
+
+
+def _empty_as_null(texts: pa.Array) -> pa.Array:
+    return pc.if_else(pc.equal(texts, ""), pa.scalar(None, pa.string()), texts)
 
 
 def _not_a_later_copy(properties: pa.Array) -> pa.Array:

@@ -183,9 +183,9 @@ class ExtractNewRecordState(Transform):
         return self._own_headers(out, [(n, t) for n, _, t in extra], owns)
 
     def apply_arrow(self, records: pa.Table) -> pa.Table:
-        """TransformsArrow: ``apply`` for a batch of one row type, without ``add.fields``, with
-        deletes dropped or made tombstones and truncates dropped (the CDC replica's options and
-        Debezium's defaults); anything else, or a value that is not a change event, is ``apply``'s.
+        """TransformsArrow: ``apply`` without ``add.fields``, with deletes dropped or made
+        tombstones and truncates dropped (the CDC replica's options and Debezium's defaults);
+        anything else, or a value that is not a change event, is ``apply``'s.
         """
         # pyarrow: config validation imports this module (via connectors.plugins)
         import pyarrow as pa
@@ -226,7 +226,6 @@ class ExtractNewRecordState(Transform):
         """
         # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
-        from pyspark.sql.types import StructField, StructType
 
         header = F.col("headers")[VALUE_SCHEMA_HEADER]
         if owns is None:
@@ -235,13 +234,9 @@ class ExtractNewRecordState(Transform):
             return df
         mapping: list[Column] = []
         for own in owns:
-            envelope = StructType.fromJson(json.loads(own))
-            if "after" not in envelope.fieldNames():
-                continue
-            row = envelope["after"].dataType
-            assert isinstance(row, StructType)
-            fields = [*row.fields, *[StructField(n, t, True) for n, t in extra]]
-            mapping += [F.lit(own), F.lit(StructType(fields).json())]
+            row = _row_type_json(own, extra)
+            if row is not None:
+                mapping += [F.lit(own), F.lit(row)]
         if not mapping:
             return df
         renamed = F.coalesce(F.create_map(*mapping)[header], header)
@@ -256,10 +251,9 @@ class ExtractNewRecordState(Transform):
 
 def _own_row_types(records: pa.Table) -> pa.Table:
     """``_own_headers`` in Arrow: each record's own-schema header names its own row type."""
-    # pyarrow, pyspark: config validation imports this module (via connectors.plugins)
+    # pyarrow: config validation imports this module (via connectors.plugins)
     import pyarrow as pa
     import pyarrow.compute as pc
-    from pyspark.sql.types import StructType
 
     from sluice.connectors.arrow_records import headers_with
 
@@ -268,12 +262,26 @@ def _own_row_types(records: pa.Table) -> pa.Table:
     owns = pc.unique(own.drop_null())
     if not len(owns):
         return records
-    renamed = []
-    for text in owns.to_pylist():
-        envelope = StructType.fromJson(json.loads(text))
-        row = envelope["after"].dataType if "after" in envelope.fieldNames() else None
-        renamed.append(StructType(row.fields).json() if isinstance(row, StructType) else text)
+    texts = owns.to_pylist()
+    row_types = [_row_type_json(text, []) for text in texts]
+    if all(row is None for row in row_types):
+        return records
+    renamed = [text if row is None else row for text, row in zip(texts, row_types, strict=True)]
     rows = pa.array(renamed, pa.string()).take(pc.index_in(own, value_set=owns))
     column = records.schema.get_field_index("headers")
     made = headers_with(headers, dropped=[VALUE_SCHEMA_HEADER], appended=[(VALUE_SCHEMA_HEADER, rows)])
     return records.set_column(column, records.schema.field(column), made)
+
+
+def _row_type_json(own: str, extra: list[tuple[str, Any]]) -> str | None:
+    """The row type (Spark JSON) a record of own type ``own`` has once unwrapped, its ``after``'s
+    fields then ``extra``'s; None when ``own`` is not a change event's type."""
+    # pyspark: config validation imports this module (via connectors.plugins)
+    from pyspark.sql.types import StructField, StructType
+
+    envelope = StructType.fromJson(json.loads(own))
+    if "after" not in envelope.fieldNames():
+        return None
+    row = envelope["after"].dataType
+    assert isinstance(row, StructType)
+    return StructType([*row.fields, *[StructField(n, t, True) for n, t in extra]]).json()
