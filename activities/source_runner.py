@@ -28,6 +28,7 @@ from sluice.activities.spark_binding import (
     read_layout,
     source_frame,
     spark_schema,
+    table_chunks,
     table_frame,
 )
 from sluice.connectors.api import (
@@ -71,12 +72,10 @@ BATCH_PROPERTY = "sluice.batch"
 MAX_BOUND_PLANS = 8
 
 
-#: The most bytes of driver-built records whose messages are made in Arrow (``_sent_in_arrow``):
-#: about 10,000 change events, whose messages (2.5 times the records) bind. A larger batch's
-#: messages would travel to the JVM as a local relation of their own; Spark's path sends its
-#: records there instead, and a busy worker's driver keeps the work off its one interpreter
-#: (bench-cdc, whose end-to-end phase runs 100,000-event batches: 4,343 events/s with those made
-#: in Arrow, 4,500 with this limit).
+#: Where jobs are not bound (``_send_messages``), the most bytes of driver-built records whose
+#: messages are made in Arrow on the driver: about 10,000 change events. A larger batch's messages
+#: (2.5 times the records) would cross to the JVM as a local relation; Spark's path sends its
+#: records there instead.
 ARROW_TABLES_MAX_BYTES: Final = 10 * 1024 * 1024
 
 
@@ -210,9 +209,10 @@ class SourceRunner:
         transform rewrites its records and the converter makes messages of their shape; None, with
         nothing sent, leaves it to Spark's ``to_messages``.
 
-        - Driver-built tables (a CDC batch, a snapshot chunk): made here, checked for size (one
-          that does not fit goes Spark's way, which flags it with its position), then sharded and
-          sent by one task of the shape's bound job (``_bound_send``).
+        - Driver-built tables (a CDC batch, a snapshot chunk): bound to the shape's job in chunks
+          (``_send_tables``), whose tasks make, check, shard and send the messages; where jobs are
+          not bound (dead letters kept, Spark Connect), made here and sent through a frame
+          (``_send_messages``).
         - One table's splits (a JDBC batch): each split's task reads, makes, checks, shards and
           sends its own, when the order allows tasks to send at once (keys unique in the batch, or
           one split).
@@ -222,6 +222,10 @@ class SourceRunner:
         if self.setup.chain or (read.tables and read.splits):
             return None
         if read.tables:
+            if any(self._encoder(t.schema) is None for t in read.tables):
+                return None
+            if self._binds_reads:
+                return self._send_tables(plan, read.tables, topic, order)
             if sum(t.nbytes for t in read.tables) > ARROW_TABLES_MAX_BYTES:
                 return None
             messages = self._arrow_messages(read.tables)
@@ -237,6 +241,21 @@ class SourceRunner:
             return None
         layout, parts = bound
         return self._run_bound(plan, parts, self._bound_send(layout, topic, order, in_arrow=encoder))
+
+    def _send_tables(self, plan: BatchPlan, tables: Sequence[pa.Table], topic: str, order: SendOrder) -> int:
+        """Driver-built records sent by the shape's bound job, one run per chunk (``table_chunks``)
+        in order: each run's one task makes the chunk's messages (``_send_in_task``), so the
+        driver only compresses records, and a batch of any size stays off Py4J. A sorted order is
+        made here, since a chunk's task sorts only its own share."""
+        if order is SendOrder.SORTED:
+            tables = [t.sort_by([("partition", "ascending"), ("offset", "ascending")]) for t in tables]
+        sent = 0
+        for layout, parts in table_chunks(tables):
+            encoder = self._encoder(layout.schemas[0])
+            if encoder is None:  # never: each table's shape was checked (``_sent_in_arrow``)
+                raise RuntimeError(f"connector {self.connector}: no Arrow encoder for a checked shape")
+            sent += self._run_bound(plan, parts, self._bound_send(layout, topic, order, in_arrow=encoder))
+        return sent
 
     def _encoder(self, schema: pa.Schema) -> MessageEncoder | None:
         if schema not in self._encoders:
@@ -256,12 +275,8 @@ class SourceRunner:
         return messages if size_problem_in_arrow(messages, self._stamped_bytes) is None else None
 
     def _send_messages(self, plan: BatchPlan, messages: pa.Table, topic: str, order: SendOrder) -> int:
-        """Send messages made in Arrow (``_arrow_messages``), through the shape's bound job when
-        they fit one; the writer stamps the batch reference (``boundProperties``) either way."""
-        bound = read_layout(SourceRead(tables=(messages,))) if self._binds_reads else None
-        if bound is not None:
-            layout, parts = bound
-            return self._run_bound(plan, parts, self._bound_send(layout, topic, order, in_arrow=True))
+        """Send messages made in Arrow (``_arrow_messages``) through a frame of their own (jobs
+        not bound); the writer stamps the batch reference (``boundProperties``)."""
         spark = self.ctx.spark
         frame = flag_unsendable(table_frame(spark, messages), self._stamped_bytes)
         with (

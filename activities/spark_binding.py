@@ -120,14 +120,7 @@ class ReadPart:
 def read_layout(read: SourceRead) -> tuple[ReadLayout, list[ReadPart]] | None:
     """The read's layout and its parts as a bound frame's tasks take them; None when it has nothing
     to read or its tables, compressed, are over ``BOUND_READ_MAX_BYTES``."""
-    import pyarrow as pa
-
-    tables: list[pa.Table] = []
-    for t in read.tables:  # neighbours of one schema: one part
-        if tables and tables[-1].schema.equals(t.schema, check_metadata=True):
-            tables[-1] = pa.concat_tables([tables[-1], t])
-        else:
-            tables.append(t)
+    tables = _neighbours_joined(read.tables)
     # A read far over the bound in memory is not compressed to find out (under 1 ms a MB). Messages
     # made in Arrow repeat their envelope's schema in every body and compress ~40-fold: 5,000
     # Debezium change events are 12.6 MB in memory and 318 KB compressed.
@@ -139,10 +132,82 @@ def read_layout(read: SourceRead) -> tuple[ReadLayout, list[ReadPart]] | None:
     parts += [ReadPart(splits=s.splits, read=s.read) for s in read.splits]
     schemas = tuple(t.schema for t in tables) + tuple(s.schema for s in read.splits)
     counts = [1] * len(tables) + [len(s.splits) for s in read.splits]
-    layout = ReadLayout(
-        tuple((s.serialize().to_pybytes(), n) for s, n in zip(schemas, counts, strict=True)), schemas
-    )
-    return layout, parts
+    return _layout(schemas, counts), parts
+
+
+def table_chunks(
+    tables: Sequence[pa.Table], max_bytes: int = BOUND_READ_MAX_BYTES
+) -> Iterator[tuple[ReadLayout, list[ReadPart]]]:
+    """Driver-built tables, in order, as one-part reads of at most about ``max_bytes`` of
+    compressed Arrow IPC each: a read too large to bind whole (``read_layout``) runs as a few jobs
+    of one bound plan rather than as a local relation (a 40,000-event CDC batch took 6 s to cross
+    Py4J that way, #18). Neighbours of one schema are joined first; a chunk holds one schema."""
+    for table in _neighbours_joined(tables):
+        layout = _layout((table.schema,), [1])
+        for stream in _ipc_chunks(table, max_bytes):
+            yield layout, [ReadPart(table=stream)]
+
+
+def _neighbours_joined(tables: Sequence[pa.Table]) -> list[pa.Table]:
+    """Tables that follow each other with one schema, as one (one part, read by one task)."""
+    import pyarrow as pa
+
+    joined: list[pa.Table] = []
+    for t in tables:
+        if joined and joined[-1].schema.equals(t.schema, check_metadata=True):
+            joined[-1] = pa.concat_tables([joined[-1], t])
+        else:
+            joined.append(t)
+    return joined
+
+
+def _layout(schemas: Sequence[pa.Schema], counts: Sequence[int]) -> ReadLayout:
+    parts = tuple((s.serialize().to_pybytes(), n) for s, n in zip(schemas, counts, strict=True))
+    return ReadLayout(parts, tuple(schemas))
+
+
+def _ipc(table: pa.Table) -> bytes:
+    """``table`` as an Arrow IPC stream compressed with zstd (a few ms for a batch of thousands of
+    change records, a fifth of their size), which the task's ``open_stream`` reads as it is."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema, options=_ipc_options()) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def _ipc_chunks(table: pa.Table, max_bytes: int) -> Iterator[bytes]:
+    """``table`` as consecutive IPC streams (``_ipc``'s), each closed before the next slice would
+    take it over ``max_bytes``; a slice holds rows of at most an eighth of that in memory, so
+    each stream has several (one slice over ``max_bytes`` alone is a stream of its own)."""
+    import pyarrow as pa
+
+    rows_per_slice = max(1, table.num_rows * (max_bytes // 8) // max(table.nbytes, 1))
+    sink: pa.BufferOutputStream | None = None
+    writer: pa.ipc.RecordBatchStreamWriter | None = None
+    last_slice = 0
+    for batch in table.to_batches(max_chunksize=rows_per_slice):
+        if sink is not None and writer is not None and sink.tell() + last_slice > max_bytes:
+            writer.close()
+            yield bytes(sink.getvalue().to_pybytes())
+            sink = writer = None
+        if sink is None or writer is None:
+            sink = pa.BufferOutputStream()
+            writer = pa.ipc.new_stream(sink, table.schema, options=_ipc_options())
+        before = sink.tell()
+        writer.write_batch(batch)
+        last_slice = sink.tell() - before
+    if sink is not None and writer is not None:
+        writer.close()
+        yield bytes(sink.getvalue().to_pybytes())
+
+
+def _ipc_options() -> pa.ipc.IpcWriteOptions:
+    """zstd-compressed IPC (made where pyarrow is loaded: this module is imported without it)."""
+    import pyarrow as pa
+
+    return pa.ipc.IpcWriteOptions(compression="zstd")
 
 
 class SourceReadBinder:
@@ -189,18 +254,6 @@ class SourceReadBinder:
         sealed = self._fernet.encrypt(cloudpickle.dumps(list(parts))).decode()
         with bound_to_jobs(self.spark, BOUND_READ_PROPERTY, sealed):
             yield
-
-
-def _ipc(table: pa.Table) -> bytes:
-    """``table`` as an Arrow IPC stream compressed with zstd (a few ms for a batch of thousands of
-    change records, a fifth of their size), which the task's ``open_stream`` reads as it is."""
-    import pyarrow as pa
-
-    sink = pa.BufferOutputStream()
-    options = pa.ipc.IpcWriteOptions(compression="zstd")
-    with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
-        writer.write_table(table)
-    return bytes(sink.getvalue().to_pybytes())
 
 
 def _read_bound_part(

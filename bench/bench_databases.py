@@ -6,10 +6,12 @@ its own, so runs never see each other's tables).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.exc import OperationalError
 
 from sluice.worker.settings import Settings
 
@@ -54,5 +56,21 @@ def drop_databases(settings: Settings, dbs: Databases) -> None:
     pg_admin = create_engine(settings.stack.database_url, isolation_level="AUTOCOMMIT")
     with pg_admin.connect() as conn:
         for url in (dbs.pg_source, dbs.pg_target):
+            _drop_slots(conn, str(url.database))
             conn.execute(text(f"DROP DATABASE IF EXISTS {url.database} WITH (FORCE)"))
     pg_admin.dispose()
+
+
+def _drop_slots(conn: Connection, database: str, timeout_s: float = 30) -> None:
+    """Drop the replication slots of ``database`` (a postgres-cdc run's): PostgreSQL refuses to drop
+    a database a slot belongs to. A slot still held by a reader's last peek is waited for."""
+    deadline = time.monotonic() + timeout_s
+    drop = text("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = :db")
+    while True:
+        try:
+            conn.execute(drop, {"db": database})
+            return
+        except OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)

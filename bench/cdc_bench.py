@@ -12,7 +12,9 @@ Printed side by side in one run against the local stack (a benchmark: nothing is
    ``pymysqlreplication``, the connector's own reader (``sluice.connectors.cdc.mysql.binlog.events``),
    decoding every row: what capture could do with nothing else to do;
 3. latency p50/p99, row committed in MariaDB -> visible in PostgreSQL, at a steady 1,000 changes/s
-   (inserts) for 30 s after a 5 s warm-up, through the same connectors (``bench.db_latency``);
+   (inserts) for 30 s after a 5 s warm-up, through the same connectors (``bench.db_latency``); then
+   the same from a PostgreSQL source table (``bench_pg_latency``): ``postgres-cdc`` (Debezium's
+   PostgreSQL keys, ``pgoutput``) -> RocketMQ -> the same sink config;
 4. snapshot rows/s: once the connectors above are deleted, a new ``mysql-cdc`` with
    ``snapshot.mode=initial_only`` reads the ROWS rows of ``bench_rows`` in primary-key chunks
    (``snapshot.chunk.size``, ``--snapshot-chunk``, default the connector's own) through RocketMQ
@@ -49,7 +51,7 @@ from sluice.connectors.cdc.mysql import binlog
 from sluice.connectors.cdc.mysql.changes import ROWS, file_index
 from sluice.connectors.cdc.snapshot import CHUNK_SIZE
 from sluice.worker.client import SluiceClient
-from sluice.worker.demo.cdc import cdc_replica_sink, debezium_mysql_source
+from sluice.worker.demo.cdc import JSON_WITH_SCHEMAS, cdc_replica_sink, debezium_mysql_source
 from sluice.worker.main import build_worker, store_listener
 from sluice.worker.settings import Settings, settings_or_exit
 from sluice.worker.temporal_client import connect
@@ -60,6 +62,7 @@ READER_ID = 0x5B1CE  # the raw reader's replica id (unique on the server while i
 
 
 SNAPSHOT_TABLE = f"snapshot_{BENCH_TABLE}"  # the snapshot run's target table
+PG_LATENCY_TABLE = "bench_pg_latency"  # the PostgreSQL latency run's source (and target) table
 
 
 def configs(
@@ -71,6 +74,30 @@ def configs(
     connection = {"connection.url": dbs.jdbc(dbs.pg_target), "connection.user": dbs.pg_target.username or ""}
     sink = cdc_replica_sink(f"{prefix}_{dbs.mariadb.database}_", connection, **batch)
     return source, sink
+
+
+def pg_configs(dbs: Databases, prefix: str) -> tuple[dict[str, str], dict[str, str]]:
+    """``postgres-cdc`` of ``PG_LATENCY_TABLE`` in the PostgreSQL source, as a Debezium user writes
+    it (its own slot), and the CDC replica sink of ``configs`` into the same target."""
+    url = dbs.pg_source
+    batch = {"batch.max.records": "100000", "poll.interval.ms": "100"}
+    source = {
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "database.hostname": str(url.host),
+        "database.port": str(url.port),
+        "database.user": url.username or "",
+        "database.password": url.password or "",
+        "database.dbname": str(url.database),
+        "topic.prefix": prefix,
+        "plugin.name": "pgoutput",
+        "slot.name": f"{prefix.lower()}_slot",
+        "table.include.list": f"public.{PG_LATENCY_TABLE}",
+        "snapshot.mode": "never",
+        **JSON_WITH_SCHEMAS,
+        **batch,
+    }
+    connection = {"connection.url": dbs.jdbc(dbs.pg_target), "connection.user": dbs.pg_target.username or ""}
+    return source, cdc_replica_sink(f"{prefix}_public_", connection, **batch)
 
 
 def _params(url: URL) -> binlog.Params:
@@ -167,9 +194,31 @@ async def snapshot_run(sluice: SluiceClient, dbs: Databases, rows: int, chunk: i
     return Snapshot(Timed(rows, done - t0), first - t0, chunk)
 
 
+async def pg_latency_run(sluice: SluiceClient, dbs: Databases) -> db_latency.Latency:
+    """Latency at ``LATENCY_RATE`` from the PostgreSQL source table, through ``pg_configs``."""
+    name = uuid.uuid4().hex[:8]
+    source, sink = pg_configs(dbs, f"P{name}")
+    await asyncio.to_thread(db_latency.create_table, dbs.pg_source, PG_LATENCY_TABLE)
+    await sluice.create(f"bench-pgcdc-dst-{name}", sink)
+    await sluice.create(f"bench-pgcdc-src-{name}", source)
+    latency = await asyncio.to_thread(
+        db_latency.measure, dbs.pg_source, pg_dsn(dbs.pg_target), PG_LATENCY_TABLE,
+        rate=LATENCY_RATE, seconds=35, warm_up_s=5, source_table=PG_LATENCY_TABLE,
+    )  # fmt: skip
+    for connector in (f"bench-pgcdc-src-{name}", f"bench-pgcdc-dst-{name}"):
+        await sluice.delete(connector)
+    return latency
+
+
+@dataclass(frozen=True)
+class Latencies:
+    mariadb: db_latency.Latency
+    postgres: db_latency.Latency
+
+
 async def pipeline(
     ctx: RuntimeContext, settings: Settings, dbs: Databases, rows: int, chunk: int
-) -> tuple[Timed, Timed, tuple[tuple[str, int], tuple[str, int]], db_latency.Latency, Snapshot]:
+) -> tuple[Timed, Timed, tuple[tuple[str, int], tuple[str, int]], Latencies, Snapshot]:
     """Capture live, the timed update load, then the latency run; one in-process worker."""
     client = await connect(settings.temporal_address, settings.temporal_namespace)
     name = uuid.uuid4().hex[:8]
@@ -196,12 +245,15 @@ async def pipeline(
             )  # fmt: skip
             for connector in (f"bench-cdc-src-{name}", f"bench-cdc-dst-{name}"):
                 await sluice.delete(connector)
+            pg_latency = await pg_latency_run(sluice, dbs)
+            print(f"PostgreSQL CDC latency: p50 {pg_latency.p50_ms:.0f} ms, p99 {pg_latency.p99_ms:.0f} ms",
+                  flush=True)  # fmt: skip
             snapshot = await snapshot_run(sluice, dbs, rows, chunk)
             print(
                 f"snapshot (initial_only, chunks of {chunk:,}): {snapshot.timed.rows_per_s:,.0f} rows/s",
                 flush=True,
             )
-    return e2e, source_rate, (before, after), latency, snapshot
+    return e2e, source_rate, (before, after), Latencies(latency, pg_latency), snapshot
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -229,9 +281,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         db_baselines.fill_mariadb(dbs.mariadb, rows)
         db_latency.create_table(dbs.mariadb)
         ctx.spark  # noqa: B018 - start Spark before timing anything
-        e2e, source_rate, (before, after), lat, snap = asyncio.run(
+        e2e, source_rate, (before, after), latencies, snap = asyncio.run(
             pipeline(ctx, settings, dbs, rows, args.snapshot_chunk)
         )
+        lat, pg_lat = latencies.mariadb, latencies.postgres
         raw = read_binlog(dbs.mariadb, before, after)
     finally:
         ctx.close()
@@ -244,6 +297,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"latency at 1,000 changes/s (MariaDB commit -> visible in PostgreSQL): p50 {lat.p50_ms:.0f} ms, "
         f"p99 {lat.p99_ms:.0f} ms, max {lat.max_ms:.0f} ms over {lat.rows:,} rows "
         f"(observer polls every {lat.poll_ms:.0f} ms; {lat.unseen} never seen)"
+    )
+    print(
+        f"latency at 1,000 changes/s (PostgreSQL commit -> visible in PostgreSQL, postgres-cdc): "
+        f"p50 {pg_lat.p50_ms:.0f} ms, p99 {pg_lat.p99_ms:.0f} ms, max {pg_lat.max_ms:.0f} ms over "
+        f"{pg_lat.rows:,} rows ({pg_lat.unseen} never seen)"
     )
     print(
         f"snapshot rows/s (snapshot.mode=initial_only, MariaDB -> RocketMQ -> PostgreSQL, chunks of "
@@ -269,7 +327,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"ratio_e2e_vs_binlog_read={ratio:.3f} source_update_rows_per_s={source_rate.rows_per_s:.0f} "
         f"ratio_e2e_vs_source_update={e2e.rows_per_s / source_rate.rows_per_s:.3f} "
         f"latency_p50_ms={lat.p50_ms:.0f} latency_p99_ms={lat.p99_ms:.0f} latency_max_ms={lat.max_ms:.0f} "
-        f"latency_rows={lat.rows} latency_unseen_rows={lat.unseen} binlog_rows={raw.rows} rows={rows} "
+        f"latency_rows={lat.rows} latency_unseen_rows={lat.unseen} pg_latency_p50_ms={pg_lat.p50_ms:.0f} "
+        f"pg_latency_p99_ms={pg_lat.p99_ms:.0f} pg_latency_max_ms={pg_lat.max_ms:.0f} "
+        f"pg_latency_unseen_rows={pg_lat.unseen} binlog_rows={raw.rows} rows={rows} "
         f"snapshot_rows_per_s={snap.timed.rows_per_s:.0f} snapshot_chunk_rows={snap.chunk}"
     )
 

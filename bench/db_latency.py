@@ -7,7 +7,8 @@ not yet seen and notes when each first appears. Latency = seen − committed; th
 adds at most ``poll_s`` (reported). Rows committed during the first ``warm_up_s`` are left out.
 A row not seen by the end of the drain counts as an infinite latency in the percentiles (``inf``
 when more than 1 % never arrived), so a backlog cannot make p99 look good by leaving rows out.
-Both clocks are this process's ``time.monotonic()``.
+Both clocks are this process's ``time.monotonic()``. The source is MariaDB or PostgreSQL (by
+its URL), the target PostgreSQL.
 
 The steady state is what is measured, not a new connector's start (topic and table creation, its
 first Spark jobs): one primer row is inserted first and the rate starts once it is visible in the
@@ -20,15 +21,24 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 import pymysql
 from sqlalchemy.engine import URL
 
+from bench.db_baselines import pg_dsn
+
 LATENCY_TABLE = "bench_latency"
-MARIADB_DDL = (
-    f"CREATE TABLE {LATENCY_TABLE} (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, "
+#: The source table in MariaDB, and in PostgreSQL (``created`` as ``TIMESTAMP(6)``, as DATETIME(6) maps).
+MARIADB_TABLE_DDL = (
+    "CREATE TABLE {table} (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, "
     "payload VARCHAR(64) NOT NULL, created DATETIME(6) NOT NULL DEFAULT NOW(6))"
+)
+MARIADB_DDL = MARIADB_TABLE_DDL.format(table=LATENCY_TABLE)
+POSTGRES_DDL = (
+    "CREATE TABLE {table} (id BIGSERIAL PRIMARY KEY, payload VARCHAR(64) NOT NULL, "
+    "created TIMESTAMP(6) NOT NULL DEFAULT now())"
 )
 
 
@@ -42,26 +52,49 @@ class Latency:
     poll_ms: float
 
 
-def create_table(url: URL) -> None:
-    with _mariadb(url) as conn, conn.cursor() as cur:
-        cur.execute(f"DROP TABLE IF EXISTS {LATENCY_TABLE}")
-        cur.execute(MARIADB_DDL)
+def create_table(url: URL, table: str = LATENCY_TABLE) -> None:
+    """The source table, made anew."""
+    conn = _connect(url)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP TABLE IF EXISTS {table}")
+            cur.execute((POSTGRES_DDL if _is_postgres(url) else MARIADB_TABLE_DDL).format(table=table))
+        conn.commit()
+    finally:
+        conn.close()
 
 
-def _mariadb(url: URL) -> pymysql.Connection:
+def _is_postgres(url: URL) -> bool:
+    return url.get_backend_name().startswith("postgres")
+
+
+def _connect(url: URL) -> Any:
+    """A DB-API connection to the source, not in autocommit (each insert is its own transaction)."""
+    if _is_postgres(url):
+        return psycopg.connect(pg_dsn(url))
     return pymysql.connect(
         host=url.host, port=url.port or 3306, user=url.username, password=url.password or "",
         database=url.database, autocommit=False,
     )  # fmt: skip
 
 
-def _prime(source: URL, target_dsn: str, target_table: str, prime_s: float, poll_s: float) -> int:
+def _insert(cur: Any, table: str, payloads: list[str]) -> list[int]:
+    """Insert one row per payload; their ids (PostgreSQL's RETURNING, MariaDB's consecutive
+    AUTO_INCREMENT ids from the first)."""
+    if isinstance(cur, psycopg.Cursor):
+        cur.execute(f"INSERT INTO {table} (payload) SELECT unnest(%s::varchar[]) RETURNING id", (payloads,))
+        return [int(row[0]) for row in cur.fetchall()]
+    cur.executemany(f"INSERT INTO {table} (payload) VALUES (%s)", [(p,) for p in payloads])
+    first = int(cur.lastrowid)
+    return list(range(first, first + len(payloads)))
+
+
+def _prime(source: URL, table: str, target_dsn: str, target_table: str, prime_s: float, poll_s: float) -> int:
     """Insert one row and wait until the target shows it; its id (the observer starts above it)."""
-    conn = _mariadb(source)
+    conn = _connect(source)
     try:
         with conn.cursor() as cur:
-            cur.execute(f"INSERT INTO {LATENCY_TABLE} (payload) VALUES ('primer')")
-            primer = int(cur.lastrowid)
+            (primer,) = _insert(cur, table, ["primer"])
         conn.commit()
     finally:
         conn.close()
@@ -89,27 +122,25 @@ def measure(
     poll_s: float = 0.02,
     drain_s: float = 30,
     prime_s: float = 300,
+    source_table: str = LATENCY_TABLE,
 ) -> Latency:
     committed: dict[int, float] = {}
     seen: dict[int, float] = {}
     done = threading.Event()
     per_tick = max(1, round(rate * tick_s))
-    low = _prime(source, target_dsn, target_table, prime_s, poll_s)
+    low = _prime(source, source_table, target_dsn, target_table, prime_s, poll_s)
     start = time.monotonic()
 
     def write() -> None:
-        conn = _mariadb(source)
+        conn = _connect(source)
         try:
             with conn.cursor() as cur:
                 next_tick = time.monotonic()
                 while time.monotonic() - start < seconds:
-                    cur.executemany(
-                        f"INSERT INTO {LATENCY_TABLE} (payload) VALUES (%s)", [("x" * 64,)] * per_tick
-                    )
-                    first = int(cur.lastrowid)
+                    ids = _insert(cur, source_table, ["x" * 64] * per_tick)
                     conn.commit()
                     at = time.monotonic()
-                    for i in range(first, first + per_tick):
+                    for i in ids:
                         committed[i] = at
                     next_tick += tick_s
                     time.sleep(max(0.0, next_tick - time.monotonic()))

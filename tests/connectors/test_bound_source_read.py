@@ -19,6 +19,7 @@ from sluice.activities.spark_binding import (
     SourceReadBinder,
     read_layout,
     source_frame,
+    table_chunks,
 )
 from sluice.connectors.source_reads import ArrowSplits, SourceRead, record_arrow_schema, record_table
 
@@ -110,3 +111,34 @@ def test_reads_that_are_not_bound() -> None:
     assert read_layout(SourceRead(tables=(record_table("p", range(rows), repeated),))) is not None
     random = [os.urandom(1024).hex() for _ in range(rows)]  # 1 KiB of entropy each
     assert read_layout(SourceRead(tables=(record_table("p", range(rows), random),))) is None
+
+
+def _chunk_rows(chunks: list[bytes]) -> pa.Table:
+    return pa.concat_tables(pa.ipc.open_stream(c).read_all() for c in chunks)
+
+
+def test_a_read_too_large_to_bind_whole_is_bound_in_ordered_chunks() -> None:
+    """Driver-built tables over the bound travel as several one-part reads, each under it, whose
+    rows in order are the tables' own; neighbours of one schema share a layout."""
+    max_bytes = 64 * 1024
+    first = record_table("a", range(300), [os.urandom(256).hex() for _ in range(300)])
+    second = record_table("a", range(300, 500), [os.urandom(256).hex() for _ in range(200)])
+    other = record_table("b", range(3), [1, 2, 3], value_type=pa.int64())  # another schema
+    chunks = list(table_chunks([first, second, other], max_bytes))
+
+    assert len(chunks) > 2  # "a" is more than one chunk
+    assert all(len(parts) == 1 and len(parts[0].table) <= max_bytes for _, parts in chunks)
+    layouts = [layout for layout, _ in chunks]
+    assert len(set(layouts[:-1])) == 1 and layouts[-1] != layouts[0]
+    assert layouts[-1].schemas == (other.schema,)
+    joined = _chunk_rows([parts[0].table for layout, parts in chunks[:-1]])
+    assert joined.equals(pa.concat_tables([first, second]))
+    assert _chunk_rows([chunks[-1][1][0].table]).equals(other)
+
+
+def test_a_small_read_is_one_chunk_of_its_bound_layout() -> None:
+    table = record_table("a", range(3), ["x", "y", "z"])
+    ((layout, parts),) = table_chunks([table])
+    bound = read_layout(SourceRead(tables=(table,)))
+    assert bound is not None and layout == bound[0]
+    assert _chunk_rows([parts[0].table]).equals(table)
