@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import psycopg
 import pymysql
 from sqlalchemy.engine import URL
 
@@ -201,6 +202,8 @@ async def pg_latency_run(sluice: SluiceClient, dbs: Databases) -> db_latency.Lat
     await asyncio.to_thread(db_latency.create_table, dbs.pg_source, PG_LATENCY_TABLE)
     await sluice.create(f"bench-pgcdc-dst-{name}", sink)
     await sluice.create(f"bench-pgcdc-src-{name}", source)
+    # capture starts where the slot is made (snapshot.mode=never): the primer row waits for it
+    await _until_slot(dbs.pg_source, source["slot.name"], 300)
     latency = await asyncio.to_thread(
         db_latency.measure, dbs.pg_source, pg_dsn(dbs.pg_target), PG_LATENCY_TABLE,
         rate=LATENCY_RATE, seconds=35, warm_up_s=5, source_table=PG_LATENCY_TABLE,
@@ -208,6 +211,20 @@ async def pg_latency_run(sluice: SluiceClient, dbs: Databases) -> db_latency.Lat
     for connector in (f"bench-pgcdc-src-{name}", f"bench-pgcdc-dst-{name}"):
         await sluice.delete(connector)
     return latency
+
+
+async def _until_slot(url: URL, slot: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    query = "SELECT 1 FROM pg_replication_slots WHERE slot_name = %s"
+    while not await asyncio.to_thread(lambda: _fetch_one(pg_dsn(url), query, slot)):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"bench cdc: postgres-cdc made no slot {slot!r} within {timeout_s:.0f} s")
+        await asyncio.sleep(0.2)
+
+
+def _fetch_one(dsn: str, query: str, *args: object) -> object:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute(query, args).fetchone()
 
 
 @dataclass(frozen=True)
