@@ -359,6 +359,23 @@ class EncodedBatch:
         view = memoryview(self.data)[self.offsets[start] - base : self.offsets[stop] - base]
         return EncodedBatch(view, self.offsets[start : stop + 1], self.ids[start:stop])
 
+    def take(self, order: Sequence[int]) -> EncodedBatch:
+        """The entries in ``order`` (indices), copied once into one buffer by Arrow's ``take``:
+        a gather at C speed where slicing entry by entry costs a Python object each."""
+        import numpy as np
+        import pyarrow as pa
+
+        base = self.offsets[0]
+        offsets = np.asarray(self.offsets, dtype=np.int64) - base
+        entries = pa.Array.from_buffers(
+            pa.large_binary(), len(self), [None, pa.py_buffer(offsets), pa.py_buffer(self.data)]
+        )
+        taken = entries.take(pa.array(order, pa.int64()))
+        _, new_offsets, data = taken.buffers()
+        ends = np.frombuffer(new_offsets, dtype=np.int64)[: len(self) + 1]
+        ids = [self.ids[i] for i in order]
+        return EncodedBatch(memoryview(data)[: int(ends[-1])], ends.tolist(), ids)
+
     @staticmethod
     def of_entries(entries: Sequence[bytes], ids: Sequence[str]) -> EncodedBatch:
         return EncodedBatch(b"".join(entries), [0, *accumulate(len(e) for e in entries)], ids)

@@ -367,6 +367,7 @@ class _Sender:
         request-sized pieces without copying. ``sizes``: the entries' stored sizes, if known."""
         if sizes is None:
             sizes = [stored_size(size, self.topic) for size in batch.entry_sizes()]
+        batch, slots, sizes = _grouped_by_slot(batch, slots, sizes)
         start = 0
         for stop in range(1, len(slots) + 1):
             if stop < len(slots) and slots[stop] == slots[start]:
@@ -431,6 +432,23 @@ class _Sender:
     def _record(self, result: SendResult) -> None:
         offsets = result.offsets or tuple(range(result.first_offset, result.first_offset + result.count))
         self.offsets.setdefault(result.queue.key, []).extend(offsets)
+
+
+def _grouped_by_slot(
+    batch: EncodedBatch, slots: list[int], sizes: list[int]
+) -> tuple[EncodedBatch, list[int], list[int]]:
+    """The entries reordered so each slot's are one run, in their own order (a stable sort by
+    slot), unless they are already. Rows sharded by key alternate between queues nearly row by
+    row, and ``_Sender.add`` would cut a piece per row: a third of a JDBC source task's send,
+    profiled (#18). Order within a queue, the one order a keyed sink sees, is kept."""
+    import numpy as np
+
+    keys = np.asarray(slots, dtype=np.int64)
+    runs = 1 + int(np.count_nonzero(keys[1:] != keys[:-1])) if len(keys) else 0
+    if runs <= len(np.unique(keys)):
+        return batch, slots, sizes
+    order = np.argsort(keys, kind="stable")
+    return batch.take(order.tolist()), keys[order].tolist(), [sizes[i] for i in order]
 
 
 def _runs(partition: str, offsets: list[int]) -> Iterator[WrittenRange]:

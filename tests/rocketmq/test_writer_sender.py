@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from sluice.connectors.rocketmq.codec import EncodedBatch, stored_size
-from sluice.connectors.rocketmq.spark_writer import _Sender, _slots
+from sluice.connectors.rocketmq.spark_writer import _grouped_by_slot, _Sender, _slots
 from sluice.connectors.rocketmq.values import MessageQueue, SendResult
 
 QUEUES = [MessageQueue("T", "broker-a", i) for i in range(3)]
@@ -64,6 +64,35 @@ def test_requests(
     assert sum(w.count for w in written) == len(names)
 
 
+def _entries(batch: EncodedBatch) -> list[str]:
+    return [bytes(batch.slice(i, i + 1).data).decode() for i in range(len(batch))]
+
+
+GROUP_CASES = [
+    # (what, rows, slots, expected rows, expected slots)
+    ("alternating keys: each slot's rows one run, in their order", "abcdef", [1, 0, 1, -1, 0, 1],
+     "dbeacf", [-1, 0, 0, 1, 1, 1]),
+    ("already grouped: as it is", "abcd", [2, 2, 0, 0], "abcd", [2, 2, 0, 0]),
+    ("one slot", "abc", [-1, -1, -1], "abc", [-1, -1, -1]),
+    ("nothing", "", [], "", []),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("what", "names", "slots", "expected", "expected_slots"), GROUP_CASES, ids=[c[0] for c in GROUP_CASES]
+)
+def test_grouped_by_slot(
+    what: str, names: str, slots: list[int], expected: str, expected_slots: list[int]
+) -> None:
+    batch = EncodedBatch.of_entries([(n * (i + 1)).encode() for i, n in enumerate(names)], list(names))
+    sizes = [stored_size(i + 1, "T") for i in range(len(names))]
+    grouped, grouped_slots, grouped_sizes = _grouped_by_slot(batch, slots, sizes)
+    assert [e[0] for e in _entries(grouped)] == list(expected)
+    assert list(grouped.ids) == list(expected) and grouped_slots == expected_slots
+    assert _entries(grouped) == [n * (names.index(n) + 1) for n in expected]
+    assert grouped_sizes == [stored_size(len(e), "T") for e in _entries(grouped)]
+
+
 def test_rows_of_several_arrow_batches_share_a_request() -> None:
     client = RecordingClient()
     sender = _Sender(client, QUEUES, 3, 10**6, start=0)  # type: ignore[arg-type]
@@ -93,3 +122,9 @@ def test_slots(what: str, column: str | None, values: list[object], count: int, 
             _slots(batch, column, count)
     else:
         assert _slots(batch, column, count) == expected
+
+
+def test_take_of_a_slice() -> None:
+    """A slice's entries start past its buffer's first byte; ``take`` gathers them all the same."""
+    taken = rows(*"abcdef").slice(2, 5).take([2, 0, 1])
+    assert _entries(taken) == ["e", "c", "d"] and list(taken.ids) == ["e", "c", "d"]
