@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 from abc import abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -107,7 +107,10 @@ class LogCdcTask(SourceTask, Generic[C]):
         ConfigError naming every problem. Catalogs differ (PostgreSQL also checks replica
         identity and makes the publication match)."""
 
-    @abstractmethod
+    #: The snapshot chunk query (connectors.cdc.snapshot.Fetch, after a connection and before the
+    #: task's name): the SQL dialect differs.
+    read_chunk: ClassVar[Callable[..., snap.Rows]]
+
     def _read_chunk(
         self,
         table: str,
@@ -116,7 +119,22 @@ class LogCdcTask(SourceTask, Generic[C]):
         upto: list[Any] | None,
         limit: int | None,
     ) -> snap.Rows:
-        """The snapshot chunk query (connectors.cdc.snapshot.Fetch): the SQL dialect differs."""
+        return self._guarded(self.read_chunk, table, keys, after, upto, limit, self.where)
+
+    def _read_chunk_apart(
+        self,
+        table: str,
+        keys: Sequence[str],
+        after: list[Any] | None,
+        upto: list[Any] | None,
+        limit: int | None,
+    ) -> snap.Rows:
+        """``_read_chunk`` over a connection of its own (a chunk read ahead on another thread)."""
+        conn = self._connect()
+        try:
+            return self.read_chunk(conn, table, keys, after, upto, limit, self.where)
+        finally:
+            conn.close()
 
     @abstractmethod
     def _snapshot_source(self, table: str) -> Mapping[str, Any]:
@@ -192,8 +210,11 @@ class LogCdcTask(SourceTask, Generic[C]):
             fetch: snap.Fetch = lambda t, after, upto, limit: self._read_chunk(  # noqa: E731
                 t, keys[t], after, upto, limit
             )
+            apart: snap.Fetch = lambda t, after, upto, limit: self._read_chunk_apart(  # noqa: E731
+                t, keys[t], after, upto, limit
+            )
             idle = list(keys) if self.signal_table and self._stream() else []
-            self._snapshots = snap.TableSnapshots(tables, size, fetch, idle)
+            self._snapshots = snap.TableSnapshots(tables, size, fetch, idle, fetch_apart=apart)
             self._ondemand = od.OnDemand(size, fetch) if idle else None
         return self._snapshots
 

@@ -45,6 +45,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final
 
 from sluice.connectors.cdc.envelope import OP_READ, ChangeRecord, change_table, envelope
+from sluice.connectors.cdc.read_ahead import ReadAhead
 from sluice.connectors.jdbc.types import MappedColumn
 from sluice.connectors.positions import Position
 
@@ -194,16 +195,30 @@ Fetch = Callable[[str, list[Any] | None, list[Any] | None, int | None], Rows]
 
 
 class TableSnapshots:
-    """Plans and reads the snapshot partitions of one task; ``fetch`` is the database's chunk query."""
+    """Plans and reads the snapshot partitions of one task; ``fetch`` is the database's chunk query.
+
+    ``fetch_apart`` is the same query over a connection of its own: with it, each table's next
+    chunk is read on a thread while the batch of the chunk just planned runs
+    (connectors.cdc.read_ahead), and the next planning takes it when it starts where that read
+    did. Reading a chunk earlier changes nothing of the argument above: any read after capture's
+    start ``S`` converges, whenever it is made."""
 
     def __init__(
-        self, tables: Sequence[str], chunk_size: int, fetch: Fetch, idle: Sequence[str] = ()
+        self,
+        tables: Sequence[str],
+        chunk_size: int,
+        fetch: Fetch,
+        idle: Sequence[str] = (),
+        fetch_apart: Fetch | None = None,
     ) -> None:
         self.tables = list(tables)
         self.idle = [t for t in idle if t not in self.tables]  # partitions for signals only
         self.chunk_size = max(1, chunk_size)
         self.fetch = fetch
+        self.fetch_apart = fetch_apart
         self._cache: dict[tuple[str, Position, Position], Rows] = {}
+        #: each table's next chunk, read ahead from the key it starts after (``encode_key``)
+        self._ahead: dict[str, ReadAhead[str, Rows]] = {}
 
     def partitions(self) -> list[str]:
         return [partition_of(t) for t in self.tables + self.idle]
@@ -229,13 +244,28 @@ class TableSnapshots:
             if chunk.done or chunk.generation:  # a later generation is connectors.cdc.ondemand's
                 out[partition] = start
                 continue
-            rows = self.fetch(table, chunk.after, None, self.chunk_size)
+            rows = self._next_chunk(table, chunk.after)
             last = rows.row_keys[-1] if rows.row_keys else chunk.after
             done = len(rows.rows) < self.chunk_size
             end = Chunk(chunk.index + 1, last, done, chunk.origin).position()
             self._cache[(partition, start, end)] = rows
             out[partition] = end
+            if not done:
+                self._read_ahead(table, last)
         return out
+
+    def _next_chunk(self, table: str, after: list[Any] | None) -> Rows:
+        """The chunk after ``after``: the one read ahead when it started there, else read now."""
+        ahead = self._ahead.get(table)
+        rows = ahead.take(_ahead_key(after)) if ahead is not None else None
+        return rows if rows is not None else self.fetch(table, after, None, self.chunk_size)
+
+    def _read_ahead(self, table: str, after: list[Any] | None) -> None:
+        fetch = self.fetch_apart
+        if fetch is None:
+            return
+        ahead = self._ahead.setdefault(table, ReadAhead(f"snapshot of {table}"))
+        ahead.start(_ahead_key(after), lambda _: fetch(table, after, None, self.chunk_size), follow=False)
 
     def rows(self, partition: str, start: Position, end: Position) -> Rows:
         """The rows of a planned chunk: from planning, or read again by key range (after a crash)."""
@@ -246,6 +276,10 @@ class TableSnapshots:
         if last.after is None:  # an empty table: nothing was read
             return self.fetch(table_of(partition), None, None, 0)
         return self.fetch(table_of(partition), first.after, last.after, None)
+
+
+def _ahead_key(after: list[Any] | None) -> str:
+    return "" if after is None else encode_key(after)
 
 
 def read_records(rows: Rows, source: Mapping[str, Any]) -> list[ChangeRecord]:

@@ -93,6 +93,7 @@ class MySqlCdcTask(LogCdcTask[Change]):
     """Reads the binlog's changes of its tables; see the module docstring."""
 
     source_fields: ClassVar[Sequence[tuple[str, str]]] = SOURCE_FIELDS
+    read_chunk = staticmethod(mysnap.read_chunk)
 
     def __init__(self, config: Mapping[str, Any], task_id: int) -> None:
         super().__init__(config, task_id)
@@ -124,16 +125,6 @@ class MySqlCdcTask(LogCdcTask[Change]):
             raise ConfigError(problems)
         signal = {self.signal_table: keys[self.signal_table]} if self.signal_table else {}
         return {t: keys[t] for t in selected}, signal
-
-    def _read_chunk(
-        self,
-        table: str,
-        keys: Sequence[str],
-        after: list[Any] | None,
-        upto: list[Any] | None,
-        limit: int | None,
-    ) -> snap.Rows:
-        return self._guarded(mysnap.read_chunk, table, keys, after, upto, limit, self.where)
 
     def _snapshot_source(self, table: str) -> Mapping[str, Any]:
         db, _, name = table.partition(".")

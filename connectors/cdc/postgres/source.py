@@ -75,6 +75,7 @@ class PostgresCdcTask(LogCdcTask[Change]):
     """Reads the slot's changes of its tables; see the module docstring."""
 
     source_fields: ClassVar[Sequence[tuple[str, str]]] = SOURCE_FIELDS
+    read_chunk = staticmethod(pgsnap.read_chunk)
     #: A missing slot is data loss to name, not a broken connection.
     keeps_connection: ClassVar[tuple[type[Exception], ...]] = (sql.SlotMissing, LookupError)
 
@@ -112,16 +113,6 @@ class PostgresCdcTask(LogCdcTask[Change]):
         self._guarded(sql.ensure_publication, self.publication, mode, published)
         keys = {t: facts[t].primary_key for t in selected}
         return keys, ({self.signal_table: signal.primary_key} if signal is not None else {})
-
-    def _read_chunk(
-        self,
-        table: str,
-        keys: Sequence[str],
-        after: list[Any] | None,
-        upto: list[Any] | None,
-        limit: int | None,
-    ) -> snap.Rows:
-        return self._guarded(pgsnap.read_chunk, table, keys, after, upto, limit, self.where)
 
     def _snapshot_source(self, table: str) -> Mapping[str, Any]:
         schema, _, name = table.partition(".")
