@@ -118,23 +118,22 @@ class LogCdcTask(SourceTask, Generic[C]):
         after: list[Any] | None,
         upto: list[Any] | None,
         limit: int | None,
+        *,
+        apart: bool = False,
     ) -> snap.Rows:
-        return self._guarded(self.read_chunk, table, keys, after, upto, limit, self.where)
-
-    def _read_chunk_apart(
-        self,
-        table: str,
-        keys: Sequence[str],
-        after: list[Any] | None,
-        upto: list[Any] | None,
-        limit: int | None,
-    ) -> snap.Rows:
-        """``_read_chunk`` over a connection of its own (a chunk read ahead on another thread)."""
+        """The chunk query over the task's connection, or (``apart``) over one of its own, for a
+        chunk read ahead on another thread (the task's connection is not shared across threads)."""
+        if not apart:
+            return self._guarded(self.read_chunk, table, keys, after, upto, limit, self.where)
         conn = self._connect()
         try:
             return self.read_chunk(conn, table, keys, after, upto, limit, self.where)
         finally:
             conn.close()
+
+    def _chunk_query(self, keys: Keys, *, apart: bool = False) -> snap.Fetch:
+        """``_read_chunk`` as a snapshot's ``Fetch`` of the tables of ``keys``."""
+        return lambda t, after, upto, limit: self._read_chunk(t, keys[t], after, upto, limit, apart=apart)
 
     @abstractmethod
     def _snapshot_source(self, table: str) -> Mapping[str, Any]:
@@ -207,13 +206,9 @@ class LogCdcTask(SourceTask, Generic[C]):
             keys = self._tables()
             tables = [] if self.mode == "never" else list(keys)
             size = int(self.config.get("snapshot.chunk.size") or snap.CHUNK_SIZE)
-            fetch: snap.Fetch = lambda t, after, upto, limit: self._read_chunk(  # noqa: E731
-                t, keys[t], after, upto, limit
-            )
-            apart: snap.Fetch = lambda t, after, upto, limit: self._read_chunk_apart(  # noqa: E731
-                t, keys[t], after, upto, limit
-            )
+            fetch = self._chunk_query(keys)
             idle = list(keys) if self.signal_table and self._stream() else []
+            apart = self._chunk_query(keys, apart=True)
             self._snapshots = snap.TableSnapshots(tables, size, fetch, idle, fetch_apart=apart)
             self._ondemand = od.OnDemand(size, fetch) if idle else None
         return self._snapshots
