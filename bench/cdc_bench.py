@@ -64,24 +64,27 @@ READER_ID = 0x5B1CE  # the raw reader's replica id (unique on the server while i
 
 SNAPSHOT_TABLE = f"snapshot_{BENCH_TABLE}"  # the snapshot run's target table
 PG_LATENCY_TABLE = "bench_pg_latency"  # the PostgreSQL latency run's source (and target) table
+BATCH = {"batch.max.records": "100000", "poll.interval.ms": "100"}  # both sides of every run
+
+
+def _replica_sink(dbs: Databases, topics: str) -> dict[str, str]:
+    """docs/connectors.md's CDC replica sink of topics ``<topics><table>`` into the target."""
+    connection = {"connection.url": dbs.jdbc(dbs.pg_target), "connection.user": dbs.pg_target.username or ""}
+    return cdc_replica_sink(topics, connection, **BATCH)
 
 
 def configs(
     dbs: Databases, prefix: str, tables: Sequence[str] = (BENCH_TABLE, db_latency.LATENCY_TABLE)
 ) -> tuple[dict[str, str], dict[str, str]]:
     """``mysql-cdc`` for ``tables`` and docs/connectors.md's CDC replica sink into the target."""
-    batch = {"batch.max.records": "100000", "poll.interval.ms": "100"}
-    source = debezium_mysql_source(dbs.mariadb, dbs.mariadb.password or "", prefix, tables, **batch)
-    connection = {"connection.url": dbs.jdbc(dbs.pg_target), "connection.user": dbs.pg_target.username or ""}
-    sink = cdc_replica_sink(f"{prefix}_{dbs.mariadb.database}_", connection, **batch)
-    return source, sink
+    source = debezium_mysql_source(dbs.mariadb, dbs.mariadb.password or "", prefix, tables, **BATCH)
+    return source, _replica_sink(dbs, f"{prefix}_{dbs.mariadb.database}_")
 
 
 def pg_configs(dbs: Databases, prefix: str) -> tuple[dict[str, str], dict[str, str]]:
     """``postgres-cdc`` of ``PG_LATENCY_TABLE`` in the PostgreSQL source, as a Debezium user writes
     it (its own slot), and the CDC replica sink of ``configs`` into the same target."""
     url = dbs.pg_source
-    batch = {"batch.max.records": "100000", "poll.interval.ms": "100"}
     source = {
         "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
         "database.hostname": str(url.host),
@@ -95,10 +98,9 @@ def pg_configs(dbs: Databases, prefix: str) -> tuple[dict[str, str], dict[str, s
         "table.include.list": f"public.{PG_LATENCY_TABLE}",
         "snapshot.mode": "never",
         **JSON_WITH_SCHEMAS,
-        **batch,
+        **BATCH,
     }
-    connection = {"connection.url": dbs.jdbc(dbs.pg_target), "connection.user": dbs.pg_target.username or ""}
-    return source, cdc_replica_sink(f"{prefix}_public_", connection, **batch)
+    return source, _replica_sink(dbs, f"{prefix}_public_")
 
 
 def _params(url: URL) -> binlog.Params:
