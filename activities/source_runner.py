@@ -42,6 +42,7 @@ from sluice.connectors.api import (
 from sluice.connectors.arrow_messages import MESSAGE_SCHEMA, sharded
 from sluice.connectors.barriers import BARRIER_HEADER, BARRIER_QUEUES_HEADER
 from sluice.connectors.converters import OFFSET_PROPERTY, PARTITION_PROPERTY, flag_unsendable
+from sluice.connectors.errors import marked_bad_record
 from sluice.connectors.model import BatchPlan, PartitionRange
 from sluice.connectors.planner import view_of
 from sluice.connectors.planning import natural_key, ramped_budget
@@ -439,7 +440,7 @@ def _send_in_task(
             row, why = problem
             at = position(messages["topic"][row].as_py(), messages["partition"][row].as_py(),
                           messages["offset"][row].as_py())  # fmt: skip
-            raise RuntimeError(f"sluice bad record<<{where}: bad record at {at}: {why}>>")
+            raise RuntimeError(marked_bad_record(f"{where}: bad record at {at}: {why}"))
     messages = sharded(messages, queues)
     if order is SendOrder.SORTED:
         messages = messages.sort_by([("partition", "ascending"), ("offset", "ascending")])

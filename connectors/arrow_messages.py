@@ -61,10 +61,12 @@ class KeyText:
 
 @dataclass(frozen=True)
 class MessageEncoder:
-    """The messages of one record shape: ``value_head`` is the value envelope's prefix, ``key`` how
-    keys are written; the property names are the converter's (connectors.converters)."""
+    """The messages of one record shape: ``value_head`` is the value envelope's prefix (the json
+    converter), or None for a body that is the value's own bytes (a text's UTF-8 or binary as it
+    is: the string and bytes converters); ``key`` how keys are written; the property names are the
+    converter's (connectors.converters)."""
 
-    value_head: str
+    value_head: str | None
     key: KeyText
     partition_property: str
     offset_property: str
@@ -79,11 +81,8 @@ class MessageEncoder:
         if n == 0:
             return MESSAGE_SCHEMA.empty_table()
         value = _single(records.column("value"))
-        head = pa.scalar(self.value_head, pa.string())
-        payloads = connect_payloads(value)
-        bodies = pc.binary_join_element_wise(head, payloads, pa.scalar("}", pa.string()), "")
         tombstone = value.is_null()
-        bodies = pc.if_else(tombstone, pa.scalar(b"", pa.binary()), bodies.cast(pa.binary()))
+        bodies = pc.if_else(tombstone, pa.scalar(b"", pa.binary()), self._bodies(value).cast(pa.binary()))
         headers = _single(records.column("headers"))
         tags, kept = _tags_and_headers(headers, self.tags_header, n)
         partition = _single(records.column("partition"))
@@ -104,6 +103,12 @@ class MessageEncoder:
             "offset": offset,
         }
         return pa.Table.from_arrays([columns[f.name] for f in MESSAGE_SCHEMA], schema=MESSAGE_SCHEMA)
+
+    def _bodies(self, value: pa.Array) -> pa.Array:
+        if self.value_head is None:
+            return value
+        head = pa.scalar(self.value_head, pa.string())
+        return pc.binary_join_element_wise(head, connect_payloads(value), pa.scalar("}", pa.string()), "")
 
     def _keys(self, key: pa.Array) -> pa.Array:
         if self.key.kind == "none":

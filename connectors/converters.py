@@ -198,6 +198,32 @@ class Converter(ABC):
         task; None when only Spark's makes them."""
         return None
 
+    def _planned_encoder(self, records: pa.Schema, value_head: str | None) -> MessageEncoder | None:
+        """The encoder of ``arrow_encoder``, once the converter writes the value shape
+        (``value_head``: MessageEncoder's); None when the key or the records are not written in
+        Arrow."""
+        from sluice.connectors.arrow_messages import MessageEncoder
+
+        if ERROR_COLUMN in records.names:  # records the source could not decode: Spark flags them
+            return None
+        key = self._arrow_key_text(records)
+        if key is None:
+            return None
+        return MessageEncoder(
+            value_head=value_head, key=key, partition_property=PARTITION_PROPERTY,
+            offset_property=OFFSET_PROPERTY, tombstone_property=TOMBSTONE_PROPERTY, tags_header=TAGS_HEADER,
+        )  # fmt: skip
+
+    def _own_bytes_encoder(self, records: pa.Schema) -> MessageEncoder | None:
+        """``arrow_encoder`` of a converter whose body is a text value's UTF-8 or a binary value as
+        it is (the string and bytes converters): a file source's lines skip Spark's ``encode``."""
+        import pyarrow as pa
+
+        kind = records.field("value").type
+        if not (pa.types.is_string(kind) or pa.types.is_binary(kind)):
+            return None
+        return self._planned_encoder(records, None)
+
     def _arrow_key_text(self, records: pa.Schema) -> KeyText | None:
         """How ``to_messages`` writes keys of this Arrow schema, for ``arrow_encoder``s."""
         import pyarrow as pa
@@ -426,6 +452,9 @@ class StringConverter(Converter):
             text = value if isinstance(data_type, StringType) else value.cast("string")
         return df.withColumn("body", F.encode(text, "UTF-8"))
 
+    def arrow_encoder(self, records: pa.Schema) -> MessageEncoder | None:
+        return self._own_bytes_encoder(records)
+
     def decode(
         self, df: DataFrame, prefixes: Sequence[tuple[str, str]] | None = None, narrow: Narrow | None = None
     ) -> DataFrame:
@@ -453,6 +482,9 @@ class BytesConverter(Converter):
         if isinstance(data_type, StringType):
             return df.withColumn("body", F.encode("value", "UTF-8"))
         raise ValueError(f"bytes converter: value must be binary or string, got {data_type.simpleString()}")
+
+    def arrow_encoder(self, records: pa.Schema) -> MessageEncoder | None:
+        return self._own_bytes_encoder(records)
 
     def decode(
         self, df: DataFrame, prefixes: Sequence[tuple[str, str]] | None = None, narrow: Narrow | None = None
@@ -491,20 +523,12 @@ class JsonConverter(Converter):
 
     def arrow_encoder(self, records: pa.Schema) -> MessageEncoder | None:
         # pyarrow: config validation imports this module (via connectors.plugins)
-        from sluice.connectors.arrow_messages import MessageEncoder, encodable_type
+        from sluice.connectors.arrow_messages import encodable_type
 
         value = records.field("value")
         if not self.schemas_enable or self.value_schema or not encodable_type(value.type):
             return None
-        if ERROR_COLUMN in records.names:  # records the source could not decode: Spark flags them
-            return None
-        key = self._arrow_key_text(records)
-        if key is None:
-            return None
-        return MessageEncoder(
-            value_head=_envelope_head(value), key=key, partition_property=PARTITION_PROPERTY,
-            offset_property=OFFSET_PROPERTY, tombstone_property=TOMBSTONE_PROPERTY, tags_header=TAGS_HEADER,
-        )  # fmt: skip
+        return self._planned_encoder(records, _envelope_head(value))
 
     def _declared_type(self) -> DataType | None:
         if not self.value_schema:

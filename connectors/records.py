@@ -19,14 +19,13 @@ module-level pyspark import so this module stays importable from workflows.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final
 
-from sluice.connectors.errors import ConnectorDataError
+from sluice.connectors.errors import BAD_RECORD_MARK, ConnectorDataError, bad_record_text
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -208,9 +207,6 @@ def raise_on_bad_records(df: DataFrame, where: str, limit: int = 5) -> DataFrame
     return df.drop(ERROR_COLUMN, RAW_COLUMN)
 
 
-_BAD_RECORD = re.compile(r"sluice bad record<<(.*?)>>", re.S)
-
-
 def fail_on_bad_records(df: DataFrame, where: str) -> DataFrame:
     """``df`` without the error column; the job that reads its rows fails at the first flagged one.
 
@@ -246,7 +242,7 @@ def _checked_columns(kept: tuple[tuple[str, str], ...], where: str) -> tuple[Col
 
     topic = F.when(F.col("topic").isNotNull(), F.concat(F.lit("topic '"), F.col("topic"), F.lit("' ")))
     message = F.concat(
-        F.lit(f"sluice bad record<<{where}: bad record at "),
+        F.lit(f"{BAD_RECORD_MARK}{where}: bad record at "),
         F.coalesce(topic, F.lit("")),
         F.lit("partition '"),
         F.col("partition"),
@@ -288,8 +284,8 @@ def good_arrow_records(table: pa.Table, where: str) -> pa.Table:
 
 def bad_record_error(exc: BaseException) -> RecordError | None:
     """The RecordError behind a Spark failure raised by ``fail_on_bad_records``, if it is one."""
-    found = _BAD_RECORD.search(str(exc))
-    return RecordError(found.group(1)) if found else None
+    text = bad_record_text(str(exc))
+    return None if text is None else RecordError(text)
 
 
 def keep_where(df: DataFrame, condition: Column) -> DataFrame:

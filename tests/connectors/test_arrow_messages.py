@@ -119,6 +119,39 @@ def test_arrow_messages_equal_sparks(
         assert arrow.column(name).to_pylist() == expected.column(name).to_pylist(), name
 
 
+OWN_BYTES = {
+    "the string converter, text lines": ({"value.converter": "string"}, "string"),
+    "the string converter, binary values": ({"value.converter": "string"}, "binary"),
+    "the bytes converter, text lines": ({"value.converter": "bytes"}, "string"),
+    "the bytes converter, binary values": ({"value.converter": "bytes"}, "binary"),
+}
+
+
+@pytest.mark.parametrize("config, value_type", OWN_BYTES.values(), ids=list(OWN_BYTES))
+def test_bodies_of_a_values_own_bytes_equal_sparks(
+    spark: SparkSession, config: dict[str, str], value_type: str
+) -> None:
+    """A file source's lines: the body is the text's UTF-8 (or the binary value), a null value a
+    tombstone, with string keys and headers as in the envelope cases."""
+    import pyarrow as pa
+
+    lines = ["0000000001 plain", "ü ✓ non-ASCII", "", None, "x" * 300, "tab\tand\\", "7", "last"]
+    values = [None if v is None else (v.encode() if value_type == "binary" else v) for v in lines]
+    records = [
+        Record("/data/in.txt", 100 * i, v, key=None if i % 3 else f"k{i}", headers=HEADERS[i])
+        for i, v in enumerate(values)
+    ]
+    table = records_table(records, pa.binary() if value_type == "binary" else pa.string(), pa.string())
+    converter = converter_for(config)
+    encoder = converter.arrow_encoder(table.schema)
+    assert encoder is not None and encoder.value_head is None
+    arrow = encoder.encode(table, {"sluice.batch": "c/0/9"})
+    expected = _spark_messages(spark, converter, table, {"sluice.batch": "c/0/9"})
+    for name in MESSAGE_SCHEMA.names:
+        assert arrow.column(name).to_pylist() == expected.column(name).to_pylist(), name
+    assert arrow.column("body").to_pylist()[:3] == [b"0000000001 plain", "ü ✓ non-ASCII".encode(), b""]
+
+
 def test_payloads_of_every_type_equal_sparks_json(spark: SparkSession) -> None:
     """Each field on its own, so a difference names its type."""
     import pyarrow as pa
@@ -139,7 +172,8 @@ DECLINES = {
     "schemas off": ({"value.converter": "json"}, "string"),
     "a declared value schema": ({**JSON_SCHEMAS, "value.converter.schema": "id bigint"}, "string"),
     "a scalar key": (JSON_SCHEMAS, "bigint"),
-    "the string converter": ({"value.converter": "string"}, "string"),
+    "the string converter, a struct value": ({"value.converter": "string"}, "string"),
+    "the bytes converter, a struct value": ({"value.converter": "bytes"}, "string"),
 }
 
 
