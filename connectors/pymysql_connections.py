@@ -15,32 +15,34 @@ that use this module.
 
 from __future__ import annotations
 
-import threading
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-_lock = threading.Lock()
+if TYPE_CHECKING:
+    import ssl
+
+
+@cache
+def preferred_tls_context() -> ssl.SSLContext:
+    """PyMySQL's PREFERRED-mode TLS context (no CA, no certificate check), built once per process;
+    also given to the JDBC source's asyncmy reads (connectors.jdbc.read), which take it as PyMySQL
+    does: TLS when the server offers it."""
+    from pymysql.connections import Connection
+
+    return Connection._create_ssl_ctx(Connection.__new__(Connection), {})  # uses nothing of the instance
 
 
 @cache
 def connection_class() -> type[Any]:
     """PyMySQL's ``Connection`` whose PREFERRED-mode TLS context is built once per process (usable
     wherever PyMySQL takes a connection factory, as ``pymysqlreplication``'s ``pymysql_wrapper``)."""
-    import ssl
-
     from pymysql.connections import Connection
 
     class SharedTlsConnection(Connection):
-        _preferred: ssl.SSLContext | None = None
-
         def _create_ssl_ctx(self, sslp: Any) -> ssl.SSLContext:
             if sslp != {}:  # TLS options of its own
                 return super()._create_ssl_ctx(sslp)
-            with _lock:
-                cls = type(self)
-                if cls._preferred is None:
-                    cls._preferred = super()._create_ssl_ctx({})
-                return cls._preferred
+            return preferred_tls_context()
 
     return SharedTlsConnection
 
