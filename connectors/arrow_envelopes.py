@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from sluice.connectors import base64_columns
 from sluice.connectors.connect_json import decimal_from_text
 from sluice.connectors.connect_schemas import PAYLOAD_KEY
 from sluice.connectors.envelopes import UNMET_SCHEMA
@@ -101,9 +102,7 @@ class EnvelopeDecoder:
             raise RuntimeError(f"{UNMET_SCHEMA} (first at {where.first(unmatched)})")
         value = self._values(body, groups, where, len(batch))
         names = [n for n in batch.schema.names if n != "body"]
-        return pa.RecordBatch.from_arrays(
-            [batch.column(n) for n in names] + [value], names=[*names, "value"]
-        )
+        return pa.RecordBatch.from_arrays([batch.column(n) for n in names] + [value], names=[*names, "value"])
 
     def _tombstones(self, properties: pa.Array) -> pa.Array:
         marked = pc.map_lookup(properties, self.tombstone, "first")
@@ -220,7 +219,12 @@ def _converted(wire: pa.Array, target: pa.DataType, where: _Where, mask: pa.Arra
         millis = pc.if_else(digits, wire, text).cast(pa.int64()).cast(pa.timestamp("ms", tz=target.tz))
         return pc.if_else(digits, millis.cast(target), pc.if_else(iso, wire, text).cast(target))
     if pa.types.is_binary(target):
-        return pa.array([_unbase64(t, where, mask) for t in wire.to_pylist()], target)
+        fast = base64_columns.binaries(wire)
+        return (
+            fast
+            if fast is not None
+            else pa.array([_unbase64(t, where, mask) for t in wire.to_pylist()], target)
+        )
     if pa.types.is_decimal(target):
         return _decimals(wire, target, where, mask)
     raise DeclinedError(f"no Arrow decode of {wire.type} as {target}")  # plan_decoder refuses these
@@ -236,7 +240,11 @@ def _unbase64(text: str | None, where: _Where, mask: pa.Array) -> bytes | None:
 
 
 def _decimals(wire: pa.Array, target: pa.Decimal128Type, where: _Where, mask: pa.Array) -> pa.Array:
-    """Kafka's Decimal payloads as ``target`` (connect_json.decimal_from_text, as Spark's decode)."""
+    """Kafka's Decimal payloads as ``target`` (connect_json.decimal_from_text, as Spark's decode):
+    column-wise (base64_columns), or value by value where that declines, naming the value."""
+    fast = base64_columns.decimals(wire, target)
+    if fast is not None:
+        return fast
     out: list[Decimal | None] = []
     for text in wire.to_pylist():
         value = None if text is None else decimal_from_text(text, target.precision, target.scale)
@@ -285,4 +293,3 @@ def _decodable(wire: pa.DataType, value: pa.DataType) -> bool:
     if pa.types.is_date32(value):
         return pa.types.is_int32(wire)
     return (pa.types.is_binary(value) or pa.types.is_decimal(value)) and pa.types.is_string(wire)
-
