@@ -281,7 +281,7 @@ def sharded(messages: pa.Table, queues: tuple[str, ...]) -> pa.Table:
     if n == 0:
         return messages.append_column("queue", pa.array([], pa.int32()))
     keys = pc.coalesce(messages.column("keys"), messages.column("partition")).combine_chunks()
-    slots = np.asarray(key_slots(keys, count), dtype=np.int32)
+    slots = key_slots(keys, count).astype(np.int32)
     properties = _single(messages.column("properties"))
     offsets = properties.offsets.to_numpy()
     start, end = int(offsets[0]), int(offsets[-1])

@@ -312,23 +312,23 @@ def _check_schema(schema: StructType, topic: str) -> str | None:
 
 def _slots(batch: pa.RecordBatch, key_column: str | None, queue_count: int) -> list[int]:
     """Each row's target: its ``queue``, or ``crc32(key) % queue_count`` for a keyed row, -1
-    (round-robin) otherwise.
+    (round-robin) otherwise."""
+    import numpy as np
+    import pyarrow.compute as pc
 
-    Computed per distinct key (a batch usually has a handful), not per row.
-    """
     if key_column is None:
         return [-1] * batch.num_rows
     if key_column == QUEUE_COLUMN:
-        slots = [
-            -1 if q is None else q for q in batch.column(batch.schema.names.index(key_column)).to_pylist()
-        ]
-        bad = next((q for q in slots if q >= queue_count or q < -1), None)
-        if bad is not None:
+        column = pc.fill_null(batch.column(batch.schema.names.index(key_column)), -1)
+        slots = column.to_numpy(zero_copy_only=False).astype(np.int64)
+        bad = (slots >= queue_count) | (slots < -1)
+        if bad.any():
             raise ValueError(
-                f"rocketmq sink: queue index {bad} is not one of the topic's {queue_count} queues"
+                f"rocketmq sink: queue index {slots[np.argmax(bad)]} is not one of the topic's "
+                f"{queue_count} queues"
             )
-        return slots
-    return key_slots(batch.column(batch.schema.names.index(key_column)), queue_count)
+        return slots.tolist()
+    return key_slots(batch.column(batch.schema.names.index(key_column)), queue_count).tolist()
 
 
 class _Sender:
