@@ -22,7 +22,9 @@ when a worker's one SparkSession starts (``spark.jars.packages``) and maps types
 Since then the MySQL read leaves numbers, decimals and date-times as text for Arrow to cast a
 column at a time (``connect(text_values=True)``: about 2x PyMySQL's own conversion, driver-side).
 In the whole pipeline the read is now a small share (``bench/db_profile.py``): the JSON converter
-and the RocketMQ hop cost more.
+and the RocketMQ hop cost more. PyMySQL's row parsing was still the largest part of a split's task
+in the side-by-side job (py-spy, #18), so the splits now read through asyncmy, the same protocol
+and decoders compiled (``_mysql_fetches``).
 
 Each connection sets the session zone to UTC (MySQL ``TIMESTAMP`` values arrive as UTC) and reads
 unbuffered (an asyncmy ``SSCursor``: PyMySQL's protocol compiled, ``_mysql_fetches``; a psycopg
