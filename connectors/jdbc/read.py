@@ -131,18 +131,7 @@ def connect(params: ConnectParams, where: str, *, text_values: bool = False) -> 
     try:
         if params.dialect is Dialect.MYSQL:
             extra: dict[str, Any] = {"conv": _text_decoders()} if text_values else {}
-            return pymysql_connections.connect(
-                **extra,
-                host=params.host,
-                port=params.port,
-                user=params.user,
-                password=params.password,
-                database=params.database or None,
-                charset="utf8mb4",
-                autocommit=True,
-                init_command="SET time_zone = '+00:00'",
-                connect_timeout=10,
-            )
+            return pymysql_connections.connect(**extra, **_mysql_settings(params))
         # psycopg: only PostgreSQL needs it; config validation imports this module (jdbc-source)
         import psycopg
 
@@ -158,6 +147,15 @@ def connect(params: ConnectParams, where: str, *, text_values: bool = False) -> 
         )
     except Exception as exc:
         raise _connect_failure(params, where, exc) from None
+
+
+def _mysql_settings(params: ConnectParams) -> dict[str, Any]:
+    """A MySQL connection's settings, as PyMySQL and asyncmy both take them: autocommit, UTC."""
+    return {
+        "host": params.host, "port": params.port, "user": params.user, "password": params.password,
+        "database": params.database or None, "charset": "utf8mb4", "autocommit": True,
+        "init_command": "SET time_zone = '+00:00'", "connect_timeout": 10,
+    }  # fmt: skip
 
 
 def _connect_failure(params: ConnectParams, where: str, exc: Exception) -> Exception:
@@ -382,19 +380,7 @@ def _mysql_fetches(spec: ReadSpec, sql: Sql) -> Iterator[Sequence[tuple[Any, ...
             offered = offers_tls(params.host, params.port)
             tls = pymysql_connections.preferred_tls_context() if offered else None
             conn = loop.run_until_complete(
-                asyncmy.connect(
-                    host=params.host,
-                    port=params.port,
-                    user=params.user,
-                    password=params.password,
-                    database=params.database or None,
-                    charset="utf8mb4",
-                    autocommit=True,
-                    init_command="SET time_zone = '+00:00'",
-                    connect_timeout=10,
-                    conv=_text_decoders(),
-                    ssl=tls,
-                )  # fmt: skip
+                asyncmy.connect(**_mysql_settings(params), conv=_text_decoders(), ssl=tls)
             )
         except Exception as exc:
             raise _connect_failure(params, spec.where, exc) from None
