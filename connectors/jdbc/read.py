@@ -20,7 +20,7 @@ one place and needs nothing new. Spark's JDBC reader would need driver jars from
 when a worker's one SparkSession starts (``spark.jars.packages``) and maps types by JDBC's rules
 (unsigned BIGINT, MySQL TIMESTAMP zones) rather than the table's; connectorx is not a dependency.
 Since then the MySQL read leaves numbers, decimals and date-times as text for Arrow to cast a
-column at a time (``connect(text_values=True)``: about 2x PyMySQL's own conversion, driver-side).
+column at a time (``_text_decoders``: about 2x PyMySQL's own conversion, driver-side).
 In the whole pipeline the read is now a small share (``bench/db_profile.py``): the JSON converter
 and the RocketMQ hop cost more. PyMySQL's row parsing was still the largest part of a split's task
 in the side-by-side job (py-spy, #18), so the splits now read through asyncmy, the same protocol
@@ -122,16 +122,12 @@ def _text_decoders() -> dict[int, Any]:
     return {k: v for k, v in conversions.items() if k not in as_text}
 
 
-def connect(params: ConnectParams, where: str, *, text_values: bool = False) -> Any:
-    """An autocommit DB-API connection with the session zone set to UTC.
-
-    ``text_values`` (MySQL): numbers, decimals, dates and date-times arrive as their text, for
-    ``rows_to_batch`` to cast column-wise (the read path only; planning needs Python values).
-    """
+def connect(params: ConnectParams, where: str) -> Any:
+    """An autocommit DB-API connection with the session zone set to UTC (planning's: Python values;
+    the split reads have their own, ``_mysql_fetches`` and ``_postgres_fetches``)."""
     try:
         if params.dialect is Dialect.MYSQL:
-            extra: dict[str, Any] = {"conv": _text_decoders()} if text_values else {}
-            return pymysql_connections.connect(**extra, **_mysql_settings(params))
+            return pymysql_connections.connect(**_mysql_settings(params))
         # psycopg: only PostgreSQL needs it; config validation imports this module (jdbc-source)
         import psycopg
 
@@ -254,7 +250,7 @@ def _fix(values: Sequence[Any], ddl: str) -> Sequence[Any]:
 
 
 def _column(values: Sequence[Any], ddl: str) -> pa.Array:
-    """One column as Arrow; values that arrive as text (``connect(text_values=True)``) for a
+    """One column as Arrow; values that arrive as text (``_text_decoders``) for a
     non-string column are cast by Arrow, which refuses what does not fit (no rounding: a decimal
     with more digits than the scale fails, as ``pa.array`` of ``Decimal`` values does)."""
     # pyarrow: config validation imports this module (the jdbc-source class)
@@ -313,7 +309,7 @@ def read_split(spec: ReadSpec, sql: Sql) -> Iterator[pa.RecordBatch]:
 
 
 def _postgres_fetches(spec: ReadSpec, sql: Sql) -> Iterator[Sequence[tuple[Any, ...]]]:
-    conn = connect(spec.params, spec.where, text_values=True)
+    conn = connect(spec.params, spec.where)
     try:
         conn.autocommit = False  # a server-side cursor lives in a transaction
         with contextlib.closing(conn.cursor(name="sluice_read")) as cur:
@@ -357,7 +353,7 @@ def _received(sock: socket.socket, size: int) -> bytes:
 
 def _mysql_fetches(spec: ReadSpec, sql: Sql) -> Iterator[Sequence[tuple[Any, ...]]]:
     """The split's rows, unbuffered, through asyncmy: PyMySQL's protocol and decoders compiled
-    with Cython, so the rows are the values PyMySQL's ``connect(text_values=True)`` gives (the same
+    with Cython, so the rows are the values PyMySQL gives with ``_text_decoders`` (the same
     decoder map, called the same way) at 3-5 times its rate: 270-440k rows/s of the bench table on
     one connection, against 65-88k. PyMySQL parsed every row packet in the interpreter, the larger
     part of a JDBC source's Spark tasks (#18).
