@@ -15,6 +15,7 @@ import logging
 import re
 import time
 from collections.abc import Mapping
+from contextlib import closing
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -42,6 +43,7 @@ from sluice.connectors.model import BatchPlan, DataLossPolicy, parse_queue_parti
 from sluice.connectors.planner import OffsetView
 from sluice.connectors.planning import linger_s, ramped_budget
 from sluice.connectors.positions import PartitionKey, Position
+from sluice.connectors.prefetch import prefetched
 from sluice.connectors.records import LeftToSpark, RecordError, flag_errors, good_arrow_records
 from sluice.connectors.rocketmq.client import MessageQueue
 from sluice.connectors.rocketmq.codec import PROP_KEYS, decode_properties
@@ -78,6 +80,10 @@ LEARN_ON_DRIVER_MAX = 5_000
 #: faster than the Spark job at every size measured here (docs/design.md); larger batches keep the
 #: pull and decode on Spark's executors.
 ARROW_BATCH_MAX_RECORDS = 100_000
+
+#: Chunks of messages (spark_reader.ARROW_CHUNK each) a batch run in Arrow pulls and parses on a
+#: thread of its own while their envelopes are decoded (connectors.prefetch).
+PULLED_AHEAD = 2
 
 #: Rounds of "write, dead-letter what the target refused, write the rest" before giving up.
 MAX_REJECTION_ROUNDS = 3
@@ -336,11 +342,10 @@ class SinkRunner:
         if records_plan is None:
             return False
         reader = RocketMQReader(self._read_options(plan))
+        pulled = (batch for part in reader.partitions() for batch in reader.read(part))
         try:
-            table = records_plan.records(
-                (batch for part in reader.partitions() for batch in reader.read(part)),
-                barriers_once=not self._sees_every_barrier_copy,
-            )
+            with closing(prefetched(pulled, PULLED_AHEAD, name="sluice-sink-pull")) as batches:
+                table = records_plan.records(batches, barriers_once=not self._sees_every_barrier_copy)
             if table is None:
                 return False
             for transform in chain:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Final
 from sluice.connectors.jdbc.ddl import qualified
 from sluice.connectors.jdbc.ddl import quote as _quote
 from sluice.connectors.jdbc.urls import Dialect
-from sluice.connectors.jdbc.writes import OP_COLUMN, ORD_COLUMN, TableWrite
+from sluice.connectors.jdbc.writes import OP_COLUMN, ORD_COLUMN, TableWrite, unique_keys
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -150,7 +150,7 @@ def apply(
     # the window costs about as much as the merge), else a ROW_NUMBER() window over it.
     last = (
         stage
-        if _unique(rows, w.pk)
+        if unique_keys(rows, w.pk)
         else f"(SELECT * FROM (SELECT s.*, ROW_NUMBER() OVER (PARTITION BY {keys} ORDER BY s.{ord_} DESC) "
         f"AS __sluice_rn FROM {stage} AS s) AS r WHERE r.__sluice_rn = 1)"
     )
@@ -172,12 +172,6 @@ def apply(
     elif updates:
         sets = ", ".join(f"t.{quote(c)} = {_expr(c, types.get(c, ''), 'l')}" for c in updates)
         run(conn, f"UPDATE {target} AS t JOIN {last} AS l ON {match} SET {sets} WHERE l.{op} = 'u'")
-
-
-def _unique(rows: pa.Table, pk: Sequence[str]) -> bool:
-    """Whether no key value repeats in ``rows`` (compared as the staged text)."""
-    keys = list(pk)
-    return rows.select(keys).group_by(keys).aggregate([]).num_rows == rows.num_rows
 
 
 def table_columns(conn: Connection, schema: str, table: str) -> dict[str, str] | None:

@@ -3,12 +3,20 @@
 COPY in CSV form is the fastest load path measured here (docs/design.md: Arrow -> CSV -> ``COPY FROM
 STDIN`` 761k rows/s, Spark JDBC batched inserts 443k rows/s, row-by-row psycopg 115k rows/s); it
 cannot resolve conflicts, so every mode but a plain keyless insert goes through a temporary
-staging table (dropped at commit) typed like the target, reduced to the last record per key
-(``DISTINCT ON … ORDER BY __sluice_ord DESC``: ``INSERT … ON CONFLICT`` refuses to touch one row
-twice, and record order must decide), then applied: ``DELETE … USING`` for keys whose last record
-is a tombstone, and ``INSERT``, ``INSERT … ON CONFLICT DO UPDATE`` or ``UPDATE … FROM`` for the
-rest. Everything runs on the caller's connection, inside the caller's transaction. ``batch.size``
-is the rows of one CSV chunk written to the COPY stream.
+staging table (dropped at commit) typed like the target, reduced to the last record per key where
+a key repeats (``DISTINCT ON … ORDER BY __sluice_ord DESC``: a merge refuses to touch one row
+twice, and record order must decide), then applied: ``DELETE … USING`` for keys whose last
+record is a tombstone, and ``INSERT``, an upsert or ``UPDATE … FROM`` for the rest. Everything
+runs on the caller's connection, inside the caller's transaction. ``batch.size`` is the rows of
+one CSV chunk written to the COPY stream.
+
+An upsert is a ``MERGE`` (PostgreSQL 15 and later): it joins the staged rows to the target's key
+index and inserts the rest as plain rows, where ``INSERT … ON CONFLICT DO UPDATE`` inserts every row
+speculatively. Measured here, 100,000 rows into a 3-million-row table: 0.6 s against 1.1–1.5 s
+for new keys, 1.25 against 1.77 s for existing ones. ``MERGE`` does not arbitrate a key that a
+concurrent transaction inserts meanwhile (a unique violation) as ``ON CONFLICT`` does, so it runs
+under a savepoint, and such a batch is applied again by ``ON CONFLICT``; so is every upsert on an
+older server.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from sluice.connectors.jdbc.ddl import qualified
 from sluice.connectors.jdbc.ddl import quote as _quote
 from sluice.connectors.jdbc.urls import Dialect
-from sluice.connectors.jdbc.writes import OP_COLUMN, ORD_COLUMN, TableWrite
+from sluice.connectors.jdbc.writes import OP_COLUMN, ORD_COLUMN, TableWrite, unique_keys
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -28,6 +36,12 @@ if TYPE_CHECKING:
 
 STAGE_TABLE = "__sluice_stage"
 CHUNK_ROWS = 50_000
+
+#: The first server version (``server_version_num``) with ``MERGE``.
+MERGE_SINCE = 150_000
+
+#: The savepoint an upsert's ``MERGE`` runs under (module docstring).
+MERGE_SAVEPOINT = "__sluice_merge"
 
 
 def quote(name: str) -> str:
@@ -81,8 +95,12 @@ def apply(conn: Connection, w: TableWrite, rows: pa.Table, chunk_rows: int = CHU
     )
     copy_arrow(conn, stage, rows, chunk_rows)
     keys = ", ".join(quote(k) for k in w.pk)
-    last = f"(SELECT DISTINCT ON ({keys}) * FROM {stage} ORDER BY {keys}, {quote(ORD_COLUMN)} DESC)"
-    match = " AND ".join(f"t.{quote(k)} = l.{quote(k)}" for k in w.pk)
+    last = (
+        stage  # no key repeats: the stage as it is (the reduction sorts the batch)
+        if unique_keys(rows, w.pk)
+        else f"(SELECT DISTINCT ON ({keys}) * FROM {stage} ORDER BY {keys}, {quote(ORD_COLUMN)} DESC)"
+    )
+    match = _key_match(w)
     op = quote(OP_COLUMN)
     if w.deletes:
         run(conn, f"DELETE FROM {target} AS t USING {last} AS l WHERE l.{op} = 'd' AND {match}")
@@ -90,19 +108,57 @@ def apply(conn: Connection, w: TableWrite, rows: pa.Table, chunk_rows: int = CHU
     if w.mode == "insert":
         run(conn, f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {last} AS l WHERE l.{op} = 'u'")
     elif w.mode == "upsert":
-        action = (
-            "DO UPDATE SET " + ", ".join(f"{quote(c)} = EXCLUDED.{quote(c)}" for c in updates)
-            if updates
-            else "DO NOTHING"
-        )
-        run(
-            conn,
-            f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {last} AS l WHERE l.{op} = 'u' "
-            f"ON CONFLICT ({keys}) {action}",
-        )
+        upsert(conn, w, target, last)
     elif updates:  # update: rows whose key is absent are ignored (Kafka Connect's update mode)
         sets = ", ".join(f"{quote(c)} = l.{quote(c)}" for c in updates)
         run(conn, f"UPDATE {target} AS t SET {sets} FROM {last} AS l WHERE l.{op} = 'u' AND {match}")
+
+
+def _key_match(w: TableWrite) -> str:
+    """The target row ``t`` and the staged row ``l`` have the same key."""
+    return " AND ".join(f"t.{quote(k)} = l.{quote(k)}" for k in w.pk)
+
+
+def upsert(conn: Connection, w: TableWrite, target: str, last: str) -> None:
+    """Insert or update the ``last`` rows (a staged query, ``op`` column ``u`` for live ones) by key:
+    a ``MERGE`` where the server has it, else (or when a concurrent insert wins a key) ``ON CONFLICT``."""
+    import psycopg.errors as pgerr  # psycopg: config validation imports this module (the jdbc-sink class)
+
+    cols = ", ".join(quote(c) for c in w.columns)
+    updates = [c for c in w.columns if c not in w.pk]
+    op = quote(OP_COLUMN)
+    raw: Any = conn.connection.driver_connection
+    if raw.info.server_version >= MERGE_SINCE:
+        matched = (
+            "UPDATE SET " + ", ".join(f"{quote(c)} = l.{quote(c)}" for c in updates)
+            if updates
+            else "DO NOTHING"
+        )
+        values = ", ".join(f"l.{quote(c)}" for c in w.columns)
+        run(conn, f"SAVEPOINT {MERGE_SAVEPOINT}")
+        try:
+            run(
+                conn,
+                f"MERGE INTO {target} AS t USING (SELECT * FROM {last} AS s WHERE s.{op} = 'u') AS l "
+                f"ON {_key_match(w)} WHEN MATCHED THEN {matched} "
+                f"WHEN NOT MATCHED THEN INSERT ({cols}) VALUES ({values})",
+            )
+        except (pgerr.UniqueViolation, pgerr.SerializationFailure):
+            run(conn, f"ROLLBACK TO SAVEPOINT {MERGE_SAVEPOINT}")
+        else:
+            run(conn, f"RELEASE SAVEPOINT {MERGE_SAVEPOINT}")
+            return
+    keys = ", ".join(quote(k) for k in w.pk)
+    action = (
+        "DO UPDATE SET " + ", ".join(f"{quote(c)} = EXCLUDED.{quote(c)}" for c in updates)
+        if updates
+        else "DO NOTHING"
+    )
+    run(
+        conn,
+        f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {last} AS l WHERE l.{op} = 'u' "
+        f"ON CONFLICT ({keys}) {action}",
+    )
 
 
 def table_columns(conn: Connection, schema: str, table: str) -> dict[str, str] | None:

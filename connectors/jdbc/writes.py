@@ -8,8 +8,12 @@ so a tombstone after an upsert deletes and an upsert after a tombstone re-insert
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 ORD_COLUMN: Final = "__sluice_ord"
 OP_COLUMN: Final = "__sluice_op"
@@ -32,3 +36,20 @@ class TableWrite:
     def target(self) -> str:
         """How errors name the table."""
         return f"{self.schema}.{self.table}" if self.schema else self.table
+
+
+def unique_keys(rows: pa.Table, pk: Sequence[str]) -> bool:
+    """Whether no key value repeats in ``rows``, so a writer may merge the staged rows as they are,
+    without reducing them to the last per key first (a sort of the batch in the database).
+
+    False, to be safe, for a key column whose equality the database may see otherwise than Arrow
+    (floating point: ``-0.0 = 0.0``) or that Arrow cannot group.
+    """
+    import pyarrow as pa  # pyarrow: config validation imports the writers (the jdbc-sink class)
+
+    keys = list(pk)
+    exact = (pa.types.is_integer, pa.types.is_string, pa.types.is_large_string, pa.types.is_binary,
+             pa.types.is_decimal, pa.types.is_date, pa.types.is_timestamp)  # fmt: skip
+    if not all(any(kind(rows.schema.field(k).type) for kind in exact) for k in keys):
+        return False
+    return rows.select(keys).group_by(keys).aggregate([]).num_rows == rows.num_rows

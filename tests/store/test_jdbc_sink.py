@@ -4,6 +4,8 @@ between the target's commit and the store's, and refused rows named by position.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
@@ -14,6 +16,7 @@ from sqlalchemy import create_engine, text
 
 from sluice.activities.store import OffsetStore
 from sluice.connectors.api import RejectedRecordsError
+from sluice.connectors.jdbc import write_postgres
 from sluice.connectors.jdbc.shape import KAFKA_FIELDS
 from sluice.connectors.jdbc.sink import JdbcAuthError, JdbcSinkConnector, JdbcSinkTask
 from sluice.connectors.model import BatchPlan, PartitionRange
@@ -93,6 +96,11 @@ def run_batch(store: OffsetStore, task: JdbcSinkTask, batch_id: int, recs: list[
     plan = store.record_plan(BatchPlan(plan.connector, 0, batch_id, plan.ranges, task.prepare(plan)))
     task.write(records_table(recs, VALUE), plan)
     return plan
+
+
+def _scalar(engine: Any, query: Any) -> Any:
+    with engine.connect() as conn:
+        return conn.execute(query).scalar_one()
 
 
 def rec(offset: int, key: int, value: tuple[Any, ...] | None) -> Record:
@@ -238,3 +246,67 @@ def test_binary_values_are_stored_byte_for_byte(
     task.write(records_table(recs, pa.binary()), plan)
     got = rows(db, "SELECT __connect_offset, value FROM orders ORDER BY __connect_offset")
     assert [(o, None if v is None else bytes(v)) for o, v in got] == list(enumerate(bodies))
+
+
+@pytest.mark.parametrize("merges", [True, False], ids=["merge", "on-conflict"])
+def test_postgres_upsert_by_merge_and_by_on_conflict_write_the_same_rows(
+    store: OffsetStore,
+    postgres_db: Any,
+    tasks: list[JdbcSinkTask],
+    monkeypatch: pytest.MonkeyPatch,
+    merges: bool,
+) -> None:
+    """Servers before PostgreSQL 15 (no MERGE) upsert by ON CONFLICT: the same rows either way,
+    for new keys, existing keys, a key twice in a batch and a row the batch leaves alone."""
+    if not merges:
+        monkeypatch.setattr(write_postgres, "MERGE_SINCE", 10**9)
+    upsert = {"insert.mode": "upsert", "pk.mode": "record_key", "pk.fields": "id"}
+    task = task_for(postgres_db, store, tasks, **upsert)
+    run_batch(store, task, 0, [rec(o, o, (o, f"n{o}", Decimal(o), None)) for o in range(4)])
+    run_batch(store, task, 1, [
+        rec(4, 1, (1, "first", None, None)),
+        rec(5, 9, (9, "new", Decimal("9.50"), b"\x09")),
+        rec(6, 1, (1, "second", Decimal("1.25"), b"\x01")),  # the later record of key 1 wins
+        rec(7, 2, (2, "upd", None, None)),
+    ])  # fmt: skip
+    assert rows(postgres_db, "SELECT id, name, amount, raw FROM orders ORDER BY id") == [
+        (0, "n0", Decimal("0.00"), None),
+        (1, "second", Decimal("1.25"), b"\x01"),
+        (2, "upd", None, None),
+        (3, "n3", Decimal("3.00"), None),
+        (9, "new", Decimal("9.50"), b"\x09"),
+    ]
+
+
+def test_postgres_upsert_of_a_key_a_concurrent_transaction_inserts_updates_it(
+    store: OffsetStore, postgres_db: Any, tasks: list[JdbcSinkTask]
+) -> None:
+    """MERGE does not arbitrate a key inserted by a concurrent transaction (a unique violation once
+    that one commits): the batch's MERGE is rolled back to its savepoint and the batch applied
+    by ON CONFLICT, in the same transaction, so the batch's record wins and its positions commit."""
+    upsert = {"insert.mode": "upsert", "pk.mode": "record_key", "pk.fields": "id"}
+    task = task_for(postgres_db, store, tasks, **upsert)
+    run_batch(store, task, 0, [rec(0, 1, (1, "one", None, None))])
+    engine = create_engine(postgres_db.url)
+    try:
+        with engine.connect() as other:
+            other.execute(text("INSERT INTO orders (id, name) VALUES (5, 'theirs')"))  # not committed yet
+            batch = threading.Thread(
+                target=run_batch, args=(store, task, 1, [rec(1, 5, (5, "ours", None, None))])
+            )
+            batch.start()
+            waiting = text(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND query LIKE 'MERGE INTO%'"
+            )
+            deadline = time.monotonic() + 30
+            while _scalar(engine, waiting) == 0:  # its own transaction each: the statistics are current
+                assert time.monotonic() < deadline, "the batch's MERGE never waited for the other insert"
+                time.sleep(0.05)
+            other.commit()
+            batch.join(30)
+            assert not batch.is_alive()
+    finally:
+        engine.dispose()
+    assert rows(postgres_db, "SELECT id, name FROM orders ORDER BY id") == [(1, "one"), (5, "ours")]
+    assert offsets(store.committed_positions("jdbc-out")) == {"orders/broker-a:0": 2}
