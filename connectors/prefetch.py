@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from typing import Final, Generic, TypeVar
 
 T = TypeVar("T")
@@ -63,7 +63,9 @@ class _Producer(Generic[T]):
         return False
 
 
-def prefetched(items: Iterable[T], depth: int = 1, *, name: str = "sluice-prefetch") -> Iterator[T]:
+def prefetched(
+    items: Iterable[T], depth: int = 1, *, name: str = "sluice-prefetch"
+) -> Generator[T, None, None]:
     """``items``, in order, with up to ``depth`` of them made ahead on a thread named ``name``."""
     producer = _Producer(items, depth, name)
     producer.thread.start()
