@@ -14,19 +14,16 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import closing
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from sluice.activities.bad_records import checked_records
 from sluice.activities.dead_letters import route_bad_records
 from sluice.activities.runner import TaskSetup, next_plan
-from sluice.activities.sink_read_ahead import RecordsAhead
 from sluice.activities.spark import binds_jobs
 from sluice.activities.spark_binding import PARSE_BARRIER, batch_table, parsed_once
 from sluice.connectors.api import (
@@ -41,11 +38,10 @@ from sluice.connectors.barriers import BARRIER_HEADER
 from sluice.connectors.connect_schemas import SCHEMA_KEY, laid_out_prefixes
 from sluice.connectors.converters import TOMBSTONE_PROPERTY, JsonConverter
 from sluice.connectors.envelopes import UNMET_SCHEMA
-from sluice.connectors.model import BatchPlan, DataLossPolicy, PartitionRange, parse_queue_partition
+from sluice.connectors.model import BatchPlan, DataLossPolicy, parse_queue_partition
 from sluice.connectors.planner import OffsetView
 from sluice.connectors.planning import linger_s, ramped_budget
 from sluice.connectors.positions import PartitionKey, Position
-from sluice.connectors.prefetch import prefetched
 from sluice.connectors.records import LeftToSpark, RecordError, flag_errors, good_arrow_records
 from sluice.connectors.rocketmq.client import MessageQueue
 from sluice.connectors.rocketmq.codec import PROP_KEYS, decode_properties
@@ -67,10 +63,10 @@ log = logging.getLogger(__name__)
 MAX_MET_PLANS = 8
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame
 
     from sluice.connectors.api import SinkTask
-    from sluice.connectors.arrow_records import RecordsPlan
     from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
 
 
@@ -82,10 +78,6 @@ LEARN_ON_DRIVER_MAX = 5_000
 #: faster than the Spark job at every size measured here (docs/design.md); larger batches keep the
 #: pull and decode on Spark's executors.
 ARROW_BATCH_MAX_RECORDS = 100_000
-
-#: Chunks of messages (spark_reader.ARROW_CHUNK each) a batch run in Arrow pulls and parses on a
-#: thread of its own while their envelopes are decoded (connectors.prefetch).
-PULLED_AHEAD = 2
 
 #: Rounds of "write, dead-letter what the target refused, write the rest" before giving up.
 MAX_REJECTION_ROUNDS = 3
@@ -165,8 +157,6 @@ class SinkRunner:
         self._spark_decoded: set[tuple[object, ...]] = set()
         #: schemas met whose batches the Arrow path declined once (``_ran_in_arrow``): Spark runs them
         self._left_to_spark: set[tuple[object, ...]] = set()
-        #: the records after the last batch run in Arrow, made while it was written (sink_read_ahead)
-        self._ahead: RecordsAhead | None = None
 
     def ensure_topic(self) -> None:
         """Create the named topics; a ``topics.regex`` sink reads only topics that exist."""
@@ -211,9 +201,6 @@ class SinkRunner:
         return next_plan(self.setup, self.task.task_id, view, max_units)
 
     def close(self) -> None:
-        if self._ahead is not None:
-            self._ahead.stop()
-            self._ahead = None
         self.task.close()
 
     def waiting_for(self) -> str:
@@ -249,11 +236,8 @@ class SinkRunner:
         return notice
 
     def run(self, plan: BatchPlan, rerun: bool) -> int:
-        ahead, self._ahead = self._ahead, None
-        if ahead is not None:
-            ahead.stop()
         self._learn_first_schemas(plan)
-        if not self._ran_in_arrow(plan, ahead=ahead) and not self._ran_with_schemas_met(plan):
+        if not self._ran_in_arrow(plan) and not self._ran_with_schemas_met(plan):
             self._run_searched(self._messages(plan), plan)
         if not isinstance(self.task, TransactionalSink):
             self.ctx.store.commit(plan)
@@ -303,18 +287,17 @@ class SinkRunner:
         self.notice = ""  # a converter that reads envelopes has no setting to point out
         return True
 
-    def _read_options(self, ranges: Sequence[PartitionRange]) -> dict[str, str]:
-        """The reader's options for ``ranges`` (a plan's, or a part of them)."""
+    def _read_options(self, plan: BatchPlan) -> dict[str, str]:
         return {
             "namesrv": self.ctx.settings.namesrv,
-            "plan": plan_to_json(ranges),
+            "plan": plan_to_json(plan.ranges),
             "failOnDataLoss": str(self.setup.data_loss is DataLossPolicy.FAIL).lower(),
             "maxTasks": str(self.ctx.settings.batch_tasks),
         }
 
     def _messages(self, plan: BatchPlan) -> DataFrame:
         """The plan's messages, as the ``rocketmq`` reader pulls them (nothing runs yet)."""
-        return self._barriers_once(read_frame(self.ctx.spark, self._read_options(plan.ranges)))
+        return self._barriers_once(read_frame(self.ctx.spark, self._read_options(plan)))
 
     @property
     def _sees_every_barrier_copy(self) -> bool:
@@ -324,9 +307,7 @@ class SinkRunner:
     def _barriers_once(self, messages: DataFrame) -> DataFrame:
         return messages if self._sees_every_barrier_copy else messages.where(once_per_barrier())
 
-    def _ran_in_arrow(
-        self, plan: BatchPlan, *, learn: bool = True, ahead: RecordsAhead | None = None
-    ) -> bool:
+    def _ran_in_arrow(self, plan: BatchPlan, *, learn: bool = True) -> bool:
         """Write a small batch of envelope schemas met before with no Spark job: pulled here by the
         reader's own code, its records and the chain's transforms made in Arrow
         (connectors.arrow_records), checked and written as ``_write_table`` does. False, with
@@ -354,19 +335,12 @@ class SinkRunner:
         records_plan = None if shape in self._left_to_spark else converter.arrow_records(narrow)
         if records_plan is None:
             return False
-        taken, rest = self._taken_ahead(plan, ahead if ahead is not None and ahead.shape == shape else None)
-        reader = RocketMQReader(self._read_options(rest))
-        pulled = (batch for part in reader.partitions() for batch in reader.read(part))
+        reader = RocketMQReader(self._read_options(plan))
         try:
-            with closing(prefetched(pulled, PULLED_AHEAD, name="sluice-sink-pull")) as batches:
-                table = records_plan.records(batches, barriers_once=not self._sees_every_barrier_copy)
-            if taken:
-                made = taken + ([] if table is None else table.to_batches())
-                if any(b.schema != made[0].schema for b in made):  # not expected: read it all again
-                    log.warning("connector %s: records read ahead differ in type: batch %s read again",
-                                self.connector, plan.batch_id)  # fmt: skip
-                    return self._ran_in_arrow(plan, learn=learn)
-                table = pa.Table.from_batches(made)
+            table = records_plan.records(
+                (batch for part in reader.partitions() for batch in reader.read(part)),
+                barriers_once=not self._sees_every_barrier_copy,
+            )
             if table is None:
                 return False
             for transform in chain:
@@ -385,51 +359,8 @@ class SinkRunner:
                 self.connector, plan.batch_id,
             )  # fmt: skip
             return learn and self._learned_on_driver(plan) and self._ran_in_arrow(plan, learn=False)
-        self._ahead = self._read_ahead(plan, records_plan, shape)
         self._write_table(table, plan)
         return True
-
-    def _taken_ahead(
-        self, plan: BatchPlan, ahead: RecordsAhead | None
-    ) -> tuple[list[pa.RecordBatch], list[PartitionRange]]:
-        """The records read ahead for ``plan``'s ranges, and the ranges (or their rests) to read."""
-        ranges = [r for r in plan.ranges if not r.is_empty]
-        if ahead is None:
-            return [], ranges
-        taken: list[pa.RecordBatch] = []
-        rest: list[PartitionRange] = []
-        for r in ranges:
-            got, covered = ahead.take(r)
-            taken += got
-            if covered < r.end.offset:
-                rest.append(PartitionRange.offsets(r.partition, covered, r.end.offset, r.topic))
-        return taken, rest
-
-    def _read_ahead(self, plan: BatchPlan, records_plan: RecordsPlan, shape: object) -> RecordsAhead:
-        """Start making the records after ``plan``'s ranges while it is written (sink_read_ahead):
-        each queue's share of a batch's records, from where ``plan`` ends."""
-        most = min(int(self.config["batch.max.records"]), ARROW_BATCH_MAX_RECORDS)
-        share = max(1, most // max(1, len(plan.ranges)))
-        queues = [
-            PartitionRange.offsets(r.partition, r.end.offset, r.end.offset + share, r.topic)
-            for r in plan.ranges
-        ]
-        return RecordsAhead(
-            shape, queues, self._read_available, records_plan, barriers_once=not self._sees_every_barrier_copy
-        )
-
-    def _read_available(self, wanted: PartitionRange) -> Iterator[pa.RecordBatch]:
-        """The messages of ``wanted`` that the queue holds now, in offset order."""
-        broker, queue_id = parse_queue_partition(wanted.partition)
-        end = min(
-            wanted.end.offset, self.ctx.rocketmq.max_offset(MessageQueue(wanted.topic, broker, queue_id))
-        )
-        if end <= wanted.start.offset:
-            return
-        available = PartitionRange.offsets(wanted.partition, wanted.start.offset, end, wanted.topic)
-        reader = RocketMQReader({**self._read_options([available]), "failOnDataLoss": "true"})
-        for part in reader.partitions():
-            yield from reader.read(part)
 
     def _ran_with_schemas_met(self, plan: BatchPlan) -> bool:
         """Write a batch in one Spark job, decoded with the envelope schemas met before, when it can
@@ -451,9 +382,7 @@ class SinkRunner:
                 self._write_met(plan)
         except Exception as exc:
             if ARROW_DECLINED in str(exc) and UNMET_SCHEMA not in str(exc):
-                self._spark_decoded.add(
-                    self._met_shape(len(read_partitions(self._read_options(plan.ranges))))
-                )
+                self._spark_decoded.add(self._met_shape(len(read_partitions(self._read_options(plan)))))
                 log.info(
                     "connector %s: batch %s is left to Spark's decode (%s)",
                     self.connector, plan.batch_id, declined_reason(str(exc)),
@@ -479,7 +408,7 @@ class SinkRunner:
         (``select("*")``), planned afresh: a Dataset run twice would reuse its adaptive plan's
         finished shuffle stages, the last batch's data.
         """
-        options = self._read_options(plan.ranges)
+        options = self._read_options(plan)
         partitions = read_partitions(options)
         records = self._met_records(options, len(partitions))
         with bound_partitions(self.ctx.spark, partitions):
