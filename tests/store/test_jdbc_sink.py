@@ -310,3 +310,25 @@ def test_postgres_upsert_of_a_key_a_concurrent_transaction_inserts_updates_it(
         engine.dispose()
     assert rows(postgres_db, "SELECT id, name FROM orders ORDER BY id") == [(1, "one"), (5, "ours")]
     assert offsets(store.committed_positions("jdbc-out")) == {"orders/broker-a:0": 2}
+
+
+def test_postgres_upsert_into_an_updatable_view_writes_through_it(
+    store: OffsetStore, postgres_db: Any, tasks: list[JdbcSinkTask]
+) -> None:
+    """PostgreSQL 15 and 16 refuse MERGE on a view; ON CONFLICT writes through an updatable one."""
+    with create_engine(postgres_db.url).begin() as conn:
+        conn.execute(
+            text(
+                "CREATE TABLE orders_base (id BIGINT PRIMARY KEY, name TEXT, amount NUMERIC(10,2), raw BYTEA)"
+            )
+        )
+        conn.execute(text("CREATE VIEW orders AS SELECT id, name, amount, raw FROM orders_base"))
+    upsert = {"insert.mode": "upsert", "pk.mode": "record_key", "pk.fields": "id", "auto.create": "false"}
+    task = task_for(postgres_db, store, tasks, **upsert)
+    run_batch(store, task, 0, [rec(0, 1, (1, "a", None, None)), rec(1, 2, (2, "b", None, None))])
+    run_batch(store, task, 1, [rec(2, 1, (1, "a2", Decimal("1.00"), None))])
+    assert rows(postgres_db, "SELECT id, name, amount FROM orders_base ORDER BY id") == [
+        (1, "a2", Decimal("1.00")),
+        (2, "b", None),
+    ]
+    assert offsets(store.committed_positions("jdbc-out")) == {"orders/broker-a:0": 3}
