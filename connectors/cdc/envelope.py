@@ -121,3 +121,55 @@ def change_table(
         value_type=envelope_type(columns, source_fields),
         key_type=_arrow_struct([(k, by_name[k].spark_ddl) for k in key_columns]),
     )
+
+
+def read_table(
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    columns: Sequence[MappedColumn],
+    key_columns: Sequence[str],
+    source: Mapping[str, Any],
+    ts_ms: int,
+    offsets: Sequence[int],
+    timestamp_us: int,
+    source_fields: Sequence[tuple[str, str]],
+    topic: str,
+    partition: str,
+) -> pa.Table:
+    """Op ``r`` records of rows read from a table (a snapshot chunk), every one with the same
+    ``source`` block and times: the table ``change_table`` makes of their envelopes, built a column
+    at a time. A snapshot chunk is thousands of rows of one shape, and an envelope, a key and a
+    record per row, then Arrow's conversion of those nested dicts, were most of what the driver did
+    for it (#18); here each row value is looked up once and the key reuses the row's arrays."""
+    import pyarrow as pa  # pyarrow: config validation imports this module (the CDC connector classes)
+
+    n = len(rows)
+    value_type = envelope_type(columns, source_fields)
+    row_type, source_type = value_type.field("after").type, value_type.field("source").type
+    fields = [row_type.field(i) for i in range(row_type.num_fields)]
+    arrays = {f.name: pa.array([r[f.name] for r in rows], f.type) for f in fields}
+    key_fields = [row_type.field(k) for k in key_columns]
+    source_fields_ = [source_type.field(i) for i in range(source_type.num_fields)]
+    value = pa.StructArray.from_arrays(
+        [
+            pa.nulls(n, row_type),
+            pa.StructArray.from_arrays([arrays[f.name] for f in fields], fields=fields),
+            pa.StructArray.from_arrays(
+                [pa.array([source.get(f.name)] * n, f.type) for f in source_fields_], fields=source_fields_
+            ),
+            pa.array([OP_READ] * n, pa.string()),
+            pa.array([ts_ms] * n, pa.int64()),
+        ],
+        fields=[value_type.field(i) for i in range(value_type.num_fields)],
+    )
+    return record_table(
+        partition,
+        offsets,
+        value,
+        topic=topic,
+        keys=pa.StructArray.from_arrays([arrays[f.name] for f in key_fields], fields=key_fields),
+        headers=headers_where([False] * n, BARRIER_HEADER, BARRIER_MARK),
+        timestamps=pa.array([timestamp_us] * n, pa.timestamp("us", tz="UTC")),
+        value_type=value_type,
+        key_type=pa.struct(key_fields),
+    )

@@ -54,7 +54,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from sluice.connectors.cdc import snapshot as snap
-from sluice.connectors.cdc.envelope import OP_READ, ChangeRecord, change_table, envelope
+from sluice.connectors.cdc.envelope import ChangeRecord, read_table
 from sluice.connectors.cdc.signals import EXECUTE, Signal, signals_in
 from sluice.connectors.model import PartitionRange
 from sluice.connectors.positions import Position
@@ -275,20 +275,6 @@ def snapshot_table(
     return snap.chunk_table(rows, source, source_fields, topic, r.partition)
 
 
-def records(rows: snap.Rows, source: Mapping[str, Any], ts_ms: int) -> list[ChangeRecord]:
-    """Op ``r`` records, offsets from their keys, stamped with the signal's commit time."""
-    src = {**source, "ts_ms": ts_ms, "snapshot": "incremental"}
-    return [
-        ChangeRecord(
-            offset_of(raw),
-            {k: row[k] for k in rows.keys},
-            envelope(OP_READ, None, row, src, ts_ms),
-            ts_ms * 1000,
-        )  # fmt: skip
-        for row, raw in zip(rows.rows, rows.row_keys, strict=True)
-    ]
-
-
 def reconciled_table(
     rows: snap.Rows,
     source: Mapping[str, Any],
@@ -297,12 +283,17 @@ def reconciled_table(
     partition: str,
     ts_ms: int,
 ) -> pa.Table:
-    """The record columns of a reconciled chunk, on the table's partition (its queue: see
+    """The op ``r`` records of a reconciled chunk, offsets from their keys, stamped with the signal's
+    commit time, on the table's partition (its queue: see
     connectors.cdc.snapshot.chunk_table)."""
-    return change_table(
-        records(rows, source, ts_ms),
+    return read_table(
+        rows.rows,
         columns=rows.columns,
         key_columns=rows.keys,
+        source={**source, "ts_ms": ts_ms, "snapshot": "incremental"},
+        ts_ms=ts_ms,
+        offsets=[offset_of(raw) for raw in rows.row_keys],
+        timestamp_us=ts_ms * 1000,
         source_fields=source_fields,
         topic=topic,
         partition=snap.table_of(partition),

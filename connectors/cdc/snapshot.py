@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final
 
-from sluice.connectors.cdc.envelope import OP_READ, ChangeRecord, change_table, envelope
+from sluice.connectors.cdc.envelope import read_table
 from sluice.connectors.cdc.read_ahead import ReadAhead
 from sluice.connectors.jdbc.types import MappedColumn
 from sluice.connectors.positions import Position
@@ -282,18 +282,6 @@ def _ahead_key(after: list[Any] | None) -> str:
     return "" if after is None else encode_key(after)
 
 
-def read_records(rows: Rows, source: Mapping[str, Any]) -> list[ChangeRecord]:
-    """Op ``r`` records of a chunk, offsets in key order; ``ts_ms`` is when they were read (as
-    Debezium stamps snapshot records)."""
-    now_us = time.time_ns() // 1000
-    ts_ms = now_us // 1000
-    src = {**source, "ts_ms": ts_ms, "snapshot": "true"}
-    return [
-        ChangeRecord(i, {k: row[k] for k in rows.keys}, envelope(OP_READ, None, row, src, ts_ms), now_us)
-        for i, row in enumerate(rows.rows)
-    ]
-
-
 def chunk_table(
     rows: Rows,
     source: Mapping[str, Any],
@@ -301,15 +289,22 @@ def chunk_table(
     topic: str,
     partition: str,
 ) -> pa.Table:
-    """The record columns of a chunk (connectors.cdc.envelope.change_table). Their ``partition``
-    column is the *table's*, not the snapshot partition's: the runtime shards messages by it, so a
-    table's snapshot records land on the same RocketMQ queue as its change records, behind them in
-    queue order — a sink reading several queues could otherwise apply a change before the snapshot
-    row it follows. (Within a batch no log range of the table is beside a chunk: the log is held.)"""
-    return change_table(
-        read_records(rows, source),
+    """The op ``r`` records of a chunk, offsets in key order (connectors.cdc.envelope.read_table).
+    Their ``partition`` column is the *table's*, not the snapshot partition's: the runtime shards
+    messages by it, so a table's snapshot records land on the same RocketMQ queue as its change
+    records, behind them in queue order — a sink reading several queues could otherwise apply a
+    change before the snapshot row it follows. (Within a batch no log range of the table is beside
+    a chunk: the log is held.)"""
+    now_us = time.time_ns() // 1000  # when the chunk was read, as Debezium stamps snapshot records
+    ts_ms = now_us // 1000
+    return read_table(
+        rows.rows,
         columns=rows.columns,
         key_columns=rows.keys,
+        source={**source, "ts_ms": ts_ms, "snapshot": "true"},
+        ts_ms=ts_ms,
+        offsets=range(len(rows.rows)),
+        timestamp_us=now_us,
         source_fields=source_fields,
         topic=topic,
         partition=table_of(partition),

@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from sluice.connectors.barriers import BARRIER_HEADER, BARRIER_MARK
-from sluice.connectors.cdc.envelope import ChangeRecord, change_table, envelope
+from sluice.connectors.cdc.envelope import ChangeRecord, change_table, envelope, read_table
 from sluice.connectors.cdc.mysql.changes import SOURCE_FIELDS
 from sluice.connectors.jdbc.types import MappedColumn
 
@@ -115,3 +115,60 @@ def test_the_runtime_frame_has_the_spark_built_envelope_schema(spark: Any) -> No
         ROW["made"],
         "a😀",
     )
+
+
+#: Rows of every Spark type a snapshot reads, with NULLs, edges and non-ASCII text.
+READ_COLUMNS = (
+    *COLUMNS,
+    MappedColumn("small", "tinyint", "TINYINT", True),
+    MappedColumn("ratio", "double", "DOUBLE", True),
+    MappedColumn("flag", "bit(1)", "BOOLEAN", True),
+    MappedColumn("day", "date", "DATE", True),
+    MappedColumn("blob", "blob", "BINARY", True),
+)
+READ_ROWS = (
+    [],
+    [{**ROW, "small": -128, "ratio": -0.5, "flag": True, "day": datetime(2024, 2, 29).date(),
+      "blob": b"\x00"}],
+    [
+        {c.name: None for c in READ_COLUMNS} | {"id": 2},
+        {**ROW, "id": -(2**63), "price": Decimal("-99999999.99"), "name": "", "blob": b"", "flag": False,
+         "small": 127, "ratio": 1e308, "day": datetime(1, 1, 1).date()},
+        {**ROW, "id": 2**63 - 1, "name": "é\u0000\n\"'", "made": datetime(9999, 12, 31, 23, 59, 59, 999999),
+         "small": 0, "ratio": float("-inf"), "flag": None, "day": None, "blob": bytes(range(256))},
+    ],
+)  # fmt: skip
+
+
+def test_read_table_equals_the_change_table_of_read_envelopes() -> None:
+    """``read_table`` builds a snapshot chunk's op ``r`` records column by column; the result must be
+    the table ``change_table`` makes of one envelope per row (same values, types and nullability)."""
+    source = {**SOURCE, "snapshot": "true"}
+    for rows in READ_ROWS:
+        offsets = [10 * i + 3 for i in range(len(rows))]
+        built = read_table(
+            rows,
+            columns=READ_COLUMNS,
+            key_columns=["id"],
+            source=source,
+            ts_ms=9,
+            offsets=offsets,
+            timestamp_us=9000,
+            source_fields=SOURCE_FIELDS,
+            topic="shop_d_t",
+            partition="d.t",
+        )
+        records = [
+            ChangeRecord(o, {"id": r["id"]}, envelope("r", None, r, source, 9), 9000)
+            for o, r in zip(offsets, rows, strict=True)
+        ]
+        expected = change_table(
+            records,
+            columns=READ_COLUMNS,
+            key_columns=["id"],
+            source_fields=SOURCE_FIELDS,
+            topic="shop_d_t",
+            partition="d.t",
+        )
+        assert built.schema.equals(expected.schema), rows
+        assert built.equals(expected), rows

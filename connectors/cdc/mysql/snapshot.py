@@ -10,12 +10,14 @@ same Spark types and values (the session runs in UTC, as the binlog's TIMESTAMPs
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import date, datetime
+from decimal import Decimal
 from typing import Any
 
 from sluice.connectors.cdc.mysql.binlog import fetch
 from sluice.connectors.cdc.mysql.values import to_spark
 from sluice.connectors.cdc.snapshot import Rows
-from sluice.connectors.jdbc.types import ColumnInfo, map_column
+from sluice.connectors.jdbc.types import ColumnInfo, MappedColumn, map_column
 from sluice.connectors.jdbc.urls import Dialect
 
 _KINDS = {
@@ -73,10 +75,26 @@ def columns(conn: Any, table: str, where: str) -> tuple[Any, ...]:
     )
 
 
-def _value(column: Any, value: Any, where: str) -> Any:
+#: Spark types whose PyMySQL value, when it is exactly of this Python type, ``to_spark`` returns as
+#: it is: most of a chunk's values, which then skip the call (``_column_values``).
+_AS_IS: dict[str, type] = {
+    "TINYINT": int, "SMALLINT": int, "INT": int, "BIGINT": int, "FLOAT": float, "DOUBLE": float,
+    "STRING": str, "BINARY": bytes, "TIMESTAMP_NTZ": datetime, "DATE": date,
+}  # fmt: skip
+
+
+def _value(column: MappedColumn, value: Any, where: str) -> Any:
     if isinstance(value, bytes) and column.spark_ddl == "BOOLEAN":  # BIT(1) arrives as a byte
         return int.from_bytes(value, "big") != 0
     return to_spark(column, value, where)
+
+
+def _column_values(column: MappedColumn, values: Sequence[Any], where: str) -> list[Any]:
+    """One column of a chunk as Spark-ready values: ``_value`` of each, called only for the values
+    it would change (a per-value call was a fifth of a snapshot chunk's read, #18)."""
+    ddl = column.spark_ddl
+    kind = Decimal if ddl.startswith("DECIMAL") else _AS_IS.get(ddl)
+    return [v if v is None or type(v) is kind else _value(column, v, where) for v in values]
 
 
 def read_chunk(
@@ -107,10 +125,14 @@ def read_chunk(
     sql += " ORDER BY " + ", ".join(_ident(k) for k in keys)
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
-    out = Rows(mapped, tuple(keys))
+    raw = fetch(conn, sql, params)
     names = [c.name for c in mapped]
-    for raw in fetch(conn, sql, params):
-        values = dict(zip(names, raw, strict=True))
-        out.row_keys.append([values[k] for k in keys])
-        out.rows.append({c.name: _value(c, values[c.name], owner) for c in mapped})
-    return out
+    at = [names.index(k) for k in keys]
+    by_column = zip(*raw, strict=True) if raw else ([] for _ in mapped)
+    values = [_column_values(c, column, owner) for c, column in zip(mapped, by_column, strict=True)]
+    return Rows(
+        mapped,
+        tuple(keys),
+        [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)],
+        [[r[i] for i in at] for r in raw],
+    )
