@@ -139,8 +139,9 @@ def read_table(
     """Op ``r`` records of rows read from a table (a snapshot chunk), every one with the same
     ``source`` block and times: the table ``change_table`` makes of their envelopes, built a column
     at a time. A snapshot chunk is thousands of rows of one shape, and an envelope, a key and a
-    record per row, then Arrow's conversion of those nested dicts, were most of what the driver did
-    for it (#18); here each row value is looked up once and the key reuses the row's arrays."""
+    record per row, then Arrow's conversion of those nested dicts, were most of the source task's
+    own work for it (#18); here each row value is looked up once and the key reuses the row's
+    arrays."""
     import pyarrow as pa  # pyarrow: config validation imports this module (the CDC connector classes)
 
     n = len(rows)
@@ -149,13 +150,13 @@ def read_table(
     fields = [row_type.field(i) for i in range(row_type.num_fields)]
     arrays = {f.name: pa.array([r[f.name] for r in rows], f.type) for f in fields}
     key_fields = [row_type.field(k) for k in key_columns]
-    source_fields_ = [source_type.field(i) for i in range(source_type.num_fields)]
+    block = [source_type.field(i) for i in range(source_type.num_fields)]
     value = pa.StructArray.from_arrays(
         [
             pa.nulls(n, row_type),
             pa.StructArray.from_arrays([arrays[f.name] for f in fields], fields=fields),
             pa.StructArray.from_arrays(
-                [pa.array([source.get(f.name)] * n, f.type) for f in source_fields_], fields=source_fields_
+                [pa.array([source.get(f.name)] * n, f.type) for f in block], fields=block
             ),
             pa.array([OP_READ] * n, pa.string()),
             pa.array([ts_ms] * n, pa.int64()),

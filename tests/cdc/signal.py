@@ -71,9 +71,9 @@ def resnapshot_converges(db: Db, make_task: Callable[[], Any], qualify: Callable
     writer = Writer(db, "items", seed=11, first_new_id=10_000, below=400)
     writer.start()
     try:
-        run_batches(task, committed, replica, batches=2, between=lambda: writer.done.wait(0.2))
+        run_batches(task, committed, replica, batches=2, between=writer.advance)
         execute(db, "resnap-1", items)
-        until_generation_done(task, committed, replica, items, 1, between=lambda: writer.done.wait(0.15))
+        until_generation_done(task, committed, replica, items, 1, between=writer.advance)
     finally:
         writes = writer.stop()
     drain(task, committed, replica)

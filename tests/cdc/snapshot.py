@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -145,6 +146,16 @@ class Writer(threading.Thread):
         finally:
             conn.close()
 
+    def advance(self, writes: int = 8, timeout_s: float = 30) -> None:
+        """Return once ``writes`` more writes are made (run between a chunk's planning and its
+        commit): a count, not a wait of fixed length, so a faster snapshot still sees them."""
+        target = self.count + writes
+        deadline = time.monotonic() + timeout_s
+        while self.count < target and self.error is None and self.is_alive():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the writer made {self.count} writes, not {target}, in {timeout_s} s")
+            time.sleep(0.01)
+
     def stop(self) -> int:
         self.done.set()
         self.join(30)
@@ -194,7 +205,7 @@ def concurrent_snapshot_converges(
     writer = Writer(db, "items", seed=7, first_new_id=10_000, below=400)
     writer.start()
     try:
-        run_batches(task, committed, replica, batches=3, between=lambda: writer.done.wait(0.2))
+        run_batches(task, committed, replica, batches=3, between=writer.advance)
         assert replica.log_seen == set()  # the log is held while the snapshot runs
         until_snapshot_done(task, committed, replica)
     finally:
