@@ -169,7 +169,6 @@ def read_table(
         value,
         topic=topic,
         keys=pa.StructArray.from_arrays([arrays[f.name] for f in key_fields], fields=key_fields),
-        headers=headers_where([False] * n, BARRIER_HEADER, BARRIER_MARK),
         timestamps=pa.array([timestamp_us] * n, pa.timestamp("us", tz="UTC")),
         value_type=value_type,
         key_type=pa.struct(key_fields),
