@@ -62,15 +62,43 @@ def _send(client: SyncRocketMQClient, topic: str, rows: list[tuple[int, dict[str
     )
 
 
+#: What a read of a table gave, by (reader, path), with the commit log it was read at.
+_READ: dict[tuple[str, str], tuple[tuple[tuple[str, int, int], ...], Any]] = {}
+
+
+def _log_files(path: str) -> tuple[tuple[str, int, int], ...]:
+    """A table's commit log (Delta's ``_delta_log``, Iceberg's ``metadata``) as (file, size, mtime):
+    it changes with every commit, column change, drop and purge."""
+    files = []
+    for log in (Path(path) / "_delta_log", Path(path) / "metadata"):
+        if log.is_dir():
+            files += [(f.name, (st := f.stat()).st_size, st.st_mtime_ns) for f in log.iterdir()]
+    return tuple(sorted(files))
+
+
+def _read_when_committed(reader: str, path: str, read: Callable[[], Any]) -> Any:
+    """``read()`` of the table, done again only once its log has changed: a wait polling twice a
+    second would otherwise run Spark jobs in the test's JVM against the worker's on two cores."""
+    log = _log_files(path)
+    seen = _READ.get((reader, path))
+    if seen is None or seen[0] != log:
+        seen = _READ[(reader, path)] = (log, read())
+    return seen[1]
+
+
 def _rows(spark: Any, fmt: str, path: str) -> dict[int, dict[str, Any]] | None:
     """A lake table's rows by id (None while it does not exist)."""
-    try:
-        frame = spark.read.format(fmt).load(path)
-        return {r["id"]: r.asDict() for r in frame.collect()}
-    except Exception as exc:  # noqa: BLE001 - not there yet
-        if any(m in str(exc) for m in NOT_THERE):
-            return None
-        raise
+
+    def read() -> dict[int, dict[str, Any]] | None:
+        try:
+            frame = spark.read.format(fmt).load(path)
+            return {r["id"]: r.asDict() for r in frame.collect()}
+        except Exception as exc:  # noqa: BLE001 - not there yet
+            if any(m in str(exc) for m in NOT_THERE):
+                return None
+            raise
+
+    return _read_when_committed(fmt, path, read)  # type: ignore[no-any-return]
 
 
 async def test_upserts_deletes_and_new_columns_into_delta_and_iceberg(
@@ -199,12 +227,15 @@ async def test_a_kill_between_table_and_position_commit_writes_nothing_twice(
 
 
 def _rows_list(spark: Any, path: str) -> list[dict[str, Any]] | None:
-    try:
-        return [r.asDict() for r in spark.read.format("delta").load(path).collect()]
-    except Exception as exc:  # noqa: BLE001 - not there yet
-        if any(m in str(exc) for m in NOT_THERE):
-            return None
-        raise
+    def read() -> list[dict[str, Any]] | None:
+        try:
+            return [r.asDict() for r in spark.read.format("delta").load(path).collect()]
+        except Exception as exc:  # noqa: BLE001 - not there yet
+            if any(m in str(exc) for m in NOT_THERE):
+                return None
+            raise
+
+    return _read_when_committed("delta-list", path, read)  # type: ignore[no-any-return]
 
 
 def _key(row: dict[str, Any]) -> str:
