@@ -62,8 +62,8 @@ def _send(client: SyncRocketMQClient, topic: str, rows: list[tuple[int, dict[str
     )
 
 
-#: What a read of a table gave, by (reader, path), with the commit log it was read at.
-_READ: dict[tuple[str, str], tuple[tuple[tuple[str, int, int], ...], Any]] = {}
+#: A table's rows as last read, by (format, path), with the commit log they were read at.
+_READ: dict[tuple[str, str], tuple[tuple[tuple[str, int, int], ...], list[dict[str, Any]] | None]] = {}
 
 
 def _log_files(path: str) -> tuple[tuple[str, int, int], ...]:
@@ -76,29 +76,27 @@ def _log_files(path: str) -> tuple[tuple[str, int, int], ...]:
     return tuple(sorted(files))
 
 
-def _read_when_committed(reader: str, path: str, read: Callable[[], Any]) -> Any:
-    """``read()`` of the table, done again only once its log has changed: a wait polling twice a
-    second would otherwise run Spark jobs in the test's JVM against the worker's on two cores."""
+def _rows_list(spark: Any, path: str, fmt: str = "delta") -> list[dict[str, Any]] | None:
+    """A lake table's rows (None while it does not exist), read through Spark again only once its
+    commit log has changed: a wait polling twice a second would otherwise run Spark jobs in the
+    test's JVM against the worker's on two cores."""
     log = _log_files(path)
-    seen = _READ.get((reader, path))
+    seen = _READ.get((fmt, path))
     if seen is None or seen[0] != log:
-        seen = _READ[(reader, path)] = (log, read())
+        try:
+            rows = [r.asDict() for r in spark.read.format(fmt).load(path).collect()]
+        except Exception as exc:  # noqa: BLE001 - not there yet
+            if not any(m in str(exc) for m in NOT_THERE):
+                raise
+            rows = None
+        seen = _READ[(fmt, path)] = (log, rows)
     return seen[1]
 
 
 def _rows(spark: Any, fmt: str, path: str) -> dict[int, dict[str, Any]] | None:
     """A lake table's rows by id (None while it does not exist)."""
-
-    def read() -> dict[int, dict[str, Any]] | None:
-        try:
-            frame = spark.read.format(fmt).load(path)
-            return {r["id"]: r.asDict() for r in frame.collect()}
-        except Exception as exc:  # noqa: BLE001 - not there yet
-            if any(m in str(exc) for m in NOT_THERE):
-                return None
-            raise
-
-    return _read_when_committed(fmt, path, read)  # type: ignore[no-any-return]
+    rows = _rows_list(spark, path, fmt)
+    return None if rows is None else {r["id"]: r for r in rows}
 
 
 async def test_upserts_deletes_and_new_columns_into_delta_and_iceberg(
@@ -224,18 +222,6 @@ async def test_a_kill_between_table_and_position_commit_writes_nothing_twice(
     assert list(detail["partitionColumns"]) == ["name"], "partitioned by partition.fields"
     status = await sluice.status(f"delta-events-{name}")
     assert [t.state for t in status.tasks] == [TaskState.RUNNING], status.tasks
-
-
-def _rows_list(spark: Any, path: str) -> list[dict[str, Any]] | None:
-    def read() -> list[dict[str, Any]] | None:
-        try:
-            return [r.asDict() for r in spark.read.format("delta").load(path).collect()]
-        except Exception as exc:  # noqa: BLE001 - not there yet
-            if any(m in str(exc) for m in NOT_THERE):
-                return None
-            raise
-
-    return _read_when_committed("delta-list", path, read)  # type: ignore[no-any-return]
 
 
 def _key(row: dict[str, Any]) -> str:
