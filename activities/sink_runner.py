@@ -25,7 +25,7 @@ from sluice.activities.bad_records import checked_records
 from sluice.activities.dead_letters import route_bad_records
 from sluice.activities.runner import TaskSetup, next_plan
 from sluice.activities.spark import binds_jobs
-from sluice.activities.spark_binding import PARSE_BARRIER, batch_table, parsed_once
+from sluice.activities.spark_binding import batch_table, chain_frame
 from sluice.connectors.api import (
     OrdersBarriers,
     RejectedRecordsError,
@@ -54,7 +54,7 @@ from sluice.connectors.rocketmq.spark_source import (
     read_frame,
     read_partitions,
 )
-from sluice.connectors.transforms import apply_chain, arrow_chain, value_read
+from sluice.connectors.transforms import apply_chain, runs_in_arrow, value_read
 
 log = logging.getLogger(__name__)
 
@@ -312,15 +312,14 @@ class SinkRunner:
         reader's own code, its records and the chain's transforms made in Arrow
         (connectors.arrow_records), checked and written as ``_write_table`` does. False, with
         nothing written, when the batch is larger than ``ARROW_BATCH_MAX_RECORDS``, a transform
-        does not apply in Arrow, or the Arrow path declines the batch (``LeftToSpark``: a record it
+        is Spark SQL, or the Arrow path declines the batch (``LeftToSpark``: a record it
         does not make exactly as Spark would); the batch then runs in Spark. A schema not met is
         learnt on the driver when the batch is small (``learn``: once), as a first batch's are.
         """
         converter, topics = self.setup.converter, {r.topic for r in plan.ranges if not r.is_empty}
-        chain = arrow_chain(self.setup.chain)
         if (
             plan.record_span > ARROW_BATCH_MAX_RECORDS
-            or chain is None
+            or not runs_in_arrow(self.setup.chain)
             or self.tolerates
             or self.notice is None
             or isinstance(self.task, WritesFrames)
@@ -343,8 +342,7 @@ class SinkRunner:
             )
             if table is None:
                 return False
-            for transform in chain:
-                table = transform.apply_arrow(table)
+            table = apply_chain(self.setup.chain, table)
         except LeftToSpark as exc:
             self._left_to_spark.add(shape)
             log.info("connector %s: batches are left to Spark (%s)", self.connector, exc)
@@ -433,7 +431,7 @@ class SinkRunner:
             )  # fmt: skip
             messages = self._barriers_once(bound_read_frame(self.ctx.spark, options, count, decoded_read))
             decoded = converter.to_records(messages, narrow, assume_met=True)
-            self._met_plans[key] = apply_chain(self.setup.chain, parsed_once(decoded))
+            self._met_plans[key] = chain_frame(self.setup.chain, decoded)
         return self._met_plans[key]
 
     def _met_shape(self, count: int) -> tuple[object, ...]:
@@ -450,7 +448,7 @@ class SinkRunner:
                 self.notice = self.setting_notice(messages)
             decoded = self.setup.converter.to_records(messages, value_read(self.setup.chain))
             if self.tolerates:
-                records = apply_chain(self.setup.chain, decoded)
+                records = chain_frame(self.setup.chain, decoded)
                 with checked_records(records, self.setup, originals=messages) as good:
                     self._write_tolerating(good, plan, messages)
             else:
@@ -463,14 +461,14 @@ class SinkRunner:
         return self.config.get("errors.tolerance") == "all"
 
     def _write_strict(self, decoded: DataFrame, plan: BatchPlan) -> None:
-        """Without tolerance: the converter's records transformed (each filter kept above the
-        parse: spark_binding.parsed_once), collected in one job and checked on the driver
+        """Without tolerance: the converter's records transformed (the chain in the job, above the
+        parse: spark_binding.chain_frame), collected in one job and checked on the driver
         (records.good_arrow_records), so the converter's parse runs once; anything flagged, or
         refused by the target, fails the task naming the record."""
-        records = apply_chain(self.setup.chain, parsed_once(decoded))
+        records = chain_frame(self.setup.chain, decoded)
         if isinstance(self.task, WritesFrames):
             with checked_records(records, self.setup) as good:
-                self.task.write_frame(good.drop(PARSE_BARRIER), plan)
+                self.task.write_frame(good, plan)
             return
         self._write_table(batch_table(records), plan)
 

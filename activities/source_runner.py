@@ -25,6 +25,7 @@ from sluice.activities.spark_binding import (
     ReadLayout,
     ReadPart,
     SourceReadBinder,
+    chain_frame,
     read_layout,
     source_frame,
     spark_schema,
@@ -57,7 +58,6 @@ from sluice.connectors.rocketmq.spark_writer import (
     send_plan,
 )
 from sluice.connectors.source_reads import SourceRead
-from sluice.connectors.transforms import apply_chain
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -183,7 +183,7 @@ class SourceRunner:
         if bound is not None:
             layout, parts = bound
             return self._run_bound(plan, parts, self._bound_send(layout, topic, order))
-        records = apply_chain(self.setup.chain, source_frame(self.ctx.spark, read))
+        records = chain_frame(self.setup.chain, source_frame(self.ctx.spark, read))
         with (
             checked_records(records, self.setup) as good,
             # The converter can flag records too (a value it cannot encode).
@@ -318,7 +318,7 @@ class SourceRunner:
                 self._bound_plans[key] = SendPlan(writer.topic, written)
             else:
                 frame = self._binder.frame(layout)
-                good = failing_on_bad_records(apply_chain(self.setup.chain, frame), self.setup)
+                good = failing_on_bad_records(chain_frame(self.setup.chain, frame), self.setup)
                 messages = failing_on_bad_records(
                     self.setup.converter.to_messages(good, stamped_bytes=self._stamped_bytes), self.setup
                 )

@@ -20,6 +20,10 @@ once instead of per batch (#18).
 On the way out, a sink's batch (read, decoded, transformed and checked in one Spark job) is
 collected into one Arrow table (``batch_table``) that ``SinkTask.write`` takes: sinks import no
 PySpark either.
+
+In between, a chain of transforms runs in the batch's job (``chain_frame``): its Arrow stages
+(connectors.transforms.ArrowTransform) in the tasks, over the records' Arrow batches
+(``mapInArrow``), and a Spark SQL stage as the DataFrame step it is.
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ from typing import TYPE_CHECKING, Any, Final
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from sluice.connectors.job_properties import bound_to_jobs, job_value
-from sluice.connectors.records import empty_records
+from sluice.connectors.records import check_record_columns, empty_records
+from sluice.connectors.transforms import ArrowTransform, SparkTransform, Transform, apply_chain
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -59,6 +64,43 @@ def spark_schema(schema: pa.Schema) -> StructType:
     ``timestamp_ntz``, as it is, not an instant in the session's zone (Spark 4.1 maps it to
     ``timestamp`` unless asked)."""
     return from_arrow_schema(schema, prefer_timestamp_ntz=True)
+
+
+def chain_frame(chain: Sequence[Transform], records: DataFrame) -> DataFrame:
+    """``records`` through the chain, in the job that computes them: each run of Arrow stages is
+    one ``mapInArrow`` over the records' batches, each Spark SQL stage its own DataFrame step.
+
+    A ``mapInArrow`` declares its output schema before any row is seen: it is what the stages make
+    of an empty table of the input's Arrow schema (a stage's output schema depends on its input
+    schema alone: connectors.transforms.ArrowTransform), so a chain that cannot apply to these
+    records (a field it names is missing) fails here, on the driver, naming the transform."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    stages: list[ArrowTransform] = []
+    for transform in [*chain, None]:
+        if isinstance(transform, ArrowTransform):
+            stages.append(transform)
+            continue
+        if stages:
+            schema = to_arrow_schema(records.schema)
+            made = apply_chain(stages, schema.empty_table()).schema
+            records = records.mapInArrow(partial(_chained, tuple(stages), made), spark_schema(made))
+            stages = []
+        if isinstance(transform, SparkTransform):
+            records = transform.apply_frame(records)
+            check_record_columns(records, transform.where)
+    return records
+
+
+def _chained(
+    stages: tuple[ArrowTransform, ...], made: pa.Schema, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body of ``chain_frame``: each batch through the stages, as the declared schema."""
+    import pyarrow as pa
+
+    for batch in batches:
+        out = apply_chain(stages, pa.Table.from_batches([batch]))
+        yield from out.select(made.names).cast(made).to_batches()
 
 
 def table_frame(spark: SparkSession, table: pa.Table) -> DataFrame:
@@ -292,33 +334,9 @@ def _consume(
     yield from consume(pa.Table.from_batches(list(read(batches)), schema=schema))
 
 
-#: A column of the decoded records that keeps a sink chain's filters above the converter's parse
-#: (``parsed_once``); ``batch_table`` drops it.
-PARSE_BARRIER = "_sluice_parsed_once"
-
-
-def parsed_once(decoded: DataFrame) -> DataFrame:
-    """``decoded`` (a converter's records) with a column Spark cannot push a filter below.
-
-    Spark pushes a transform's filter (``ExtractNewRecordState`` drops deletes and tombstones by
-    ``value.op``) below the projection that parses the message, inlining the parse into the
-    filter's condition once per use of the value, where it is evaluated outside whole-stage code
-    generation. A non-deterministic column (the partition id, free) in that projection stops the
-    push, so each message is parsed once: 30,000 Debezium events, decode, unwrap and collect,
-    1.6-4.6 s with the push and 0.9-2.2 s without it (alternating, on a busy machine). The
-    column reaches the collect, so column pruning keeps it, and ``batch_table`` drops it there.
-    """
-    from pyspark.sql import functions as F
-
-    return decoded.withColumn(PARSE_BARRIER, F.spark_partition_id())
-
-
 def batch_table(records: DataFrame) -> pa.Table:
     """A sink's batch collected on the driver, in the record columns as Spark's types map to Arrow.
 
     One Spark job (a batch is bounded by ``batch.max.records``); nothing is cached, since the
     sink's write starts no job of its own."""
-    table = records.toArrow()
-    if PARSE_BARRIER in table.column_names:
-        table = table.drop_columns([PARSE_BARRIER])
-    return table
+    return records.toArrow()

@@ -8,8 +8,8 @@ decode does; keys in envelopes are structs of one type).
 
 Why: a small sink batch's Spark job (pull in a Python worker, decode, transforms, collect) costs
 0.4-0.9 s whatever its size, which was most of a change's latency at 1,000 changes/s. The same
-work in Arrow where the sink writes, with the chain's transforms applied in Arrow too
-(``TransformsArrow``), takes tens of milliseconds. Like the envelope decoder it only declines
+work in Arrow where the sink writes, with the chain's transforms (Arrow stages,
+connectors.transforms) after it, takes tens of milliseconds. Like the envelope decoder it only declines
 (``LeftToSpark``, naming the record that is the cause): the runner then runs the batch's Spark
 job, which flags or reads the batch as it always did. ``tests/connectors/test_arrow_records.py``
 checks that its records equal Spark's.

@@ -22,7 +22,6 @@ from sluice.connectors.barriers import BARRIER_HEADER
 from sluice.connectors.config import converter_fields, converter_name
 from sluice.connectors.connect_json import json_text, wire_type
 from sluice.connectors.envelopes import (
-    OWN_TYPES_METADATA,
     UNMET_SCHEMA,
     Narrow,
     SeenPrefixes,
@@ -56,10 +55,6 @@ VALUE_SCHEMA_COLUMN: Final = "_sluice_value_schema"
 #: The same for record keys read from Connect envelopes (``key.converter`` JSON with schemas).
 KEY_SCHEMA_HEADER: Final = "sluice.key.schema"
 KEY_SCHEMA_COLUMN: Final = "_sluice_key_schema"
-#: Metadata of the ``headers`` column of decoded records: for each header the converter sets, every
-#: value it takes in the batch (``{VALUE_SCHEMA_HEADER: [...], KEY_SCHEMA_HEADER: [...]}``), so a
-#: transform learns them without a Spark job (ExtractNewRecordState renames the value schemas).
-HEADER_VALUES_METADATA: Final = "sluice.header.values"
 _KEY_TEXT: Final = "_sluice_key_text"
 _KEY_VALUE: Final = "_sluice_key"
 OFFSET_PROPERTY: Final = "sluice.offset"
@@ -360,24 +355,20 @@ class Converter(ABC):
             key = F.col(_KEY_VALUE)
         extra = [ERROR_COLUMN] if ERROR_COLUMN in decoded.columns else []
         own_schemas = ((VALUE_SCHEMA_COLUMN, VALUE_SCHEMA_HEADER), (KEY_SCHEMA_COLUMN, KEY_SCHEMA_HEADER))
-        header_values: dict[str, list[str]] = {}
         for column, header in own_schemas:
             if column not in decoded.columns:
-                header_values[header] = []
                 continue
             own = F.col(column)
             headers = F.when(own.isNull(), headers).otherwise(
                 F.map_concat(headers, F.create_map(F.lit(header), own))
             )
-            if OWN_TYPES_METADATA in decoded.schema[column].metadata:
-                header_values[header] = list(decoded.schema[column].metadata[OWN_TYPES_METADATA])
         return decoded.select(
             F.col("topic"),
             F.col("partition"),
             F.col("queue_offset").cast("long").alias("offset"),
             key.alias("key"),
             F.col("value"),
-            headers.alias("headers", metadata={HEADER_VALUES_METADATA: header_values}),
+            headers.alias("headers"),
             born.cast("timestamp").alias("timestamp"),
             *extra,
         )

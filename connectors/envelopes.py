@@ -221,10 +221,6 @@ def _prefix_matches(text: Column, known: Sequence[tuple[str, str]]) -> list[Colu
     return [(F.col("topic") == topic) & text.startswith(prefix + PAYLOAD_KEY) for topic, prefix in known]
 
 
-#: Metadata of ``decode_envelopes``' ``own_column``: every value the column takes (known on the
-#: driver), so what reads it later needs no Spark job to learn them.
-OWN_TYPES_METADATA: Final = "sluice.own.types"
-
 #: Stands for a remembered prefix in ``envelope_prefixes``' job; a real prefix starts ``{``.
 _SEEN_TOKEN: Final = "#"
 
@@ -278,16 +274,14 @@ def decode_envelopes(
 
 
 def with_own_types(df: DataFrame, own_types: Mapping[str, DataType], own_column: str) -> DataFrame:
-    """``df`` with ``own_column``: each record's own topic type (Spark JSON), every value it takes
-    listed in the column's metadata."""
+    """``df`` with ``own_column``: each record's own topic type (Spark JSON)."""
     # pyspark: config validation imports this module (via connectors.plugins)
     from pyspark.sql import functions as F
 
     own_schema = F.lit(None).cast("string")
     for topic, own in own_types.items():
         own_schema = F.when(F.col("topic") == topic, F.lit(own.json())).otherwise(own_schema)
-    values = sorted({own.json() for own in own_types.values()})
-    return df.withColumn(own_column, own_schema.alias(own_column, metadata={OWN_TYPES_METADATA: values}))
+    return df.withColumn(own_column, own_schema)
 
 
 def met_value_types(

@@ -16,7 +16,10 @@ import pytest
 
 from sluice.connectors.plugins import BUILTIN_CONNECTORS
 
-SPARK = ("pyspark", "py4j", "pyarrow", "pandas", "numpy")
+SPARK = ("pyspark", "py4j", "pandas")
+#: Record stages (transforms among them) are Arrow: loading their classes to validate a config loads
+#: pyarrow, never Spark.
+ARROW = ("pyarrow", "numpy")
 DRIVERS = ("sqlalchemy", "psycopg", "pymysql", "pymysqlreplication")
 
 _REPORT = """
@@ -45,7 +48,7 @@ def _loaded(code: str) -> tuple[set[str], set[str]]:
 )
 def test_the_cli_starts_without_spark_drivers_plugins_or_web_server(code: str) -> None:
     packages, modules = _loaded(code)
-    heavy = (*SPARK, *DRIVERS, "fastapi", "uvicorn", "yaml", "javaproperties")
+    heavy = (*SPARK, *ARROW, *DRIVERS, "fastapi", "uvicorn", "yaml", "javaproperties")
     assert packages & set(heavy) == set()
     assert modules & {"sluice.connectors.plugins", "sluice.activities.store"} == set()
 
@@ -65,7 +68,8 @@ def test_validating_a_config_on_the_command_line_does_not_import_spark() -> None
 
 def test_loading_the_builtin_connector_classes_imports_no_spark_or_database_driver() -> None:
     """Config validation imports the connector classes (CLI, REST API, the validate activity);
-    SQLAlchemy comes with the JDBC and CDC classes, Spark, Arrow and the drivers do not."""
+    SQLAlchemy comes with the JDBC and CDC classes, and Arrow with the transforms (record stages);
+    Spark and the drivers do not."""
     code = "".join(
         f"from sluice.connectors.plugins import load_connector_class; load_connector_class({name!r})\n"
         for name in BUILTIN_CONNECTORS
@@ -76,7 +80,7 @@ def test_loading_the_builtin_connector_classes_imports_no_spark_or_database_driv
 
 def test_the_rest_app_imports_no_spark_plugins_or_settings() -> None:
     packages, modules = _loaded("from sluice.worker.rest.app import create_app")
-    assert packages & {*SPARK, *DRIVERS, "pydantic_settings", "uvicorn"} == set()
+    assert packages & {*SPARK, *ARROW, *DRIVERS, "pydantic_settings", "uvicorn"} == set()
     assert "sluice.connectors.plugins" not in modules
 
 
@@ -88,5 +92,5 @@ def test_the_workflow_modules_import_no_runtime_code() -> None:
         "    importlib.import_module(f'sluice.workflows.{m.name}')\n"
     )
     packages, modules = _loaded(code)
-    assert packages & {*SPARK, *DRIVERS, "pydantic", "pydantic_settings", "cryptography"} == set()
+    assert packages & {*SPARK, *ARROW, *DRIVERS, "pydantic", "pydantic_settings", "cryptography"} == set()
     assert {m.split(".")[1] for m in modules} == {"workflows"}

@@ -15,9 +15,11 @@ Config shape (Kafka's)::
 
 Types are looked up by short name (``insert-field``), Kafka-style name (``InsertField$Value``), full
 Kafka class name (``org.apache.kafka.connect.transforms.InsertField$Value``) or a third-party entry
-point in the ``sluice.transforms`` group. Each transform works on whole columns, so a chain is one
-Spark plan; rows a transform cannot handle are flagged in ``_sluice_error`` (connectors.records)
-rather than dropped.
+point in the ``sluice.transforms`` group. Each transform is a stage over a batch's records in Arrow
+(``ArrowTransform``: ``apply_chain`` runs them, wherever the batch runs) or, for Spark SQL, a stage
+that runs in the batch's Spark job (``SparkTransform``: activities.spark_binding runs a chain that
+holds one). Records a transform cannot handle are flagged in ``_sluice_error``
+(connectors.record_tables) rather than dropped.
 """
 
 from __future__ import annotations
@@ -34,25 +36,27 @@ from sluice.connectors.discovery import (
     transform_entry_points,
 )
 from sluice.connectors.envelopes import Narrow
-from sluice.connectors.records import check_record_columns
+from sluice.connectors.record_tables import check_record_table
 
 # The built-in transforms register themselves on import (cheap: they import pyspark only when used).
 from sluice.connectors.transforms import extract_new_record_state, fields, filter, route, sql  # noqa: F401
 from sluice.connectors.transforms.base import (
     REGISTRY,
+    ArrowTransform,
     PrunesValue,
+    SparkTransform,
     Transform,
     TransformFactory,
-    TransformsArrow,
     register,
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    import pyarrow as pa
 
 __all__ = [
+    "ArrowTransform",
     "PrunesValue",
-    "TransformsArrow",
+    "SparkTransform",
     "Transform",
     "TransformFactory",
     "apply_chain",
@@ -62,6 +66,7 @@ __all__ = [
     "known_transforms",
     "load_transform_class",
     "register",
+    "runs_in_arrow",
     "transform_options",
     "value_read",
 ]
@@ -195,15 +200,18 @@ def value_read(chain: Sequence[Transform]) -> Narrow | None:
     return first.value_read if isinstance(first, PrunesValue) else None
 
 
-def apply_chain(chain: list[Transform], df: DataFrame) -> DataFrame:
-    """Apply each transform in order, checking record columns survive each step."""
+def runs_in_arrow(chain: Sequence[Transform]) -> bool:
+    """Whether every transform of the chain is an Arrow stage (no Spark SQL in it)."""
+    return all(isinstance(t, ArrowTransform) for t in chain)
+
+
+def apply_chain(chain: Sequence[Transform], records: pa.Table) -> pa.Table:
+    """Each transform in order over a batch's records in Arrow, checking after each that the record
+    columns survived. Every transform must be an Arrow stage (``runs_in_arrow``): a chain with
+    Spark SQL runs in the batch's Spark job (activities.spark_binding.chain_frame)."""
     for transform in chain:
-        df = transform.apply(df)
-        check_record_columns(df, transform.where)
-    return df
-
-
-def arrow_chain(chain: Sequence[Transform]) -> list[TransformsArrow] | None:
-    """The chain as transforms that apply in Arrow, or None when one of them does not."""
-    arrow: list[TransformsArrow] = [t for t in chain if isinstance(t, TransformsArrow)]
-    return arrow if len(arrow) == len(chain) else None
+        if not isinstance(transform, ArrowTransform):
+            raise TypeError(f"{transform.where} runs in Spark, not on an Arrow batch")
+        records = transform.apply(records)
+        check_record_table(records, transform.where)
+    return records

@@ -19,9 +19,13 @@ if TYPE_CHECKING:
     from pyspark.sql.types import DataType
 
 
-class Transform(ABC):
+class Transform(ABC):  # noqa: B024 - the two kinds below declare how a transform runs
     """One step of a chain. Lifecycle: 1. construct (``target`` "value" or "key"); 2. ``configure``;
-    3. ``apply`` per batch (pure: same input, same output)."""
+    3. applied per batch (pure: same input, same output).
+
+    A transform is one of two kinds: an :class:`ArrowTransform` (every built-in but SQL: a stage
+    over the batch's records in Arrow, run wherever the batch runs), or a :class:`SparkTransform`
+    (Spark SQL, Spark by nature: it runs in the batch's Spark job)."""
 
     options_def: ClassVar[ConfigDef] = ConfigDef(())
     #: which options may come from a predicate (only Filter takes predicates)
@@ -51,8 +55,23 @@ class Transform(ABC):
         """Cross-option checks after parsing; return messages (without the alias)."""
         return []
 
+
+class ArrowTransform(Transform):
+    """A transform over a batch's records in Arrow (connectors.record_tables): records it cannot
+    handle are flagged (``record_tables.flag``), never dropped; its output schema depends only on
+    its input schema, so a Spark job can declare it before any row is seen."""
+
     @abstractmethod
-    def apply(self, df: DataFrame) -> DataFrame:
+    def apply(self, records: pa.Table) -> pa.Table:
+        """The transformed records."""
+
+
+class SparkTransform(Transform):
+    """A transform that is Spark by nature (Spark SQL): it runs on the batch's records as a
+    DataFrame, in the batch's Spark job (activities.spark_binding)."""
+
+    @abstractmethod
+    def apply_frame(self, records: DataFrame) -> DataFrame:
         """The transformed records."""
 
 
@@ -67,21 +86,6 @@ class PrunesValue(Protocol):
     def value_read(self, value_type: DataType) -> DataType:
         """The part of ``value_type`` that ``apply`` reads: the same type with fewer struct fields,
         or ``value_type`` itself when all of it is read."""
-        ...
-
-
-@runtime_checkable
-class TransformsArrow(Protocol):
-    """Optional ability: the transform also applies to a batch's records in Arrow.
-
-    A sink runs a small batch in Arrow where it writes, with no Spark job
-    (connectors.arrow_records), when every transform of its chain has this ability. ``apply_arrow``
-    must give what ``apply`` gives, the same records in the same Arrow types; where it cannot (an
-    option it does not do in Arrow, a record ``apply`` would flag) it raises ``LeftToSpark``
-    (connectors.records) and the batch runs through ``apply``."""
-
-    def apply_arrow(self, records: pa.Table) -> pa.Table:
-        """The transformed records (``apply``'s, in Arrow), or ``LeftToSpark``."""
         ...
 
 

@@ -1,5 +1,6 @@
 """Field transforms on the value (or key) struct: Kafka's InsertField, ReplaceField, MaskField, Cast,
-Flatten, TimestampConverter, ExtractField, HoistField and ValueToKey, as column expressions.
+Flatten, TimestampConverter, ExtractField, HoistField and ValueToKey, over a batch's records in
+Arrow (connectors.record_tables).
 
 A null value (a tombstone) stays null, as in Kafka. Values a transform cannot convert (a Cast of
 "abc" to int32, an unparseable timestamp) are flagged in ``_sluice_error`` rather than turned into
@@ -8,58 +9,41 @@ nulls silently, so the runtime can fail naming the record position.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from sluice.connectors.config import ConfigDef, ConfigField
-from sluice.connectors.records import flag_errors
-from sluice.connectors.transforms.base import Transform, register
-
-if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
-    from pyspark.sql.types import DataType, StructType
-
-# Connect schema types -> Spark SQL types (Cast$Value spec).
-CONNECT_TO_SPARK: Final = {
-    "int8": "tinyint",
-    "int16": "smallint",
-    "int32": "int",
-    "int64": "bigint",
-    "float32": "float",
-    "float64": "double",
-    "boolean": "boolean",
-    "string": "string",
-    "bytes": "binary",
-}
-
-
-def _struct_of(df: DataFrame, column: str, where: str) -> StructType:
-    # pyspark: config validation imports this module (via connectors.plugins)
-    from pyspark.sql.types import StructType
-
-    data_type = df.schema[column].dataType
-    if not isinstance(data_type, StructType):
-        raise ValueError(
-            f"{where}: needs a struct {column}, got {data_type.simpleString()} "
-            f"(use a json converter with a schema, or a sql transform, first)"
-        )
-    return data_type
-
-
-def _rebuild(source: Column, fields: list[tuple[str, Column]]) -> Column:
-    """A struct of ``fields`` that stays null where ``source`` is null (tombstones)."""
-    # pyspark: config validation imports this module (via connectors.plugins)
-    from pyspark.sql import functions as F
-
-    return F.when(source.isNull(), F.lit(None)).otherwise(F.struct(*[c.alias(n) for n, c in fields]))
+from sluice.connectors.record_tables import child, column, field_names, flag, rebuilt, replaced, struct_of
+from sluice.connectors.transforms.base import ArrowTransform, register
+from sluice.connectors.transforms.values import (
+    CONNECT_TYPES,
+    INSTANT,
+    instant_text,
+    parse_instants,
+    strftime_pattern,
+    try_cast,
+)
 
 
 def _field_name(option: Any) -> str:
-    # Kafka allows a "!" (required) or "?" (optional) suffix; Spark columns are always nullable.
+    # Kafka allows a "!" (required) or "?" (optional) suffix; Arrow fields are always nullable here.
     return str(option or "").strip().rstrip("!?")
 
 
+def _fields(struct: pa.StructArray) -> list[tuple[str, pa.Array]]:
+    return [(name, child(struct, name)) for name in field_names(struct)]
+
+
+def _missing(struct: pa.StructArray, names: set[str], where: str) -> None:
+    missing = names - set(field_names(struct))
+    if missing:
+        raise ValueError(f"{where}: no field(s) {sorted(missing)} in {struct.type}")
+
+
 @register("InsertField", "insert-field")
-class InsertField(Transform):
+class InsertField(ArrowTransform):
     """Add record metadata or a static value as fields of the value struct."""
 
     options_def = ConfigDef(
@@ -84,29 +68,26 @@ class InsertField(Transform):
             ]
         )
 
-    def apply(self, df: DataFrame) -> DataFrame:
-        # pyspark: config validation imports this module (via connectors.plugins)
-        from pyspark.sql import functions as F
-
-        struct = _struct_of(df, self.target, self.where)
-        source = F.col(self.target)
+    def apply(self, records: pa.Table) -> pa.Table:
+        struct = struct_of(records, self.target, self.where)
+        static = pa.repeat(pa.scalar(self.options["static.value"], pa.string()), records.num_rows)
         added = {
-            "topic.field": F.col("topic"),
-            "partition.field": F.col("partition"),
-            "offset.field": F.col("offset"),
-            "timestamp.field": F.col("timestamp"),
-            "static.field": F.lit(self.options["static.value"]),
+            "topic.field": column(records, "topic"),
+            "partition.field": column(records, "partition"),
+            "offset.field": column(records, "offset"),
+            "timestamp.field": column(records, "timestamp"),
+            "static.field": static,
         }
-        fields = [(f.name, source[f.name]) for f in struct.fields]
-        for option, column in added.items():
+        fields = _fields(struct)
+        for option, values in added.items():
             name = _field_name(self.options[option])
             if name:
-                fields = [(n, c) for n, c in fields if n != name] + [(name, column)]
-        return df.withColumn(self.target, _rebuild(source, fields))
+                fields = [(n, c) for n, c in fields if n != name] + [(name, values)]
+        return replaced(records, self.target, rebuilt(struct, fields))
 
 
 @register("ReplaceField", "replace-field")
-class ReplaceField(Transform):
+class ReplaceField(ArrowTransform):
     """Keep (include), drop (exclude) and rename fields; exclude wins over include, renames apply last."""
 
     options_def = ConfigDef(
@@ -123,39 +104,32 @@ class ReplaceField(Transform):
         bad = [pair for pair in self.options["renames"] if pair.count(":") != 1 or "" in pair.split(":")]
         return [f"option 'renames': expected old:new pairs, got {bad}"] if bad else []
 
-    def apply(self, df: DataFrame) -> DataFrame:
-        # pyspark: config validation imports this module (via connectors.plugins)
-        from pyspark.sql import functions as F
-
-        struct = _struct_of(df, self.target, self.where)
+    def apply(self, records: pa.Table) -> pa.Table:
+        struct = struct_of(records, self.target, self.where)
         include = set(self.options["include"] or self.options["whitelist"])
         exclude = set(self.options["exclude"] or self.options["blacklist"])
         renames = dict(pair.split(":") for pair in self.options["renames"])
-        source = F.col(self.target)
         fields = [
-            (renames.get(f.name, f.name), source[f.name])
-            for f in struct.fields
-            if f.name not in exclude and (not include or f.name in include)
+            (renames.get(name, name), values)
+            for name, values in _fields(struct)
+            if name not in exclude and (not include or name in include)
         ]
-        return df.withColumn(self.target, _rebuild(source, fields))
+        return replaced(records, self.target, rebuilt(struct, fields))
 
 
-def _mask_value(data_type: DataType, replacement: str) -> Column:
-    # pyspark: config validation imports this module (via connectors.plugins)
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import BooleanType, NumericType, StringType
-
-    if isinstance(data_type, StringType):
-        return F.lit(replacement)
-    if isinstance(data_type, NumericType):
-        return F.lit(replacement or "0").cast(data_type)
-    if isinstance(data_type, BooleanType):
-        return F.lit(False)
-    return F.lit(None).cast(data_type)
+def _masked(kind: pa.DataType, replacement: str, rows: int) -> pa.Array:
+    """What a masked field holds: ``replacement`` (text), it or 0 (numbers), false, or null."""
+    if pa.types.is_string(kind):
+        return pa.repeat(pa.scalar(replacement, pa.string()), rows)
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind):
+        return pa.repeat(pa.scalar(replacement or "0", pa.string()).cast(kind), rows)
+    if pa.types.is_boolean(kind):
+        return pa.repeat(pa.scalar(False), rows)
+    return pa.nulls(rows, kind)
 
 
 @register("MaskField", "mask-field")
-class MaskField(Transform):
+class MaskField(ArrowTransform):
     """Replace fields with an empty value (``""``, 0, false) or ``replacement``."""
 
     options_def = ConfigDef(
@@ -165,28 +139,20 @@ class MaskField(Transform):
         )
     )
 
-    def apply(self, df: DataFrame) -> DataFrame:
-        # pyspark: config validation imports this module (via connectors.plugins)
-        from pyspark.sql import functions as F
-
-        struct = _struct_of(df, self.target, self.where)
+    def apply(self, records: pa.Table) -> pa.Table:
+        struct = struct_of(records, self.target, self.where)
         masked = set(self.options["fields"])
-        missing = masked - set(struct.fieldNames())
-        if missing:
-            raise ValueError(f"{self.where}: no field(s) {sorted(missing)} in {struct.simpleString()}")
-        source = F.col(self.target)
+        _missing(struct, masked, self.where)
+        replacement, rows = self.options["replacement"], records.num_rows
         fields = [
-            (
-                f.name,
-                _mask_value(f.dataType, self.options["replacement"]) if f.name in masked else source[f.name],
-            )
-            for f in struct.fields
+            (name, _masked(values.type, replacement, rows) if name in masked else values)
+            for name, values in _fields(struct)
         ]
-        return df.withColumn(self.target, _rebuild(source, fields))
+        return replaced(records, self.target, rebuilt(struct, fields))
 
 
 @register("Cast", "cast")
-class Cast(Transform):
+class Cast(ArrowTransform):
     """Cast fields (``a:int32,b:string``) or the whole value (``int64``) to Connect primitive types."""
 
     options_def = ConfigDef((ConfigField("spec", list[str], doc="field:type pairs, or one type"),))
@@ -195,192 +161,165 @@ class Cast(Transform):
         problems = []
         for item in self.options["spec"]:
             type_name = item.rpartition(":")[2]
-            if type_name not in CONNECT_TO_SPARK:
+            if type_name not in CONNECT_TYPES:
                 problems.append(
                     f"option 'spec': unknown type {type_name!r} in {item!r} "
-                    f"(known: {', '.join(CONNECT_TO_SPARK)})"
+                    f"(known: {', '.join(CONNECT_TYPES)})"
                 )
         whole = [i for i in self.options["spec"] if ":" not in i]
         if whole and len(self.options["spec"]) > 1:
             problems.append("option 'spec': a whole-value type cannot be mixed with field:type pairs")
         return problems
 
-    def apply(self, df: DataFrame) -> DataFrame:
-        # pyspark: config validation imports this module (via connectors.plugins)
-        from pyspark.sql import functions as F
-
-        source = F.col(self.target)
+    def apply(self, records: pa.Table) -> pa.Table:
         spec = self.options["spec"]
         if ":" not in spec[0]:
-            target = CONNECT_TO_SPARK[spec[0]]
-            failed = source.isNotNull() & source.try_cast(target).isNull()
-            df = flag_errors(df, failed, F.lit(f"{self.where}: cannot cast {self.target} to {spec[0]}"))
-            return df.withColumn(self.target, source.try_cast(target))
-        struct = _struct_of(df, self.target, self.where)
+            values = column(records, self.target)
+            cast = try_cast(values, CONNECT_TYPES[spec[0]])
+            failed = pc.and_(pc.is_valid(values), pc.is_null(cast))
+            records = flag(records, failed, f"{self.where}: cannot cast {self.target} to {spec[0]}")
+            return replaced(records, self.target, cast)
+        struct = struct_of(records, self.target, self.where)
         casts = {name: type_name for name, _, type_name in (i.rpartition(":") for i in spec)}
-        missing = set(casts) - set(struct.fieldNames())
-        if missing:
-            raise ValueError(f"{self.where}: no field(s) {sorted(missing)} in {struct.simpleString()}")
-        for name, type_name in casts.items():
-            field = source[name]
-            failed = field.isNotNull() & field.try_cast(CONNECT_TO_SPARK[type_name]).isNull()
-            df = flag_errors(df, failed, F.lit(f"{self.where}: cannot cast field {name!r} to {type_name}"))
-        fields = [
-            (
-                f.name,
-                source[f.name].try_cast(CONNECT_TO_SPARK[casts[f.name]])
-                if f.name in casts
-                else source[f.name],
-            )
-            for f in struct.fields
-        ]
-        return df.withColumn(self.target, _rebuild(source, fields))
+        _missing(struct, set(casts), self.where)
+        fields = []
+        for name, values in _fields(struct):
+            if name in casts:
+                cast = try_cast(values, CONNECT_TYPES[casts[name]])
+                failed = pc.and_(pc.is_valid(values), pc.is_null(cast))
+                records = flag(records, failed, f"{self.where}: cannot cast field {name!r} to {casts[name]}")
+                values = cast
+            fields.append((name, values))
+        return replaced(records, self.target, rebuilt(struct, fields))
 
 
-def _flatten(source: Column, struct: StructType, prefix: str, delimiter: str) -> list[tuple[str, Column]]:
-    # pyspark: config validation imports this module (via connectors.plugins)
-    from pyspark.sql.types import StructType
-
-    out: list[tuple[str, Column]] = []
-    for f in struct.fields:
-        name = f"{prefix}{f.name}"
-        if isinstance(f.dataType, StructType):
-            out.extend(_flatten(source[f.name], f.dataType, f"{name}{delimiter}", delimiter))
+def _flatten(struct: pa.StructArray, prefix: str, delimiter: str) -> list[tuple[str, pa.Array]]:
+    out: list[tuple[str, pa.Array]] = []
+    for name, values in _fields(struct):
+        if isinstance(values, pa.StructArray):
+            out.extend(_flatten(values, f"{prefix}{name}{delimiter}", delimiter))
         else:
-            out.append((name, source[f.name]))
+            out.append((f"{prefix}{name}", values))
     return out
 
 
 @register("Flatten", "flatten")
-class Flatten(Transform):
+class Flatten(ArrowTransform):
     """Nested structs become top-level fields named ``outer<delimiter>inner``; arrays/maps are kept."""
 
     options_def = ConfigDef((ConfigField("delimiter", str, "."),))
 
-    def apply(self, df: DataFrame) -> DataFrame:
-        # pyspark: config validation imports this module (via connectors.plugins)
-        from pyspark.sql import functions as F
-
-        struct = _struct_of(df, self.target, self.where)
-        source = F.col(self.target)
-        return df.withColumn(
-            self.target, _rebuild(source, _flatten(source, struct, "", self.options["delimiter"]))
+    def apply(self, records: pa.Table) -> pa.Table:
+        struct = struct_of(records, self.target, self.where)
+        return replaced(
+            records, self.target, rebuilt(struct, _flatten(struct, "", self.options["delimiter"]))
         )
 
 
-_UNIX: Final = {"seconds": "seconds", "milliseconds": "millis", "microseconds": "micros"}
+#: unix.precision -> microseconds per unit
+_UNIX: Final = {"seconds": 1_000_000, "milliseconds": 1_000, "microseconds": 1}
 
 
 @register("TimestampConverter", "timestamp-converter")
-class TimestampConverter(Transform):
+class TimestampConverter(ArrowTransform):
     """Convert a field (or the whole value) between string, unix epoch, Date and Timestamp."""
 
     options_def = ConfigDef(
         (
             ConfigField("field", str, "", doc="field to convert; empty: the whole value"),
             ConfigField("target.type", str, choices=("string", "unix", "Date", "Timestamp")),
-            ConfigField("format", str, "", doc="Spark datetime pattern for string input/output"),
+            ConfigField("format", str, "", doc="Java datetime pattern (Kafka's) for string input/output"),
             ConfigField("unix.precision", str, "milliseconds", choices=tuple(_UNIX)),
         )
     )
 
-    def _to_timestamp(self, column: Column, data_type: DataType) -> Column:
-        # pyspark: config validation imports this module (via connectors.plugins)
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import DateType, IntegralType, StringType, TimestampType
+    def check(self) -> list[str]:
+        try:
+            strftime_pattern(self.options["format"])
+        except ValueError as exc:
+            return [f"option 'format': {exc}"]
+        return []
 
-        if isinstance(data_type, StringType):
-            fmt = self.options["format"]
-            return F.try_to_timestamp(column, F.lit(fmt)) if fmt else F.try_to_timestamp(column)
-        if isinstance(data_type, IntegralType):
-            return getattr(F, f"timestamp_{_UNIX[self.options['unix.precision']]}")(column)
-        if isinstance(data_type, TimestampType | DateType):
-            return column.cast("timestamp")
-        raise ValueError(f"{self.where}: cannot convert {data_type.simpleString()} to a timestamp")
+    def _instants(self, values: pa.Array) -> pa.Array:
+        kind = values.type
+        if pa.types.is_string(kind):
+            return parse_instants(values, self.options["format"])
+        if pa.types.is_integer(kind):
+            micros = pc.multiply_checked(values.cast(pa.int64()), _UNIX[self.options["unix.precision"]])
+            return micros.cast(pa.timestamp("us")).cast(INSTANT)
+        if pa.types.is_timestamp(kind):
+            return values.cast(pa.timestamp("us", tz=kind.tz)).cast(INSTANT)
+        if pa.types.is_date(kind):
+            return values.cast(pa.timestamp("us")).cast(INSTANT)
+        raise ValueError(f"{self.where}: cannot convert {kind} to a timestamp")
 
-    def _from_timestamp(self, ts: Column) -> Column:
-        # pyspark: config validation imports this module (via connectors.plugins)
-        from pyspark.sql import functions as F
-
+    def _converted(self, instants: pa.Array) -> pa.Array:
         target = self.options["target.type"]
         if target == "Timestamp":
-            return ts
+            return instants
         if target == "Date":
-            return F.to_date(ts)
+            return instants.cast(pa.date32())
         if target == "unix":
-            return getattr(F, f"unix_{_UNIX[self.options['unix.precision']]}")(ts)
-        fmt = self.options["format"]
-        return F.date_format(ts, fmt) if fmt else ts.cast("string")
+            micros = instants.cast(pa.int64())
+            return pc.floor(pc.divide(micros.cast(pa.float64()), _UNIX[self.options["unix.precision"]])).cast(
+                pa.int64()
+            )
+        return instant_text(instants, self.options["format"])
 
-    def apply(self, df: DataFrame) -> DataFrame:
-        # pyspark: config validation imports this module (via connectors.plugins)
-        from pyspark.sql import functions as F
-
+    def apply(self, records: pa.Table) -> pa.Table:
         field = self.options["field"]
-        source = F.col(self.target)
+        struct = None
         if not field:
-            column, data_type = source, df.schema[self.target].dataType
+            values = column(records, self.target)
         else:
-            struct = _struct_of(df, self.target, self.where)
-            if field not in struct.fieldNames():
-                raise ValueError(f"{self.where}: no field {field!r} in {struct.simpleString()}")
-            column, data_type = source[field], struct[field].dataType
-        ts = self._to_timestamp(column, data_type)
+            struct = struct_of(records, self.target, self.where)
+            if field not in field_names(struct):
+                raise ValueError(f"{self.where}: no field {field!r} in {struct.type}")
+            values = child(struct, field)
+        instants = self._instants(values)
         what = f"field {field!r}" if field else self.target
-        df = flag_errors(
-            df, column.isNotNull() & ts.isNull(), F.lit(f"{self.where}: cannot parse {what} as a timestamp")
-        )
-        converted = self._from_timestamp(ts)
-        if not field:
-            return df.withColumn(self.target, converted)
-        fields = [(f.name, converted if f.name == field else source[f.name]) for f in struct.fields]
-        return df.withColumn(self.target, _rebuild(source, fields))
+        failed = pc.and_(pc.is_valid(values), pc.is_null(instants))
+        records = flag(records, failed, f"{self.where}: cannot parse {what} as a timestamp")
+        converted = self._converted(instants)
+        if struct is None:
+            return replaced(records, self.target, converted)
+        fields = [(n, converted if n == field else v) for n, v in _fields(struct)]
+        return replaced(records, self.target, rebuilt(struct, fields))
 
 
 @register("ExtractField", "extract-field")
-class ExtractField(Transform):
+class ExtractField(ArrowTransform):
     """Replace the struct with one of its fields."""
 
     options_def = ConfigDef((ConfigField("field", str),))
 
-    def apply(self, df: DataFrame) -> DataFrame:
-        # pyspark: config validation imports this module (via connectors.plugins)
-        from pyspark.sql import functions as F
-
-        struct = _struct_of(df, self.target, self.where)
+    def apply(self, records: pa.Table) -> pa.Table:
+        struct = struct_of(records, self.target, self.where)
         field = self.options["field"]
-        if field not in struct.fieldNames():
-            raise ValueError(f"{self.where}: no field {field!r} in {struct.simpleString()}")
-        return df.withColumn(self.target, F.col(self.target)[field])
+        if field not in field_names(struct):
+            raise ValueError(f"{self.where}: no field {field!r} in {struct.type}")
+        return replaced(records, self.target, child(struct, field))
 
 
 @register("HoistField", "hoist-field")
-class HoistField(Transform):
+class HoistField(ArrowTransform):
     """Wrap the value in a struct with one field."""
 
     options_def = ConfigDef((ConfigField("field", str),))
 
-    def apply(self, df: DataFrame) -> DataFrame:
-        # pyspark: config validation imports this module (via connectors.plugins)
-        from pyspark.sql import functions as F
-
-        source = F.col(self.target)
-        return df.withColumn(self.target, _rebuild(source, [(self.options["field"], source)]))
+    def apply(self, records: pa.Table) -> pa.Table:
+        values = column(records, self.target)
+        return replaced(records, self.target, rebuilt(values, [(self.options["field"], values)]))
 
 
 @register("ValueToKey", "value-to-key", keyed=False)
-class ValueToKey(Transform):
+class ValueToKey(ArrowTransform):
     """The key becomes a struct of the listed value fields (converters serialise it as JSON)."""
 
     options_def = ConfigDef((ConfigField("fields", list[str]),))
 
-    def apply(self, df: DataFrame) -> DataFrame:
-        # pyspark: config validation imports this module (via connectors.plugins)
-        from pyspark.sql import functions as F
-
-        struct = _struct_of(df, "value", self.where)
-        missing = set(self.options["fields"]) - set(struct.fieldNames())
-        if missing:
-            raise ValueError(f"{self.where}: no field(s) {sorted(missing)} in {struct.simpleString()}")
-        source = F.col("value")
-        return df.withColumn("key", _rebuild(source, [(n, source[n]) for n in self.options["fields"]]))
+    def apply(self, records: pa.Table) -> pa.Table:
+        struct = struct_of(records, "value", self.where)
+        _missing(struct, set(self.options["fields"]), self.where)
+        key = rebuilt(struct, [(n, child(struct, n)) for n in self.options["fields"]])
+        return replaced(records, "key", key)

@@ -8,14 +8,19 @@ Kafka's patterns must match the whole topic name, so patterns are anchored here 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from sluice.connectors.config import ConfigDef, ConfigField
+from sluice.connectors.record_tables import column, has_header, keep
 from sluice.connectors.records import keep_where
-from sluice.connectors.transforms.base import Transform, register
+from sluice.connectors.transforms.base import ArrowTransform, SparkTransform, Transform, register
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import DataFrame
 
 PREDICATES = ("TopicNameMatches", "HasHeaderKey", "RecordIsTombstone")
 _KAFKA_PREFIX = "org.apache.kafka.connect.transforms.predicates."
@@ -34,8 +39,9 @@ def _valid_regex(pattern: str) -> str | None:
 
 
 @register("Filter", "filter", keyed=False)
-class Filter(Transform):
-    """Drop records matching the predicate (or a SQL ``condition`` that drops rows where it is true)."""
+class Filter(ArrowTransform):
+    """Drop records matching the predicate (or a SQL ``condition`` that drops rows where it is true:
+    Spark SQL, so such a Filter is a :class:`ConditionFilter`, run in the batch's Spark job)."""
 
     accepts_predicate = True
     options_def = ConfigDef(
@@ -66,26 +72,47 @@ class Filter(Transform):
             return ["predicate HasHeaderKey needs option 'name'"]
         return []
 
-    def matches(self) -> Column:
-        # pyspark: config validation imports this module (via connectors.plugins)
-        from pyspark.sql import functions as F
+    def configure(self, alias: str, options: Mapping[str, Any]) -> Transform:
+        """This Filter, or a :class:`ConditionFilter` when its option ``condition`` is set."""
+        super().configure(alias, options)
+        if self.options["condition"]:
+            return ConditionFilter(self)
+        return self
 
+    def matches(self, records: pa.Table) -> pa.Array:
+        """Per record, whether the predicate holds (never null)."""
         kind = _predicate_type(self.options["predicate.type"])
-        if not kind:
-            return F.expr(self.options["condition"])
         if kind == "TopicNameMatches":
-            return F.coalesce(
-                F.col("topic").rlike(f"^(?:{self.options['predicate.pattern']})$"), F.lit(False)
+            pattern = re.compile(self.options["predicate.pattern"])
+            topics = column(records, "topic")
+            distinct = pc.unique(topics)  # a batch holds a few topics: each is matched once
+            hits = pa.array(
+                [t is not None and pattern.fullmatch(t) is not None for t in distinct.to_pylist()]
             )
+            return pc.fill_null(hits.take(pc.index_in(topics, value_set=distinct)), False)
         if kind == "HasHeaderKey":
-            return F.coalesce(
-                F.array_contains(F.map_keys("headers"), self.options["predicate.name"]), F.lit(False)
-            )
-        return F.col("value").isNull()
+            return has_header(column(records, "headers"), self.options["predicate.name"])
+        return pc.is_null(column(records, "value"))
 
-    def apply(self, df: DataFrame) -> DataFrame:
+    def apply(self, records: pa.Table) -> pa.Table:
+        hit = self.matches(records)
+        return keep(records, hit if self.options["negate"] else pc.invert(hit))
+
+
+class ConditionFilter(SparkTransform):
+    """A Filter with a Spark SQL ``condition``: drops the records where it is true."""
+
+    def __init__(self, configured: Filter) -> None:
+        super().__init__(configured.target)
+        self.alias, self.options = configured.alias, configured.options
+
+    @property
+    def where(self) -> str:
+        return f"transform {self.alias!r} (Filter)"
+
+    def apply_frame(self, records: DataFrame) -> DataFrame:
         # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
 
-        hit = F.coalesce(self.matches(), F.lit(False))
-        return keep_where(df, hit if self.options["negate"] else ~hit)
+        hit = F.coalesce(F.expr(self.options["condition"]), F.lit(False))
+        return keep_where(records, hit if self.options["negate"] else ~hit)

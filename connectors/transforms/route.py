@@ -8,23 +8,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from sluice.connectors.config import ConfigDef, ConfigField
-from sluice.connectors.records import LeftToSpark
-from sluice.connectors.transforms.base import Transform, register
-
-if TYPE_CHECKING:
-    import pyarrow as pa
-    from pyspark.sql import DataFrame
+from sluice.connectors.transforms.base import ArrowTransform, register
 
 
 def _renamed_topics(records: pa.Table, rename: Callable[[str], str]) -> pa.Table:
     """``records`` with each distinct topic renamed once (a batch holds a few topics)."""
-    # pyarrow: config validation imports this module (via connectors.plugins)
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     topics = records.column("topic")
     distinct = pc.unique(topics)
     renamed = pa.array([rename(t) for t in distinct.to_pylist()], pa.string())
@@ -67,35 +60,25 @@ def java_replacement(replacement: str, groups: int) -> str | None:
 
 
 @register("RegexRouter", "regex-router", keyed=False)
-class RegexRouter(Transform):
+class RegexRouter(ArrowTransform):
     """``topic`` -> ``replacement`` when ``regex`` matches the whole topic name; otherwise unchanged."""
 
     options_def = ConfigDef((ConfigField("regex", str), ConfigField("replacement", str)))
 
     def check(self) -> list[str]:
         try:
-            re.compile(self.options["regex"])
+            pattern = re.compile(self.options["regex"])
         except re.error as exc:
             return [f"option 'regex': not a valid regular expression ({exc})"]
+        if java_replacement(self.options["replacement"], pattern.groups) is None:
+            return ["option 'replacement': names a group the regex does not have"]
         return []
 
-    def apply(self, df: DataFrame) -> DataFrame:
-        # pyspark: config validation imports this module (via connectors.plugins)
-        from pyspark.sql import functions as F
-
-        anchored = f"^(?:{self.options['regex']})$"
-        topic = F.col("topic")
-        routed = F.when(topic.rlike(anchored), F.regexp_replace(topic, anchored, self.options["replacement"]))
-        return df.withColumn("topic", routed.otherwise(topic))
-
-    def apply_arrow(self, records: pa.Table) -> pa.Table:
-        """TransformsArrow: the same rename with Python's regex (``check`` compiled it), the
-        replacement read as Java reads it."""
+    def apply(self, records: pa.Table) -> pa.Table:
+        """The rename with Python's regex (``check`` compiled it), the replacement read as Java
+        reads it."""
         pattern = re.compile(self.options["regex"])
-        replacement = java_replacement(self.options["replacement"], pattern.groups)
-        if replacement is None:
-            raise LeftToSpark(f"{self.where}: the replacement names a group the regex does not have")
-        template = replacement
+        template = java_replacement(self.options["replacement"], pattern.groups) or ""
 
         def rename(topic: str) -> str:
             match = pattern.fullmatch(topic)
@@ -105,7 +88,7 @@ class RegexRouter(Transform):
 
 
 @register("TopicRename", "topic-rename", keyed=False)
-class TopicRename(Transform):
+class TopicRename(ArrowTransform):
     """Rename topics by an ``old:new`` map; other topics are unchanged."""
 
     options_def = ConfigDef((ConfigField("renames", list[str], doc="old:new pairs"),))
@@ -114,19 +97,8 @@ class TopicRename(Transform):
         bad = [pair for pair in self.options["renames"] if pair.count(":") != 1 or "" in pair.split(":")]
         return [f"option 'renames': expected old:new pairs, got {bad}"] if bad else []
 
-    def apply(self, df: DataFrame) -> DataFrame:
-        # pyspark: config validation imports this module (via connectors.plugins)
-        from pyspark.sql import functions as F
-
-        topic = F.col("topic")
-        routed = topic
-        for pair in reversed(self.options["renames"]):
-            old, new = pair.split(":")
-            routed = F.when(topic == old, F.lit(new)).otherwise(routed)
-        return df.withColumn("topic", routed)
-
-    def apply_arrow(self, records: pa.Table) -> pa.Table:
-        """TransformsArrow: the first matching pair renames, as in ``apply``."""
+    def apply(self, records: pa.Table) -> pa.Table:
+        """The first matching pair renames."""
         renames: dict[str, str] = {}
         for pair in self.options["renames"]:
             old, new = pair.split(":")

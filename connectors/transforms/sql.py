@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from sluice.connectors.config import ConfigDef, ConfigField
 from sluice.connectors.records import keep_where
-from sluice.connectors.transforms.base import Transform, register
+from sluice.connectors.transforms.base import SparkTransform, register
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -23,7 +23,7 @@ _view_lock = threading.Lock()
 
 
 @register("sql", "Sql", "SqlTransform", keyed=False)
-class SqlTransform(Transform):
+class SqlTransform(SparkTransform):
     """Options: ``statement`` (``SELECT ... FROM records``), or ``filter`` (keep rows where true) and/or
     ``select`` (a select list over ``records``, e.g. ``*, upper(value) AS value``... the output must keep
     the record columns)."""
@@ -57,7 +57,7 @@ class SqlTransform(Transform):
                 spark.catalog.dropTempView(VIEW)
         return result
 
-    def apply(self, df: DataFrame) -> DataFrame:
+    def apply_frame(self, df: DataFrame) -> DataFrame:
         # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
 

@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from sluice.activities.spark_binding import chain_frame
 from sluice.connectors.arrow_envelopes import ARROW_DECLINED, DeclinedError, declined_reason
 from sluice.connectors.connect_schemas import PAYLOAD_KEY
 from sluice.connectors.converters import JsonConverter
 from sluice.connectors.envelopes import UNMET_SCHEMA
 from sluice.connectors.records import ERROR_COLUMN, Record, make_records
 from sluice.connectors.rocketmq.spark_reader import decoded_schema
-from sluice.connectors.transforms import apply_chain, build_chain, value_read
+from sluice.connectors.transforms import build_chain, value_read
 from tests.connectors.test_converters import as_messages
 from tests.connectors.test_extract_new_record_state import _records as change_events
 
@@ -103,8 +104,8 @@ def _decoded_both_ways(spark: SparkSession, messages: DataFrame, chain: list[Any
     narrow = value_read(chain)
     converter = JsonConverter(schemas_enable=True)
     converter.to_records(messages, narrow).collect()
-    by_spark = _table(apply_chain(chain, converter.to_records(messages, narrow, assume_met=True)))
-    by_arrow = _table(apply_chain(chain, _arrow_decoded(spark, converter, messages, narrow)))
+    by_spark = _table(chain_frame(chain, converter.to_records(messages, narrow, assume_met=True)))
+    by_arrow = _table(chain_frame(chain, _arrow_decoded(spark, converter, messages, narrow)))
     assert by_arrow.schema.equals(by_spark.schema, check_metadata=True)
     assert by_arrow.to_pylist() == by_spark.to_pylist()
     return by_arrow

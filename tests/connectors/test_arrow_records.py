@@ -1,12 +1,13 @@
-"""A sink batch's records made in Arrow (connectors.arrow_records, with the chain's ``apply_arrow``)
+"""A sink batch's records made in Arrow (connectors.arrow_records, then the chain's Arrow stages)
 equal the records the sink's Spark job collects for the same messages, schema and values, or the
 Arrow path declines (``LeftToSpark``) and the batch is Spark's.
 
 Each case encodes records with the json converter (schemas on, as a source sends them), lets a
 converter meet their schemas in a searched batch, then makes the same messages' records both ways:
 Spark's ``to_records(assume_met=True)`` through ``apply_chain`` and ``batch_table``, as
-``SinkRunner._write_strict`` collects them, and ``arrow_records`` over the reader's Arrow batches
-through each transform's ``apply_arrow``, as ``SinkRunner._ran_in_arrow`` makes them.
+``SinkRunner._write_strict`` collects them (the chain run in the job: ``chain_frame``), and
+``arrow_records`` over the reader's Arrow batches through ``apply_chain``, as
+``SinkRunner._ran_in_arrow`` makes them.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from sluice.activities.spark_binding import batch_table, parsed_once
+from sluice.activities.spark_binding import batch_table, chain_frame
 from sluice.connectors.barriers import BARRIER_HEADER
+from sluice.connectors.config import ConfigError
 from sluice.connectors.converters import JsonConverter
-from sluice.connectors.records import LeftToSpark, Record, good_arrow_records, make_records
-from sluice.connectors.transforms import apply_chain, arrow_chain, build_chain, value_read
+from sluice.connectors.records import ERROR_COLUMN, Record, good_arrow_records, make_records
+from sluice.connectors.transforms import apply_chain, build_chain, runs_in_arrow, value_read
 from sluice.connectors.transforms.route import java_replacement
 from tests.connectors.test_arrow_envelopes import VALUE_DDL, _value
 from tests.connectors.test_converters import as_messages
@@ -73,13 +75,9 @@ def _by_arrow(
     """As ``SinkRunner._ran_in_arrow`` makes them."""
     plan = converter.arrow_records(value_read(chain))
     assert plan is not None
-    transforms = arrow_chain(chain)
-    assert transforms is not None
     records = plan.records(messages.toArrow().to_batches(max_chunksize=3), barriers_once=barriers_once)
     assert records is not None
-    for transform in transforms:
-        records = transform.apply_arrow(records)
-    return records.sort_by("offset")
+    return good_arrow_records(apply_chain(chain, records), "test").sort_by("offset")
 
 
 def _both_ways(
@@ -92,7 +90,7 @@ def _both_ways(
         label = messages["properties"][BARRIER_HEADER]
         read = messages.where(label.isNull() | label.startswith("0/"))
     decoded = converter.to_records(read, value_read(chain), assume_met=True)
-    collected = batch_table(apply_chain(chain, parsed_once(decoded)))
+    collected = batch_table(chain_frame(chain, decoded))
     by_spark = good_arrow_records(collected, "test")  # as the runner checks both before writing
     return by_spark.sort_by("offset"), _by_arrow(converter, messages, chain, barriers_once)
 
@@ -126,6 +124,8 @@ def test_keys_in_envelopes_of_a_scalar_type_are_sparks_to_decode(spark: SparkSes
         {"delete.handling.mode": "none"},  # the CDC replica: deletes become tombstones
         {"delete.handling.mode": "none", "drop.tombstones": "false"},
         {"delete.tombstone.handling.mode": "tombstone"},
+        {"delete.handling.mode": "rewrite", "add.fields": "op,source.table", "drop.tombstones": "false"},
+        {"delete.tombstone.handling.mode": "rewrite-with-tombstone", "add.fields.prefix": "cdc_"},
     ],
 )
 def test_change_events_unwrapped_and_routed_equal_sparks(
@@ -190,44 +190,29 @@ def test_barrier_copies_after_the_first_are_dropped_as_spark_drops_them(spark: S
         assert by_arrow.column("offset").to_pylist() == ([100, 102, 103] if once else [100, 101, 102, 103])
 
 
-def test_a_chain_with_a_transform_that_has_no_arrow_form_runs_in_spark() -> None:
-    mask = "org.apache.kafka.connect.transforms.MaskField$Value"
-    chain = build_chain({"transforms": "m", "transforms.m.type": mask, "transforms.m.fields": "name"})
-    assert arrow_chain(chain) is None
+def test_a_chain_with_spark_sql_is_not_run_in_arrow() -> None:
+    chain = build_chain({"transforms": "s", "transforms.s.type": "sql", "transforms.s.filter": "true"})
+    assert not runs_in_arrow(chain)
 
 
-@pytest.mark.parametrize(
-    ("config", "reason"),
-    [
-        ({"transforms.u.type": UNWRAP, "transforms.u.delete.handling.mode": "rewrite"}, "applied in Spark"),
-        ({"transforms.u.type": UNWRAP, "transforms.u.add.fields": "op"}, "applied in Spark"),
-        (
-            {
-                "transforms.u.type": "RegexRouter",
-                "transforms.u.regex": "p.*",
-                "transforms.u.replacement": "$1",
-            },
-            "names a group the regex does not have",
-        ),
-    ],
-)
-def test_what_a_transform_does_not_do_in_arrow_it_leaves_to_spark(
-    spark: SparkSession, config: dict[str, str], reason: str
-) -> None:
-    chain = build_chain({"transforms": "u", **config})
-    messages = _messages(spark, change_events(spark), True)
-    with pytest.raises(LeftToSpark, match=reason):
-        _by_arrow(_met(messages, chain, True), messages, chain, barriers_once=True)
+def test_a_replacement_naming_a_group_the_regex_lacks_is_a_config_error() -> None:
+    config = {"transforms": "r", "transforms.r.type": "RegexRouter", "transforms.r.regex": "p.*",
+              "transforms.r.replacement": "$1"}  # fmt: skip
+    with pytest.raises(ConfigError, match="names a group the regex does not have"):
+        build_chain(config)
 
 
-def test_a_value_that_is_not_a_change_event_beside_change_events_is_left_to_spark() -> None:
+def test_a_value_that_is_not_a_change_event_beside_change_events_is_flagged() -> None:
     import pyarrow as pa
 
     (unwrap,) = build_chain({"transforms": "u", "transforms.u.type": UNWRAP})
     value = pa.array([{"op": "c", "after": {"id": 1}}, {"op": None, "after": {"id": 2}}])
-    records = pa.table({"topic": ["t", "t"], "offset": [0, 1], "value": value})
-    with pytest.raises(LeftToSpark, match="not a change event"):
-        unwrap.apply_arrow(records)
+    headers = pa.array([[], []], pa.map_(pa.string(), pa.string()))
+    records = pa.table({"topic": ["t", "t"], "offset": [0, 1], "value": value, "headers": headers})
+    out = unwrap.apply(records)
+    assert out.column("value").to_pylist() == [{"id": 1}, {"id": 2}]
+    assert out.column(ERROR_COLUMN).to_pylist()[0] is None
+    assert "is not a change event" in out.column(ERROR_COLUMN).to_pylist()[1]
 
 
 @pytest.mark.parametrize(

@@ -249,45 +249,6 @@ def _jobs_while(spark: SparkSession, group: str, action) -> int:  # type: ignore
     return len(sc.statusTracker().getJobIdsForGroup(group))
 
 
-def test_decoded_records_list_their_own_schemas_so_unwrapping_needs_no_spark_job(spark: SparkSession) -> None:
-    """ExtractNewRecordState renames each record's own-schema header to its unwrapped row type; the
-    converter lists the header's values in the ``headers`` column's metadata, so the transform
-    learns them without a Spark job, and the result is the same as finding them by one."""
-    from pyspark.sql import functions as F
-
-    from sluice.connectors.converters import HEADER_VALUES_METADATA
-    from sluice.connectors.transforms import build_chain
-
-    rows = [
-        ("orders", "broker-a:0", 0, 0, None, None, {}, BORN, BORN,
-         _change([("id", "int32"), ("total", "float64")], {"id": 1, "total": 9.5})),
-        ("products", "broker-a:1", 0, 1, None, None, {}, BORN, BORN,
-         _change([("id", "int32"), ("sku", "string")], {"id": 7, "sku": "K-7"})),
-    ]  # fmt: skip
-    messages = spark.createDataFrame(rows, READ_SCHEMA)
-    records = JsonConverter(schemas_enable=True).to_records(messages)
-    listed = records.schema["headers"].metadata[HEADER_VALUES_METADATA]
-    carried = {r[0] for r in records.select(F.col("headers")[VALUE_SCHEMA_HEADER]).collect()}
-    assert sorted(carried) == listed[VALUE_SCHEMA_HEADER] and len(carried) == 2
-    assert listed["sluice.key.schema"] == []  # keys are not envelopes here: no key header at all
-
-    (unwrap,) = build_chain({"transforms": "u", "transforms.u.type": "ExtractNewRecordState"})
-    unwrapped = {}
-    assert _jobs_while(spark, "unwrap-listed", lambda: unwrapped.setdefault("df", unwrap.apply(records))) == 0
-    found_by_job = unwrap.apply(records.withColumn("headers", F.map_concat("headers", F.create_map())))
-
-    def own_fields(df):  # type: ignore[no-untyped-def]
-        return {r["topic"]: [f["name"] for f in json.loads(r["headers"][VALUE_SCHEMA_HEADER])["fields"]]
-                for r in df.collect()}  # fmt: skip
-
-    expected = {"orders": ["id", "total"], "products": ["id", "sku"]}
-    assert own_fields(unwrapped["df"]) == own_fields(found_by_job) == expected
-
-    one_topic = JsonConverter(schemas_enable=True).to_records(messages.where(F.col("topic") == "orders"))
-    assert one_topic.schema["headers"].metadata[HEADER_VALUES_METADATA][VALUE_SCHEMA_HEADER] == []
-    assert _jobs_while(spark, "unwrap-one-topic", lambda: unwrap.apply(one_topic)) == 0
-
-
 def test_a_batch_decoded_with_the_schemas_met_before_is_the_searched_decode_or_fails(
     spark: SparkSession,
 ) -> None:

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from sluice.activities.spark_binding import chain_frame
 from sluice.connectors.converters import JsonConverter
 from sluice.connectors.records import ERROR_COLUMN, Record, make_records
-from sluice.connectors.transforms import apply_chain, build_chain, value_read
+from sluice.connectors.transforms import build_chain, value_read
 from tests.connectors.test_converters import KAFKA_ENVELOPE, as_messages, raw_messages
 from tests.connectors.test_extract_new_record_state import _records
 
@@ -58,7 +59,7 @@ def test_a_narrowed_decode_gives_the_transform_what_the_whole_decode_gives(
         return converter.to_records(messages, narrow)
 
     narrowed = decoded(value_read(chain))
-    assert _rows(apply_chain(chain, narrowed)) == _rows(apply_chain(chain, decoded(None)))
+    assert _rows(chain_frame(chain, narrowed)) == _rows(chain_frame(chain, decoded(None)))
     read = set(narrowed.schema["value"].dataType.fieldNames())
     rewrites = "rewrite" in options.get("delete.handling.mode", "") + options.get(
         "delete.tombstone.handling.mode", ""
@@ -83,10 +84,10 @@ def test_a_value_that_is_not_an_envelope_is_decoded_whole_beside_one_that_is(spa
     plain_value = {r["topic"]: r["value"].asDict(True) for r in narrowed.collect() if r["value"]}["plain"]
     assert {k: v for k, v in plain_value.items() if v is not None} == {"n": 7, "word": "seven"}
     assert "before" not in narrowed.schema["value"].dataType.fieldNames()
-    assert _rows(apply_chain(chain, narrowed)) == _rows(apply_chain(chain, whole))
+    assert _rows(chain_frame(chain, narrowed)) == _rows(chain_frame(chain, whole))
     # Debezium's transform would pass the plain record on; one value type per batch cannot, so it
     # is a bad record naming the transform, never dropped without a word
-    flagged = {r["topic"]: r[ERROR_COLUMN] for r in apply_chain(chain, narrowed).collect()}
+    flagged = {r["topic"]: r[ERROR_COLUMN] for r in chain_frame(chain, narrowed).collect()}
     assert flagged["p_public_t"] is None
     assert "transform 'u'" in flagged["plain"] and "is not a change event" in flagged["plain"]
 
@@ -141,7 +142,7 @@ def test_a_filtering_transform_never_drops_a_record_that_did_not_decode(
     spark: SparkSession, transforms: dict[str, str]
 ) -> None:
     good = KAFKA_ENVELOPE.encode()
-    out = apply_chain(
+    out = chain_frame(
         build_chain(transforms),
         JsonConverter(schemas_enable=True).to_records(raw_messages(spark, [good, b"not json at all"])),
     )
@@ -150,33 +151,16 @@ def test_a_filtering_transform_never_drops_a_record_that_did_not_decode(
     assert "body is not a Connect JSON envelope" in rows[1]
 
 
-def test_a_sink_chain_s_filter_stays_above_the_parse(spark: SparkSession) -> None:
-    """``parsed_once``: ``ExtractNewRecordState``'s filter is not pushed below the converter's
-    parse (Spark would parse each message again for every use of the value in the filter), the
-    records are the same, and the collected batch has only the record columns."""
-    from sluice.activities.spark_binding import PARSE_BARRIER, batch_table, parsed_once
-
+def test_a_sink_chain_s_filter_is_never_pushed_below_the_parse(spark: SparkSession) -> None:
+    """``ExtractNewRecordState`` filters in the chain's ``mapInArrow`` (spark_binding.chain_frame),
+    which Spark cannot push below the converter's parse: each message is parsed once (a filter
+    pushed below it would parse each message again for every use of the value in the filter)."""
     chain = build_chain(UNWRAP)
     messages = _envelope_messages(spark, _records(spark))
-
-    def decoded() -> DataFrame:
-        converter = JsonConverter(schemas_enable=True)
-        converter.key_envelopes = True
-        return converter.to_records(messages, value_read(chain))
-
-    def filter_conditions(df: DataFrame) -> list[str]:
-        plan = df._jdf.queryExecution().optimizedPlan()
-        found: list[str] = []
-        for line in plan.toString().splitlines():
-            if line.lstrip(" :+-").startswith("Filter "):
-                found.append(line)
-        return found
-
-    pushed = apply_chain(chain, decoded())
-    kept = apply_chain(chain, parsed_once(decoded()))
-    assert any("from_json" in c for c in filter_conditions(pushed))  # what parsed_once prevents
-    assert filter_conditions(kept) and not any("from_json" in c for c in filter_conditions(kept))
-    assert _rows(kept.drop(PARSE_BARRIER)) == _rows(pushed)
-    table = batch_table(kept)
-    assert PARSE_BARRIER not in table.column_names
-    assert table.column_names == batch_table(pushed).column_names
+    converter = JsonConverter(schemas_enable=True)
+    converter.key_envelopes = True
+    chained = chain_frame(chain, converter.to_records(messages, value_read(chain)))
+    plan = chained._jdf.queryExecution().optimizedPlan().toString().splitlines()
+    filters = [line for line in plan if line.lstrip(" :+-").startswith("Filter ")]
+    assert not any("from_json" in f for f in filters)
+    assert any("from_json" in line for line in plan)  # the parse is there, once, under the chain

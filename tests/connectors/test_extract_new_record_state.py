@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sluice.activities.spark_binding import table_frame
+from sluice.activities.spark_binding import chain_frame, table_frame
 from sluice.connectors.cdc.envelope import ChangeRecord, change_table, envelope
 from sluice.connectors.converters import VALUE_SCHEMA_HEADER
 from sluice.connectors.jdbc.types import MappedColumn
@@ -41,7 +41,7 @@ def _apply(spark: Any, df: Any, **options: str) -> list[tuple[Any, ...]]:
     (transform,) = build_chain(config)
     from pyspark.sql import functions as F
 
-    out = transform.apply(df).withColumn("key", F.to_json("key")).orderBy("offset").collect()
+    out = chain_frame([transform], df).withColumn("key", F.to_json("key")).orderBy("offset").collect()
     return [(r["offset"], r["key"], None if r["value"] is None else r["value"].asDict()) for r in out]
 
 
@@ -129,7 +129,7 @@ def test_a_value_that_is_not_an_envelope_passes_unchanged(spark: Any) -> None:
 
     df = make_records(spark, [Record("p", 0, "plain text")])
     (transform,) = build_chain({"transforms": "u", "transforms.u.type": "ExtractNewRecordState"})
-    assert transform.apply(df).collect() == df.collect()
+    assert chain_frame([transform], df).collect() == df.collect()
 
 
 def test_the_own_schema_header_becomes_the_row_type(spark: Any) -> None:
@@ -140,7 +140,7 @@ def test_the_own_schema_header_becomes_the_row_type(spark: Any) -> None:
     df = df.withColumn("headers", F.create_map(F.lit(VALUE_SCHEMA_HEADER), F.lit(own)))
     (transform,) = build_chain({"transforms": "u", "transforms.u.type": "ExtractNewRecordState",
                                 "transforms.u.add.fields": "op"})  # fmt: skip
-    headers = {r["headers"][VALUE_SCHEMA_HEADER] for r in transform.apply(df).collect()}
+    headers = {r["headers"][VALUE_SCHEMA_HEADER] for r in chain_frame([transform], df).collect()}
     (header,) = headers
     assert [f["name"] for f in json.loads(header)["fields"]] == ["id", "name", "__op"]
 
@@ -149,4 +149,4 @@ def test_an_unknown_added_field_is_refused(spark: Any) -> None:
     (transform,) = build_chain({"transforms": "u", "transforms.u.type": "ExtractNewRecordState",
                                 "transforms.u.add.fields": "nope"})  # fmt: skip
     with pytest.raises(ValueError, match="add.fields entry 'nope' is not an envelope field"):
-        transform.apply(_records(spark))
+        chain_frame([transform], _records(spark))

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sluice.activities.spark_binding import table_frame
+from sluice.activities.spark_binding import chain_frame, table_frame
 from sluice.connectors.cdc.envelope import ChangeRecord, change_table, envelope
 from sluice.connectors.jdbc.types import MappedColumn
 from sluice.connectors.records import OP_HEADER
@@ -44,7 +44,8 @@ def _apply(spark: Any, **options: str) -> list[tuple[Any, ...]]:
     (transform,) = build_chain(config)
     from pyspark.sql import functions as F
 
-    out = transform.apply(_records(spark)).withColumn("key", F.to_json("key")).orderBy("offset").collect()
+    unwrapped = chain_frame([transform], _records(spark))
+    out = unwrapped.withColumn("key", F.to_json("key")).orderBy("offset").collect()
     return [
         (
             r["offset"],

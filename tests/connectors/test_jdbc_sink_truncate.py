@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, text
 
-from sluice.activities.spark_binding import batch_table, table_frame
+from sluice.activities.spark_binding import batch_table, chain_frame, table_frame
 from sluice.activities.store import OffsetStore
 from sluice.connectors.api import open_sink_task
 from sluice.connectors.cdc.envelope import ChangeRecord, change_table, envelope
@@ -46,7 +46,7 @@ def _batch(spark: Any, changes: list[tuple[str, int | None, str | None]]) -> Any
             "transforms.unwrap.drop.truncates": "false",
         }
     )
-    return batch_table(unwrap.apply(table_frame(spark, table)))  # transforms are Spark's
+    return batch_table(chain_frame([unwrap], table_frame(spark, table)))
 
 
 BEFORE = [("c", 7, "old"), ("c", 8, "old")]  # an earlier batch

@@ -1,29 +1,50 @@
-"""Each transform on a small record DataFrame, compared row by row with the expected records."""
+"""Each transform on a small batch of records in Arrow, compared row by row with the expected
+records; a chain with Spark SQL through the batch's Spark job (spark_binding.chain_frame)."""
 
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 import pytest
 
 from sluice.connectors.config import ConfigError
-from sluice.connectors.records import ERROR_COLUMN, Record, RecordError, make_records, raise_on_bad_records
-from sluice.connectors.transforms import apply_chain, build_chain
+from sluice.connectors.records import ERROR_COLUMN, Record, RecordError, good_arrow_records, make_records
+from sluice.connectors.transforms import apply_chain, build_chain, runs_in_arrow
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-VALUE = (
-    "struct<id:int, name:string, email:string, score:string, ts:string, addr:struct<city:string, zip:string>>"
-)
-TS = datetime(2024, 5, 1, 12, 0, 0)
+VALUE = pa.struct(
+    [
+        ("id", pa.int32()), ("name", pa.string()), ("email", pa.string()), ("score", pa.string()),
+        ("ts", pa.string()), ("addr", pa.struct([("city", pa.string()), ("zip", pa.string())])),
+    ]
+)  # fmt: skip
+TS = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def rec(offset: int, value: Any, topic: str = "orders", headers: dict[str, str] | None = None) -> Record:
     return Record(
         partition="p0", offset=offset, value=value, topic=topic, headers=headers or {}, timestamp=TS
     )
+
+
+def table(records: list[Record], value_type: pa.DataType | None = None) -> pa.Table:
+    """Records as a batch's record table (the record columns' Arrow types)."""
+    schema = pa.schema(
+        [
+            ("topic", pa.string()), pa.field("partition", pa.string(), nullable=False),
+            pa.field("offset", pa.int64(), nullable=False), ("key", pa.string()),
+            ("value", value_type or pa.string()),
+            ("headers", pa.map_(pa.string(), pa.string())), ("timestamp", pa.timestamp("us", tz="UTC")),
+        ]
+    )  # fmt: skip
+    rows = [dict(zip(schema.names, r.as_row(), strict=True)) for r in records]
+    for row in rows:
+        row["headers"] = list(row["headers"].items())
+    return pa.Table.from_pylist(rows, schema=schema)
 
 
 def person(i: int, name: str, score: str = "1", ts: str = "2024-05-01 10:00:00") -> dict[str, Any]:
@@ -38,28 +59,30 @@ def person(i: int, name: str, score: str = "1", ts: str = "2024-05-01 10:00:00")
 
 
 @pytest.fixture(scope="module")
-def people(spark: SparkSession) -> DataFrame:
-    from pyspark.sql.types import _parse_datatype_string
-
+def people() -> pa.Table:
     rows = [
         rec(0, person(1, "ann")),
         rec(1, person(2, "bob", score="2")),
         rec(2, None),  # a tombstone stays a tombstone
     ]
-    return make_records(spark, rows, _parse_datatype_string(VALUE))
+    return table(rows, VALUE)
 
 
-def run(df: DataFrame, config: dict[str, str]) -> list[dict[str, Any]]:
+def chain_of(config: dict[str, str]) -> list[Any]:
     aliases = sorted({k.split(".")[1] for k in config if k.startswith("transforms.")})
-    out = apply_chain(build_chain({"transforms": ",".join(aliases), **config}), df)
-    return [r.asDict(recursive=True) for r in out.orderBy("offset").collect()]
+    return build_chain({"transforms": ",".join(aliases), **config})
+
+
+def run(records: pa.Table, config: dict[str, str]) -> list[dict[str, Any]]:
+    out = apply_chain(chain_of(config), records)
+    return sorted(out.to_pylist(), key=lambda r: r["offset"])
 
 
 def values(rows: list[dict[str, Any]]) -> list[Any]:
     return [r["value"] for r in rows]
 
 
-def test_insert_field(people: DataFrame) -> None:
+def test_insert_field(people: pa.Table) -> None:
     rows = run(
         people,
         {
@@ -75,7 +98,7 @@ def test_insert_field(people: DataFrame) -> None:
     assert values(rows)[2] is None
 
 
-def test_replace_field_include_exclude_rename(people: DataFrame) -> None:
+def test_replace_field_include_exclude_rename(people: pa.Table) -> None:
     rows = run(
         people,
         {
@@ -88,7 +111,7 @@ def test_replace_field_include_exclude_rename(people: DataFrame) -> None:
     assert values(rows) == [{"id": 1, "full_name": "ann"}, {"id": 2, "full_name": "bob"}, None]
 
 
-def test_mask_field(people: DataFrame) -> None:
+def test_mask_field(people: pa.Table) -> None:
     rows = run(people, {"transforms.m.type": "MaskField$Value", "transforms.m.fields": "email,id"})
     assert [(v["id"], v["email"], v["name"]) for v in values(rows)[:2]] == [(0, "", "ann"), (0, "", "bob")]
     rows = run(
@@ -102,33 +125,44 @@ def test_mask_field(people: DataFrame) -> None:
     assert values(rows)[0]["email"] == "***"
 
 
-def test_cast_fields_and_bad_value_is_flagged(spark: SparkSession, people: DataFrame) -> None:
+def test_cast_fields_and_bad_value_is_flagged(people: pa.Table) -> None:
     rows = run(people, {"transforms.c.type": "Cast$Value", "transforms.c.spec": "score:int64,id:string"})
     assert [(v["id"], v["score"]) for v in values(rows)[:2]] == [("1", 1), ("2", 2)]
     assert all(r[ERROR_COLUMN] is None for r in rows)
 
-    from pyspark.sql.types import _parse_datatype_string
-
-    bad = make_records(spark, [rec(7, person(3, "cy", score="lots"))], _parse_datatype_string(VALUE))
+    bad = table([rec(6, person(4, "di", score=" 12 ")), rec(7, person(3, "cy", score="lots"))], VALUE)
     chain = build_chain(
         {"transforms": "c", "transforms.c.type": "Cast$Value", "transforms.c.spec": "score:int32"}
     )
     out = apply_chain(chain, bad)
+    assert [v["score"] for v in out.column("value").to_pylist()] == [12, None]
     with pytest.raises(RecordError) as info:
-        raise_on_bad_records(out, "connector 'x'")
+        good_arrow_records(out, "connector 'x'")
     assert str(info.value) == (
-        "connector 'x': 1 bad record(s): topic 'orders' partition 'p0' offset 7: "
+        "connector 'x': bad record at topic 'orders' partition 'p0' offset 7: "
         "transform 'c' (Cast$Value): cannot cast field 'score' to int32"
     )
 
 
-def test_cast_whole_value(spark: SparkSession) -> None:
-    df = make_records(spark, [rec(0, "42"), rec(1, "7")])
-    rows = run(df, {"transforms.c.type": "Cast", "transforms.c.spec": "int64"})
-    assert values(rows) == [42, 7]
+@pytest.mark.parametrize(
+    ("spec", "given", "expected"),
+    [
+        ("int64", ["42", "7"], [42, 7]),
+        ("int8", ["300", "-5"], [None, -5]),  # out of range: flagged, not wrapped
+        ("string", [1.0, 2.5], ["1.0", "2.5"]),  # as Java writes a double
+        ("int32", [1.9, -1.9], [1, -1]),  # toward zero, as Java's (int) cast
+        ("boolean", ["true", "false"], [True, False]),
+    ],
+)
+def test_cast_whole_value(spec: str, given: list[Any], expected: list[Any]) -> None:
+    kind = pa.float64() if isinstance(given[0], float) else pa.string()
+    config = {"transforms.c.type": "Cast", "transforms.c.spec": spec}
+    rows = run(table([rec(i, v) for i, v in enumerate(given)], kind), config)
+    assert values(rows) == expected
+    assert [r[ERROR_COLUMN] is not None for r in rows] == [v is None for v in expected]
 
 
-def test_flatten(people: DataFrame) -> None:
+def test_flatten(people: pa.Table) -> None:
     rows = run(people, {"transforms.f.type": "Flatten$Value", "transforms.f.delimiter": "_"})
     assert values(rows)[0] == {
         "id": 1,
@@ -144,7 +178,13 @@ def test_flatten(people: DataFrame) -> None:
 @pytest.mark.parametrize(
     ("options", "expected"),
     [
-        ({"target.type": "Timestamp", "format": "yyyy-MM-dd HH:mm:ss"}, datetime(2024, 5, 1, 10, 0)),
+        (
+            {"target.type": "Timestamp", "format": "yyyy-MM-dd HH:mm:ss"},
+            datetime(2024, 5, 1, 10, 0, tzinfo=UTC),
+        ),
+        ({"target.type": "Timestamp"}, datetime(2024, 5, 1, 10, 0, tzinfo=UTC)),
+        ({"target.type": "string", "format": "dd/MM/yyyy'T'HH"}, None),
+        ({"target.type": "unix", "unix.precision": "seconds"}, 1714557600),
         (
             {"target.type": "unix", "format": "yyyy-MM-dd HH:mm:ss"},
             int(datetime(2024, 5, 1, 10, tzinfo=UTC).timestamp() * 1000),
@@ -153,7 +193,7 @@ def test_flatten(people: DataFrame) -> None:
         ({"target.type": "string", "format": "dd/MM/yyyy"}, None),  # input unparseable with this format
     ],
 )
-def test_timestamp_converter(people: DataFrame, options: dict[str, str], expected: Any) -> None:
+def test_timestamp_converter(people: pa.Table, options: dict[str, str], expected: Any) -> None:
     config = {"transforms.t.type": "TimestampConverter$Value", "transforms.t.field": "ts"}
     config.update({f"transforms.t.{k}": v for k, v in options.items()})
     rows = run(people, config)
@@ -165,7 +205,7 @@ def test_timestamp_converter(people: DataFrame, options: dict[str, str], expecte
         )
 
 
-def test_extract_hoist_value_to_key(people: DataFrame) -> None:
+def test_extract_hoist_value_to_key(people: pa.Table) -> None:
     rows = run(
         people,
         {
@@ -192,17 +232,29 @@ def test_extract_hoist_value_to_key(people: DataFrame) -> None:
     assert values(rows) == [{"who": "ann"}, {"who": "bob"}, None]
 
 
+MIXED = [
+    rec(0, "a", topic="orders", headers={"trace": "1"}),
+    rec(1, "b", topic="orders-eu"),
+    rec(2, None, topic="audit"),
+    rec(3, "d", topic="audit", headers={"trace": "2"}),
+]
+
+
 @pytest.fixture(scope="module")
-def mixed(spark: SparkSession) -> DataFrame:
-    return make_records(
-        spark,
-        [
-            rec(0, "a", topic="orders", headers={"trace": "1"}),
-            rec(1, "b", topic="orders-eu"),
-            rec(2, None, topic="audit"),
-            rec(3, "d", topic="audit", headers={"trace": "2"}),
-        ],
-    )
+def mixed() -> pa.Table:
+    return table(MIXED)
+
+
+@pytest.fixture(scope="module")
+def mixed_frame(spark: SparkSession) -> DataFrame:
+    return make_records(spark, MIXED)
+
+
+def run_in_spark(records: DataFrame, config: dict[str, str]) -> list[dict[str, Any]]:
+    from sluice.activities.spark_binding import chain_frame
+
+    out = chain_frame(chain_of(config), records)
+    return [r.asDict(recursive=True) for r in out.orderBy("offset").collect()]
 
 
 @pytest.mark.parametrize(
@@ -240,16 +292,54 @@ def mixed(spark: SparkSession) -> DataFrame:
             {"transforms.f.predicate": "t", "predicates": "t", "predicates.t.type": "RecordIsTombstone"},
             [0, 1, 3],
         ),
-        ({"transforms.f.condition": "value = 'b' OR value IS NULL"}, [0, 3]),
     ],
-    ids=["topic-matches", "negate-whole-name", "has-header", "tombstone", "sql-condition"],
+    ids=["topic-matches", "negate-whole-name", "has-header", "tombstone"],
 )
-def test_filter(mixed: DataFrame, config: dict[str, str], offsets: list[int]) -> None:
+def test_filter(mixed: pa.Table, config: dict[str, str], offsets: list[int]) -> None:
     rows = run(mixed, {"transforms.f.type": "Filter", **config})
     assert [r["offset"] for r in rows] == offsets
 
 
-def test_regex_router_and_rename(mixed: DataFrame) -> None:
+def test_a_filter_keeps_a_record_a_transform_before_it_flagged(mixed: pa.Table) -> None:
+    from sluice.connectors.record_tables import flag
+
+    flagged = flag(mixed, pa.array([False, False, True, False]), "undecodable")
+    config = {"transforms.f.type": "Filter", "transforms.f.predicate": "t", "predicates": "t",
+              "predicates.t.type": "RecordIsTombstone"}  # fmt: skip
+    rows = run(flagged, config)
+    assert [(r["offset"], r[ERROR_COLUMN]) for r in rows] == [
+        (0, None),
+        (1, None),
+        (2, "undecodable"),
+        (3, None),
+    ]
+
+
+def test_a_filter_with_a_sql_condition_runs_in_spark(mixed_frame: DataFrame) -> None:
+    config = {"transforms.f.type": "Filter", "transforms.f.condition": "value = 'b' OR value IS NULL"}
+    assert not runs_in_arrow(chain_of(config))
+    assert [r["offset"] for r in run_in_spark(mixed_frame, config)] == [0, 3]
+
+
+def test_arrow_stages_and_sql_in_one_spark_job_equal_the_stages_alone(
+    mixed_frame: DataFrame, mixed: pa.Table
+) -> None:
+    """A chain of Arrow stages around a Spark SQL stage, run in a Spark job (``chain_frame``):
+    the records are what the Arrow stages make on their own, with the SQL applied between."""
+    router = {"transforms.a.type": "RegexRouter", "transforms.a.regex": "orders(-.*)?",
+              "transforms.a.replacement": "sales$1"}  # fmt: skip
+    tail = {"transforms.c.type": "HoistField$Value", "transforms.c.field": "text"}
+    sql = {"transforms.b.type": "sql", "transforms.b.filter": "value IS NOT NULL"}
+    in_spark = run_in_spark(mixed_frame, {**router, **sql, **tail})
+    alone = [r for r in run(mixed, {**router, **tail}) if r["value"] is not None]
+    for row in [*in_spark, *alone]:
+        row["headers"] = dict(row["headers"])
+        row["timestamp"] = row["timestamp"].replace(tzinfo=None) if row["timestamp"] else None
+    assert in_spark == alone
+    assert [r["topic"] for r in in_spark] == ["sales", "sales-eu", "audit"]
+
+
+def test_regex_router_and_rename(mixed: pa.Table) -> None:
     rows = run(
         mixed,
         {
@@ -263,9 +353,9 @@ def test_regex_router_and_rename(mixed: DataFrame) -> None:
     assert [r["topic"] for r in rows] == ["o", "orders-eu", "log", "log"]
 
 
-def test_sql_statement_filter_select(mixed: DataFrame) -> None:
-    rows = run(
-        mixed,
+def test_sql_statement_filter_select(mixed_frame: DataFrame) -> None:
+    rows = run_in_spark(
+        mixed_frame,
         {
             "transforms.s.type": "sql",
             "transforms.s.statement": "SELECT topic, partition, offset, key, upper(value) AS value, "
@@ -273,8 +363,8 @@ def test_sql_statement_filter_select(mixed: DataFrame) -> None:
         },
     )
     assert [(r["offset"], r["value"]) for r in rows] == [(0, "A"), (1, "B"), (3, "D")]
-    rows = run(
-        mixed,
+    rows = run_in_spark(
+        mixed_frame,
         {
             "transforms.s.type": "sql",
             "transforms.s.filter": "topic LIKE 'orders%'",
@@ -284,14 +374,16 @@ def test_sql_statement_filter_select(mixed: DataFrame) -> None:
     assert [(r["offset"], r["value"]) for r in rows] == [(0, "a!"), (1, "b!")]
 
 
-def test_sql_output_must_keep_record_columns(mixed: DataFrame) -> None:
+def test_sql_output_must_keep_record_columns(mixed_frame: DataFrame) -> None:
+    from sluice.activities.spark_binding import chain_frame
+
     chain = build_chain(
         {"transforms": "s", "transforms.s.type": "sql", "transforms.s.statement": "SELECT value FROM records"}
     )
     with pytest.raises(
         RecordError, match=r"transform 's' \(SqlTransform\$Value\): output lacks record column"
     ):
-        apply_chain(chain, mixed)
+        chain_frame(chain, mixed_frame)
 
 
 @pytest.mark.parametrize(
@@ -351,11 +443,12 @@ def test_chain_config_errors(config: dict[str, str], messages: list[str]) -> Non
     assert [e.message for e in info.value.errors] == messages
 
 
-def test_field_transform_on_string_value_is_a_clear_error(mixed: DataFrame) -> None:
+def test_field_transform_on_string_value_is_a_clear_error(mixed: pa.Table) -> None:
     chain = build_chain(
         {"transforms": "x", "transforms.x.type": "MaskField$Value", "transforms.x.fields": "a"}
     )
     with pytest.raises(
-        ValueError, match=r"transform 'x' \(MaskField\$Value\): needs a struct value, got string"
+        ValueError,
+        match=r"transform 'x' \(MaskField\$Value\): needs a struct value, got string \(use a json",
     ):
         apply_chain(chain, mixed)
