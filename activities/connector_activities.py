@@ -18,6 +18,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, CancelledError
 
 from sluice.activities.context import RuntimeContext
+from sluice.activities.direct_runner import DirectRunner
 from sluice.activities.doorbells import DOORBELLS, HearsDoorbells
 from sluice.activities.errors import config_error, task_failure
 from sluice.activities.heartbeat import Heartbeater
@@ -41,6 +42,7 @@ from sluice.connectors.api import (
 )
 from sluice.connectors.config import ConfigError
 from sluice.connectors.converters import converter_for
+from sluice.connectors.direct import direct_chain_configs, direct_sides, is_direct
 from sluice.connectors.plugins import load_connector_class
 from sluice.connectors.rocketmq.client import retry_topic
 from sluice.connectors.rocketmq.errors import RocketMQError
@@ -264,6 +266,8 @@ class ConnectorActivities:
         try:
             # The connector's name with its config, so a task's messages name it (SinkTask.name).
             raw = {**resolve_secrets(inp.config, self.ctx.secret_providers()), "name": inp.connector}
+            if is_direct(raw):
+                return self._direct_runner(inp, raw)
             connector_cls = load_connector_class(inp.config["connector.class"])
             parsed = connector_cls().parse(raw)
             if issubclass(connector_cls, SourceConnector):
@@ -284,6 +288,32 @@ class ConnectorActivities:
         raise config_error(
             inp.connector, f"{inp.config.get('connector.class')} is neither a source nor a sink"
         )
+
+    def _direct_runner(self, inp: TaskInput, raw: dict[str, Any]) -> DirectRunner:
+        """A direct pipeline's task (connectors.direct): its source side's task and settings (batch
+        size, transforms), and its sink side's task, bound to the store when transactional."""
+        sides = direct_sides(raw)
+        source_cls = load_connector_class(sides.source["connector.class"])
+        sink_cls = load_connector_class(sides.sink["connector.class"])
+        if not (issubclass(source_cls, SourceConnector) and issubclass(sink_cls, SinkConnector)):
+            raise config_error(
+                inp.connector, "a direct pipeline needs a source task class and a sink task class"
+            )
+        source = open_source_task(source_cls, sides.source, inp.task_id)
+        try:
+            sink = open_sink_task(sink_cls, sides.sink, inp.task_id)
+        except BaseException:
+            source.close()
+            raise
+        if isinstance(sink, TransactionalSink):
+            sink.bind_positions(self.ctx.store.committer())
+        activity.logger.info("connector %s task %d: direct, delivery %s", inp.connector, inp.task_id,
+                             delivery_of(sink))  # fmt: skip
+        meters = TaskMeters(inp.connector, inp.task_id, "source", source.position_unit)
+        parsed = source_cls().parse(sides.source)
+        chain = [t for config in direct_chain_configs(sides) for t in build_chain(config)]
+        setup = TaskSetup(self.ctx, inp.connector, parsed, converter_for(parsed), chain, meters=meters)
+        return DirectRunner(setup, source, sink)
 
     def _setup(self, inp: TaskInput, parsed: dict[str, Any], meters: TaskMeters) -> TaskSetup:
         return TaskSetup(

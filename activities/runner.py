@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.activities.metrics import TaskMeters
+from sluice.connectors.api import CommitListener, RestatesPlans
 from sluice.connectors.model import BatchPlan, DataLossPolicy
 from sluice.connectors.planner import PlanRequest, PositionView, plan_next
 from sluice.connectors.positions import PartitionKey, Position
 
 if TYPE_CHECKING:
     from sluice.activities.context import RuntimeContext
+    from sluice.connectors.api import SinkTask, SourceTask
     from sluice.connectors.converters import Converter
     from sluice.connectors.transforms import Transform
 
 
 UNNAMED_TASK = "-"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -156,6 +161,27 @@ def next_plan(
         setup.ctx.store.move_positions(setup.connector, task_id, decision.moved)
         known.moved(decision.moved)
     return decision.plan, decision.rerun
+
+
+def sink_plan(setup: TaskSetup, sink: SinkTask, plan: BatchPlan, rerun: bool) -> BatchPlan:
+    """A planned batch of a sink task as it runs: a re-run with its recorded state (restated where
+    the task's config changed it: RestatesPlans), or a new plan recorded with ``sink.prepare``'s
+    state before anything is written."""
+    if rerun:
+        state = sink.restate(plan) if isinstance(sink, RestatesPlans) else None
+        return plan if state is None else setup.ctx.store.restate_plan(plan, state)
+    return setup.ctx.store.record_plan(replace(plan, sink_state=sink.prepare(plan)))
+
+
+def tell_committed(setup: TaskSetup, source: SourceTask, plan: BatchPlan) -> None:
+    """A CommitListener source hears that ``plan`` committed; its failure is logged, not raised:
+    the batch is committed, and the task catches up at its next planning."""
+    if isinstance(source, CommitListener):
+        try:
+            source.committed(plan)
+        except Exception:
+            log.warning("connector %s: after-commit step of batch %s failed", setup.connector,
+                        plan.batch_id, exc_info=True)  # fmt: skip
 
 
 def _request(

@@ -15,7 +15,6 @@ import logging
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from pyspark import StorageLevel
@@ -23,13 +22,12 @@ from pyspark.sql import functions as F
 
 from sluice.activities.bad_records import checked_records
 from sluice.activities.dead_letters import route_bad_records
-from sluice.activities.runner import TaskSetup, next_plan
+from sluice.activities.runner import TaskSetup, next_plan, sink_plan
 from sluice.activities.spark import binds_jobs
 from sluice.activities.spark_binding import batch_table, chain_frame
 from sluice.connectors.api import (
     OrdersBarriers,
     RejectedRecordsError,
-    RestatesPlans,
     TransactionalSink,
     WritesFrames,
 )
@@ -189,12 +187,8 @@ class SinkRunner:
                 plan, rerun = self._plan(max_units)
         if plan is None:
             return None, False
-        if rerun:
-            state = self.task.restate(plan) if isinstance(self.task, RestatesPlans) else None
-            return (plan if state is None else self.ctx.store.restate_plan(plan, state)), True
-        self.planned += 1
-        plan = replace(plan, sink_state=self.task.prepare(plan))
-        return self.ctx.store.record_plan(plan), False
+        self.planned += 0 if rerun else 1
+        return sink_plan(self.setup, self.task, plan, rerun), rerun
 
     def _plan(self, max_units: int | None) -> tuple[BatchPlan | None, bool]:
         view = QueueView(self.ctx.rocketmq, self.current_topics(), self.task.task_id, self.task_count)

@@ -19,7 +19,7 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 
 from sluice.activities.bad_records import checked_records, failing_on_bad_records, raising_record_errors
-from sluice.activities.runner import TaskSetup, next_plan
+from sluice.activities.runner import TaskSetup, next_plan, tell_committed
 from sluice.activities.spark import binds_jobs
 from sluice.activities.spark_binding import (
     ReadLayout,
@@ -33,7 +33,6 @@ from sluice.activities.spark_binding import (
     table_frame,
 )
 from sluice.connectors.api import (
-    CommitListener,
     KnowsEmptyRanges,
     KnowsSendOrder,
     ReportsWaiting,
@@ -159,12 +158,7 @@ class SourceRunner:
         # The commit wakes the idle sinks of the topics written, on every worker (activities.doorbells).
         self.ctx.store.commit(plan, rings=written)
         self.setup.positions.committed_batch(plan)
-        if isinstance(self.task, CommitListener):
-            try:
-                self.task.committed(plan)
-            except Exception:  # the batch is committed; the task catches up at its next planning
-                log.warning("connector %s: after-commit step of batch %s failed", self.connector,
-                            plan.batch_id, exc_info=True)  # fmt: skip
+        tell_committed(self.setup, self.task, plan)
         return sent
 
     def _may_hold_records(self, r: PartitionRange) -> bool:

@@ -13,6 +13,18 @@ from typing import Any
 
 from sluice.connectors.api import SinkConnector
 from sluice.connectors.config import ConfigError
+from sluice.connectors.direct import (
+    SINK_PREFIX,
+    SINK_TASK_CLASS,
+    SOURCE_PREFIX,
+    SOURCE_TASK_CLASS,
+    DirectSides,
+    direct_chain_configs,
+    direct_sides,
+    direct_task_config,
+    is_direct,
+    side_secret_names,
+)
 from sluice.connectors.plugins import PluginNotFoundError, load_connector_class
 from sluice.connectors.secrets import SecretResolutionError, has_reference, resolve_secrets
 from sluice.workflows.types import TaskOptions, ValidationResult
@@ -49,6 +61,8 @@ def validate_config(
             "",
             [f"connector {name!r}: field {k!r}: expected a string value, got {config[k]!r}" for k in bad],
         )
+    if is_direct(config):
+        return _validate_direct(name, config, secret_providers)
     class_name = config.get("connector.class") or config.get("connector-class") or ""
     if not class_name.strip():
         return ValidationResult("", "", [f"connector {name!r}: field 'connector.class' is required"])
@@ -102,6 +116,53 @@ def validate_config(
     return ValidationResult(class_name, kind, [], task_configs, options)
 
 
+def _validate_direct(
+    name: str,
+    config: Mapping[str, Any],
+    secret_providers: Mapping[str, Callable[[str, str], str]] | None,
+) -> ValidationResult:
+    """A direct pipeline (connectors.direct): each side validated as a connector of its own, the
+    source side split into tasks; each task runs its source share into one sink task."""
+    sides = direct_sides(config)
+    label = f"{sides.source['connector.class']} -> {sides.sink['connector.class']}"
+    if sides.missing:
+        return ValidationResult(label, "source", [
+            f"connector {name!r}: field {key!r} is required when connector.direct.enable=true"
+            for key in sides.missing
+        ])  # fmt: skip
+    source = validate_config(name, sides.source, secret_providers)
+    sink = validate_config(name, sides.sink, secret_providers)
+    errors = [f"{e} (source side)" for e in source.errors] + [f"{e} (sink side)" for e in sink.errors]
+    for key, result, kind in ((SINK_TASK_CLASS, sink, "sink"), (SOURCE_TASK_CLASS, source, "source")):
+        if not errors and result.kind != kind:
+            errors.append(f"connector {name!r}: field {key!r}: {result.connector_class} is not a {kind}")
+    errors += _direct_refusals(name, sides) if not errors else []
+    if errors:
+        return ValidationResult(label, "source", errors)
+    tasks = [direct_task_config(config, task) for task in source.task_configs]
+    return ValidationResult(label, "source", [], tasks, source.options)
+
+
+def _direct_refusals(name: str, sides: DirectSides) -> list[str]:
+    """The pipeline's own chain's problems, and what a direct pipeline cannot run yet, named: a
+    Spark SQL transform (the batch never becomes a DataFrame), and dead letters (they go to a topic)."""
+    from sluice.connectors.transforms import build_chain, runs_in_arrow  # the transforms load pyarrow
+
+    try:
+        chain = [t for config in direct_chain_configs(sides) for t in build_chain(config)]
+    except ConfigError as exc:
+        return [f"connector {name!r}: {e.message}" for e in exc.errors]
+    refused = []
+    source = sides.source
+    if not runs_in_arrow(chain):
+        refused.append(f"connector {name!r}: field 'transforms': a direct pipeline runs no Spark SQL "
+                       "transform (put a topic between source and sink for one)")  # fmt: skip
+    if str(source.get("errors.tolerance", "none")) == "all":
+        refused.append(f"connector {name!r}: field 'errors.tolerance': a direct pipeline has no "
+                       "dead-letter topic yet: bad records fail the task, naming them")  # fmt: skip
+    return refused
+
+
 def _resolved(
     connector: Any,
     raw: Mapping[str, Any],
@@ -121,6 +182,11 @@ def _resolved(
 def secret_fields(config: Mapping[str, Any]) -> frozenset[str]:
     """The fields ``config``'s connector declares secret (none when its class cannot be loaded:
     the caller then relies on secret-looking key names, connectors.sealing)."""
+    if is_direct(config):
+        sides = direct_sides(config)
+        return side_secret_names(SOURCE_PREFIX, secret_fields(sides.source)) | side_secret_names(
+            SINK_PREFIX, secret_fields(sides.sink)
+        )
     class_name = str(config.get("connector.class") or config.get("connector-class") or "")
     try:
         connector_cls = load_connector_class(class_name)

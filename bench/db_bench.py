@@ -14,7 +14,9 @@ Printed side by side in one run against the local stack (a benchmark: nothing is
    rows/s (``bench.db_latency``);
 5. the side-by-side job with RocketMQ Connect (``bench.db_job``): min(ROWS, 200,000) rows with
    Confluent JDBC configs and JSON converters with schemas, upsert on ``id``: rows/s, first-row
-   seconds and CPU-seconds, the target checked equal to the source;
+   seconds and CPU-seconds, the target checked equal to the source; then the same job as one
+   direct pipeline (RocketMQ Connect's DirectTask keys, no topic between the databases), its ratio
+   to the job through RocketMQ printed beside it;
 6. the fixed cost of a batch (``bench.batch_cost``): one batch of 1 and of 1,500 rows of the job's
    table, each side (source: read, convert, send; sink: pull, decode, write, commit), median ms.
 
@@ -125,6 +127,7 @@ class PipelineRuns:
     pg: Timed
     latency: db_latency.Latency
     job: db_job.JobRun
+    direct: db_job.JobRun
 
 
 async def pipelines(ctx: RuntimeContext, settings: Settings, dbs: Databases) -> PipelineRuns:
@@ -147,7 +150,13 @@ async def pipelines(ctx: RuntimeContext, settings: Settings, dbs: Databases) -> 
                 f"first row after {job.first_row_s:.1f} s, {job.cpu_s:.0f} CPU-seconds; target equal",
                 flush=True,
             )
-    return PipelineRuns(maria, pg, latency, job)
+            direct = await db_job.run_direct_job(sluice, dbs.mariadb, dbs.pg_target, JOB_ROWS)
+            print(
+                f"the same job direct (no topic, {direct.rows:,} rows): {direct.rows_per_s:,.0f} rows/s, "
+                f"first row after {direct.first_row_s:.1f} s, {direct.cpu_s:.0f} CPU-seconds; target equal",
+                flush=True,
+            )
+    return PipelineRuns(maria, pg, latency, job, direct)
 
 
 def _timed(label: str, fn: Callable[[], Timed]) -> Timed:
@@ -198,7 +207,7 @@ def main() -> None:
             flush=True,
         )
         runs = asyncio.run(pipelines(ctx, settings, dbs))
-        maria, pg, lat, job = runs.maria, runs.pg, runs.latency, runs.job
+        maria, pg, lat, job, direct = runs.maria, runs.pg, runs.latency, runs.job, runs.direct
         costs = []  # the job's table must hold the batches (ROWS below ~10,000 leaves them out)
         if batch_cost.rows_needed(batch_cost.SIZES) <= JOB_ROWS:
             costs = batch_cost.batch_costs(ctx, dbs)
@@ -234,7 +243,10 @@ def main() -> None:
         f"ratio_vs_db_only={pg.rows_per_s / db_only:.3f} "
         f"ratio_mariadb_vs_db_only={maria.rows_per_s / maria_pg.rows_per_s:.3f} "
         f"ratio_pg_vs_rocketmq={pg.rows_per_s / trip:.3f} job_rows_per_s={job.rows_per_s:.0f} "
-        f"job_first_row_s={job.first_row_s:.1f} job_cpu_s={job.cpu_s:.0f} {batch_cost.summary(costs)} "
+        f"job_first_row_s={job.first_row_s:.1f} job_cpu_s={job.cpu_s:.0f} "
+        f"direct_job_rows_per_s={direct.rows_per_s:.0f} direct_job_first_row_s={direct.first_row_s:.1f} "
+        f"direct_job_cpu_s={direct.cpu_s:.0f} ratio_direct_vs_job={direct.rows_per_s / job.rows_per_s:.2f} "
+        f"{batch_cost.summary(costs)} "
         f"rows={ROWS}"
     )
 

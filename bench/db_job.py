@@ -108,6 +108,19 @@ def confluent_configs(source: URL, target: URL, name: str) -> tuple[dict[str, st
     return src, sink
 
 
+def direct_config(source: URL, target: URL, name: str) -> dict[str, str]:
+    """The same job as one direct pipeline (RocketMQ Connect's DirectTask form: Confluent's task
+    classes, each side's keys prefixed), with no topic between MariaDB and PostgreSQL."""
+    src, sink = confluent_configs(source, target, name)
+    return {
+        "connector.direct.enable": "true",
+        "source.task.class": "io.confluent.connect.jdbc.source.JdbcSourceTask",
+        "sink.task.class": "io.confluent.connect.jdbc.sink.JdbcSinkTask",
+        **{f"source.{k}": v for k, v in src.items() if k != "connector.class"},
+        **{f"sink.{k}": v for k, v in sink.items() if k != "connector.class"},
+    }
+
+
 def tree_cpu_seconds(pid: int | None = None) -> float:
     """User+system CPU-seconds of ``pid`` (this process) and every live process under it, with what
     their children that ended used (reaped: ``cutime``/``cstime``), so a Spark Python worker that
@@ -169,10 +182,10 @@ def _normal(row: tuple[object, ...]) -> tuple[object, ...]:
 JOB_TIMEOUT_S = 600
 
 
-async def _stalled(sluice: SluiceClient, name: str, done: int, rows: int) -> str:
+async def _stalled(sluice: SluiceClient, connectors: list[str], done: int, rows: int) -> str:
     """Why the job stopped short: rows so far and each connector's task states and last errors."""
     said = []
-    for connector in (f"job-src-{name}", f"job-dst-{name}"):
+    for connector in connectors:
         status = await sluice.status(connector)
         tasks = "; ".join(
             f"task {t.task_id} {t.state.value}"
@@ -184,23 +197,42 @@ async def _stalled(sluice: SluiceClient, name: str, done: int, rows: int) -> str
 
 
 async def run_job(sluice: SluiceClient, source: URL, target: URL, rows: int) -> JobRun:
-    """Create the two connectors, time the first row and the last, check equality, delete them."""
+    """The job through RocketMQ: the sink created first, then the source (Confluent's configs)."""
     name = uuid.uuid4().hex[:8]
     src, sink = confluent_configs(source, target, name)
+    return await _timed(sluice, {f"job-dst-{name}": sink, f"job-src-{name}": src}, source, target, name, rows)
+
+
+async def run_direct_job(sluice: SluiceClient, source: URL, target: URL, rows: int) -> JobRun:
+    """The job as one direct pipeline, no topic between the databases (``direct_config``)."""
+    name = uuid.uuid4().hex[:8]
+    config = direct_config(source, target, name)
+    return await _timed(sluice, {f"job-direct-{name}": config}, source, target, name, rows)
+
+
+async def _timed(
+    sluice: SluiceClient,
+    connectors: dict[str, dict[str, str]],
+    source: URL,
+    target: URL,
+    name: str,
+    rows: int,
+) -> JobRun:
+    """Create the connectors, time the first row and the last, delete them, check equality."""
     table, dsn = f"job_{name}", pg_dsn(target)
     cpu0, t0 = tree_cpu_seconds(), time.perf_counter()
-    await sluice.create(f"job-dst-{name}", sink)
-    await sluice.create(f"job-src-{name}", src)
+    for connector, config in connectors.items():
+        await sluice.create(connector, config)
     first_row_s = None
     while (done := await asyncio.to_thread(count_rows, dsn, table)) < rows:
         if first_row_s is None and done > 0:
             first_row_s = time.perf_counter() - t0
         if time.perf_counter() - t0 > JOB_TIMEOUT_S:
-            raise RuntimeError(await _stalled(sluice, name, done, rows))
+            raise RuntimeError(await _stalled(sluice, list(connectors), done, rows))
         await asyncio.sleep(0.05)
     seconds = time.perf_counter() - t0
     cpu = tree_cpu_seconds() - cpu0
-    for connector in (f"job-src-{name}", f"job-dst-{name}"):
+    for connector in connectors:
         await sluice.delete(connector)
     await asyncio.to_thread(check_equal, source, target, table)
     return JobRun(done, seconds, first_row_s if first_row_s is not None else seconds, cpu)

@@ -56,7 +56,6 @@ from sluice.connectors.model import BatchPlan, PartitionRange
 from sluice.connectors.positions import Position, offset_backlog, offset_batch_end
 from sluice.connectors.records import RecordError
 from sluice.connectors.source_reads import SourceRead
-from sluice.connectors.transforms import chain_errors
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -91,6 +90,8 @@ class Connector(ABC):  # noqa: B024 - every hook has a default; subclasses decla
 
     def validate(self, raw_config: Mapping[str, Any]) -> list[FieldError]:
         """Every problem of ``raw_config``: declared fields, common fields and the transform chain."""
+        from sluice.connectors.transforms import chain_errors  # the transforms load pyarrow
+
         name = str(raw_config.get("name") or "")
         errors = self.full_config_def(name).validate(raw_config)
         errors.extend(chain_errors(raw_config, owner=f"connector {(name or self.plugin_name)!r}"))

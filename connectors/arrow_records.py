@@ -20,7 +20,7 @@ sink's write does.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from sluice.connectors.arrow_envelopes import EnvelopeDecoder
 from sluice.connectors.barriers import BARRIER_HEADER
-from sluice.connectors.records import LeftToSpark
+from sluice.connectors.record_tables import headers_with
 
 #: The record columns, in ``Converter.to_records``' order.
 RECORD_COLUMNS = ("topic", "partition", "offset", "key", "value", "headers", "timestamp")
@@ -118,37 +118,3 @@ def _not_a_later_copy(properties: pa.Array) -> pa.Array:
     """Messages but a barrier's copies after the first (connectors.barriers: copy ``0/…`` is kept)."""
     label = pc.map_lookup(properties, BARRIER_HEADER, "first")
     return pc.or_(pc.is_null(label), pc.fill_null(pc.starts_with(label, "0/"), False))
-
-
-def headers_with(
-    headers: pa.Array, *, dropped: Collection[str] = (), appended: Sequence[tuple[str, pa.Array]] = ()
-) -> pa.MapArray:
-    """``headers`` (a map column) without the entries named in ``dropped``, in their order, then
-    each ``appended`` entry at the end of the rows where its value is not null: what Spark's
-    ``map_concat(map_filter(headers, …), create_map(name, value))`` makes of each row. A name
-    appended to a row that has it already is ``LeftToSpark`` (Spark's ``map_concat`` fails the job).
-    """
-    rows = len(headers)
-    assert isinstance(headers, pa.MapArray)
-    offsets = np.asarray(headers.offsets)
-    first, count = int(offsets[0]), int(offsets[-1] - offsets[0])
-    names, values = headers.keys.slice(first, count), headers.items.slice(first, count)
-    parents = np.repeat(np.arange(rows), np.diff(offsets))
-    if dropped:
-        kept = np.asarray(pc.invert(pc.is_in(names, value_set=pa.array(list(dropped), pa.string()))))
-        names, values, parents = names.filter(kept), values.filter(kept), parents[kept]
-    for name, value in appended:
-        present = np.asarray(pc.is_valid(value))
-        if not present.any():
-            continue
-        if np.isin(parents[np.asarray(pc.equal(names, name))], np.flatnonzero(present)).any():
-            raise LeftToSpark(f"a record already has a header {name!r}")
-        names = pa.concat_arrays([names, pa.repeat(pa.scalar(name), int(present.sum()))])
-        values = pa.concat_arrays([values, value.filter(pa.array(present))])
-        parents = np.concatenate([parents, np.flatnonzero(present)])
-    if appended:
-        order = np.argsort(parents, kind="stable")
-        names, values, parents = names.take(pa.array(order)), values.take(pa.array(order)), parents[order]
-    made = np.zeros(rows + 1, np.int32)
-    np.cumsum(np.bincount(parents, minlength=rows), out=made[1:])
-    return pa.MapArray.from_arrays(pa.array(made), names, values)

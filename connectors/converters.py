@@ -35,7 +35,7 @@ from sluice.connectors.envelopes import (
     utf8_text,
     with_own_types,
 )
-from sluice.connectors.records import ERROR_COLUMN, flag_errors
+from sluice.connectors.records import ERROR_COLUMN, KEY_SCHEMA_HEADER, VALUE_SCHEMA_HEADER, flag_errors
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -47,13 +47,7 @@ if TYPE_CHECKING:
     from sluice.connectors.arrow_records import RecordsPlan
 
 PARTITION_PROPERTY: Final = "sluice.partition"
-#: Header the json converter sets when one batch's topics carry different schemas: the record's own
-#: topic's value type (Spark's JSON form; merge_schemas), so a sink writes each table its own columns
-#: with their own types.
-VALUE_SCHEMA_HEADER: Final = "sluice.value.schema"
 VALUE_SCHEMA_COLUMN: Final = "_sluice_value_schema"
-#: The same for record keys read from Connect envelopes (``key.converter`` JSON with schemas).
-KEY_SCHEMA_HEADER: Final = "sluice.key.schema"
 KEY_SCHEMA_COLUMN: Final = "_sluice_key_schema"
 _KEY_TEXT: Final = "_sluice_key_text"
 _KEY_VALUE: Final = "_sluice_key"

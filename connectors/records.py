@@ -45,6 +45,12 @@ MAX_RECORD_ERROR_CHARS: Final = 500
 #: connectors.cdc, because sinks and transforms read it without depending on the CDC sources.
 OP_TRUNCATE: Final = "t"
 OP_HEADER: Final = "__op"
+#: Header the json converter sets when one batch's topics carry different schemas: the record's own
+#: topic's value type (Spark's JSON form; merge_schemas), so a sink writes each table its own columns
+#: with their own types. Here, not in connectors.converters, since transforms rewrite it too.
+VALUE_SCHEMA_HEADER: Final = "sluice.value.schema"
+#: The same for record keys read from Connect envelopes (``key.converter`` JSON with schemas).
+KEY_SCHEMA_HEADER: Final = "sluice.key.schema"
 RECORD_DDL: Final = (
     "topic STRING, partition STRING NOT NULL, offset BIGINT NOT NULL, key STRING, value STRING, "
     "headers MAP<STRING, STRING>, timestamp TIMESTAMP"

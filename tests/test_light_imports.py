@@ -94,3 +94,13 @@ def test_the_workflow_modules_import_no_runtime_code() -> None:
     packages, modules = _loaded(code)
     assert packages & {*SPARK, *ARROW, *DRIVERS, "pydantic", "pydantic_settings", "cryptography"} == set()
     assert {m.split(".")[1] for m in modules} == {"workflows"}
+
+
+def test_the_connector_contract_loads_no_spark_converters_or_transforms() -> None:
+    """A connector author's contract (connectors/api.py) is small: importing it loads the config
+    model and the plain record and position types, not Spark, the converters or the transforms."""
+    packages, modules = _loaded("import sluice.connectors.api")
+    assert packages & {*SPARK, *DRIVERS} == set()
+    heavy = ("sluice.connectors.converters", "sluice.connectors.transforms")
+    assert not {m for m in modules if m.startswith(heavy)}
+    assert len(modules) <= 10, sorted(modules)

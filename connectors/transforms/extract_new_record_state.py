@@ -30,11 +30,18 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sluice.connectors.arrow_records import headers_with
 from sluice.connectors.config import ConfigDef, ConfigField
-from sluice.connectors.converters import VALUE_SCHEMA_HEADER
-from sluice.connectors.record_tables import child, column, field_names, flag, keep, replaced, struct_where
-from sluice.connectors.records import OP_HEADER, OP_TRUNCATE
+from sluice.connectors.record_tables import (
+    child,
+    column,
+    field_names,
+    flag,
+    headers_with,
+    keep,
+    replaced,
+    struct_where,
+)
+from sluice.connectors.records import OP_HEADER, OP_TRUNCATE, VALUE_SCHEMA_HEADER
 from sluice.connectors.transforms.base import ArrowTransform, register
 
 if TYPE_CHECKING:

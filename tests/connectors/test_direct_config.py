@@ -1,0 +1,164 @@
+"""A direct pipeline's config (connectors.direct): each side's keys, task class aliases, task
+configs and secret fields, as RocketMQ Connect's users write them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sluice.activities.validation import secret_fields, validate_config
+from sluice.connectors.direct import (
+    SINK_READS_NO_TOPIC,
+    direct_chain_configs,
+    direct_sides,
+    direct_task_config,
+    is_direct,
+    task_plugin,
+)
+
+BASE = {
+    "connector.direct.enable": "true",
+    "source.task.class": "io.confluent.connect.jdbc.source.JdbcSourceTask",
+    "sink.task.class": "io.confluent.connect.jdbc.sink.JdbcSinkTask",
+}
+
+
+@pytest.mark.parametrize(
+    ("given", "source", "sink"),
+    [
+        pytest.param(  # unprefixed to both; prefixed to one side, stripped
+            {"name": "d", "batch.max.records": "50", "source.mode": "bulk", "sink.insert.mode": "upsert"},
+            {"name": "d", "batch.max.records": "50", "mode": "bulk", "connector.class": "jdbc-source"},
+            {
+                "name": "d",
+                "batch.max.records": "50",
+                "insert.mode": "upsert",
+                "connector.class": "jdbc-sink",
+                **SINK_READS_NO_TOPIC,
+            },  # fmt: skip
+            id="shared-and-own",
+        ),
+        pytest.param(  # a prefixed key wins over the same unprefixed key, on its side only
+            {"connection.url": "a", "sink.connection.url": "b", "sink.topics": "t"},
+            {"connection.url": "a", "connector.class": "jdbc-source"},
+            {"connection.url": "b", "connector.class": "jdbc-sink", "topics": "t"},
+            id="prefixed-wins",
+        ),
+        pytest.param(  # the pipeline's own keys go to neither side
+            {"connector.class": "io.confluent.connect.jdbc.JdbcSourceConnector"},
+            {"connector.class": "jdbc-source"},
+            {"connector.class": "jdbc-sink", **SINK_READS_NO_TOPIC},
+            id="pipeline-keys",
+        ),
+    ],
+)
+def test_each_side_gets_its_keys(given: dict[str, Any], source: dict[str, Any], sink: dict[str, Any]) -> None:
+    sides = direct_sides({**BASE, **given})
+    assert (sides.source, sides.sink, sides.missing) == (source, sink, ())
+
+
+@pytest.mark.parametrize(
+    ("task_class", "plugin"),
+    [
+        ("io.confluent.connect.jdbc.source.JdbcSourceTask", "jdbc-source"),
+        ("org.apache.rocketmq.connect.jdbc.sink.JdbcSinkTask", "jdbc-sink"),
+        ("io.debezium.connector.mysql.MySqlConnectorTask", "mysql-cdc"),
+        (" file-sink ", "file-sink"),  # Sluice's own plugin names
+        ("my_pkg.tasks:Source", "my_pkg.tasks:Source"),  # a plugin path, resolved as connector classes are
+    ],
+)
+def test_task_classes_name_the_connector_that_runs_them(task_class: str, plugin: str) -> None:
+    assert task_plugin(task_class) == plugin
+
+
+def test_transforms_run_once_each_source_side_then_pipeline_then_sink_side() -> None:
+    config = {
+        **BASE,
+        "transforms": "p", "transforms.p.type": "RegexRouter",
+        "transforms.p.regex": "a", "transforms.p.replacement": "b",
+        "source.transforms": "s", "source.transforms.s.type": "HoistField$Value",
+        "source.transforms.s.field": "v",
+        "sink.transforms": "k", "sink.transforms.k.type": "ExtractField$Value",
+        "sink.transforms.k.field": "v",
+    }  # fmt: skip
+    sides = direct_sides(config)
+    assert sides.source["transforms"] == "s"
+    assert sides.sink["transforms"] == "k" and sides.chain["transforms"] == "p"
+    from sluice.connectors.transforms import build_chain
+
+    chain = [t.alias for c in direct_chain_configs(sides) for t in build_chain(c)]
+    assert chain == ["s", "p", "k"]
+
+
+def test_a_missing_task_class_is_named() -> None:
+    config = {"connector.direct.enable": "true", "source.task.class": "file-source"}
+    assert direct_sides(config).missing == ("sink.task.class",)
+    result = validate_config("d", config)
+    assert result.errors == [
+        "connector 'd': field 'sink.task.class' is required when connector.direct.enable=true"
+    ]
+
+
+def test_is_direct_reads_the_flag_as_rocketmq_connect_does() -> None:
+    assert is_direct({"connector.direct.enable": "True"}) and not is_direct(
+        {"connector.direct.enable": "false"}
+    )
+    assert not is_direct({})
+
+
+def test_a_task_config_carries_the_source_share_as_source_keys() -> None:
+    config = {**BASE, "table.whitelist": "a,b", "source.connection.url": "u"}
+    task = direct_task_config(
+        config, {"connector.class": "jdbc-source", "tables": "a", "connection.url": "u"}
+    )
+    assert direct_sides(task).source["tables"] == "a"
+    assert task["table.whitelist"] == "a,b" and "source.connector.class" not in task
+
+
+def test_a_file_to_file_pipeline_validates_into_one_task_per_source_task(tmp_path: Any) -> None:
+    config = {
+        "connector.direct.enable": "true",
+        "source.task.class": "org.apache.kafka.connect.file.FileStreamSourceTask",
+        "sink.task.class": "org.apache.kafka.connect.file.FileStreamSinkTask",
+        "source.file": str(tmp_path / "in.txt"),
+        "sink.file": str(tmp_path / "out.txt"),
+        "topic": "lines",
+        "topics": "lines",
+    }
+    result = validate_config("d", config)
+    assert result.errors == []
+    assert (result.kind, result.connector_class) == ("source", "file-source -> file-sink")
+    (task,) = result.task_configs
+    assert direct_sides(task).source["files"] == str(tmp_path / "in.txt")
+
+
+def test_a_side_that_is_the_wrong_kind_is_named() -> None:
+    config = {**BASE, "sink.task.class": "file-source", "file": "/tmp/x", "topic": "t"}
+    config["source.task.class"] = "file-source"
+    errors = validate_config("d", config).errors
+    assert errors == ["connector 'd': field 'sink.task.class': file-source is not a sink"]
+
+
+def test_secret_fields_of_both_sides_prefixed_and_not() -> None:
+    names = secret_fields({**BASE})
+    assert {"connection.password", "source.connection.password", "sink.connection.password"} <= names
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"transforms": "s", "transforms.s.type": "sql", "transforms.s.filter": "true"}, "transforms"),
+        ({"errors.tolerance": "all"}, "errors.tolerance"),
+    ],
+)
+def test_what_a_direct_pipeline_cannot_run_yet_is_refused_naming_the_field(
+    tmp_path: Any, extra: dict[str, str], field: str
+) -> None:
+    config = {
+        "connector.direct.enable": "true", "source.task.class": "file-source", "sink.task.class": "file-sink",
+        "source.file": str(tmp_path / "in.txt"), "sink.file": str(tmp_path / "out.txt"), "topic": "t",
+        **extra,
+    }  # fmt: skip
+    (error,) = validate_config("d", config).errors
+    assert error.startswith(f"connector 'd': field {field!r}: a direct pipeline")

@@ -1,0 +1,104 @@
+"""A direct pipeline (RocketMQ Connect's DirectTask form, connectors.direct): MariaDB -> jdbc-source
+task -> jdbc-sink task into PostgreSQL with no topic between them, exact through a worker SIGKILL
+and a PostgreSQL restart (the target and the offset store both): the target table ends equal to
+the source by content, no row lost or doubled (``insert`` mode makes a doubled row a primary-key
+error, which would fail the task).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from sluice.deploy.local.config import StackConfig
+from sluice.deploy.local.stack import restart_service
+from tests.connectors.jdbc_dbs import Db
+from tests.databases import TestDatabase
+from tests.runtime.helpers import FAST_HEARTBEAT, wait_for
+from tests.runtime.test_jdbc_pipeline_faults import _insert, _rows, _sink, _source
+
+
+def _direct(src: Db, target: TestDatabase, prefix: str) -> dict[str, Any]:
+    """As a RocketMQ Connect user writes it: Confluent's task classes and each side's keys, prefixed
+    (the fault test's own source and sink configs: its router, on the sink side, takes the topic
+    prefix off, so the table is ``orders``)."""
+    source = _source(src, prefix, "incrementing", **{"batch.max.records": "300"})
+    sink = _sink(target, prefix, "insert")
+    return {
+        "connector.direct.enable": "true",
+        "source.task.class": "io.confluent.connect.jdbc.source.JdbcSourceTask",
+        "sink.task.class": "io.confluent.connect.jdbc.sink.JdbcSinkTask",
+        **{f"source.{k}": v for k, v in source.items() if k != "connector.class"},
+        **{f"sink.{k}": v for k, v in sink.items() if k != "connector.class"},
+        **FAST_HEARTBEAT,
+    }
+
+
+@pytest.mark.fault
+@pytest.mark.private_worker  # SIGKILLs its worker
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+async def test_mariadb_to_postgres_direct_through_worker_kill_and_postgres_restart(
+    start_worker, sluice, stack_config: StackConfig, mariadb_db: TestDatabase, postgres_db: TestDatabase
+) -> None:
+    src = Db.of(mariadb_db)
+    src.run(
+        "CREATE TABLE orders (id BIGINT PRIMARY KEY, customer VARCHAR(20) NOT NULL, "
+        "amount DECIMAL(14,2) NOT NULL, note VARCHAR(40), updated_at TIMESTAMP(6) NOT NULL "
+        "DEFAULT CURRENT_TIMESTAMP(6))"
+    )
+    _insert(src, range(1, 3001))
+    name = f"direct-{uuid.uuid4().hex[:8]}"
+    first = start_worker()
+    await sluice.create(name, _direct(src, postgres_db, f"D{uuid.uuid4().hex[:6]}-"))
+    status = await sluice.status(name)
+    assert status.kind == "source" and status.connector_class == "jdbc-source -> jdbc-sink"
+
+    await wait_for(lambda: len(_rows(postgres_db.url)) >= 600, 600, "the first batches in PostgreSQL")
+    first.kill()  # SIGKILL mid-run: a batch in flight is abandoned half-way
+    start_worker()
+    _insert(src, range(3001, 4001))
+    await wait_for(lambda: len(_rows(postgres_db.url)) > 3000, 600, "rows after the kill")
+    restart_service(stack_config, "postgres")  # the target and the offset store at once
+    _insert(src, range(4001, 4501))
+
+    await wait_for(
+        lambda: _rows(postgres_db.url) == _rows(src.url),
+        600,
+        "the PostgreSQL table equal to the MariaDB table after the kill and the PostgreSQL restart",
+    )
+    assert len(_rows(postgres_db.url)) == 4500
+    assert (await sluice.status(name)).state == "RUNNING"
+    await sluice.delete(name)
+
+
+async def test_file_to_file_direct_with_appended_lines(tmp_path, start_worker, sluice) -> None:
+    """Kafka's FileStream task classes with no topic between them: the target file equals the
+    source file, appended lines too, and the pipeline shows in status as any connector does."""
+    from tests.runtime.test_file_pipeline import _lines, _read
+
+    src, dst = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text(_lines(0, 2000))
+    start_worker()
+    name = f"direct-{uuid.uuid4().hex[:8]}"
+    config = {
+        "connector.direct.enable": "true",
+        "source.task.class": "org.apache.kafka.connect.file.FileStreamSourceTask",
+        "sink.task.class": "org.apache.kafka.connect.file.FileStreamSinkTask",
+        "source.file": str(src),
+        "sink.file": str(dst),
+        "topic": "lines",
+        "batch.max.bytes": str(32 * 1024),
+        "poll.interval.ms": "200",
+    }
+    await sluice.create(name, config)
+    await wait_for(lambda: _read(dst) == _read(src), 120, "the target file equal to the source file")
+    with src.open("a") as f:
+        f.write(_lines(2000, 300))
+    await wait_for(lambda: _read(dst) == _lines(0, 2300), 60, "appended lines to arrive")
+    status = await sluice.status(name)
+    assert (status.state, status.kind) == ("RUNNING", "source")
+    assert status.connector_class == "file-source -> file-sink"
+    await sluice.delete(name)
