@@ -203,7 +203,10 @@ class ConnectorActivities:
                 meters.phase(TaskPhase.RUNNING)
                 # Spark only for a batch: an idle task, or one started while a new worker's
                 # session is still starting (worker.main), plans and heartbeats without it.
-                label_jobs(self.ctx.spark, group, f"{inp.connector} task {inp.task_id} batch {plan.batch_id}")
+                if runner.runs_on_spark:
+                    label_jobs(
+                        self.ctx.spark, group, f"{inp.connector} task {inp.task_id} batch {plan.batch_id}"
+                    )
                 t0 = time.perf_counter()
                 meters.planned(t0 - t_plan)
                 try:

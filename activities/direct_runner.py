@@ -60,6 +60,8 @@ class DirectRunner:
         self._topic = str(setup.config.get("topic") or "")
         #: new batches planned in this attempt: the first one is small (planning.ramped_budget)
         self.planned = 0
+        #: the batch runs in this process; only a sink that Spark writes (Delta, Iceberg) starts a job
+        self.runs_on_spark = isinstance(sink, WritesFrames)
 
     def ensure_topic(self) -> None:
         """No topic: the source's records go straight to the sink."""

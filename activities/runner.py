@@ -212,9 +212,12 @@ class BatchRunner(Protocol):
     4. ``close``: once, when the task ends, however it ends (closes the connector's task).
 
     ``waiting_for`` after each plan: a text for status when the task cannot read (a missing file).
+    ``runs_on_spark``: whether its batches start Spark jobs (labelled per batch; a batch that
+    starts none, a direct pipeline's, never waits for the worker's Spark session to start).
     """
 
     setup: TaskSetup
+    runs_on_spark: bool
 
     def ensure_topic(self) -> None: ...
 

@@ -31,7 +31,7 @@ from sluice.connectors.api import (
     TransactionalSink,
     WritesFrames,
 )
-from sluice.connectors.arrow_envelopes import ARROW_DECLINED, declined_reason
+from sluice.connectors.arrow_envelopes import ARROW_DECLINED, UnmetSchemaError, declined_reason
 from sluice.connectors.barriers import BARRIER_HEADER
 from sluice.connectors.connect_schemas import SCHEMA_KEY, laid_out_prefixes
 from sluice.connectors.converters import TOMBSTONE_PROPERTY, JsonConverter
@@ -135,6 +135,8 @@ class QueueView(OffsetView):
 
 
 class SinkRunner:
+    runs_on_spark = True
+
     def __init__(self, setup: TaskSetup, task: SinkTask, task_count: int) -> None:
         self.setup = setup
         self.ctx = setup.ctx
@@ -341,9 +343,7 @@ class SinkRunner:
             self._left_to_spark.add(shape)
             log.info("connector %s: batches are left to Spark (%s)", self.connector, exc)
             return False
-        except RuntimeError as exc:
-            if UNMET_SCHEMA not in str(exc):
-                raise
+        except UnmetSchemaError:
             # A schema not met (a column added, a new table): learnt here when the batch is small,
             # else the Spark path meets it again and searches the batch.
             log.info(

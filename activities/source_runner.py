@@ -84,6 +84,8 @@ def batch_ref(plan: BatchPlan) -> str:
 
 
 class SourceRunner:
+    runs_on_spark = True
+
     def __init__(self, setup: TaskSetup, task: SourceTask) -> None:
         self.setup = setup
         self.ctx = setup.ctx

@@ -111,9 +111,7 @@ def table_frame(spark: SparkSession, table: pa.Table) -> DataFrame:
 def _split_frame(spark: SparkSession, splits: ArrowSplits) -> DataFrame:
     count = len(splits.splits)
     tasks = spark.range(0, count, 1, count)
-    return tasks.mapInArrow(
-        partial(_read_splits, splits.splits, splits.read), spark_schema(splits.schema)
-    )
+    return tasks.mapInArrow(partial(_read_splits, splits.splits, splits.read), spark_schema(splits.schema))
 
 
 def _read_splits(

@@ -11,7 +11,8 @@ The decoder only ever *declines*: a body it cannot decode exactly as Spark's par
 UTF-8, a payload that does not fit the wire type, an instant in a text form other than Sluice's)
 raises ``ARROW_DECLINED`` naming the first such record, and the runner decodes the batch through
 Spark, which flags or reads it as it always did. A body of a schema not met raises
-``UNMET_SCHEMA``, as Spark's decode of met schemas does, and the sink searches the batch. So it
+``UnmetSchemaError`` (``UNMET_SCHEMA``), as Spark's decode of met schemas does, and the sink
+searches the batch. So it
 adds no semantics of its own; ``tests/connectors/test_arrow_envelopes.py`` checks that what it
 decodes equals Spark's decode.
 
@@ -48,6 +49,15 @@ _ISO_INSTANT: Final = (
 )
 #: Bytes Arrow's JSON reader takes in one block: a batch's payloads are parsed in one go.
 _BLOCK_BYTES: Final = 1 << 26
+
+
+class UnmetSchemaError(RuntimeError):
+    """A body of an envelope schema not met before (``UNMET_SCHEMA``, naming the first such record):
+    a typed decision where the decoder runs in the sink's process; inside a Spark task it reaches
+    the driver as the job's error text, as Spark's own decode of met schemas raises it."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(f"{UNMET_SCHEMA} (first at {where})")
 
 
 class DeclinedError(LeftToSpark):
@@ -99,7 +109,7 @@ class EnvelopeDecoder:
                 matched = pc.or_(matched, mask)
         unmatched = pc.and_(live, pc.invert(matched))
         if pc.any(unmatched).as_py():  # the sink searches the batch's schemas, as for Spark's decode
-            raise RuntimeError(f"{UNMET_SCHEMA} (first at {where.first(unmatched)})")
+            raise UnmetSchemaError(where.first(unmatched))
         value = self._values(body, groups, where, len(batch))
         names = [n for n in batch.schema.names if n != "body"]
         return pa.RecordBatch.from_arrays([batch.column(n) for n in names] + [value], names=[*names, "value"])

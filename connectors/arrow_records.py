@@ -58,7 +58,7 @@ class RecordsPlan:
         """The records of the messages in ``batches`` (None when there are none: nothing to make
         a typed empty batch from). ``barriers_once``: a barrier's copies after the first are
         dropped, as the sink runner's ``once_per_barrier`` does for a task that does not order
-        barriers. Raises ``LeftToSpark``, or the decoder's ``UNMET_SCHEMA``."""
+        barriers. Raises ``LeftToSpark``, or the decoder's ``UnmetSchemaError``."""
         made = []
         for batch in batches:
             if barriers_once:

@@ -122,9 +122,7 @@ class OffsetStore:
 
     # ---- positions -------------------------------------------------------------------------
 
-    def committed_positions(
-        self, connector: str, task_id: int | None = None
-    ) -> dict[PartitionKey, Position]:
+    def committed_positions(self, connector: str, task_id: int | None = None) -> dict[PartitionKey, Position]:
         """Next position per partition, keyed exactly like ``BatchPlan.end_positions()``.
 
         With ``task_id`` only the positions last committed by that task are returned; a planner

@@ -57,7 +57,12 @@ def register(conn: Connection, t: StoreTables, connector: str, kind: str) -> Non
 
 
 def read_positions(
-    conn: Connection, t: StoreTables, connector: str, *, task_id: int | None = None, lock: bool = False,
+    conn: Connection,
+    t: StoreTables,
+    connector: str,
+    *,
+    task_id: int | None = None,
+    lock: bool = False,
     keys: Iterable[PartitionKey] | None = None,
 ) -> dict[PartitionKey, Position]:
     """Stored positions of a connector (optionally only some keys, row-locked until commit)."""

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from sluice.activities.spark_binding import chain_frame
-from sluice.connectors.arrow_envelopes import ARROW_DECLINED, DeclinedError, declined_reason
+from sluice.connectors.arrow_envelopes import ARROW_DECLINED, DeclinedError, UnmetSchemaError, declined_reason
 from sluice.connectors.connect_schemas import PAYLOAD_KEY
 from sluice.connectors.converters import JsonConverter
 from sluice.connectors.envelopes import UNMET_SCHEMA
@@ -210,7 +210,7 @@ def test_what_the_arrow_decode_cannot_read_as_spark_would_it_declines_naming_the
 def test_a_body_of_a_schema_not_met_sends_the_sink_to_search_the_batch(spark: SparkSession) -> None:
     """As Spark's decode of met schemas does (UNMET_SCHEMA), naming the first such record."""
     where = r" \(first at topic 't' queue 'broker-a:1' offset 104\)"
-    with pytest.raises(RuntimeError, match=UNMET_SCHEMA + where):
+    with pytest.raises(UnmetSchemaError, match=UNMET_SCHEMA + where):  # a typed decision here
         _decode_edited(spark, _grown_schema)
 
 
