@@ -139,7 +139,7 @@ def _validate_direct(
     errors += _direct_refusals(name, sides) if not errors else []
     if errors:
         return ValidationResult(label, "source", errors)
-    tasks = [direct_task_config(config, task) for task in source.task_configs]
+    tasks = [direct_task_config(config, task, sink.task_configs[0]) for task in source.task_configs]
     return ValidationResult(label, "source", [], tasks, source.options)
 
 

@@ -90,11 +90,12 @@ class Connector(ABC):  # noqa: B024 - every hook has a default; subclasses decla
 
     def validate(self, raw_config: Mapping[str, Any]) -> list[FieldError]:
         """Every problem of ``raw_config``: declared fields, common fields and the transform chain."""
-        from sluice.connectors.transforms import chain_errors  # the transforms load pyarrow
-
         name = str(raw_config.get("name") or "")
         errors = self.full_config_def(name).validate(raw_config)
-        errors.extend(chain_errors(raw_config, owner=f"connector {(name or self.plugin_name)!r}"))
+        if raw_config.get("transforms"):  # the transforms are Arrow stages: only then load pyarrow
+            from sluice.connectors.transforms import chain_errors
+
+            errors.extend(chain_errors(raw_config, owner=f"connector {(name or self.plugin_name)!r}"))
         return errors
 
     def parse(self, raw_config: Mapping[str, Any]) -> dict[str, Any]:

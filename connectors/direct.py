@@ -103,12 +103,23 @@ def direct_sides(config: Mapping[str, Any]) -> DirectSides:
     return DirectSides(sides[SOURCE_PREFIX], sides[SINK_PREFIX], chain, tuple(missing))
 
 
-def direct_task_config(config: Mapping[str, Any], source_task: Mapping[str, Any]) -> dict[str, str]:
-    """A direct task's config: the pipeline's, with the source side's task config (a table set, a
-    file) as ``source.`` keys, which win over anything the pipeline gave the source side."""
+def direct_task_config(
+    config: Mapping[str, Any], source_task: Mapping[str, Any], sink_task: Mapping[str, Any]
+) -> dict[str, str]:
+    """A direct task's config: the pipeline's own keys and chain, and each side's task config as
+    its connector made it (canonical names, a source's share of tables or files), prefixed: a task
+    config holds no shared key, so each side reads exactly what its validation read."""
+    sides = direct_sides(config)
+    own = {k: v for k, v in config.items() if k in PIPELINE_KEYS and k != "connector.class"}
     return {
-        **config,
-        **{f"{SOURCE_PREFIX}{k}": str(v) for k, v in source_task.items() if k != "connector.class"},
+        **own,
+        **{k: str(v) for k, v in sides.chain.items()},
+        **{
+            f"{SOURCE_PREFIX}{k}": str(v)
+            for k, v in source_task.items()
+            if k not in ("connector.class", "name")
+        },
+        **{f"{SINK_PREFIX}{k}": str(v) for k, v in sink_task.items() if k not in ("connector.class", "name")},
     }
 
 

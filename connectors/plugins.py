@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from importlib.metadata import EntryPoint
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from sluice.connectors.api import Connector
 from sluice.connectors.discovery import (
@@ -29,7 +29,9 @@ from sluice.connectors.discovery import (
     looks_like_path,
     transform_entry_points,
 )
-from sluice.connectors.transforms import load_transform_class
+
+if TYPE_CHECKING:
+    from sluice.connectors.transforms import Transform
 
 __all__ = [
     "BUILTIN_CONNECTORS",
@@ -85,6 +87,16 @@ CONNECTOR_ALIASES: Final = {
     "io.tabular.iceberg.connect.IcebergSinkConnector": "iceberg-sink",
     "org.apache.rocketmq.connect.elasticsearch.connector.ElasticsearchSinkConnector": "opensearch-sink",
 }
+
+
+def load_transform_class(
+    name: str, known: Iterable[str] = (), extra: Iterable[EntryPoint] | None = None
+) -> type[Transform]:
+    """``sluice.connectors.transforms.load_transform_class``, imported when asked: the transforms
+    are Arrow stages, and listing or validating connectors without transforms loads no pyarrow."""
+    from sluice.connectors.transforms import load_transform_class as load
+
+    return load(name, known, extra)
 
 
 def builtin_name(name: str) -> str:

@@ -17,8 +17,8 @@ import pytest
 from sluice.connectors.plugins import BUILTIN_CONNECTORS
 
 SPARK = ("pyspark", "py4j", "pandas")
-#: Record stages (transforms among them) are Arrow: loading their classes to validate a config loads
-#: pyarrow, never Spark.
+#: Record stages (transforms among them) are Arrow: validating a config that has transforms loads
+#: pyarrow (never Spark); one without transforms does not.
 ARROW = ("pyarrow", "numpy")
 DRIVERS = ("sqlalchemy", "psycopg", "pymysql", "pymysqlreplication")
 
@@ -63,19 +63,18 @@ def test_validating_a_config_on_the_command_line_does_not_import_spark() -> None
     )
     packages, modules = _loaded(code)
     assert "sluice.connectors.plugins" in modules, "the probe should have validated with the plugins"
-    assert packages & {*SPARK, *DRIVERS} == set()
+    assert packages & {*SPARK, *ARROW, *DRIVERS} == set()
 
 
 def test_loading_the_builtin_connector_classes_imports_no_spark_or_database_driver() -> None:
     """Config validation imports the connector classes (CLI, REST API, the validate activity);
-    SQLAlchemy comes with the JDBC and CDC classes, and Arrow with the transforms (record stages);
-    Spark and the drivers do not."""
+    SQLAlchemy comes with the JDBC and CDC classes, Spark, Arrow and the drivers do not."""
     code = "".join(
         f"from sluice.connectors.plugins import load_connector_class; load_connector_class({name!r})\n"
         for name in BUILTIN_CONNECTORS
     )
     packages, _ = _loaded(code)
-    assert packages & {*SPARK, *DRIVERS} - {"sqlalchemy"} == set()
+    assert packages & {*SPARK, *ARROW, *DRIVERS} - {"sqlalchemy"} == set()
 
 
 def test_the_rest_app_imports_no_spark_plugins_or_settings() -> None:
@@ -94,6 +93,19 @@ def test_the_workflow_modules_import_no_runtime_code() -> None:
     packages, modules = _loaded(code)
     assert packages & {*SPARK, *ARROW, *DRIVERS, "pydantic", "pydantic_settings", "cryptography"} == set()
     assert {m.split(".")[1] for m in modules} == {"workflows"}
+
+
+def test_validating_transforms_loads_arrow_never_spark() -> None:
+    code = (
+        "from sluice.worker.cli import main\n"
+        "code = main(['connector', 'validate', '--set', 'connector.class=file-source',\n"
+        "             '--set', 'file=/tmp/sluice-light-imports.txt', '--set', 'topic=t',\n"
+        "             '--set', 'transforms=r', '--set', 'transforms.r.type=RegexRouter',\n"
+        "             '--set', 'transforms.r.regex=t', '--set', 'transforms.r.replacement=u'])\n"
+        "assert code == 0, code\n"
+    )
+    packages, _ = _loaded(code)
+    assert "pyarrow" in packages and packages & {*SPARK, *DRIVERS} == set()
 
 
 def test_the_connector_contract_loads_no_spark_converters_or_transforms() -> None:

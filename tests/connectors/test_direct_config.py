@@ -107,13 +107,16 @@ def test_is_direct_reads_the_flag_as_rocketmq_connect_does() -> None:
     assert not is_direct({})
 
 
-def test_a_task_config_carries_the_source_share_as_source_keys() -> None:
-    config = {**BASE, "table.whitelist": "a,b", "source.connection.url": "u"}
-    task = direct_task_config(
-        config, {"connector.class": "jdbc-source", "tables": "a", "connection.url": "u"}
-    )
-    assert direct_sides(task).source["tables"] == "a"
-    assert task["table.whitelist"] == "a,b" and "source.connector.class" not in task
+def test_a_task_config_holds_each_side_canonical_and_prefixed() -> None:
+    config = {**BASE, "table.whitelist": "a,b", "batch.max.rows": "9", "transforms": "r", "sink.x": "1"}
+    source_task = {"connector.class": "jdbc-source", "tables": "a", "batch.max.records": "9"}
+    task = direct_task_config(config, source_task, {"connector.class": "jdbc-sink", "x": "1"})
+    assert task == {
+        **BASE, "transforms": "r", "source.tables": "a", "source.batch.max.records": "9", "sink.x": "1",
+    }  # fmt: skip
+    sides = direct_sides(task)
+    assert sides.source == {"tables": "a", "batch.max.records": "9", "connector.class": "jdbc-source"}
+    assert sides.chain == {"transforms": "r"}
 
 
 def test_a_file_to_file_pipeline_validates_into_one_task_per_source_task(tmp_path: Any) -> None:

@@ -24,7 +24,7 @@ def _direct(src: Db, target: TestDatabase, prefix: str) -> dict[str, Any]:
     """As a RocketMQ Connect user writes it: Confluent's task classes and each side's keys, prefixed
     (the fault test's own source and sink configs: its router, on the sink side, takes the topic
     prefix off, so the table is ``orders``)."""
-    source = _source(src, prefix, "incrementing", **{"batch.max.records": "300"})
+    source = _source(src, prefix, "incrementing")
     sink = _sink(target, prefix, "insert")
     return {
         "connector.direct.enable": "true",
@@ -49,27 +49,27 @@ async def test_mariadb_to_postgres_direct_through_worker_kill_and_postgres_resta
         "amount DECIMAL(14,2) NOT NULL, note VARCHAR(40), updated_at TIMESTAMP(6) NOT NULL "
         "DEFAULT CURRENT_TIMESTAMP(6))"
     )
-    _insert(src, range(1, 3001))
+    _insert(src, range(1, 20001))
     name = f"direct-{uuid.uuid4().hex[:8]}"
     first = start_worker()
     await sluice.create(name, _direct(src, postgres_db, f"D{uuid.uuid4().hex[:6]}-"))
+    await wait_for(lambda: len(_rows(postgres_db.url)) >= 400, 600, "the first batch in PostgreSQL")
     status = await sluice.status(name)
     assert status.kind == "source" and status.connector_class == "jdbc-source -> jdbc-sink"
-
-    await wait_for(lambda: len(_rows(postgres_db.url)) >= 600, 600, "the first batches in PostgreSQL")
     first.kill()  # SIGKILL mid-run: a batch in flight is abandoned half-way
+    print(f"killed the worker with {len(_rows(postgres_db.url))} of 20,000 rows in PostgreSQL")
     start_worker()
-    _insert(src, range(3001, 4001))
-    await wait_for(lambda: len(_rows(postgres_db.url)) > 3000, 600, "rows after the kill")
+    _insert(src, range(20001, 21001))
+    await wait_for(lambda: len(_rows(postgres_db.url)) > 20000, 600, "rows after the kill")
     restart_service(stack_config, "postgres")  # the target and the offset store at once
-    _insert(src, range(4001, 4501))
+    _insert(src, range(21001, 21501))
 
     await wait_for(
         lambda: _rows(postgres_db.url) == _rows(src.url),
         600,
         "the PostgreSQL table equal to the MariaDB table after the kill and the PostgreSQL restart",
     )
-    assert len(_rows(postgres_db.url)) == 4500
+    assert len(_rows(postgres_db.url)) == 21500
     assert (await sluice.status(name)).state == "RUNNING"
     await sluice.delete(name)
 
