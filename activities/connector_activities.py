@@ -27,7 +27,7 @@ from sluice.activities.nudges import NUDGES, nudge_key
 from sluice.activities.runner import BatchRunner, TaskSetup, aligned_wait_s
 from sluice.activities.sink_runner import SinkRunner
 from sluice.activities.source_runner import SourceRunner
-from sluice.activities.spark import label_jobs
+from sluice.activities.spark import label_jobs, started_spark
 from sluice.activities.store.leases import TaskAttempt
 from sluice.activities.task_metrics import BatchMeter, partition_lag
 from sluice.activities.validation import secret_fields, validate_config
@@ -201,12 +201,13 @@ class ConnectorActivities:
                 empty_polls = 0
                 hb.progress.phase = f"batch {plan.batch_id}" + (" (re-run)" if rerun else "")
                 meters.phase(TaskPhase.RUNNING)
-                # Spark only for a batch: an idle task, or one started while a new worker's
-                # session is still starting (worker.main), plans and heartbeats without it.
-                if runner.runs_on_spark:
-                    label_jobs(
-                        self.ctx.spark, group, f"{inp.connector} task {inp.task_id} batch {plan.batch_id}"
-                    )
+                # Spark only for a batch that runs on it: an idle task, a batch run in the worker's
+                # process (local_batch_max_records), or one started while a new worker's session is
+                # still starting (worker.main) plans, runs and heartbeats without waiting for it.
+                # A batch that starts the session itself runs its first jobs unlabelled.
+                session = started_spark() if runner.runs_on_spark else None
+                if session is not None:
+                    label_jobs(session, group, f"{inp.connector} task {inp.task_id} batch {plan.batch_id}")
                 t0 = time.perf_counter()
                 meters.planned(t0 - t_plan)
                 try:

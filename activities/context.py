@@ -31,6 +31,9 @@ class RuntimeSettings:
     spark_driver_memory: str
     #: Spark tasks one side of a batch may run at once (``SLUICE_BATCH_TASKS``; see Settings)
     batch_tasks: int = 1
+    #: The most records a batch may span to run in the worker's process, with no Spark job
+    #: (``SLUICE_LOCAL_BATCH_MAX_RECORDS``; see Settings); 0: every batch runs on Spark
+    local_batch_max_records: int = 100_000
     #: Jar files the SparkSession puts on its classpath (``SLUICE_SPARK_JARS``: the lake formats)
     spark_jars: tuple[str, ...] = ()
     #: Fernet key of ``${sealed:…}`` config values (connectors.sealing); None: none can be resolved

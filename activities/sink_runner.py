@@ -72,11 +72,6 @@ if TYPE_CHECKING:
 #: (``SinkRunner._learn_first_schemas``); a first batch is 1,000 at most (planning.ramped_budget).
 LEARN_ON_DRIVER_MAX = 5_000
 
-#: The most records a sink batch may span to run in Arrow with no Spark job (``SinkRunner._ran_in_arrow``):
-#: faster than the Spark job at every size measured here (docs/design.md); larger batches keep the
-#: pull and decode on Spark's executors.
-ARROW_BATCH_MAX_RECORDS = 100_000
-
 #: Rounds of "write, dead-letter what the target refused, write the rest" before giving up.
 MAX_REJECTION_ROUNDS = 3
 
@@ -307,14 +302,14 @@ class SinkRunner:
         """Write a small batch of envelope schemas met before with no Spark job: pulled here by the
         reader's own code, its records and the chain's transforms made in Arrow
         (connectors.arrow_records), checked and written as ``_write_table`` does. False, with
-        nothing written, when the batch is larger than ``ARROW_BATCH_MAX_RECORDS``, a transform
+        nothing written, when the batch is larger than the worker's ``local_batch_max_records``, a transform
         is Spark SQL, or the Arrow path declines the batch (``LeftToSpark``: a record it
         does not make exactly as Spark would); the batch then runs in Spark. A schema not met is
         learnt on the driver when the batch is small (``learn``: once), as a first batch's are.
         """
         converter, topics = self.setup.converter, {r.topic for r in plan.ranges if not r.is_empty}
         if (
-            plan.record_span > ARROW_BATCH_MAX_RECORDS
+            plan.record_span > self.ctx.settings.local_batch_max_records
             or not runs_in_arrow(self.setup.chain)
             or self.tolerates
             or self.notice is None

@@ -104,6 +104,8 @@ class SourceRunner:
         self.planned = 0
         #: each batch shape's whole job, built once (``_bound_send``)
         self._bound_plans: dict[tuple[object, ...], SendPlan] = {}
+        #: the units the last new batch was planned for: at most its records (a byte counts at least one)
+        self._budget: int | None = None
         #: each record shape's Arrow encoder, or None where Spark makes its messages (``_arrow_messages``)
         self._encoders: dict[pa.Schema, MessageEncoder | None] = {}
 
@@ -129,6 +131,7 @@ class SourceRunner:
         unit_limit = self.config["batch.max.bytes"] if unit == "bytes" else None
         max_units = ramped_budget(int(unit_limit or self.config["batch.max.records"]), unit, self.planned)
         plan, rerun = next_plan(self.setup, self.task.task_id, self._view, max_units)
+        self._budget = max_units
         if plan is None or rerun:
             return plan, rerun
         self.planned += 1
@@ -218,6 +221,8 @@ class SourceRunner:
         job, and every message crossed between Python and the JVM twice (#18)."""
         if self.setup.chain or (read.tables and read.splits):
             return None
+        if self._budget is not None and self._budget <= self.ctx.settings.local_batch_max_records:
+            return self._sent_here(plan, read, topic, order)
         if read.tables:
             if any(self._encoder(t.schema) is None for t in read.tables):
                 return None
@@ -238,6 +243,30 @@ class SourceRunner:
             return None
         layout, parts = bound
         return self._run_bound(plan, parts, self._bound_send(layout, topic, order, in_arrow=encoder))
+
+    def _sent_here(self, plan: BatchPlan, read: SourceRead, topic: str, order: SendOrder) -> int | None:
+        """A small batch (``local_batch_max_records``) made and sent in the worker's process, with
+        no Spark job: the same stages a bound job's task runs (``_send_in_task``: encode, size
+        check, shard, order, send), part by part in order (each driver-built table, each split
+        group read here: ``SourceRead.to_table``), each with its shape's encoder. None, with nothing
+        sent, when a part's shape has no Arrow encoder (Spark makes its messages)."""
+        parts = [*read.tables, *(SourceRead(splits=(s,)).to_table() for s in read.splits)]
+        encoders = [self._encoder(part.schema) for part in parts]
+        if any(encoder is None for encoder in encoders):
+            return None
+        options = {
+            **self._send_options(topic),
+            "stampedProperties": json.dumps({BATCH_PROPERTY: batch_ref(plan)}),
+        }
+        writer = RocketMQWriter(options, spark_schema(SHARDED_SCHEMA))
+        where, queues, sent = f"connector {self.connector}", self._queues(topic), 0
+        with raising_record_errors(self.setup):
+            for part, encoder in zip(parts, encoders, strict=True):
+                for written in _send_in_task(
+                    encoder, where, self._stamped_bytes, writer, queues, order, part
+                ):
+                    sent += sum(written.column("count").to_pylist())
+        return sent
 
     def _send_tables(self, plan: BatchPlan, tables: Sequence[pa.Table], topic: str, order: SendOrder) -> int:
         """Driver-built records sent by the shape's bound job, one run per chunk (``table_chunks``)

@@ -329,6 +329,15 @@ def _quiet_task_size_warnings(session: SparkSession) -> None:
     )
 
 
+def started_spark() -> SparkSession | None:
+    """The process's SparkSession if it has been made, else None, never waiting: a batch that runs
+    in the worker's process does not wait for a session still starting (activities.warm_up)."""
+    session = _session  # one read: the session is made once, under _lock, and never replaced
+    if session is not None:
+        _activate_for_this_thread(session)
+    return session
+
+
 def label_jobs(session: SparkSession, group: str, description: str) -> None:
     """Name the Spark jobs the calling thread starts next (a task's batch), for Spark's UI and logs.
 

@@ -93,6 +93,11 @@ class Settings(BaseSettings):
     #: side by side on its two cores (measured: two tasks per side starved the other side's small
     #: batches, first row 3 s -> 8 s); a cluster sets its executors' cores.
     batch_tasks: int = Field(default=1, ge=1)
+    #: The most records a batch may span to run in the worker's own process, with no Spark job: the
+    #: same stages, run here (a sink batch pulled, decoded, transformed and written; a source batch
+    #: read, encoded and sent). Faster than a Spark job at every size measured on the local stack
+    #: (docs/performance.md); 0 runs every batch on Spark, so a cluster's executors do the work.
+    local_batch_max_records: int = Field(default=100_000, ge=0)
     # Where the worker and clients find the services; the local stack unless set.
     temporal_namespace: str = Field(default="default", min_length=1)
     temporal_address: str = Field(default_factory=_local(lambda s: s.temporal_address), min_length=1)
@@ -169,6 +174,7 @@ class Settings(BaseSettings):
             spark_master=self.spark_master,
             spark_driver_memory=self.spark_driver_memory,
             batch_tasks=self.batch_tasks,
+            local_batch_max_records=self.local_batch_max_records,
             spark_jars=self.spark_jar_files(),
             store_schema=self.store_schema,
             sealing_key=self.sealing_key(),

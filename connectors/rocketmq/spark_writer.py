@@ -194,6 +194,9 @@ class RocketMQWriter(DataSourceArrowWriter):
         self.client_options = client_options(options)
         self.key_column = _check_schema(schema, self.topic)
         self.bound_properties = (get_option(options, "boundProperties") or "").lower() == "true"
+        #: properties stamped on every message when the writer runs outside a Spark job (a batch
+        #: sent in the worker's process), as JSON; a job's are bound to it (``boundProperties``)
+        self.stamped_properties = dict(json.loads(get_option(options, "stampedProperties") or "{}"))
         # Fail on the driver, before any task starts, if the topic does not exist.
         client = executor_client(self.namesrv, self.client_options)
         if not client.topic_exists(self.topic):
@@ -230,9 +233,10 @@ class RocketMQWriter(DataSourceArrowWriter):
         return RocketMQCommitMessage(task_partition, tuple(written))
 
     def _stamped(self) -> dict[str, str]:
-        """The properties bound to this job (``boundProperties``); never none in silence."""
+        """The properties bound to this job (``boundProperties``), never none in silence, or those
+        given (``stampedProperties``)."""
         if not self.bound_properties:
-            return {}
+            return self.stamped_properties
         bound = job_value(BOUND_PROPERTIES_PROPERTY)
         if bound is None:
             raise RuntimeError(

@@ -4,7 +4,8 @@ pyspark ships) each run a file pipeline (file -> RocketMQ -> file) and a databas
 -> jdbc-source, read in splits by Spark tasks -> RocketMQ -> postgres-sink) side by side on one real
 worker, and each output must equal its input. ``local[2]`` runs the same two pipelines, built from
 the same helpers, in test_file_pipeline.py and test_jdbc_source_pipeline.py (on the session's shared
-worker); not again here, to keep the suite's time.
+worker); not again here, to keep the suite's time. Here every batch runs on the master's Spark
+(``SLUICE_LOCAL_BATCH_MAX_RECORDS=0``): none in the worker's own process.
 
 Off ``local``, the Python code runs in processes the worker did not start (a standalone executor,
 the Connect server's Python workers); they import the zip of ``sluice`` the worker ships
@@ -67,13 +68,14 @@ def spark_master(
         with StandaloneCluster(state, cores=STANDALONE_CORES) as cluster:
             env = {
                 "SLUICE_SPARK_MASTER": cluster.master_url,
+                "SLUICE_LOCAL_BATCH_MAX_RECORDS": "0",  # every batch on the cluster, none in the worker
                 "SLUICE_BATCH_TASKS": str(STANDALONE_CORES),
                 "SPARK_LOCAL_IP": HOST,  # where the executors reach the worker's driver
             }
             yield MasterUnderTest(env, state, "spark-worker-*/app-*/*/sluice.zip")
     else:
         with ConnectServer(tmp_path_factory.mktemp("spark-connect")) as server:
-            env = {"SLUICE_SPARK_MASTER": server.url}
+            env = {"SLUICE_SPARK_MASTER": server.url, "SLUICE_LOCAL_BATCH_MAX_RECORDS": "0"}
             yield MasterUnderTest(env, server.local_dir, "**/sluice.zip")
 
 
