@@ -42,7 +42,7 @@ from sluice.connectors.api import (
 )
 from sluice.connectors.config import ConfigError
 from sluice.connectors.converters import converter_for
-from sluice.connectors.direct import direct_chain_configs, direct_sides, is_direct
+from sluice.connectors.direct import direct_chain, direct_sides, is_direct
 from sluice.connectors.plugins import load_connector_class
 from sluice.connectors.rocketmq.client import retry_topic
 from sluice.connectors.rocketmq.errors import RocketMQError
@@ -303,6 +303,8 @@ class ConnectorActivities:
             raise config_error(
                 inp.connector, "a direct pipeline needs a source task class and a sink task class"
             )
+        parsed = source_cls().parse(sides.source)
+        chain = direct_chain(sides)  # before the tasks open: a bad chain leaves nothing open
         source = open_source_task(source_cls, sides.source, inp.task_id)
         try:
             sink = open_sink_task(sink_cls, sides.sink, inp.task_id)
@@ -314,8 +316,6 @@ class ConnectorActivities:
         activity.logger.info("connector %s task %d: direct, delivery %s", inp.connector, inp.task_id,
                              delivery_of(sink))  # fmt: skip
         meters = TaskMeters(inp.connector, inp.task_id, "source", source.position_unit)
-        parsed = source_cls().parse(sides.source)
-        chain = [t for config in direct_chain_configs(sides) for t in build_chain(config)]
         setup = TaskSetup(self.ctx, inp.connector, parsed, converter_for(parsed), chain, meters=meters)
         return DirectRunner(setup, source, sink)
 

@@ -19,7 +19,7 @@ from sluice.connectors.direct import (
     SOURCE_PREFIX,
     SOURCE_TASK_CLASS,
     DirectSides,
-    direct_chain_configs,
+    direct_chain,
     direct_sides,
     direct_task_config,
     is_direct,
@@ -146,18 +146,17 @@ def _validate_direct(
 def _direct_refusals(name: str, sides: DirectSides) -> list[str]:
     """The pipeline's own chain's problems, and what a direct pipeline cannot run yet, named: a
     Spark SQL transform (the batch never becomes a DataFrame), and dead letters (they go to a topic)."""
-    from sluice.connectors.transforms import build_chain, runs_in_arrow  # the transforms load pyarrow
+    from sluice.connectors.transforms import runs_in_arrow  # the transforms load pyarrow
 
     try:
-        chain = [t for config in direct_chain_configs(sides) for t in build_chain(config)]
+        chain = direct_chain(sides)
     except ConfigError as exc:
         return [f"connector {name!r}: {e.message}" for e in exc.errors]
     refused = []
-    source = sides.source
     if not runs_in_arrow(chain):
         refused.append(f"connector {name!r}: field 'transforms': a direct pipeline runs no Spark SQL "
                        "transform (put a topic between source and sink for one)")  # fmt: skip
-    if str(source.get("errors.tolerance", "none")) == "all":
+    if str(sides.source.get("errors.tolerance", "none")) == "all":
         refused.append(f"connector {name!r}: field 'errors.tolerance': a direct pipeline has no "
                        "dead-letter topic yet: bad records fail the task, naming them")  # fmt: skip
     return refused

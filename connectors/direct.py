@@ -25,7 +25,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from sluice.connectors.transforms import Transform
 
 DIRECT_ENABLE: Final = "connector.direct.enable"
 SOURCE_TASK_CLASS: Final = "source.task.class"
@@ -123,9 +126,12 @@ def direct_task_config(
     }
 
 
-def direct_chain_configs(sides: DirectSides) -> tuple[Mapping[str, Any], ...]:
-    """The configs whose transform chains a direct batch runs, in order: source side, pipeline, sink side."""
-    return (sides.source, sides.chain, sides.sink)
+def direct_chain(sides: DirectSides) -> list[Transform]:
+    """The transforms a direct batch runs, in order: the source side's, the pipeline's, the sink
+    side's; raises ConfigError listing a chain's problems."""
+    from sluice.connectors.transforms import build_chain  # the transforms load pyarrow
+
+    return [t for config in (sides.source, sides.chain, sides.sink) for t in build_chain(config)]
 
 
 def side_secret_names(side: str, names: frozenset[str]) -> frozenset[str]:

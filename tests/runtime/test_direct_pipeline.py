@@ -17,7 +17,7 @@ from sluice.deploy.local.stack import restart_service
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase
 from tests.runtime.helpers import FAST_HEARTBEAT, wait_for
-from tests.runtime.test_jdbc_pipeline_faults import _insert, _rows, _sink, _source
+from tests.runtime.test_jdbc_pipeline_faults import MARIADB_ORDERS, _insert, _rows, _sink, _source
 
 
 def _direct(src: Db, target: TestDatabase, prefix: str) -> dict[str, Any]:
@@ -44,11 +44,7 @@ async def test_mariadb_to_postgres_direct_through_worker_kill_and_postgres_resta
     start_worker, sluice, stack_config: StackConfig, mariadb_db: TestDatabase, postgres_db: TestDatabase
 ) -> None:
     src = Db.of(mariadb_db)
-    src.run(
-        "CREATE TABLE orders (id BIGINT PRIMARY KEY, customer VARCHAR(20) NOT NULL, "
-        "amount DECIMAL(14,2) NOT NULL, note VARCHAR(40), updated_at TIMESTAMP(6) NOT NULL "
-        "DEFAULT CURRENT_TIMESTAMP(6))"
-    )
+    src.run(MARIADB_ORDERS)
     _insert(src, range(1, 20001))
     name = f"direct-{uuid.uuid4().hex[:8]}"
     first = start_worker()

@@ -25,6 +25,14 @@ from tests.runtime.helpers import FAST_HEARTBEAT, FAST_RETRY, wait_for
 COLUMNS = "id, customer, amount, note, updated_at"
 
 
+#: The MariaDB source table of the faults tests (a timestamp+incrementing source reads its index).
+MARIADB_ORDERS = (
+    "CREATE TABLE orders (id BIGINT PRIMARY KEY, customer VARCHAR(20) NOT NULL, "
+    "amount DECIMAL(14,2) NOT NULL, note VARCHAR(40), updated_at TIMESTAMP(6) NOT NULL "
+    "DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6), KEY (updated_at, id))"
+)
+
+
 def _insert(db: Db, ids: range) -> None:
     values = ", ".join(
         f"({i}, 'c{i % 97}', {Decimal(i) / 100 + Decimal('1000.05')}, "
@@ -99,11 +107,7 @@ async def test_mariadb_to_postgres_through_worker_kill_and_broker_restart(
     start_worker, sluice, stack_config: StackConfig, mariadb_db: TestDatabase, postgres_db: TestDatabase
 ) -> None:
     src = Db.of(mariadb_db)
-    src.run(
-        "CREATE TABLE orders (id BIGINT PRIMARY KEY, customer VARCHAR(20) NOT NULL, "
-        "amount DECIMAL(14,2) NOT NULL, note VARCHAR(40), updated_at TIMESTAMP(6) NOT NULL "
-        "DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6), KEY (updated_at, id))"
-    )
+    src.run(MARIADB_ORDERS)
     _insert(src, range(1, 3001))
     prefix = f"F{uuid.uuid4().hex[:8]}-"
     name = uuid.uuid4().hex[:8]
