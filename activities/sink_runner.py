@@ -24,10 +24,12 @@ from sluice.activities.bad_records import checked_records
 from sluice.activities.dead_letters import route_bad_records
 from sluice.activities.runner import TaskSetup, next_plan, sink_plan
 from sluice.activities.spark import binds_jobs
-from sluice.activities.spark_binding import batch_table, chain_frame
+from sluice.activities.spark_binding import batch_table, chain_frame, staged_shares
 from sluice.connectors.api import (
     OrdersBarriers,
     RejectedRecordsError,
+    StagedRowsRefused,
+    StagesOnExecutors,
     TransactionalSink,
     WritesFrames,
 )
@@ -399,8 +401,7 @@ class SinkRunner:
         partitions = read_partitions(options)
         records = self._met_records(options, len(partitions))
         with bound_partitions(self.ctx.spark, partitions):
-            table = batch_table(records.select("*"))
-        self._write_table(table, plan)
+            self._write_records(records.select("*"), plan)
 
     def _met_records(self, options: Mapping[str, str], count: int) -> DataFrame:
         """The checked records of any batch of ``count`` input partitions decoded with the schemas
@@ -459,7 +460,26 @@ class SinkRunner:
             with checked_records(records, self.setup) as good:
                 self.task.write_frame(good, plan)
             return
-        self._write_table(batch_table(records), plan)
+        self._write_records(records, plan)
+
+    def _write_records(self, records: DataFrame, plan: BatchPlan) -> None:
+        """A strict batch's records written: staged by the Spark tasks that compute them where the
+        sink stages (connectors.api.StagesOnExecutors: only small results reach the driver), else
+        collected and written here. A staged batch the target refuses rows of is written from here
+        instead, which names each refused record."""
+        task = self.task
+        stager = task.stager(plan) if isinstance(task, StagesOnExecutors) else None
+        if stager is None or not isinstance(task, StagesOnExecutors):
+            self._write_table(batch_table(records), plan)
+            return
+        shares = staged_shares(records, stager, f"connector {self.connector}")
+        try:
+            task.write_staged(shares, plan)
+        except StagedRowsRefused as exc:
+            log.info(
+                "connector %s: %s; writing the batch from the worker to name the records", self.connector, exc
+            )
+            self._write_table(batch_table(records), plan)
 
     def _write_table(self, table: pa.Table, plan: BatchPlan) -> None:
         """Check a strict batch's collected records on the driver and write them."""

@@ -332,6 +332,46 @@ def _consume(
     yield from consume(pa.Table.from_batches(list(read(batches)), schema=schema))
 
 
+def staged_shares(records: DataFrame, stager: Callable[[pa.Table, int], Any], where: str) -> list[Any]:
+    """A sink's batch staged by the tasks that compute its records (connectors.api.StagesOnExecutors):
+    each task checks its partition's records (``good_arrow_records``) and runs ``stager`` on them,
+    and only the stager's small results come back, in partition order. A flagged record fails the
+    batch here, naming it as ``good_arrow_records`` does on the driver."""
+    from sluice.connectors.records import RecordError
+
+    rows = records.mapInArrow(partial(_staged, stager, where), "partition INT, share BINARY").collect()
+    shares = sorted((int(r["partition"]), pickle.loads(r["share"])) for r in rows)
+    errors = [share for _, share in shares if isinstance(share, RecordError)]
+    if errors:
+        raise errors[0]
+    return [share for _, share in shares]
+
+
+def _staged(
+    stager: Callable[[pa.Table, int], Any], where: str, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body of ``staged_shares``: the partition's records checked and staged."""
+    import pyarrow as pa
+    from pyspark import TaskContext
+
+    from sluice.connectors.records import RecordError, good_arrow_records
+
+    read = list(batches)
+    if not read:  # an empty partition: nothing to stage
+        return
+    table = pa.Table.from_batches(read)
+    context = TaskContext.get()
+    partition = 0 if context is None else context.partitionId()
+    try:
+        share: Any = stager(good_arrow_records(table, where), partition)
+    except RecordError as exc:  # a typed result: the driver raises it
+        share = exc
+    yield pa.RecordBatch.from_pydict(
+        {"partition": [partition], "share": [pickle.dumps(share)]},
+        schema=pa.schema([("partition", pa.int32()), ("share", pa.binary())]),
+    )
+
+
 def batch_table(records: DataFrame) -> pa.Table:
     """A sink's batch collected on the driver, in the record columns as Spark's types map to Arrow.
 

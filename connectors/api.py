@@ -41,7 +41,7 @@ No module-level pyspark import: config validation (the CLI, the REST API) import
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
@@ -330,6 +330,36 @@ class WritesFrames(Protocol):
     def write_frame(self, records: Any, plan: BatchPlan) -> None:
         """Write ``records`` (a ``pyspark.sql.DataFrame``) for ``plan``."""
         ...
+
+
+@runtime_checkable
+class StagesOnExecutors(Protocol):
+    """Optional ability of a sink task: a batch run as a Spark job is staged by the job's tasks.
+
+    Each Spark task hands its share of the checked records (what ``write`` would get, one Arrow
+    table per partition) to the stager, wherever the cluster runs it; the stager loads it into the
+    target's staging area and returns a small, picklable description of what it staged. Only those
+    descriptions reach the driver, where ``write_staged`` merges the staged rows into the target
+    and commits the batch's positions with them, in one transaction (a ``TransactionalSink``).
+    A batch in the worker's own process is written by ``write`` as before: the same records.
+    """
+
+    def stager(self, plan: BatchPlan) -> Callable[[pa.Table, int], Any] | None:
+        """The function a Spark task runs on its partition's records (``(records, partition)``:
+        ``partition`` numbers the job's partitions), or None when this batch is written from the
+        driver (``write``)."""
+        ...
+
+    def write_staged(self, shares: Sequence[Any], plan: BatchPlan) -> None:
+        """Merge what the stager staged (every partition's result, in partition order) and commit
+        ``plan``; raises ``StagedRowsRefused`` when the target refuses rows of the batch."""
+        ...
+
+
+class StagedRowsRefused(RecordError):
+    """The target refused rows of a staged batch (a constraint, a value that does not convert);
+    nothing was committed. The runtime writes the batch's records from the driver (``write``),
+    which names each refused record (``RejectedRecordsError``)."""
 
 
 @runtime_checkable

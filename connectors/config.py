@@ -421,8 +421,11 @@ _COMMON: Final = (
         validator=at_least(1),
     ),
     ConfigField("poll.interval.ms", int, 1000, doc="idle wait between empty batches", validator=at_least(0)),
-    idle_backoff_field(5000, "5 s, Confluent's JDBC source poll interval; a sink still wakes at once "
-                       "when a source of its store commits to its topics"),
+    idle_backoff_field(
+        5000,
+        "5 s, Confluent's JDBC source poll interval; a sink still wakes at once "
+        "when a source of its store commits to its topics",
+    ),
     ConfigField("errors.tolerance", str, "none", choices=("none", "all")),
     ConfigField(
         "errors.deadletterqueue.topic.name",
@@ -469,6 +472,7 @@ COMMON_SOURCE_FIELDS: Final[tuple[ConfigField, ...]] = (
     ConfigField("topic.auto.create", bool, True, doc="create the topic if it does not exist"),
     ConfigField("topic.queues", int, 4, doc="queues of an auto-created topic", validator=at_least(1)),
 )
+
 
 def valid_regex(value: Any) -> str | None:
     """Validator: a Python regular expression (``topics.regex``), matched against whole topic names."""

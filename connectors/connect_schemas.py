@@ -100,7 +100,8 @@ def merge_schemas(by_topic: Mapping[str, list[DataType]]) -> tuple[DataType, dic
             return types[0][1]
         if not all(isinstance(t, StructType) for _, t in types):
             raise ValueError(
-                "json converter: topics " + ", ".join(sorted({topic for topic, _ in types}))
+                "json converter: topics "
+                + ", ".join(sorted({topic for topic, _ in types}))
                 + " carry different non-struct schemas in one batch; give each its own sink connector"
             )
         merged: dict[str, StructField] = {}

@@ -25,9 +25,7 @@ class DataLossError(RuntimeError):
         self.where = where
         self.lost = lost
         self.reason = reason
-        super().__init__(
-            f"data loss in {where}: {lost} {reason} (set data.loss=skip to continue past it)"
-        )
+        super().__init__(f"data loss in {where}: {lost} {reason} (set data.loss=skip to continue past it)")
 
 
 def _where(r: PartitionRange, connector: str) -> str:

@@ -53,9 +53,7 @@ class PositionView(Protocol):
         """Units between ``start`` and ``latest``, or None when the source cannot tell cheaply."""
         ...
 
-    def batch_end(
-        self, key: PartitionKey, start: Position, latest: Position, budget: int | None
-    ) -> Position:
+    def batch_end(self, key: PartitionKey, start: Position, latest: Position, budget: int | None) -> Position:
         """Where a batch of at most ``budget`` units (None: no limit) from ``start`` ends, ≤ latest."""
         ...
 
@@ -225,9 +223,7 @@ class SourceTaskView:
     def backlog(self, key: PartitionKey, start: Position, latest: Position) -> int | None:
         return self.task.backlog(key.name, start, latest)
 
-    def batch_end(
-        self, key: PartitionKey, start: Position, latest: Position, budget: int | None
-    ) -> Position:
+    def batch_end(self, key: PartitionKey, start: Position, latest: Position, budget: int | None) -> Position:
         return self.task.batch_end(key.name, start, latest, budget)
 
 
@@ -262,7 +258,5 @@ class OffsetView:
     def backlog(self, key: PartitionKey, start: Position, latest: Position) -> int | None:
         return offset_backlog(start, latest)
 
-    def batch_end(
-        self, key: PartitionKey, start: Position, latest: Position, budget: int | None
-    ) -> Position:
+    def batch_end(self, key: PartitionKey, start: Position, latest: Position, budget: int | None) -> Position:
         return offset_batch_end(start, latest, budget)

@@ -39,9 +39,10 @@ Lifecycle (as the runtime drives it):
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sqlalchemy import Connection, Engine, create_engine
@@ -52,6 +53,7 @@ from sluice.connectors.api import (
     RejectedRecordsError,
     SinkConnector,
     SinkTask,
+    StagedRowsRefused,
 )
 from sluice.connectors.barriers import (
     BARRIER_HEADER,
@@ -68,14 +70,15 @@ from sluice.connectors.converters import (
     PARTITION_PROPERTY,
     VALUE_SCHEMA_HEADER,
 )
-from sluice.connectors.jdbc import badrows, barrier_state, ledger
+from sluice.connectors.jdbc import badrows, barrier_state, ledger, staging
 from sluice.connectors.jdbc import write_mysql as my
 from sluice.connectors.jdbc import write_postgres as pg
 from sluice.connectors.jdbc.ddl import UnsupportedTypeError, add_columns_sql, create_table_sql
 from sluice.connectors.jdbc.shape import KeySpec, KeySpecError, shape, wire
 from sluice.connectors.jdbc.sink_config import cross_field_errors, fields
+from sluice.connectors.jdbc.staging import JdbcStager, StagedTable
 from sluice.connectors.jdbc.urls import Dialect, dialect_of, engine_url
-from sluice.connectors.jdbc.writes import OP_COLUMN, ORD_COLUMN, POSITION_COLUMNS, TableWrite
+from sluice.connectors.jdbc.writes import OP_COLUMN, ORD_COLUMN, POSITION_COLUMNS, TableWrite, unique_keys
 from sluice.connectors.model import BatchPlan
 from sluice.connectors.records import OP_HEADER, OP_TRUNCATE, position
 from sluice.connectors.spark_schema import own_struct
@@ -84,6 +87,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from sluice.connectors.api import PositionCommitter
+
+
+log = logging.getLogger(__name__)
 
 
 class JdbcSinkError(RuntimeError):
@@ -134,6 +140,7 @@ class JdbcSinkTask(SinkTask):
         self._chunk = int(c.get("batch.size") or 50_000)
         self._truncates = bool(c.get("truncate.enabled", False))
         self._barrier_table = False  # created (when missing) by this task's first batch
+        self._staging_ready = False  # the staging schema made and cleared (``stager``)
         self._committer: PositionCommitter | None = None
         self._own_ledger = True
         self._engine: Engine | None = None
@@ -342,7 +349,7 @@ class JdbcSinkTask(SinkTask):
                 parts = self._parts(unmarked, plan)
                 with engine.begin() as conn:
                     for p in parts:
-                        types[p.write.target] = self._ensure_table(conn, p, plan)
+                        types[p.write.target] = self._ensure_table(conn, p.write, p.fields, plan)
             if self._truncates and not self._barrier_table:
                 with engine.begin() as conn:
                     barrier_state.ensure(conn, self.dialect)
@@ -358,7 +365,7 @@ class JdbcSinkTask(SinkTask):
                 barrier_state.save(conn, self.name, barriers)
                 for p in parts:
                     if self.dialect is Dialect.POSTGRESQL:
-                        types[p.write.target] = self._ensure_table(conn, p, plan)
+                        types[p.write.target] = self._ensure_table(conn, p.write, p.fields, plan)
                     self._apply(conn, p, types[p.write.target])
                 if self._own_ledger:
                     ledger.record(conn, plan, nonce)
@@ -370,6 +377,100 @@ class JdbcSinkTask(SinkTask):
             if not badrows.is_database_error(exc):
                 raise
             raise self._failure(exc, plan, parts, types) from None
+
+    # ---- a batch staged by the Spark tasks (StagesOnExecutors) ------------------------------
+
+    def stager(self, plan: BatchPlan) -> JdbcStager | None:
+        """PostgreSQL targets stage a Spark batch from its tasks (connectors.jdbc.staging); MariaDB
+        targets, and batches that order truncates (``truncate.enabled``: a barrier orders rows
+        across the batch's queues, ``_cut``), are written from the driver."""
+        if self.dialect is not Dialect.POSTGRESQL or self._truncates:
+            return None
+        if not self._staging_ready:
+            with self._get_engine().begin() as conn:
+                staging.prepare_schema(conn, staging.staging_prefix(self.name, self.task_id))
+            self._staging_ready = True
+        return JdbcStager(type(self), dict(self.config), self.task_id, plan)
+
+    def stage(self, records: pa.Table, plan: BatchPlan, partition: int) -> list[StagedTable]:
+        """Where a Spark task runs: COPY this partition's rows, per table, into staging tables
+        (``records`` are checked records, as ``write`` gets them)."""
+        import pyarrow.compute as pc
+
+        parts = self._parts(records.filter(pc.invert(self._markers(records))), plan)
+        prefix = staging.staging_prefix(self.name, self.task_id)
+        pid, host = staging.process()
+        staged: list[StagedTable] = []
+        try:
+            with self._get_engine().begin() as conn:
+                for index, p in enumerate(parts):
+                    name = staging.staging_name(prefix, plan.batch_id, partition, index)
+                    staging.stage_rows(conn, name, staging.ordered(p.rows, partition), self._chunk)
+                    unique = unique_keys(p.rows, p.write.pk)
+                    fields = p.fields.serialize().to_pybytes()
+                    staged.append(StagedTable(p.write, name, fields, p.rows.num_rows, unique, pid, host))
+        except Exception as exc:
+            if not badrows.is_database_error(exc):
+                raise
+            orig = badrows.driver_error(exc)
+            raise JdbcSinkError(
+                f"{self._where(plan)}: staging: {type(orig).__name__}: {str(orig).strip()}"
+            ) from None
+        return staged
+
+    def write_staged(self, shares: Sequence[list[StagedTable]], plan: BatchPlan) -> None:
+        """Merge every partition's staging tables into their targets and commit ``plan`` with
+        them, dropping the staging tables in the same transaction (connectors.jdbc.staging)."""
+        import pyarrow as pa
+
+        committer = self._positions()
+        nonce = plan.sink_state.get(ledger.NONCE_KEY, "")
+        staged = [t for share in shares for t in share]
+        prefix = staging.staging_prefix(self.name, self.task_id)
+        by_target: dict[str, list[StagedTable]] = {}
+        for t in staged:
+            by_target.setdefault(t.write.target, []).append(t)
+        engine = self._get_engine()
+        try:
+            with engine.begin() as conn:
+                if self._own_ledger:
+                    ledger.ensure(conn, self.dialect)
+                    applied = ledger.already_applied(conn, plan, nonce)
+                else:
+                    applied = False
+                for tables in [] if applied else by_target.values():
+                    fields = _merged_fields([pa.ipc.read_schema(pa.py_buffer(t.fields)) for t in tables])
+                    columns = tuple(dict.fromkeys(c for t in tables for c in t.write.columns))
+                    write = replace(tables[0].write, columns=columns)
+                    types = self._ensure_table(conn, write, fields, plan)
+                    union = staging.staged_union(tables, columns, types)
+                    pg.merge(conn, write, union, unique=len(tables) == 1 and tables[0].unique)
+                staging.drop_batch(conn, prefix, plan.batch_id)
+                if self._own_ledger:
+                    if not applied:
+                        ledger.record(conn, plan, nonce)
+                else:
+                    committer.commit(plan, conn)
+            if self._own_ledger:
+                committer.commit(plan, None)
+            stagers = ", ".join(sorted({f"{t.host}:{t.pid}" for t in staged}))
+            log.info(
+                "%s: %d row(s) staged by process(es) %s, merged",
+                self._where(plan),
+                sum(t.rows for t in staged),
+                stagers,
+            )
+        except Exception as exc:
+            if not badrows.is_database_error(exc):
+                raise
+            orig = badrows.driver_error(exc)
+            with engine.begin() as conn:  # nothing of the batch committed: its stage goes too
+                staging.drop_batch(conn, prefix, plan.batch_id)
+            if badrows.is_row_error(exc):
+                raise StagedRowsRefused(
+                    f"{self._where(plan)}: {type(orig).__name__}: {str(orig).strip()}"
+                ) from None
+            raise JdbcSinkError(f"{self._where(plan)}: {type(orig).__name__}: {str(orig).strip()}") from None
 
     def _apply(self, conn: Connection, p: Part, types: dict[str, str]) -> None:
         if self.dialect is Dialect.POSTGRESQL:
@@ -417,9 +518,11 @@ class JdbcSinkTask(SinkTask):
             rejected,
         )
 
-    def _ensure_table(self, conn: Connection, p: Part, plan: BatchPlan) -> dict[str, str]:
+    def _ensure_table(
+        self, conn: Connection, w: TableWrite, fields: pa.Schema, plan: BatchPlan
+    ) -> dict[str, str]:
         """The table's column types, after creating it (auto.create) or adding columns (auto.evolve)."""
-        w, mod = p.write, (pg if self.dialect is Dialect.POSTGRESQL else my)
+        mod = pg if self.dialect is Dialect.POSTGRESQL else my
         owner = f"connector {self.name!r}"
         existing = mod.table_columns(conn, w.schema, w.table)
         try:
@@ -429,11 +532,11 @@ class JdbcSinkTask(SinkTask):
                     raise ConfigError([FieldError("auto.create", f"{self._where(plan, w.target)}: {why}")])
                 if self.dialect is Dialect.POSTGRESQL:
                     pg.lock_table_name(conn, w.schema, w.table)
-                typed = [f for f in p.fields if f.name in w.columns]
+                typed = [f for f in fields if f.name in w.columns]
                 ddl = create_table_sql(self.dialect, w.schema, w.table, typed, w.pk, owner)
                 mod.run(conn, ddl)
                 return mod.table_columns(conn, w.schema, w.table) or {}
-            missing = [f for f in p.fields if f.name in w.columns and f.name not in existing]
+            missing = [f for f in fields if f.name in w.columns and f.name not in existing]
             if not missing:
                 return existing
             if not self._auto_evolve:
@@ -454,6 +557,17 @@ class JdbcSinkTask(SinkTask):
         if self._engine is not None:
             self._engine.dispose()
             self._engine = None
+
+
+def _merged_fields(schemas: Sequence[pa.Schema]) -> pa.Schema:
+    """The typed columns of a table's staged partitions, each once, in the order first met."""
+    import pyarrow as pa
+
+    seen: dict[str, pa.Field] = {}
+    for schema in schemas:
+        for f in schema:
+            seen.setdefault(f.name, f)
+    return pa.schema(list(seen.values()))
 
 
 class JdbcSinkConnector(SinkConnector):

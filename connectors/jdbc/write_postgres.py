@@ -95,14 +95,26 @@ def apply(conn: Connection, w: TableWrite, rows: pa.Table, chunk_rows: int = CHU
         f"''::text AS {quote(OP_COLUMN)} FROM {target} WITH NO DATA",
     )
     copy_arrow(conn, stage, rows, chunk_rows)
+    merge(conn, w, stage, unique=unique_keys(rows, w.pk))
+
+
+def merge(conn: Connection, w: TableWrite, staged: str, *, unique: bool) -> None:
+    """Apply the rows of ``staged`` (a table or a parenthesised query of ``w.columns``, then
+    ``ORD_COLUMN`` and ``OP_COLUMN``) to the target table. ``unique``: no key repeats in them, so
+    they are merged as they are, without reducing them to the last per key first."""
+    target = qualified(Dialect.POSTGRESQL, w.schema, w.table)
+    cols = ", ".join(quote(c) for c in w.columns)
+    op = quote(OP_COLUMN)
+    if w.mode == "insert" and not w.deletes:
+        run(conn, f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {staged} AS l")
+        return
     keys = ", ".join(quote(k) for k in w.pk)
     last = (
-        stage  # no key repeats: the stage as it is (the reduction sorts the batch)
-        if unique_keys(rows, w.pk)
-        else f"(SELECT DISTINCT ON ({keys}) * FROM {stage} ORDER BY {keys}, {quote(ORD_COLUMN)} DESC)"
+        staged  # no key repeats: the stage as it is (the reduction sorts the batch)
+        if unique
+        else f"(SELECT DISTINCT ON ({keys}) * FROM {staged} AS s ORDER BY {keys}, {quote(ORD_COLUMN)} DESC)"
     )
     match = _key_match(w)
-    op = quote(OP_COLUMN)
     if w.deletes:
         run(conn, f"DELETE FROM {target} AS t USING {last} AS l WHERE l.{op} = 'd' AND {match}")
     updates = [c for c in w.columns if c not in w.pk]

@@ -9,11 +9,15 @@ worker); not again here, to keep the suite's time. Here every batch runs on the 
 
 Off ``local``, the Python code runs in processes the worker did not start (a standalone executor,
 the Connect server's Python workers); they import the zip of ``sluice`` the worker ships
-(activities.spark). Also: a worker whose master is unreachable stops at once, naming the setting.
+(activities.spark). The PostgreSQL sink's batches are staged by those processes
+(connectors.jdbc.staging): on the standalone cluster, two executors of one core each, the test
+follows each staging process named in the worker's log up to the executor JVM that started it.
+Also: a worker whose master is unreachable stops at once, naming the setting.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import uuid
@@ -31,8 +35,12 @@ from tests.runtime.helpers import wait_for
 from tests.runtime.test_file_pipeline import _lines, _pipeline_configs, _read
 from tests.runtime.test_jdbc_source_pipeline import _insert
 
-#: Cores of the standalone cluster's one worker, and so the Spark tasks a batch side may use there.
-STANDALONE_CORES = 2
+#: The standalone cluster's workers, one executor each of one core: the Spark tasks a batch side
+#: may use there at once.
+STANDALONE_WORKERS = 2
+
+#: What the worker's log says of a staged sink batch (connectors.jdbc.sink.JdbcSinkTask.write_staged).
+STAGED_LINE = re.compile(r"row\(s\) staged by process\(es\) (\S+(?:, \S+)*), merged")
 
 #: Each kind's worker is a private one: its environment names the master.
 MASTER_KINDS = [
@@ -50,6 +58,8 @@ class MasterUnderTest:
     shipped_to: Path
     #: the pattern of such a copy under ``shipped_to``
     shipped_glob: str
+    #: in the command line of the JVM whose Python workers run the batches' Spark tasks
+    task_jvm: str
 
     def shipped(self) -> list[Path]:
         return list(self.shipped_to.glob(self.shipped_glob))
@@ -65,18 +75,40 @@ def spark_master(
     """
     if request.param == "standalone":
         state = tmp_path_factory.mktemp("spark-standalone")
-        with StandaloneCluster(state, cores=STANDALONE_CORES) as cluster:
+        with StandaloneCluster(state, workers=STANDALONE_WORKERS, cores=1) as cluster:
             env = {
                 "SLUICE_SPARK_MASTER": cluster.master_url,
                 "SLUICE_LOCAL_BATCH_MAX_RECORDS": "0",  # every batch on the cluster, none in the worker
-                "SLUICE_BATCH_TASKS": str(STANDALONE_CORES),
+                "SLUICE_BATCH_TASKS": str(STANDALONE_WORKERS),
                 "SPARK_LOCAL_IP": HOST,  # where the executors reach the worker's driver
             }
-            yield MasterUnderTest(env, state, "spark-worker-*/app-*/*/sluice.zip")
+            yield MasterUnderTest(
+                env, state, "spark-worker-*/app-*/*/sluice.zip", "CoarseGrainedExecutorBackend"
+            )
     else:
         with ConnectServer(tmp_path_factory.mktemp("spark-connect")) as server:
             env = {"SLUICE_SPARK_MASTER": server.url, "SLUICE_LOCAL_BATCH_MAX_RECORDS": "0"}
-            yield MasterUnderTest(env, server.local_dir, "**/sluice.zip")
+            yield MasterUnderTest(env, server.local_dir, "**/sluice.zip", "SparkConnectServer")
+
+
+def _ancestors(pid: int) -> list[tuple[int, str]]:
+    """``pid`` and each of its parents, with their command lines (Linux ``/proc``)."""
+    chain = []
+    while pid > 1:
+        proc = Path(f"/proc/{pid}")
+        try:
+            chain.append(
+                (pid, proc.joinpath("cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+            )
+            pid = int(proc.joinpath("stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return chain
+
+
+def _staging_processes(log: str) -> set[int]:
+    """The processes the worker's log names as having staged sink batches (``host:pid``)."""
+    return {int(p.rsplit(":", 1)[1]) for m in STAGED_LINE.finditer(log) for p in m.group(1).split(", ")}
 
 
 def _orders_rows(url: str, schema: str) -> list[tuple[object, ...]]:
@@ -99,7 +131,7 @@ def _orders_rows(url: str, schema: str) -> list[tuple[object, ...]]:
 @pytest.mark.parametrize("spark_master", MASTER_KINDS, indirect=True)
 async def test_file_and_database_pipelines_equal_their_inputs(
     spark_master, runtime_env, start_worker, sluice, stack_config, tmp_path: Path, topic_name,
-    mariadb_db, fresh_schema,
+    mariadb_db, fresh_schema, worker_logs,
 ) -> None:  # fmt: skip
     runtime_env.env.update(spark_master.env)
     source_db = Db.of(mariadb_db)
@@ -110,7 +142,7 @@ async def test_file_and_database_pipelines_equal_their_inputs(
     _insert(source_db, range(1, 501))
     src, dst = tmp_path / "in.txt", tmp_path / "out.txt"
     src.write_text(_lines(0, 600))
-    start_worker()
+    worker = start_worker()
 
     name = uuid.uuid4().hex[:8]
     prefix = f"M{name}-"
@@ -159,6 +191,13 @@ async def test_file_and_database_pipelines_equal_their_inputs(
     )
     assert len(expected_orders) == 500 and _read(dst) == _lines(0, 600)
     assert spark_master.shipped(), "the worker's code did not reach the cluster (sluice_archive)"
+    # The sink's rows were COPYed by the processes running its Spark tasks, not by the worker.
+    stagers = _staging_processes(worker_logs())
+    assert stagers, f"no staged sink batch in the worker's log:\n{worker_logs()[-3000:]}"
+    for pid in stagers:
+        chain = _ancestors(pid)
+        assert worker.proc.pid not in [p for p, _ in chain], f"the worker staged rows itself: {chain}"
+        assert any(spark_master.task_jvm in c for _, c in chain), f"process {pid} staged rows: {chain}"
     for connector in connectors:
         await sluice.delete(connector)
 
