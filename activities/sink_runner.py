@@ -14,17 +14,18 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from sluice.activities.bad_records import checked_records
 from sluice.activities.dead_letters import route_bad_records
 from sluice.activities.runner import TaskSetup, next_plan, sink_plan
-from sluice.activities.spark import binds_jobs
-from sluice.activities.spark_binding import batch_table, chain_frame, staged_shares
+from sluice.activities.spark_binding import batch_table, chain_frame, sink_job, table_frame
 from sluice.connectors.api import (
     OrdersBarriers,
     RejectedRecordsError,
@@ -33,38 +34,34 @@ from sluice.connectors.api import (
     TransactionalSink,
     WritesFrames,
 )
-from sluice.connectors.arrow_envelopes import ARROW_DECLINED, UnmetSchemaError, declined_reason
 from sluice.connectors.barriers import BARRIER_HEADER
-from sluice.connectors.connect_schemas import SCHEMA_KEY, laid_out_prefixes
+from sluice.connectors.connect_schemas import SCHEMA_KEY
 from sluice.connectors.converters import TOMBSTONE_PROPERTY, JsonConverter
-from sluice.connectors.envelopes import UNMET_SCHEMA
 from sluice.connectors.model import BatchPlan, DataLossPolicy, parse_queue_partition
 from sluice.connectors.planner import OffsetView
 from sluice.connectors.planning import linger_s, ramped_budget
 from sluice.connectors.positions import PartitionKey, Position
-from sluice.connectors.records import LeftToSpark, RecordError, flag_errors, good_arrow_records
+from sluice.connectors.records import RecordError, flag_errors, good_arrow_records
 from sluice.connectors.rocketmq.client import MessageQueue
-from sluice.connectors.rocketmq.codec import PROP_KEYS, decode_properties
 from sluice.connectors.rocketmq.offsets import consumer_group
-from sluice.connectors.rocketmq.spark_source import (
-    RocketMQReader,
-    bound_partitions,
-    bound_read_frame,
-    plan_to_json,
-    read_frame,
-    read_partitions,
+from sluice.connectors.rocketmq.spark_source import RocketMQReader, plan_to_json, read_frame
+from sluice.connectors.sink_stages import (
+    Bad,
+    Declined,
+    Made,
+    Outcome,
+    SinkStages,
+    Staged,
+    Unmet,
+    envelope_prefixes_of,
 )
-from sluice.connectors.transforms import apply_chain, runs_in_arrow, value_read
+from sluice.connectors.transforms import runs_in_arrow, value_read
 
 log = logging.getLogger(__name__)
 
-#: Shapes of met-schema batches whose records' DataFrames a task keeps (``SinkRunner._met_records``):
-#: one per count of input partitions a batch may read, more only while the schemas change.
-MAX_MET_PLANS = 8
-
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import Column, DataFrame
+    from pyspark.sql.datasource import InputPartition
 
     from sluice.connectors.api import SinkTask
     from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
@@ -105,6 +102,13 @@ def once_per_barrier() -> Column:
     not order barriers sees each barrier record once, in queue ``0`` of its topic."""
     label = F.col("properties")[BARRIER_HEADER]
     return label.isNull() | label.startswith("0/")
+
+
+def _read_share(
+    reader: RocketMQReader, shares: Sequence[InputPartition], index: int
+) -> Iterator[pa.RecordBatch]:
+    """A Spark task's share of a sink batch, pulled by the reader's own code (``sink_job``)."""
+    return reader.read(shares[index])
 
 
 def assigned(queues: list[MessageQueue], task_id: int, task_count: int) -> list[MessageQueue]:
@@ -148,11 +152,7 @@ class SinkRunner:
         self.notice: str | None = None
         #: new batches planned in this attempt: the first one is small (planning.ramped_budget)
         self.planned = 0
-        #: the records of a batch decoded with the schemas met, built once per shape (``_met_records``)
-        self._met_plans: dict[tuple[object, ...], DataFrame] = {}
-        #: shapes whose envelopes the Arrow decode declined once: Spark decodes them from then on
-        self._spark_decoded: set[tuple[object, ...]] = set()
-        #: schemas met whose batches the Arrow path declined once (``_ran_in_arrow``): Spark runs them
+        #: schemas met whose batches the stages declined once (``_ran_as_stages``): Spark's decode runs them
         self._left_to_spark: set[tuple[object, ...]] = set()
 
     def ensure_topic(self) -> None:
@@ -230,7 +230,7 @@ class SinkRunner:
 
     def run(self, plan: BatchPlan, rerun: bool) -> int:
         self._learn_first_schemas(plan)
-        if not self._ran_in_arrow(plan) and not self._ran_with_schemas_met(plan):
+        if not self._ran_as_stages(plan):
             self._run_searched(self._messages(plan), plan)
         if not isinstance(self.task, TransactionalSink):
             self.ctx.store.commit(plan)
@@ -247,36 +247,22 @@ class SinkRunner:
             self._learned_on_driver(plan)
 
     def _learned_on_driver(self, plan: BatchPlan) -> bool:
-        """Learn a small batch's envelope schemas from its messages pulled on the driver; whether
-        all were learned. Anything unusual (a body laid out otherwise, not UTF-8, a larger batch,
-        tolerance) leaves the batch to the search, which tells what it is."""
+        """Learn a small batch's envelope schemas from its messages pulled here (by the reader's
+        own code); whether all were learned. Anything unusual (a body laid out otherwise, not
+        UTF-8, a larger batch, tolerance) leaves the batch to the search, which tells what it is."""
         converter = self.setup.converter
         if self.tolerates or not converter.discovers_envelopes or plan.record_span > LEARN_ON_DRIVER_MAX:
             return False
-        values: list[tuple[str, str | None]] = []
-        keys: list[tuple[str, str | None]] = []
+        reader = RocketMQReader(self._read_options(plan))
         try:
-            for r in plan.ranges:
-                if r.is_empty:
-                    continue
-                broker, queue_id = parse_queue_partition(r.partition)
-                queue = MessageQueue(r.topic, broker, queue_id)
-                pulled = self.ctx.rocketmq.pull_range_columns(queue, r.start.offset, r.end.offset)
-                for body, text in zip(pulled.body, pulled.properties, strict=True):
-                    properties = decode_properties(text)
-                    tombstone = properties.get(TOMBSTONE_PROPERTY) == "true"
-                    values.append((r.topic, None if tombstone else body.decode("utf-8")))
-                    keys.append((r.topic, properties.get(PROP_KEYS) or None))
-        except Exception:  # noqa: BLE001 - a pull the search would fail too, or a body that is not UTF-8
+            messages = [batch for part in reader.partitions() for batch in reader.read(part)]
+        except Exception:  # noqa: BLE001 - a pull the search would fail too, naming what failed
             log.debug("connector %s: batch's schemas left to the search", self.connector, exc_info=True)
             return False
-        found = {"value": laid_out_prefixes(values)}
-        if converter.key_envelopes:
-            found["key"] = laid_out_prefixes(keys)
-        learned = {name: pairs for name, pairs in found.items() if pairs is not None}
-        if len(learned) != len(found):
+        found = envelope_prefixes_of(messages, keys=converter.key_envelopes, tombstone=TOMBSTONE_PROPERTY)
+        if found is None:
             return False
-        converter.seen_prefixes.remember(learned)
+        converter.seen_prefixes.remember(found)
         self.notice = ""  # a converter that reads envelopes has no setting to point out
         return True
 
@@ -300,133 +286,102 @@ class SinkRunner:
     def _barriers_once(self, messages: DataFrame) -> DataFrame:
         return messages if self._sees_every_barrier_copy else messages.where(once_per_barrier())
 
-    def _ran_in_arrow(self, plan: BatchPlan, *, learn: bool = True) -> bool:
-        """Write a small batch of envelope schemas met before with no Spark job: pulled here by the
-        reader's own code, its records and the chain's transforms made in Arrow
-        (connectors.arrow_records), checked and written as ``_write_table`` does. False, with
-        nothing written, when the batch is larger than the worker's ``local_batch_max_records``, a transform
-        is Spark SQL, or the Arrow path declines the batch (``LeftToSpark``: a record it
-        does not make exactly as Spark would); the batch then runs in Spark. A schema not met is
-        learnt on the driver when the batch is small (``learn``: once), as a first batch's are.
-        """
-        converter, topics = self.setup.converter, {r.topic for r in plan.ranges if not r.is_empty}
-        if (
-            plan.record_span > self.ctx.settings.local_batch_max_records
-            or not runs_in_arrow(self.setup.chain)
-            or self.tolerates
-            or self.notice is None
-            or isinstance(self.task, WritesFrames)
-        ):
+    def _stages(self) -> SinkStages | None:
+        """The sink's stages for the envelope schemas met so far; None when batches are the searched
+        Spark decode's: under tolerance (dead letters), before a first batch's schemas were learnt, with
+        a Spark SQL transform, for schemas whose batches the stages declined once, or records
+        Arrow does not make (``Converter.arrow_records``: values not read from envelopes)."""
+        converter = self.setup.converter
+        chain = self.setup.chain
+        if self.tolerates or self.notice is None or not runs_in_arrow(chain):
+            return None
+        if converter.seen_prefixes.snapshot() in self._left_to_spark:
+            return None
+        records = converter.arrow_records(value_read(chain))
+        if records is None:
+            return None
+        where = f"connector {self.connector}"
+        return SinkStages(
+            records, tuple(chain), not self._sees_every_barrier_copy, where, converter.key_envelopes
+        )
+
+    def _ran_as_stages(self, plan: BatchPlan, *, learn: bool = True) -> bool:
+        """Run the batch through the sink's stages (connectors.sink_stages), in this process when it
+        is within the worker's ``local_batch_max_records``, else as one Spark job whose tasks run
+        them on their shares (``spark_binding.sink_job``), and write it. False, with nothing
+        written, when the batch is the searched Spark decode's (``_stages``), or the stages declined
+        it; a schema not met is learnt from what the stages found and the batch run again, once."""
+        converter = self.setup.converter
+        topics = {r.topic for r in plan.ranges if not r.is_empty}
+        if learn and not converter.knows_schemas(topics):
+            self._learned_on_driver(plan)
+        stages = self._stages()
+        if stages is None:
             return False
-        if not converter.knows_schemas(topics) and not (
-            learn and self._learned_on_driver(plan) and converter.knows_schemas(topics)
-        ):
+        stager = self._stager(plan)
+        outcomes = self._outcomes(plan, stages, stager)
+        declined = [o for o in outcomes if isinstance(o, Declined)]
+        if declined:
+            self._left_to_spark.add(converter.seen_prefixes.snapshot())
+            log.info("connector %s: batches are left to Spark (%s)", self.connector, declined[0].reason)
             return False
-        shape = converter.seen_prefixes.snapshot()
-        narrow = value_read(self.setup.chain)
-        records_plan = None if shape in self._left_to_spark else converter.arrow_records(narrow)
-        if records_plan is None:
-            return False
-        reader = RocketMQReader(self._read_options(plan))
-        try:
-            table = records_plan.records(
-                (batch for part in reader.partitions() for batch in reader.read(part)),
-                barriers_once=not self._sees_every_barrier_copy,
-            )
-            if table is None:
+        unmet = [o for o in outcomes if isinstance(o, Unmet)]
+        if unmet:
+            if not learn or any(o.found is None for o in unmet):
                 return False
-            table = apply_chain(self.setup.chain, table)
-        except LeftToSpark as exc:
-            self._left_to_spark.add(shape)
-            log.info("connector %s: batches are left to Spark (%s)", self.connector, exc)
-            return False
-        except UnmetSchemaError:
-            # A schema not met (a column added, a new table): learnt here when the batch is small,
-            # else the Spark path meets it again and searches the batch.
             log.info(
                 "connector %s: batch %s carries an envelope schema not met before: learning it",
                 self.connector, plan.batch_id,
             )  # fmt: skip
-            return learn and self._learned_on_driver(plan) and self._ran_in_arrow(plan, learn=False)
-        self._write_table(table, plan)
-        return True
+            for o in unmet:
+                assert o.found is not None
+                converter.seen_prefixes.remember(o.found)
+            return self._ran_as_stages(plan, learn=False)
+        bad = [o for o in outcomes if isinstance(o, Bad)]
+        if bad:
+            raise RecordError(bad[0].message)
+        return self._wrote_outcomes(outcomes, stages, plan)
 
-    def _ran_with_schemas_met(self, plan: BatchPlan) -> bool:
-        """Write a batch in one Spark job, decoded with the envelope schemas met before, when it can
-        be (no tolerance, the task's first batch done, every topic's schemas met): no job searches
-        the batch for its schemas and nothing is persisted, since nothing reads the messages twice.
-        False, with nothing written, when a record carries a schema not met before: the batch is
-        then run again with the search (``_run_searched``), which learns it.
-        """
-        converter = self.setup.converter
-        topics = {r.topic for r in plan.ranges if not r.is_empty}
-        if self.tolerates or self.notice is None or not converter.knows_schemas(topics):
+    def _stager(self, plan: BatchPlan) -> Callable[[pa.Table, int], object] | None:
+        """Where a batch runs as a Spark job and the sink stages (connectors.api.StagesOnExecutors),
+        what its tasks stage their records with."""
+        if plan.record_span <= self.ctx.settings.local_batch_max_records:
+            return None
+        return self.task.stager(plan) if isinstance(self.task, StagesOnExecutors) else None
+
+    def _outcomes(
+        self, plan: BatchPlan, stages: SinkStages, stager: Callable[[pa.Table, int], object] | None
+    ) -> list[Outcome | Staged]:
+        """The stages' outcome of each share of the batch: one share, read here, for a batch within
+        the worker's local bound; else one per Spark task of the batch's job."""
+        reader = RocketMQReader(self._read_options(plan))
+        shares = reader.partitions()
+        if plan.record_span <= self.ctx.settings.local_batch_max_records:
+            return [stages.run(batch for share in shares for batch in reader.read(share))]
+        read_share = partial(_read_share, reader, tuple(shares))
+        return sink_job(self.ctx.spark, len(shares), read_share, stages, stager)
+
+    def _wrote_outcomes(self, outcomes: list[Outcome | Staged], stages: SinkStages, plan: BatchPlan) -> bool:
+        """Write what the stages made: merge what the Spark tasks staged, or write the records;
+        False, with nothing written, when they made no record (no typed empty table to write)."""
+        task = self.task
+        staged = [o.share for o in outcomes if isinstance(o, Staged)]
+        if staged and isinstance(task, StagesOnExecutors):
+            try:
+                task.write_staged(staged, plan)
+                return True
+            except StagedRowsRefused as exc:  # the records again, here, where the write names them
+                log.info("connector %s: %s; writing the batch from the worker", self.connector, exc)
+                outcomes = self._outcomes(plan, stages, None)
+        made = [o.records for o in outcomes if isinstance(o, Made) and o.records is not None]
+        if not made:
             return False
-        try:
-            if isinstance(self.task, WritesFrames) or not binds_jobs(self.ctx.spark):
-                narrow = value_read(self.setup.chain)
-                decoded = converter.to_records(self._messages(plan), narrow, assume_met=True)
-                self._write_strict(decoded, plan)
-            else:
-                self._write_met(plan)
-        except Exception as exc:
-            if ARROW_DECLINED in str(exc) and UNMET_SCHEMA not in str(exc):
-                self._spark_decoded.add(self._met_shape(len(read_partitions(self._read_options(plan)))))
-                log.info(
-                    "connector %s: batch %s is left to Spark's decode (%s)",
-                    self.connector, plan.batch_id, declined_reason(str(exc)),
-                )  # fmt: skip
-                return self._ran_with_schemas_met(plan)
-            if UNMET_SCHEMA not in str(exc):
-                raise
-            log.info(
-                "connector %s: batch %s carries an envelope schema not met before (the Spark error "
-                "just logged is that): searching its schemas",
-                self.connector,
-                plan.batch_id,
-            )
-            return False
+        records = pa.concat_tables(made, promote_options="default")
+        if isinstance(task, WritesFrames):
+            task.write_frame(table_frame(self.ctx.spark, records), plan)
+        else:
+            self._write_table(records, plan)
         return True
-
-    def _write_met(self, plan: BatchPlan) -> None:
-        """``_write_strict`` of the batch decoded with the schemas met, its plan built once per shape.
-
-        The records' DataFrame (read, decode, transforms, checks) is the same for every such batch
-        of as many input partitions: it is built once (``_met_records``) over a read whose
-        partitions each job is given (``bound_read_frame``). Each batch runs it as a new Dataset
-        (``select("*")``), planned afresh: a Dataset run twice would reuse its adaptive plan's
-        finished shuffle stages, the last batch's data.
-        """
-        options = self._read_options(plan)
-        partitions = read_partitions(options)
-        records = self._met_records(options, len(partitions))
-        with bound_partitions(self.ctx.spark, partitions):
-            self._write_records(records.select("*"), plan)
-
-    def _met_records(self, options: Mapping[str, str], count: int) -> DataFrame:
-        """The checked records of any batch of ``count`` input partitions decoded with the schemas
-        met so far; a new shape (partitions, or schemas met) builds its own."""
-        converter = self.setup.converter
-        shape = self._met_shape(count)
-        key = (*shape, shape in self._spark_decoded)
-        if key not in self._met_plans:
-            if len(self._met_plans) >= MAX_MET_PLANS:
-                self._met_plans.clear()
-            narrow = value_read(self.setup.chain)
-            in_arrow = None if shape in self._spark_decoded else converter.arrow_decoder(narrow)
-            decoded_read = None if in_arrow is None else (in_arrow[0].decode, in_arrow[1])
-            log.debug(
-                "connector %s: batches of %d input partitions decoded in %s",
-                self.connector, count, "Spark" if in_arrow is None else "Arrow, in the read",
-            )  # fmt: skip
-            messages = self._barriers_once(bound_read_frame(self.ctx.spark, options, count, decoded_read))
-            decoded = converter.to_records(messages, narrow, assume_met=True)
-            self._met_plans[key] = chain_frame(self.setup.chain, decoded)
-        return self._met_plans[key]
-
-    def _met_shape(self, count: int) -> tuple[object, ...]:
-        """What a met-schema batch's records plan depends on: its input partitions, the schemas met."""
-        return (count, self.setup.converter.seen_prefixes.snapshot())
 
     def _run_searched(self, messages: DataFrame, plan: BatchPlan) -> None:
         """Write a batch whose envelope schemas are searched first (the converter's own job)."""
@@ -460,26 +415,7 @@ class SinkRunner:
             with checked_records(records, self.setup) as good:
                 self.task.write_frame(good, plan)
             return
-        self._write_records(records, plan)
-
-    def _write_records(self, records: DataFrame, plan: BatchPlan) -> None:
-        """A strict batch's records written: staged by the Spark tasks that compute them where the
-        sink stages (connectors.api.StagesOnExecutors: only small results reach the driver), else
-        collected and written here. A staged batch the target refuses rows of is written from here
-        instead, which names each refused record."""
-        task = self.task
-        stager = task.stager(plan) if isinstance(task, StagesOnExecutors) else None
-        if stager is None or not isinstance(task, StagesOnExecutors):
-            self._write_table(batch_table(records), plan)
-            return
-        shares = staged_shares(records, stager, f"connector {self.connector}")
-        try:
-            task.write_staged(shares, plan)
-        except StagedRowsRefused as exc:
-            log.info(
-                "connector %s: %s; writing the batch from the worker to name the records", self.connector, exc
-            )
-            self._write_table(batch_table(records), plan)
+        self._write_table(batch_table(records), plan)
 
     def _write_table(self, table: pa.Table, plan: BatchPlan) -> None:
         """Check a strict batch's collected records on the driver and write them."""

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
+    from sluice.connectors.sink_stages import Outcome, SinkStages, Staged
     from sluice.connectors.source_reads import ArrowSplits, SourceRead
 
 
@@ -332,44 +333,43 @@ def _consume(
     yield from consume(pa.Table.from_batches(list(read(batches)), schema=schema))
 
 
-def staged_shares(records: DataFrame, stager: Callable[[pa.Table, int], Any], where: str) -> list[Any]:
-    """A sink's batch staged by the tasks that compute its records (connectors.api.StagesOnExecutors):
-    each task checks its partition's records (``good_arrow_records``) and runs ``stager`` on them,
-    and only the stager's small results come back, in partition order. A flagged record fails the
-    batch here, naming it as ``good_arrow_records`` does on the driver."""
-    from sluice.connectors.records import RecordError
+def sink_job(
+    spark: SparkSession,
+    count: int,
+    read_share: Callable[[int], Iterable[pa.RecordBatch]],
+    stages: SinkStages,
+    stager: Callable[[pa.Table, int], Any] | None,
+) -> list[Outcome | Staged]:
+    """A sink batch larger than the worker's local bound, as one Spark job of ``count`` tasks: task
+    ``i`` reads share ``i`` (``read_share``) and runs the sink's stages on it
+    (connectors.sink_stages), then stages the records it made (``stager``: they never leave the
+    task) or returns them. Each task returns one typed result; they come back in share order."""
+    body = partial(_sink_share, read_share, stages, stager)
+    tasks = spark.range(count, numPartitions=max(count, 1))
+    rows = tasks.mapInArrow(body, "share INT, outcome BINARY").collect()
+    return [pickle.loads(r["outcome"]) for r in sorted(rows, key=lambda r: int(r["share"]))]
 
-    rows = records.mapInArrow(partial(_staged, stager, where), "partition INT, share BINARY").collect()
-    shares = sorted((int(r["partition"]), pickle.loads(r["share"])) for r in rows)
-    errors = [share for _, share in shares if isinstance(share, RecordError)]
-    if errors:
-        raise errors[0]
-    return [share for _, share in shares]
 
-
-def _staged(
-    stager: Callable[[pa.Table, int], Any], where: str, batches: Iterator[pa.RecordBatch]
+def _sink_share(
+    read_share: Callable[[int], Iterable[pa.RecordBatch]],
+    stages: SinkStages,
+    stager: Callable[[pa.Table, int], Any] | None,
+    batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body of ``staged_shares``: the partition's records checked and staged."""
+    """mapInArrow body of ``sink_job``: each input row is a share's index."""
     import pyarrow as pa
-    from pyspark import TaskContext
 
-    from sluice.connectors.records import RecordError, good_arrow_records
+    from sluice.connectors.sink_stages import Made, Staged
 
-    read = list(batches)
-    if not read:  # an empty partition: nothing to stage
-        return
-    table = pa.Table.from_batches(read)
-    context = TaskContext.get()
-    partition = 0 if context is None else context.partitionId()
-    try:
-        share: Any = stager(good_arrow_records(table, where), partition)
-    except RecordError as exc:  # a typed result: the driver raises it
-        share = exc
-    yield pa.RecordBatch.from_pydict(
-        {"partition": [partition], "share": [pickle.dumps(share)]},
-        schema=pa.schema([("partition", pa.int32()), ("share", pa.binary())]),
-    )
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            outcome: Outcome | Staged = stages.run(read_share(int(index)))
+            if stager is not None and isinstance(outcome, Made) and outcome.records is not None:
+                outcome = Staged(stager(outcome.records, int(index)))
+            yield pa.RecordBatch.from_pydict(
+                {"share": [int(index)], "outcome": [pickle.dumps(outcome)]},
+                schema=pa.schema([("share", pa.int32()), ("outcome", pa.binary())]),
+            )
 
 
 def batch_table(records: DataFrame) -> pa.Table:

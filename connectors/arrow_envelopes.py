@@ -9,12 +9,11 @@ epoch days and micros, epoch-millis instants) column by column.
 
 The decoder only ever *declines*: a body it cannot decode exactly as Spark's parse would (not
 UTF-8, a payload that does not fit the wire type, an instant in a text form other than Sluice's)
-raises ``ARROW_DECLINED`` naming the first such record, and the runner decodes the batch through
-Spark, which flags or reads it as it always did. A body of a schema not met raises
-``UnmetSchemaError`` (``UNMET_SCHEMA``), as Spark's decode of met schemas does, and the sink
-searches the batch. So it
-adds no semantics of its own; ``tests/connectors/test_arrow_envelopes.py`` checks that what it
-decodes equals Spark's decode.
+raises ``DeclinedError`` naming the first such record, and the sink's stages say so with a typed
+outcome (connectors.sink_stages.Declined): the runner decodes the batch through Spark, which
+flags or reads it as it always did. A body of a schema not met raises ``UnmetSchemaError``, and
+the stages learn its schema. So it adds no semantics of its own;
+``tests/connectors/test_arrow_envelopes.py`` checks that what it decodes equals Spark's decode.
 
 Pure pyarrow: the decoder is planned on the driver (``plan_decoder``, from Arrow types) and runs
 inside the read's Spark task, where pyspark's types are not needed.
@@ -37,11 +36,8 @@ import pyarrow.json as pj
 from sluice.connectors import base64_columns
 from sluice.connectors.connect_json import decimal_from_text
 from sluice.connectors.connect_schemas import PAYLOAD_KEY
-from sluice.connectors.envelopes import UNMET_SCHEMA
 from sluice.connectors.records import LeftToSpark
 
-#: What the decoder raises for a batch it leaves to Spark's decode (the runner looks for it).
-ARROW_DECLINED: Final = "sluice: envelopes left to Spark's decode"
 #: An instant as Sluice's converter writes it (connect_json's ISO form, zone as an offset or Z): the
 #: one text form whose reading Arrow and Spark agree on; others are left to Spark.
 _ISO_INSTANT: Final = (
@@ -52,25 +48,15 @@ _BLOCK_BYTES: Final = 1 << 26
 
 
 class UnmetSchemaError(RuntimeError):
-    """A body of an envelope schema not met before (``UNMET_SCHEMA``, naming the first such record):
-    a typed decision where the decoder runs in the sink's process; inside a Spark task it reaches
-    the driver as the job's error text, as Spark's own decode of met schemas raises it."""
+    """A body of an envelope schema not met before, naming the first such record (the sink's
+    stages catch it: connectors.sink_stages.Unmet)."""
 
     def __init__(self, where: str) -> None:
-        super().__init__(f"{UNMET_SCHEMA} (first at {where})")
+        super().__init__(f"an envelope schema not met in earlier batches (first at {where})")
 
 
 class DeclinedError(LeftToSpark):
-    """A batch the Arrow decode leaves to Spark's (``ARROW_DECLINED`` and why, naming a record)."""
-
-    def __init__(self, why: str) -> None:
-        super().__init__(f"{ARROW_DECLINED}: {why}")
-
-
-def declined_reason(error: str) -> str:
-    """Why a decline was raised, from the text of the error that carried it out of a Spark task."""
-    reason = error[error.index(ARROW_DECLINED) + len(ARROW_DECLINED) :].lstrip(": ")
-    return reason.splitlines()[0] if reason else "no reason given"
+    """A batch the Arrow decode leaves to Spark's, saying why and naming a record."""
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """A sink batch's records made in Arrow, from the messages the ``rocketmq`` reader pulls.
 
-What ``Converter.to_records(assume_met=True)`` makes in Spark (topic, partition, offset, key,
+What ``Converter.to_records`` makes in Spark (topic, partition, offset, key,
 value, headers, timestamp), made from the reader's Arrow batches with the envelope decoders of
 connectors.arrow_envelopes, for a batch whose envelope schemas were all met before (values of
 topics that differ in type are decoded as their merge, each record naming its own type, as Spark's
@@ -111,6 +111,9 @@ class RecordsPlan:
 
 
 def _empty_as_null(texts: pa.Array) -> pa.Array:
+    # if_else of a null scalar over a sliced string array makes its offsets invalid (pyarrow 21):
+    # an unsliced copy of a slice (a share read in chunks) first
+    texts = pa.concat_arrays([texts]) if texts.offset else texts
     return pc.if_else(pc.equal(texts, ""), pa.scalar(None, pa.string()), texts)
 
 

@@ -8,7 +8,7 @@ texts and Spark types, tested by tables (tests/connectors/test_converter_schemas
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -40,21 +40,6 @@ def envelope_schemas(prefixes: list[tuple[str, str]]) -> list[tuple[str, Any]] |
         if schema is not None:
             found.append((topic, schema))
     return found
-
-
-def laid_out_prefixes(texts: Iterable[tuple[str, str | None]]) -> list[tuple[str, str]] | None:
-    """The distinct ``(topic, schema prefix)`` pairs of ``texts`` (topic and text; null texts
-    skipped) that are envelopes laid out as Kafka's JsonConverter writes them, as the Spark search
-    finds them (envelopes.envelope_prefixes); None when any text is laid out otherwise or is no
-    envelope at all: only the search tells what those are."""
-    found: set[tuple[str, str]] = set()
-    for topic, text in texts:
-        if text is None:
-            continue
-        if not text.startswith(SCHEMA_KEY) or PAYLOAD_KEY not in text:
-            return None
-        found.add((topic, text.split(PAYLOAD_KEY, 1)[0]))
-    return sorted(found)
 
 
 def widest_number(a: DataType, b: DataType) -> DataType | None:

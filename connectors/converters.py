@@ -22,7 +22,6 @@ from sluice.connectors.barriers import BARRIER_HEADER
 from sluice.connectors.config import converter_fields, converter_name
 from sluice.connectors.connect_json import json_text, wire_type
 from sluice.connectors.envelopes import (
-    UNMET_SCHEMA,
     Narrow,
     SeenPrefixes,
     decode_envelopes,
@@ -31,9 +30,7 @@ from sluice.connectors.envelopes import (
     envelope_text,
     met_value_types,
     parse_json,
-    unmet_schema,
     utf8_text,
-    with_own_types,
 )
 from sluice.connectors.records import ERROR_COLUMN, KEY_SCHEMA_HEADER, VALUE_SCHEMA_HEADER, flag_errors
 
@@ -234,22 +231,16 @@ class Converter(ABC):
         return None  # a scalar key: its JSON is the converter's wire form, left to Spark
 
     def knows_schemas(self, topics: Iterable[str]) -> bool:
-        """Whether a batch of ``topics`` may be decoded with the schemas met before
-        (``to_records(assume_met=True)``): nothing to search, or every envelope of the last batch
+        """Whether a batch of ``topics`` may be decoded with the schemas met before (the sink's
+        stages: connectors.sink_stages): nothing to search, or every envelope of the last batch
         searched was remembered and the values of each topic have been met."""
         if not (self.discovers_envelopes or self.key_envelopes):
             return True
         seen = self.seen_prefixes
         return seen.complete and (not self.discovers_envelopes or seen.knows_topics("value", topics))
 
-    def arrow_decoder(self, narrow: Narrow | None = None) -> tuple[EnvelopeDecoder, DataType] | None:
-        """A decoder of values in Arrow, in the read's own task, for a batch whose envelope
-        schemas are those met (``to_records(assume_met=True)``), and the value's Spark type;
-        None when only Spark's decode reads them (see connectors.arrow_envelopes)."""
-        return None
-
     def arrow_records(self, narrow: Narrow | None = None) -> RecordsPlan | None:
-        """A plan that makes ``to_records(assume_met=True)``' records in Arrow (connectors.arrow_records),
+        """A plan that makes ``to_records``' records in Arrow (connectors.arrow_records),
         with no Spark job; None when only Spark's make them: values not read from envelopes, or
         keys in envelopes met with more than one type."""
         from sluice.connectors.arrow_records import RecordsPlan
@@ -287,17 +278,11 @@ class Converter(ABC):
         decoder = plan_decoder(known, wire, value, TOMBSTONE_PROPERTY)
         return None if decoder is None else (decoder, data_type, met[1])
 
-    def to_records(
-        self, messages: DataFrame, narrow: Narrow | None = None, *, assume_met: bool = False
-    ) -> DataFrame:
-        """Records of the reader's ``messages``. ``narrow``: given a topic's value type, the part
-        of it that is read at all (the first transform's ``PrunesValue``); a value read from Connect
-        envelopes is parsed only that far.
-
-        ``assume_met``: the envelopes' schemas are taken to be those met in earlier batches, with no
-        Spark job to search the batch for them; parsing a record whose schema is another raises
-        ``UNMET_SCHEMA`` in the job (envelopes.unmet_schema), and the caller decodes again
-        without the assumption."""
+    def to_records(self, messages: DataFrame, narrow: Narrow | None = None) -> DataFrame:
+        """Records of the reader's ``messages``, their envelopes' schemas searched first (one Spark
+        job: envelopes.envelope_prefixes). ``narrow``: given a topic's value type, the part of it
+        that is read at all (the first transform's ``PrunesValue``); a value read from Connect
+        envelopes is parsed only that far."""
         # pyspark: config validation imports this module (via connectors.plugins)
         from pyspark.sql import functions as F
         from pyspark.sql.types import NumericType
@@ -314,32 +299,18 @@ class Converter(ABC):
         born = F.col("born_timestamp")
         if isinstance(messages.schema["born_timestamp"].dataType, NumericType):
             born = F.timestamp_millis(born)
-        # The read decoded the values already (in Arrow: arrow_decoder), tombstones included.
-        predecoded = "body" not in messages.columns
-        if not predecoded:
-            is_tombstone = F.coalesce(F.col("properties")[TOMBSTONE_PROPERTY] == "true", F.lit(False))
-            # A tombstone's body is decoded as no body at all: its value is null, never "" nor bad JSON.
-            messages = messages.withColumn(
-                "body", F.when(is_tombstone, F.lit(None).cast("binary")).otherwise(F.col("body"))
-            )
+        is_tombstone = F.coalesce(F.col("properties")[TOMBSTONE_PROPERTY] == "true", F.lit(False))
+        # A tombstone's body is decoded as no body at all: its value is null, never "" nor bad JSON.
+        messages = messages.withColumn(
+            "body", F.when(is_tombstone, F.lit(None).cast("binary")).otherwise(F.col("body"))
+        )
         key = F.when(F.col("keys") != "", F.col("keys"))
         # Schema prefixes are found in the raw bytes: decoding validates the UTF-8, once.
-        texts = {"value": F.col("body").cast("string")} if self.discovers_envelopes and not predecoded else {}
+        texts = {"value": F.col("body").cast("string")} if self.discovers_envelopes else {}
         if self.key_envelopes:
             texts["key"] = key
-        if assume_met:
-            found = {name: self.seen_prefixes.known(name) for name in texts}
-            messages = _raising_on_unmet(messages, texts, found)
-        else:
-            found = envelope_prefixes(messages, texts, self.seen_prefixes) if texts else {}
-        if predecoded:  # what Spark's decode adds beside the value: each record's own type, if any
-            met = met_value_types(self.seen_prefixes.known("value"), narrow)
-            topic_types = None if met is None else met[1]
-            decoded = messages
-            if topic_types is not None:
-                decoded = with_own_types(messages, topic_types, VALUE_SCHEMA_COLUMN)
-        else:
-            decoded = self.decode(messages, found.get("value"), narrow)
+        found = envelope_prefixes(messages, texts, self.seen_prefixes) if texts else {}
+        decoded = self.decode(messages, found.get("value"), narrow)
         if self.key_envelopes:
             decoded = decode_envelopes(
                 decoded.withColumn(_KEY_TEXT, key), F.col(_KEY_TEXT), what="key",
@@ -366,33 +337,6 @@ class Converter(ABC):
             born.cast("timestamp").alias("timestamp"),
             *extra,
         )
-
-
-#: The message columns each envelope text is read from (``Converter.to_records``' ``texts``).
-_TEXT_SOURCES: Final = {"value": ("body", "binary"), "key": ("keys", "string")}
-
-
-def _raising_on_unmet(
-    messages: DataFrame, texts: Mapping[str, Column], found: Mapping[str, Sequence[tuple[str, str]]]
-) -> DataFrame:
-    """``messages`` whose body and key raise ``UNMET_SCHEMA`` where they are envelopes of a schema
-    not in ``found`` (envelopes.unmet_schema).
-
-    The raise wraps the raw column the parse reads, not the parsed value: a value wrapped in a
-    ``CASE`` hides its ``from_json`` in a conditional branch, where Spark no longer shares it
-    between the uses a pushed-down filter makes of the value (measured: a 50,000-event CDC sink
-    batch 8-10 s with the search job, 20-29 s with the value wrapped). Reading the text at all
-    raises, parse check included: a batch with any such envelope is searched again."""
-    # pyspark: config validation imports this module (via connectors.plugins)
-    from pyspark.sql import functions as F
-
-    for name, text in texts.items():
-        column, kind = _TEXT_SOURCES[name]
-        unmet = F.raise_error(F.lit(UNMET_SCHEMA)).cast(kind)
-        messages = messages.withColumn(
-            column, F.when(unmet_schema(text, found[name]), unmet).otherwise(F.col(column))
-        )
-    return messages
 
 
 def flag_unsendable(messages: DataFrame, stamped_bytes: int = 0) -> DataFrame:
@@ -501,10 +445,6 @@ class JsonConverter(Converter):
     @property
     def discovers_envelopes(self) -> bool:
         return self.schemas_enable and not self.value_schema
-
-    def arrow_decoder(self, narrow: Narrow | None = None) -> tuple[EnvelopeDecoder, DataType] | None:
-        decoder = self._envelope_decoder("value", narrow) if self.discovers_envelopes else None
-        return None if decoder is None else decoder[:2]
 
     def arrow_encoder(self, records: pa.Schema) -> MessageEncoder | None:
         # pyarrow: config validation imports this module (via connectors.plugins)

@@ -117,7 +117,7 @@ class SeenPrefixes:
     def __init__(self) -> None:
         self._seen: dict[str, list[tuple[str, str]]] = {}
         #: every envelope of the last batch searched had a prefix that is now remembered (none laid
-        #: out otherwise): the next batch may assume the schemas met (``unmet_schema``)
+        #: out otherwise): the next batch may be decoded with the schemas met (connectors.sink_stages)
         self.complete = False
 
     def known(self, name: str) -> list[tuple[str, str]]:
@@ -187,29 +187,6 @@ def envelope_prefixes(
     if seen is not None:
         seen.remember(found)
     return found
-
-
-#: What a batch decoded with the schemas met before raises (``unmet_schema``) when one of its
-#: envelopes carries another: the caller searches the batch's schemas and decodes it again.
-UNMET_SCHEMA: Final = "sluice: an envelope schema not met in earlier batches"
-
-
-def unmet_schema(text: Column, known: Sequence[tuple[str, str]]) -> Column:
-    """Whether ``text`` is an envelope whose ``(topic, schema prefix)`` is none of ``known``.
-
-    A sink decodes a batch with the schemas it met before and no search (``SeenPrefixes``),
-    wrapping the raw texts the parse reads in ``F.when(unmet_schema(...), F.raise_error(UNMET_SCHEMA))``
-    (converters._raising_on_unmet): parsing a record of another schema fails the job, and a record
-    nothing parses (filtered out by its topic, say) was never typed at all. Known prefixes are tried
-    first, so the envelope test runs only for what matches none.
-    """
-    # pyspark: config validation imports this module (via connectors.plugins)
-    from pyspark.sql import functions as F
-
-    met = F.lit(False)
-    for match in _prefix_matches(text, known):
-        met = met | match
-    return text.isNotNull() & ~met & is_envelope(text)
 
 
 def _prefix_matches(text: Column, known: Sequence[tuple[str, str]]) -> list[Column]:

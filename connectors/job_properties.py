@@ -1,10 +1,9 @@
 """Values bound to the Spark jobs a thread starts, read back inside their tasks.
 
 A plan built once runs each batch on the batch's own inputs through Spark local properties, which
-Spark sends with every task of the thread's jobs, on a cluster too: the sink's queue ranges
-(``rocketmq.spark_reader.bound_partitions``), a source's read (``activities.spark_binding``) and
-its batch reference (``rocketmq.spark_writer.bound_properties``). A classic session only: a Spark
-Connect client sets none (``activities.spark.binds_jobs``).
+Spark sends with every task of the thread's jobs, on a cluster too: a source's read
+(``activities.spark_binding``) and its batch reference (``rocketmq.spark_writer.bound_properties``).
+A classic session only: a Spark Connect client sets none (``activities.spark.binds_jobs``).
 """
 
 from __future__ import annotations

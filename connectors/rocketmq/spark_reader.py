@@ -29,16 +29,13 @@ Lifecycle of one input partition (on an executor), for each of its ranges in tur
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import astuple, dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from sluice.connectors.job_properties import bound_to_jobs, job_value
 from sluice.connectors.model import DataLossPolicy, PartitionRange, parse_queue_partition
 from sluice.connectors.planning import pack_splits, split_ranges
 from sluice.connectors.rocketmq.arrow_decode import to_record_batch
@@ -57,7 +54,6 @@ from sluice.connectors.rocketmq.values import MessageQueue
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import DataType, StructType
 
 DEFAULT_MAX_RECORDS_PER_SPLIT = 200_000
 DEFAULT_MIN_RECORDS_PER_TASK = 20_000
@@ -181,85 +177,3 @@ def _read_tasks(
     for batch in batches:
         for index in batch.column(0).to_pylist():
             yield from reader.read(tasks[index])
-
-
-#: The Spark local property through which a ``bound_read_frame``'s tasks learn what to read.
-BOUND_PARTITIONS_PROPERTY: Final = "sluice.rocketmq.read.partitions"
-
-
-#: Decodes a chunk of read messages in the read's task: ``body`` replaced by a typed ``value``.
-BodyDecode = Callable[["pa.RecordBatch"], "pa.RecordBatch"]
-
-
-def bound_read_frame(
-    spark: SparkSession,
-    options: Mapping[str, str],
-    count: int,
-    decoded: tuple[BodyDecode, DataType] | None = None,
-) -> DataFrame:
-    """Like ``read_frame``, for any plan of ``count`` input partitions: the partitions are not in
-    the DataFrame but bound to each job that runs it (``bound_partitions``).
-
-    Why: a sink builds the same decode, transform and check plan over every batch's messages, and
-    building it costs more than running it on a small batch (~0.5 s of Py4J calls and analysis per
-    sink batch, most of a one-row batch). With the plan read from the job's local properties, which
-    Spark sends with each task, a DataFrame built once over this frame runs any batch of that many
-    partitions. ``options``' plan only checks the reader's settings; it is never read.
-
-    ``decoded``: a decode of each pulled chunk and the Spark type of the ``value`` it makes; the
-    frame then has ``value`` instead of ``body`` (the bodies never enter the JVM).
-    """
-    reader = RocketMQReader(options)
-    indexes = spark.range(count, numPartitions=max(count, 1))
-    if decoded is None:
-        return indexes.mapInArrow(partial(_read_bound_tasks, reader, count, None), READ_SCHEMA)
-    decode, value_type = decoded
-    return indexes.mapInArrow(partial(_read_bound_tasks, reader, count, decode), decoded_schema(value_type))
-
-
-def decoded_schema(value_type: DataType) -> StructType:
-    """The read's schema when a decode in its task replaces ``body`` by ``value`` (``bound_read_frame``)."""
-    from pyspark.sql.types import StructField, StructType
-
-    read = StructType.fromDDL(READ_SCHEMA)
-    assert isinstance(read, StructType)
-    fields = [f for f in read.fields if f.name != "body"]
-    return StructType([*fields, StructField("value", value_type)])
-
-
-def read_partitions(options: Mapping[str, str]) -> Sequence[InputPartition]:
-    """The input partitions ``read_frame`` would read for ``options``' plan."""
-    return RocketMQReader(options).partitions()
-
-
-@contextmanager
-def bound_partitions(spark: SparkSession, partitions: Sequence[InputPartition]) -> Iterator[None]:
-    """Jobs this thread starts in the block read ``partitions`` through a ``bound_read_frame``."""
-    with bound_to_jobs(spark, BOUND_PARTITIONS_PROPERTY, partitions_to_json(partitions)):
-        yield
-
-
-def partitions_to_json(partitions: Sequence[InputPartition]) -> str:
-    """``partitions`` (the reader's own) as the local property carries them."""
-    tasks = [[astuple(r) for r in p.ranges] for p in partitions if isinstance(p, QueueRangePartition)]
-    return json.dumps(tasks, separators=(",", ":"))
-
-
-def partitions_from_json(text: str) -> list[QueueRangePartition]:
-    return [QueueRangePartition(tuple(QueueRange(*r) for r in task)) for task in json.loads(text)]
-
-
-def _read_bound_tasks(
-    reader: RocketMQReader, count: int, decode: BodyDecode | None, batches: Iterator[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body of ``bound_read_frame``: the job's bound partitions, this row's index of them."""
-    bound = job_value(BOUND_PARTITIONS_PROPERTY)
-    if bound is None:  # never read nothing in silence: a job outside bound_partitions is a bug
-        raise RuntimeError("rocketmq read: this job has no partitions bound (spark_reader.bound_partitions)")
-    tasks = partitions_from_json(bound)
-    if len(tasks) != count:  # each bound partition is read by exactly one row of the frame
-        raise RuntimeError(f"rocketmq read: {len(tasks)} partitions bound to a frame of {count}")
-    for batch in batches:
-        for index in batch.column(0).to_pylist():
-            chunks = reader.read(tasks[index])
-            yield from chunks if decode is None else map(decode, chunks)

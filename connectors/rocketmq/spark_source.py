@@ -26,14 +26,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWrite
 from pyspark.sql.types import StructType
 
 from sluice.connectors.rocketmq.spark_options import PLAN_VERSION, plan_from_json, plan_to_json
-from sluice.connectors.rocketmq.spark_reader import (
-    READ_SCHEMA,
-    RocketMQReader,
-    bound_partitions,
-    bound_read_frame,
-    read_frame,
-    read_partitions,
-)
+from sluice.connectors.rocketmq.spark_reader import READ_SCHEMA, RocketMQReader, read_frame
 from sluice.connectors.rocketmq.spark_writer import RocketMQWriter, send_frame
 
 if TYPE_CHECKING:
@@ -45,12 +38,9 @@ __all__ = [
     "SOURCE_NAME",
     "RocketMQDataSource",
     "RocketMQReader",
-    "bound_partitions",
-    "bound_read_frame",
     "plan_from_json",
     "plan_to_json",
     "read_frame",
-    "read_partitions",
     "register",
     "send_frame",
 ]

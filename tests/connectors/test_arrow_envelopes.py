@@ -1,10 +1,11 @@
 """The Arrow decode of envelopes whose schemas a sink met (connectors.arrow_envelopes) gives exactly
-the records Spark's decode gives, schema and values, or declines and leaves the batch to Spark.
+the records Spark's decode gives, schema and values, or declines and leaves the batch to Spark;
+the sink's stages (connectors.sink_stages) turn each of those into a typed outcome.
 
 Each case encodes records with the json converter (schemas on, as a source sends them), lets a
 converter meet their schemas in a searched batch, then decodes the same messages both ways: Spark's
-``to_records(assume_met=True)``, and the read's Arrow decode (``arrow_decoder``) followed by the
-rest of ``to_records``, as the sink's read runs it (``spark_reader.decoded_schema``).
+searched ``to_records``, and the sink's stages over the reader's Arrow batches, as the sink runs
+them in its process or in a Spark task.
 """
 
 from __future__ import annotations
@@ -17,12 +18,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from sluice.activities.spark_binding import chain_frame
-from sluice.connectors.arrow_envelopes import ARROW_DECLINED, DeclinedError, UnmetSchemaError, declined_reason
+from sluice.connectors.arrow_envelopes import DeclinedError, UnmetSchemaError
 from sluice.connectors.connect_schemas import PAYLOAD_KEY
 from sluice.connectors.converters import JsonConverter
-from sluice.connectors.envelopes import UNMET_SCHEMA
 from sluice.connectors.records import ERROR_COLUMN, Record, make_records
-from sluice.connectors.rocketmq.spark_reader import decoded_schema
+from sluice.connectors.sink_stages import Bad, Declined, Made, SinkStages, Unmet
 from sluice.connectors.transforms import build_chain, value_read
 from tests.connectors.test_converters import as_messages
 from tests.connectors.test_extract_new_record_state import _records as change_events
@@ -74,17 +74,18 @@ def _met(messages: DataFrame) -> JsonConverter:
     return converter
 
 
-def _arrow_decoded(
-    spark: SparkSession, converter: JsonConverter, messages: DataFrame, narrow: Any = None
-) -> DataFrame:
-    import pyarrow as pa
+def _stages(converter: JsonConverter, chain: list[Any] | None = None) -> SinkStages:
+    """The sink's stages for the schemas ``converter`` met (as ``SinkRunner._stages`` plans them)."""
+    chain = chain or []
+    records = converter.arrow_records(value_read(chain))
+    assert records is not None
+    return SinkStages(records, tuple(chain), False, "connector test", converter.key_envelopes)
 
-    planned = converter.arrow_decoder(narrow)
-    assert planned is not None
-    decoder, value_type = planned
-    batches = [decoder.decode(b) for b in messages.toArrow().to_batches(max_chunksize=3)]
-    read = spark.createDataFrame(pa.Table.from_batches(batches), schema=decoded_schema(value_type))
-    return converter.to_records(read, narrow, assume_met=True)
+
+def _arrow_decoded(converter: JsonConverter, messages: DataFrame, chain: list[Any]) -> pa.Table:
+    outcome = _stages(converter, chain).run(messages.toArrow().to_batches(max_chunksize=3))
+    assert isinstance(outcome, Made) and outcome.records is not None, outcome
+    return outcome.records.sort_by("offset")
 
 
 def _table(df: DataFrame) -> pa.Table:
@@ -103,9 +104,8 @@ def _decoded_both_ways(spark: SparkSession, messages: DataFrame, chain: list[Any
     chain = chain or []
     narrow = value_read(chain)
     converter = JsonConverter(schemas_enable=True)
-    converter.to_records(messages, narrow).collect()
-    by_spark = _table(chain_frame(chain, converter.to_records(messages, narrow, assume_met=True)))
-    by_arrow = _table(chain_frame(chain, _arrow_decoded(spark, converter, messages, narrow)))
+    by_spark = _table(chain_frame(chain, converter.to_records(messages, narrow)))  # meets the schemas
+    by_arrow = _arrow_decoded(converter, messages, chain)
     assert by_arrow.schema.equals(by_spark.schema, check_metadata=True)
     assert by_arrow.to_pylist() == by_spark.to_pylist()
     return by_arrow
@@ -170,30 +170,41 @@ def _grown_schema(body: bytes) -> bytes:
     return body.replace(b'"field":"name"}', added, 1)
 
 
-def _decode_edited(spark: SparkSession, edit: Any) -> None:
-    """Decode in Arrow a batch whose record at queue offset 104 has its body edited by ``edit``."""
+def _edited(spark: SparkSession, edit: Any) -> tuple[JsonConverter, pa.RecordBatch]:
+    """A converter that met a batch's schemas, and the batch with the body of its record at queue
+    offset 104 edited by ``edit``."""
     import pyarrow as pa
 
     messages = _messages(spark, _typed_records(spark, 6))
     converter = _met(messages)
-    planned = converter.arrow_decoder()
-    assert planned is not None
     table = messages.toArrow()
     bodies = table.column("body").to_pylist()
     bodies[4] = edit(bodies[4])
     table = table.set_column(table.schema.get_field_index("body"), "body", pa.array(bodies, pa.binary()))
-    planned[0].decode(table.combine_chunks().to_batches()[0])  # raises
+    return converter, table.combine_chunks().to_batches()[0]
+
+
+def _decode_edited(spark: SparkSession, edit: Any) -> None:
+    """Decode in Arrow a batch whose record at queue offset 104 has its body edited by ``edit``."""
+    converter, batch = _edited(spark, edit)
+    records = converter.arrow_records()
+    assert records is not None
+    records.value.decode(batch)  # raises
 
 
 @pytest.mark.parametrize(
     ("edit", "reason"),
     [
-        (lambda b: b[:-40] + b"\xff" + b[-39:],
-         "a body is not UTF-8 (topic 't' queue 'broker-a:1' offset 104)"),
+        (
+            lambda b: b[:-40] + b"\xff" + b[-39:],
+            "a body is not UTF-8 (topic 't' queue 'broker-a:1' offset 104)",
+        ),
         (lambda b: _payload(b, b'"name":"', b'"name":7,"x":"'), "a payload does not parse as its wire type"),
         (lambda b: _payload(b, b'"amount":"', b'"amount":"!'), "bytes that are not base64"),
-        (lambda b: _payload(b, b'"wide":"', b'"wide":"' + base64.b64encode(b"\x7f" * 16) + b'","x":"'),
-         "a decimal that does not fit"),
+        (
+            lambda b: _payload(b, b'"wide":"', b'"wide":"' + base64.b64encode(b"\x7f" * 16) + b'","x":"'),
+            "a decimal that does not fit",
+        ),
         (lambda b: _payload(b, b'"at":"', b'"at":"May 1, 2024","x":"'), "an instant in another form"),
         (lambda b: _payload(b, b"{", b"[{") + b"]", "a payload does not parse"),
     ],
@@ -203,15 +214,36 @@ def test_what_the_arrow_decode_cannot_read_as_spark_would_it_declines_naming_the
 ) -> None:
     with pytest.raises(DeclinedError) as caught:
         _decode_edited(spark, edit)
-    assert ARROW_DECLINED in str(caught.value)
-    assert declined_reason(str(caught.value)).startswith(reason)
+    assert str(caught.value).startswith(reason)
+    converter, batch = _edited(spark, edit)  # the sink's stages: a typed outcome, the same reason
+    outcome = _stages(converter).run([batch])
+    assert isinstance(outcome, Declined) and outcome.reason.startswith(reason)
 
 
-def test_a_body_of_a_schema_not_met_sends_the_sink_to_search_the_batch(spark: SparkSession) -> None:
-    """As Spark's decode of met schemas does (UNMET_SCHEMA), naming the first such record."""
-    where = r" \(first at topic 't' queue 'broker-a:1' offset 104\)"
-    with pytest.raises(UnmetSchemaError, match=UNMET_SCHEMA + where):  # a typed decision here
+def test_a_body_of_a_schema_not_met_is_an_outcome_carrying_the_batchs_schemas(spark: SparkSession) -> None:
+    """The decoder names the first such record; the stages find the share's schema prefixes (the
+    grown one among them) for the runner to remember before running the batch again."""
+    where = r"\(first at topic 't' queue 'broker-a:1' offset 104\)"
+    with pytest.raises(UnmetSchemaError, match=r"an envelope schema not met in earlier batches " + where):
         _decode_edited(spark, _grown_schema)
+    converter, batch = _edited(spark, _grown_schema)
+    outcome = _stages(converter).run([batch])
+    assert isinstance(outcome, Unmet) and outcome.found is not None
+    met = set(converter.seen_prefixes.known("value"))
+    grown = {p for p in outcome.found["value"] if p not in met}
+    assert len(grown) == 1 and '"field":"x"' in next(iter(grown))[1]
+    converter.seen_prefixes.remember(outcome.found)
+    again = _stages(converter).run([batch])  # the batch run again with the schemas learnt
+    assert isinstance(again, Made) and again.records is not None
+    assert [v and v.get("x") for v in again.records.column("value").to_pylist()] == [None] * 6
+
+
+def test_a_record_a_transform_flags_is_a_bad_outcome_naming_it(spark: SparkSession) -> None:
+    messages = _messages(spark, _typed_records(spark, 4))
+    cast_type = "org.apache.kafka.connect.transforms.Cast$Value"
+    cast = build_chain({"transforms": "c", "transforms.c.type": cast_type, "transforms.c.spec": "name:int32"})
+    outcome = _stages(_met(messages), cast).run(messages.toArrow().to_batches())
+    assert isinstance(outcome, Bad) and outcome.message.startswith("connector test: bad record at topic 't'")
 
 
 def test_a_value_with_a_map_is_left_to_sparks_decode(spark: SparkSession) -> None:
@@ -222,4 +254,4 @@ def test_a_value_with_a_map_is_left_to_sparks_decode(spark: SparkSession) -> Non
     )
     records = make_records(spark, [Record("p", 0, {"id": "a", "m": {"k": "v"}}, topic="t")], mapped)
     converter = _met(_messages(spark, records))
-    assert converter.arrow_decoder() is None  # a map: Spark's decode only
+    assert converter.arrow_records() is None  # a map: Spark's decode only

@@ -4,10 +4,9 @@ Arrow path declines (``LeftToSpark``) and the batch is Spark's.
 
 Each case encodes records with the json converter (schemas on, as a source sends them), lets a
 converter meet their schemas in a searched batch, then makes the same messages' records both ways:
-Spark's ``to_records(assume_met=True)`` through ``apply_chain`` and ``batch_table``, as
-``SinkRunner._write_strict`` collects them (the chain run in the job: ``chain_frame``), and
-``arrow_records`` over the reader's Arrow batches through ``apply_chain``, as
-``SinkRunner._ran_in_arrow`` makes them.
+Spark's ``to_records`` through ``chain_frame`` and ``batch_table``, as ``SinkRunner._write_strict``
+collects them, and ``arrow_records`` over the reader's Arrow batches through ``apply_chain``, as
+the sink's stages make them (connectors.sink_stages).
 """
 
 from __future__ import annotations
@@ -72,7 +71,7 @@ def _met(messages: DataFrame, chain: list[Any], key_envelopes: bool) -> JsonConv
 def _by_arrow(
     converter: JsonConverter, messages: DataFrame, chain: list[Any], barriers_once: bool
 ) -> pa.Table:
-    """As ``SinkRunner._ran_in_arrow`` makes them."""
+    """As the sink's stages make them (connectors.sink_stages)."""
     plan = converter.arrow_records(value_read(chain))
     assert plan is not None
     records = plan.records(messages.toArrow().to_batches(max_chunksize=3), barriers_once=barriers_once)
@@ -89,7 +88,7 @@ def _both_ways(
     if barriers_once:  # as SinkRunner._barriers_once reads them
         label = messages["properties"][BARRIER_HEADER]
         read = messages.where(label.isNull() | label.startswith("0/"))
-    decoded = converter.to_records(read, value_read(chain), assume_met=True)
+    decoded = converter.to_records(read, value_read(chain))
     collected = batch_table(chain_frame(chain, decoded))
     by_spark = good_arrow_records(collected, "test")  # as the runner checks both before writing
     return by_spark.sort_by("offset"), _by_arrow(converter, messages, chain, barriers_once)

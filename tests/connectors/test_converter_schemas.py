@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from sluice.connectors.connect_schemas import envelope_schemas, laid_out_prefixes, merge_schemas
+from sluice.connectors.connect_schemas import envelope_schemas, merge_schemas
 from sluice.connectors.converters import VALUE_SCHEMA_HEADER, JsonConverter
+from sluice.connectors.sink_stages import envelope_prefixes_of
 from tests.connectors.test_converters import BORN, READ_SCHEMA
 
 if TYPE_CHECKING:
@@ -124,10 +125,27 @@ B = '{"schema":{"type":"int64"},"payload":2}'
         ([("t", '{"schema":{"doc":"a,"payload":b"},"payload":1}')], [("t", '{"schema":{"doc":"a')]),
     ],
 )  # fmt: skip
-def test_laid_out_prefixes_are_what_the_search_finds(
+def test_envelope_prefixes_of_a_share_are_what_the_search_finds(
     texts: list[tuple[str, str | None]], expected: list[tuple[str, str]] | None
 ) -> None:
-    assert laid_out_prefixes(texts) == expected
+    """In Arrow, over the reader's columns (a null text is a tombstone's body); the keys' texts
+    (here the same) are found alike."""
+    import pyarrow as pa
+
+    marked = [[("sluice.tombstone", "true")] if text is None else [] for _, text in texts]
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "topic": [topic for topic, _ in texts],
+            "keys": [text or "" for _, text in texts],
+            "properties": pa.array(marked, pa.map_(pa.string(), pa.string())),
+            "body": pa.array([None if t is None else t.encode() for _, t in texts], pa.binary()),
+        }
+    )
+    found = envelope_prefixes_of([batch] if texts else [], keys=True, tombstone="sluice.tombstone")
+    if expected is None:
+        assert found is None
+    else:
+        assert found == {"value": expected, "key": expected}
 
 
 def test_envelopes_laid_out_any_way_decode_alike(spark: SparkSession) -> None:
@@ -249,16 +267,10 @@ def _jobs_while(spark: SparkSession, group: str, action) -> int:  # type: ignore
     return len(sc.statusTracker().getJobIdsForGroup(group))
 
 
-def test_a_batch_decoded_with_the_schemas_met_before_is_the_searched_decode_or_fails(
-    spark: SparkSession,
-) -> None:
-    """``to_records(assume_met=True)`` (a sink's batch after its first, with no job searching the
-    batch for its schemas) gives exactly what the searched decode gives while every envelope
-    carries a schema met before; a record with another schema fails the job with ``UNMET_SCHEMA``
-    when it is parsed (the sink then searches), and nothing typed from the wrong schema comes out."""
-    from pyspark.sql import functions as F
-
-    from sluice.connectors.envelopes import UNMET_SCHEMA
+def test_a_converter_knows_the_schemas_its_searched_batches_met(spark: SparkSession) -> None:
+    """After a searched decode, a converter knows the schemas it met (the sink's stages then
+    decode the next batches with them, connectors.sink_stages), per topic; envelopes laid out
+    otherwise than Kafka writes them leave nothing to remember, and batches are searched again."""
 
     fresh = _envelope_converter
 
@@ -269,29 +281,8 @@ def test_a_batch_decoded_with_the_schemas_met_before_is_the_searched_decode_or_f
     assert not converter.knows_schemas(["t"])  # nothing met yet
     rows(converter.to_records(_batch(spark, 0, [V1, V2])))
     assert converter.knows_schemas(["t"]) and not converter.knows_schemas(["t", "u"])
+    grown = _batch(spark, 5, [V2, [*V2, ("extra", "int64")]])
 
-    same = _batch(spark, 2, [V2, V1, V2])
-    assumed = rows(converter.to_records(same, assume_met=True))
-    assert assumed == rows(fresh().to_records(same))
-    assert assumed == [(2, {"id": 2}, {"id": 2, "note": "n2"}), (3, {"id": 3}, {"id": 3, "note": None}),
-                       (4, {"id": 4}, {"id": 4, "note": "n4"})]  # fmt: skip
-
-    # A third schema (a column added): parsing its record fails; filtering it out first does not.
-    v3 = [*V2, ("extra", "int64")]
-    grown = _batch(spark, 5, [V2, v3])
-    with pytest.raises(Exception, match=UNMET_SCHEMA):
-        rows(converter.to_records(grown, assume_met=True))
-    older = converter.to_records(grown, assume_met=True).where("offset = 5")
-    assert rows(older) == [(5, {"id": 5}, {"id": 5, "note": "n5"})]
-    # A key with a schema not met is caught as well.
-    other_key = _batch(spark, 7, [V1]).withColumn(
-        "keys", F.lit(_compact([("id", "int64")], {"id": 7}).decode())
-    )
-    with pytest.raises(Exception, match=UNMET_SCHEMA):
-        rows(converter.to_records(other_key, assume_met=True))
-
-    # Envelopes laid out otherwise than Kafka writes them have no prefix to remember: once a
-    # searched batch met one, batches are searched again.
     rows(converter.to_records(_batch(spark, 8, [V2], spaced=True)))
     assert not converter.knows_schemas(["t"])
     rows(converter.to_records(grown))

@@ -303,59 +303,6 @@ def test_send_frame_and_read_frame_match_the_data_source(
     assert empty.schema == read(rspark, stack_config, plan).schema
 
 
-def test_a_bound_read_frame_reads_each_jobs_own_partitions(
-    rspark: SparkSession, stack_config: StackConfig, client: SyncRocketMQClient, topic_name: str
-) -> None:
-    """One frame, built once, reads in each job exactly the plan bound to it (the rows
-    ``read_frame`` reads for that plan), and refuses to run with no plan or a plan of another
-    number of partitions, rather than read nothing."""
-    from sluice.connectors.rocketmq.spark_source import (
-        bound_partitions,
-        bound_read_frame,
-        read_frame,
-        read_partitions,
-        send_frame,
-    )
-
-    rows = [(body_of(i), f"k{i % 7}", f"k{i % 7}") for i in range(200)]
-    df = rspark.createDataFrame(rows, "body binary, keys string, sharding_key string").coalesce(1)
-    send_frame(df, {"namesrv": stack_config.namesrv_address, "topic": topic_name})
-    whole = full_plan(client, topic_name)
-    middle = {r.partition: (r.start.offset + r.end.offset) // 2 for r in whole}
-    halves = (
-        tuple(
-            PartitionRange.offsets(r.partition, r.start.offset, middle[r.partition], r.topic) for r in whole
-        ),
-        tuple(PartitionRange.offsets(r.partition, middle[r.partition], r.end.offset, r.topic) for r in whole),
-    )
-
-    def options(plan: tuple[PartitionRange, ...]) -> dict[str, str]:
-        return {
-            "namesrv": stack_config.namesrv_address,
-            "plan": plan_to_json(plan),
-            "maxTasks": "2",
-            "minRecordsPerTask": "1",
-        }
-
-    counts = {len(read_partitions(options(plan))) for plan in halves}
-    assert counts == {2}
-    frame = bound_read_frame(rspark, options(halves[0]), 2).orderBy("partition", "queue_offset")
-    read_back = []
-    for plan in halves:
-        with bound_partitions(rspark, read_partitions(options(plan))):
-            ours = frame.select("*").collect()
-        assert ours == read_frame(rspark, options(plan)).orderBy("partition", "queue_offset").collect()
-        read_back += [bytes(row["body"]) for row in ours]
-    assert sorted(read_back) == sorted(body_of(i) for i in range(200))
-    with pytest.raises(Exception, match="no partitions bound"):
-        frame.select("*").collect()
-    with (
-        bound_partitions(rspark, read_partitions(options(halves[0]))[:1]),
-        pytest.raises(Exception, match="1 partitions bound to a frame of 2"),
-    ):
-        frame.select("*").collect()
-
-
 def test_a_bound_write_stamps_each_jobs_own_properties(
     rspark: SparkSession, stack_config: StackConfig, client: SyncRocketMQClient, topic_name: str
 ) -> None:

@@ -1,11 +1,12 @@
 """A column added in the middle of a stream, read by a sink that decodes with the schemas it met.
 
 After its first batch, a strict sink decodes each batch with the envelope schemas met before and no
-job searching the batch for them (``SinkRunner._ran_with_schemas_met``). Here producers write
+job searching the batch for them (the sink's stages: connectors.sink_stages). Here producers write
 Kafka's JsonConverter envelopes straight into a topic read by ``jdbc-sink`` (upsert into
 PostgreSQL, ``auto.evolve``): first rows of one schema, then rows and updates of a schema with a
-column added. The batch that meets the new schema is decoded again with the search (the worker
-says so), and the table ends equal, row by row, to what was written.
+column added. The stages that meet the new schema say so with the batch's schemas, which the sink
+learns before running the batch again (the worker says so), and the table ends equal, row by row,
+to what was written.
 """
 
 from __future__ import annotations
