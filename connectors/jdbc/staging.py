@@ -24,9 +24,9 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from sluice.connectors.jdbc.write_postgres import copy_arrow, quote, run
 from sluice.connectors.jdbc.writes import OP_COLUMN, ORD_COLUMN, TableWrite
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from sqlalchemy import Connection
 
-    from sluice.connectors.jdbc.sink import JdbcSinkTask
     from sluice.connectors.model import BatchPlan
 
 #: The schema of the staging tables, in the target database.
@@ -130,12 +129,20 @@ def _drop_named(conn: Connection, start: str) -> None:
         run(conn, f"DROP TABLE IF EXISTS {tables}")
 
 
+class StagingTask(Protocol):
+    """What a ``JdbcStager`` needs of the sink task it rebuilds (connectors.jdbc.sink.JdbcSinkTask)."""
+
+    def stage(self, records: pa.Table, plan: BatchPlan, partition: int) -> list[StagedTable]: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class JdbcStager:
     """What a Spark task runs on its partition's records (``StagesOnExecutors.stager``): the sink
     task rebuilt from its config where the Spark task runs, its ``stage``."""
 
-    task_class: type[JdbcSinkTask]
+    task_class: Callable[[Mapping[str, Any], int], StagingTask]
     config: Mapping[str, Any]
     task_id: int
     plan: BatchPlan
