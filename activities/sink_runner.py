@@ -240,11 +240,13 @@ class SinkRunner:
 
     def _learn_first_schemas(self, plan: BatchPlan) -> None:
         """A task's first batch (small: planning.ramped_budget) learns its envelope schemas on the
-        driver (``_learned_on_driver``), so that it runs as later batches do (in Arrow, or decoded
-        in Arrow in one Spark job) instead of a search job over a persisted pull and a plan built
-        for both: a new connector's first rows come sooner."""
-        if self.notice is None:
-            self._learned_on_driver(plan)
+        driver (``_learned_on_driver``), so that it runs through the sink's stages as later batches
+        do instead of a search job over a persisted pull: a new connector's first rows come
+        sooner. Only the json converter has a setting to point out (``setting_notice``); with the
+        others a first batch runs as any other."""
+        learned = self.notice is not None or self._learned_on_driver(plan)
+        if not learned and not isinstance(self.setup.converter, JsonConverter):
+            self.notice = ""
 
     def _learned_on_driver(self, plan: BatchPlan) -> bool:
         """Learn a small batch's envelope schemas from its messages pulled here (by the reader's

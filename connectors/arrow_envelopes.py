@@ -76,11 +76,11 @@ class EnvelopeDecoder:
     def decode(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """``batch`` with ``body`` replaced by ``value`` (null for tombstones and null bodies)."""
         body = batch.column("body")
-        where = _Where(batch)
+        where = Where(batch)
         try:
             texts = body.cast(pa.string())  # validates UTF-8
         except pa.ArrowInvalid:
-            raise DeclinedError(f"a body is not UTF-8 ({where.first(_not_utf8(body))})") from None
+            raise DeclinedError(f"a body is not UTF-8 ({where.first(not_utf8(body))})") from None
         live = pc.and_(pc.is_valid(body), pc.invert(self._tombstones(batch.column("properties"))))
         topics = batch.column("topic")
         matched = pa.array([False] * len(batch))
@@ -105,7 +105,7 @@ class EnvelopeDecoder:
         return pc.fill_null(pc.equal(marked, "true"), False)
 
     def _values(
-        self, body: pa.Array, groups: Sequence[tuple[bytes, pa.Array]], where: _Where, rows: int
+        self, body: pa.Array, groups: Sequence[tuple[bytes, pa.Array]], where: Where, rows: int
     ) -> pa.Array:
         """Each group's payloads parsed and converted, scattered back to their rows (null elsewhere)."""
         if not groups:
@@ -124,7 +124,7 @@ class EnvelopeDecoder:
         index[order.to_numpy()] = np.arange(len(order))
         return values.take(pa.array(index, mask=index < 0))
 
-    def _parsed(self, payloads: pa.Array, where: _Where, mask: pa.Array) -> pa.Array:
+    def _parsed(self, payloads: pa.Array, where: Where, mask: pa.Array) -> pa.Array:
         lines = pc.binary_join_element_wise(payloads, pa.scalar(b"\n"), pa.scalar(b""))
         _, offset_buffer, data = lines.buffers()
         offsets = np.frombuffer(offset_buffer, np.int32, len(lines) + 1, lines.offset * 4)
@@ -153,7 +153,7 @@ class EnvelopeDecoder:
             raise DeclinedError(f"a payload value does not convert ({where.first(mask)}): {exc}") from None
 
 
-class _Where:
+class Where:
     """Names a batch's record for a decline: its topic, queue and offset."""
 
     def __init__(self, batch: pa.RecordBatch) -> None:
@@ -171,7 +171,7 @@ class _Where:
         )
 
 
-def _not_utf8(bodies: pa.Array) -> pa.Array:
+def not_utf8(bodies: pa.Array) -> pa.Array:
     """Which bodies are not UTF-8 (only looked for once a chunk is known to hold one)."""
 
     def bad(body: bytes | None) -> bool:
@@ -184,7 +184,7 @@ def _not_utf8(bodies: pa.Array) -> pa.Array:
     return pa.array([bad(b) for b in bodies.to_pylist()])
 
 
-def _converted(wire: pa.Array, target: pa.DataType, where: _Where, mask: pa.Array) -> pa.Array:
+def _converted(wire: pa.Array, target: pa.DataType, where: Where, mask: pa.Array) -> pa.Array:
     """``wire`` (the payload as JSON typed it) as ``target`` (Spark's Arrow type); see
     ``plan_decoder`` for the pairs there are."""
     if wire.type == target:
@@ -226,7 +226,7 @@ def _converted(wire: pa.Array, target: pa.DataType, where: _Where, mask: pa.Arra
     raise DeclinedError(f"no Arrow decode of {wire.type} as {target}")  # plan_decoder refuses these
 
 
-def _unbase64(text: str | None, where: _Where, mask: pa.Array) -> bytes | None:
+def _unbase64(text: str | None, where: Where, mask: pa.Array) -> bytes | None:
     if text is None:
         return None
     try:
@@ -235,7 +235,7 @@ def _unbase64(text: str | None, where: _Where, mask: pa.Array) -> bytes | None:
         raise DeclinedError(f"bytes that are not base64 ({where.first(mask)})") from None
 
 
-def _decimals(wire: pa.Array, target: pa.Decimal128Type, where: _Where, mask: pa.Array) -> pa.Array:
+def _decimals(wire: pa.Array, target: pa.Decimal128Type, where: Where, mask: pa.Array) -> pa.Array:
     """Kafka's Decimal payloads as ``target`` (connect_json.decimal_from_text, as Spark's decode):
     column-wise (base64_columns), or value by value where that declines, naming the value."""
     fast = base64_columns.decimals(wire, target)

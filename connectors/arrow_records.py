@@ -2,7 +2,8 @@
 
 What ``Converter.to_records`` makes in Spark (topic, partition, offset, key,
 value, headers, timestamp), made from the reader's Arrow batches with the envelope decoders of
-connectors.arrow_envelopes, for a batch whose envelope schemas were all met before (values of
+connectors.arrow_envelopes, for a batch whose envelope schemas were all met before, or with the
+string or bytes converter's bodies (connectors.arrow_bodies) (values of
 topics that differ in type are decoded as their merge, each record naming its own type, as Spark's
 decode does; keys in envelopes are structs of one type).
 
@@ -27,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sluice.connectors.arrow_bodies import BodyDecoder
 from sluice.connectors.arrow_envelopes import EnvelopeDecoder
 from sluice.connectors.barriers import BARRIER_HEADER
 from sluice.connectors.record_tables import headers_with
@@ -39,13 +41,14 @@ RECORD_COLUMNS = ("topic", "partition", "offset", "key", "value", "headers", "ti
 class RecordsPlan:
     """Makes records of reader batches (rocketmq.arrow_decode.READ_COLUMNS); see the module docstring.
 
-    ``value``: the decoder of the values' envelopes; ``key``: of the keys' envelopes, or None when
+    ``value``: the decoder of the values (their envelopes, or the string or bytes converter's
+    bodies: connectors.arrow_bodies); ``key``: of the keys' envelopes, or None when
     keys are read as text (keys of several types are Spark's to decode). ``tombstone``: the
     property that marks a null value (dropped from the headers, as Spark's records drop it);
     ``tags_header``: the header the message's tags become.
     """
 
-    value: EnvelopeDecoder
+    value: EnvelopeDecoder | BodyDecoder
     key: EnvelopeDecoder | None
     tombstone: str
     tags_header: str

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import DataType
 
+    from sluice.connectors.arrow_bodies import BodyDecoder
     from sluice.connectors.arrow_envelopes import EnvelopeDecoder
     from sluice.connectors.arrow_messages import KeyText, MessageEncoder
     from sluice.connectors.arrow_records import RecordsPlan
@@ -241,19 +242,27 @@ class Converter(ABC):
 
     def arrow_records(self, narrow: Narrow | None = None) -> RecordsPlan | None:
         """A plan that makes ``to_records``' records in Arrow (connectors.arrow_records),
-        with no Spark job; None when only Spark's make them: values not read from envelopes, or
-        keys in envelopes met with more than one type."""
+        with no Spark job; None when only Spark's make them: schemaless JSON or JSON of a declared
+        schema, or keys in envelopes met with more than one type."""
         from sluice.connectors.arrow_records import RecordsPlan
 
-        value = self._envelope_decoder("value", narrow) if self.discovers_envelopes else None
+        value = self._arrow_values(narrow)
         key = self._envelope_decoder("key", None) if self.key_envelopes else None
         if value is None or (self.key_envelopes and (key is None or key[2] is not None)):
             return None
-        own = tuple((topic, kind.json()) for topic, kind in (value[2] or {}).items())
+        own = tuple((topic, kind.json()) for topic, kind in (value[1] or {}).items())
         return RecordsPlan(
             value[0], None if key is None else key[0], TOMBSTONE_PROPERTY, TAGS_HEADER,
             own_value_types=own, own_value_header=VALUE_SCHEMA_HEADER,
         )  # fmt: skip
+
+    def _arrow_values(
+        self, narrow: Narrow | None
+    ) -> tuple[EnvelopeDecoder | BodyDecoder, dict[str, DataType] | None] | None:
+        """The Arrow decoder of the values and each topic's own type where topics differ; None
+        when only Spark's decode reads them."""
+        decoded = self._envelope_decoder("value", narrow) if self.discovers_envelopes else None
+        return None if decoded is None else (decoded[0], decoded[2])
 
     def _envelope_decoder(
         self, name: str, narrow: Narrow | None
@@ -384,6 +393,11 @@ class StringConverter(Converter):
     def arrow_encoder(self, records: pa.Schema) -> MessageEncoder | None:
         return self._own_bytes_encoder(records)
 
+    def _arrow_values(self, narrow: Narrow | None) -> tuple[BodyDecoder, None]:
+        from sluice.connectors.arrow_bodies import BodyDecoder
+
+        return BodyDecoder(text=True, tombstone=TOMBSTONE_PROPERTY), None
+
     def decode(
         self, df: DataFrame, prefixes: Sequence[tuple[str, str]] | None = None, narrow: Narrow | None = None
     ) -> DataFrame:
@@ -414,6 +428,11 @@ class BytesConverter(Converter):
 
     def arrow_encoder(self, records: pa.Schema) -> MessageEncoder | None:
         return self._own_bytes_encoder(records)
+
+    def _arrow_values(self, narrow: Narrow | None) -> tuple[BodyDecoder, None]:
+        from sluice.connectors.arrow_bodies import BodyDecoder
+
+        return BodyDecoder(text=False, tombstone=TOMBSTONE_PROPERTY), None
 
     def decode(
         self, df: DataFrame, prefixes: Sequence[tuple[str, str]] | None = None, narrow: Narrow | None = None

@@ -229,3 +229,43 @@ def test_a_value_that_is_not_a_change_event_beside_change_events_is_flagged() ->
 )
 def test_java_replacements_read_as_python_expands_them(java: str, groups: int, python: str | None) -> None:
     assert java_replacement(java, groups) == python
+
+
+@pytest.mark.parametrize("name", ["string", "bytes"])
+def test_text_and_byte_bodies_make_the_records_spark_makes(spark: SparkSession, name: str) -> None:
+    """The string and bytes converters' records (connectors.arrow_bodies): tombstones null, an
+    empty body an empty value, keys, tags and headers as Spark makes them; read in slices."""
+    from sluice.connectors.converters import TOMBSTONE_PROPERTY, converter_for
+    from sluice.connectors.rocketmq.spark_reader import READ_SCHEMA
+    from tests.connectors.test_converters import BORN
+
+    bodies = [b"plain", "Grüße 東京 ✓".encode(), b"", None, b"last"]
+    rows = [
+        ("t", "broker-a:0", 0, 100 + i, f"k{i}" if i % 2 else "", "tag" if i == 1 else "",
+         {"h": str(i), **({TOMBSTONE_PROPERTY: "true"} if body is None else {})}, BORN, BORN, body or b"")
+        for i, body in enumerate(bodies)
+    ]  # fmt: skip
+    messages = spark.createDataFrame(rows, READ_SCHEMA)
+    converter = converter_for({"value.converter": name})
+    by_spark = good_arrow_records(batch_table(converter.to_records(messages)), "test").sort_by("offset")
+    plan = converter.arrow_records()
+    assert plan is not None
+    by_arrow = plan.records(messages.toArrow().to_batches(max_chunksize=2), barriers_once=False)
+    assert by_arrow is not None
+    _assert_equal(by_spark, by_arrow)
+    values = by_arrow.column("value").to_pylist()
+    assert values[3] is None and values[2] in ("", b"") and values[1] in (bodies[1], bodies[1].decode())
+
+
+def test_a_body_the_string_converter_cannot_read_is_left_to_spark_naming_it(spark: SparkSession) -> None:
+    from sluice.connectors.arrow_envelopes import DeclinedError
+    from sluice.connectors.converters import StringConverter
+    from tests.connectors.test_converters import raw_messages
+
+    plan = StringConverter().arrow_records()
+    assert plan is not None
+    batches = raw_messages(spark, [b"fine", b"\xff\xfe"]).toArrow().to_batches()
+    with pytest.raises(
+        DeclinedError, match="a body is not UTF-8 \\(topic 't' queue 'broker-a:0' offset 1\\)"
+    ):
+        plan.records(batches, barriers_once=False)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from sluice.worker.settings import Settings
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase
 from tests.runtime.helpers import FAST_HEARTBEAT, wait_for
@@ -81,7 +82,9 @@ async def test_connectors_of_the_last_release_continue_exactly_on_this_one(
     prefix = f"U{uuid.uuid4().hex[:8]}-"
     name = uuid.uuid4().hex[:8]
 
-    runtime_env.env["PYTHONPATH"] = str(released_code)
+    # The old code finds the local stack's state (its ports, the key sealing secrets) where this
+    # release's does: by default it would look beside its own files.
+    runtime_env.env.update(PYTHONPATH=str(released_code), SLUICE_STATE_DIR=str(Settings().state_dir))
     assert _module_file(runtime_env.env, "sluice.activities.sink_runner").startswith(str(released_code))
     old = start_worker()
     await sluice.create(f"src-{name}", _source(src, prefix, "timestamp+incrementing", **FAST_HEARTBEAT))
