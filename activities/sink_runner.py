@@ -269,9 +269,13 @@ class SinkRunner:
         return True
 
     def _read_options(self, plan: BatchPlan) -> dict[str, str]:
+        """The reader's options for ``plan``: a queue's range is never split between Spark tasks,
+        so each share holds whole queues, and a key's records are in one (its queue's): a sink
+        staging from the tasks (StagesOnExecutors) keeps each key's records in order."""
         return {
             "namesrv": self.ctx.settings.namesrv,
             "plan": plan_to_json(plan.ranges),
+            "maxRecordsPerSplit": str(max(plan.record_span, 1)),
             "failOnDataLoss": str(self.setup.data_loss is DataLossPolicy.FAIL).lower(),
             "maxTasks": str(self.ctx.settings.batch_tasks),
         }

@@ -25,9 +25,11 @@ Sink batch lifecycle:
   1. The runtime plans queue ranges and calls ``prepare(plan)``; the returned state is recorded
      with the plan *before* anything is written.
   2. ``write(records, plan)`` with ``plan.sink_state`` set to that state: the batch's records in
-     Arrow, collected in the batch's one Spark job (read, decode, transforms, checks;
-     ``sluice.activities.spark_binding``), so no sink imports PySpark; re-run with the same plan
-     after a crash it must leave the target as one successful run would (``Delivery``).
+     Arrow, made by the sink's stages (read, decode, transforms, checks: connectors.sink_stages) in
+     the worker's process or in the tasks of the batch's Spark job, so no sink imports PySpark; a
+     :class:`StagesOnExecutors` sink has a Spark batch's records staged by those tasks and merged
+     by ``write_staged`` instead. Re-run with the same plan after a crash it must leave the target
+     as one successful run would (``Delivery``).
   3. Positions commit — by the runtime after ``write``, or, for a :class:`TransactionalSink`, by the
      sink itself inside its data transaction through the :class:`PositionCommitter` it was handed.
   4. ``close()`` when the task ends, on every exit path.
@@ -354,6 +356,33 @@ class StagesOnExecutors(Protocol):
         """Merge what the stager staged (every partition's result, in partition order) and commit
         ``plan``; raises ``StagedRowsRefused`` when the target refuses rows of the batch."""
         ...
+
+
+class StagingTask(Protocol):
+    """A sink task that stages a share of a batch where a Spark task runs (``TaskStager``)."""
+
+    def stage(self, records: pa.Table, plan: BatchPlan, partition: int) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class TaskStager:
+    """A ``StagesOnExecutors.stager`` made of the sink task's own class and config: the Spark task
+    rebuilds the sink task where it runs, calls its ``stage(records, plan, partition)`` and closes
+    it. It travels pickled in the job's plan, as every ``mapInArrow`` function does."""
+
+    task_class: Callable[[Mapping[str, Any], int], StagingTask]
+    config: Mapping[str, Any]
+    task_id: int
+    plan: BatchPlan
+
+    def __call__(self, records: pa.Table, partition: int) -> Any:
+        task = self.task_class(self.config, self.task_id)
+        try:
+            return task.stage(records, self.plan, partition)
+        finally:
+            task.close()
 
 
 class StagedRowsRefused(RecordError):

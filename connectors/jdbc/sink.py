@@ -54,6 +54,7 @@ from sluice.connectors.api import (
     SinkConnector,
     SinkTask,
     StagedRowsRefused,
+    TaskStager,
 )
 from sluice.connectors.barriers import (
     BARRIER_HEADER,
@@ -76,7 +77,7 @@ from sluice.connectors.jdbc import write_postgres as pg
 from sluice.connectors.jdbc.ddl import UnsupportedTypeError, add_columns_sql, create_table_sql
 from sluice.connectors.jdbc.shape import KeySpec, KeySpecError, shape, wire
 from sluice.connectors.jdbc.sink_config import cross_field_errors, fields
-from sluice.connectors.jdbc.staging import JdbcStager, StagedTable
+from sluice.connectors.jdbc.staging import StagedTable
 from sluice.connectors.jdbc.urls import Dialect, dialect_of, engine_url
 from sluice.connectors.jdbc.writes import OP_COLUMN, ORD_COLUMN, POSITION_COLUMNS, TableWrite, unique_keys
 from sluice.connectors.model import BatchPlan
@@ -380,7 +381,7 @@ class JdbcSinkTask(SinkTask):
 
     # ---- a batch staged by the Spark tasks (StagesOnExecutors) ------------------------------
 
-    def stager(self, plan: BatchPlan) -> JdbcStager | None:
+    def stager(self, plan: BatchPlan) -> TaskStager | None:
         """PostgreSQL targets stage a Spark batch from its tasks (connectors.jdbc.staging); MariaDB
         targets, and batches that order truncates (``truncate.enabled``: a barrier orders rows
         across the batch's queues, ``_cut``), are written from the driver."""
@@ -390,7 +391,7 @@ class JdbcSinkTask(SinkTask):
             with self._get_engine().begin() as conn:
                 staging.prepare_schema(conn, staging.staging_prefix(self.name, self.task_id))
             self._staging_ready = True
-        return JdbcStager(type(self), dict(self.config), self.task_id, plan)
+        return TaskStager(type(self), dict(self.config), self.task_id, plan)
 
     def stage(self, records: pa.Table, plan: BatchPlan, partition: int) -> list[StagedTable]:
         """Where a Spark task runs: COPY this partition's rows, per table, into staging tables

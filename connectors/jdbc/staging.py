@@ -24,9 +24,9 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Final
 
 from sluice.connectors.jdbc.write_postgres import copy_arrow, quote, run
 from sluice.connectors.jdbc.writes import OP_COLUMN, ORD_COLUMN, TableWrite
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from sqlalchemy import Connection
 
-    from sluice.connectors.model import BatchPlan
 
 #: The schema of the staging tables, in the target database.
 STAGING_SCHEMA: Final = "sluice_staging"
@@ -127,32 +126,6 @@ def _drop_named(conn: Connection, start: str) -> None:
     if names:
         tables = ", ".join(f"{quote(STAGING_SCHEMA)}.{quote(str(n))}" for (n,) in names)
         run(conn, f"DROP TABLE IF EXISTS {tables}")
-
-
-class StagingTask(Protocol):
-    """What a ``JdbcStager`` needs of the sink task it rebuilds (connectors.jdbc.sink.JdbcSinkTask)."""
-
-    def stage(self, records: pa.Table, plan: BatchPlan, partition: int) -> list[StagedTable]: ...
-
-    def close(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class JdbcStager:
-    """What a Spark task runs on its partition's records (``StagesOnExecutors.stager``): the sink
-    task rebuilt from its config where the Spark task runs, its ``stage``."""
-
-    task_class: Callable[[Mapping[str, Any], int], StagingTask]
-    config: Mapping[str, Any]
-    task_id: int
-    plan: BatchPlan
-
-    def __call__(self, records: pa.Table, partition: int) -> list[StagedTable]:
-        task = self.task_class(self.config, self.task_id)
-        try:
-            return task.stage(records, self.plan, partition)
-        finally:
-            task.close()
 
 
 def process() -> tuple[int, str]:

@@ -25,6 +25,11 @@ Lifecycle per batch (``write``):
    together as ``RejectedRecordsError`` naming each record's topic, queue and offset, which the
    runtime fails the task with or, with ``errors.tolerance=all``, dead-letters before writing the
    rest again.
+
+A batch that runs as a Spark job is sent by the job's tasks (``StagesOnExecutors``): each runs
+``write`` on its share, the records of whole queues (a key's records are in one), and returns the
+records OpenSearch refused, which the driver raises together. Ids come from the records, so a
+share re-sent after a failure writes the same documents.
 """
 
 from __future__ import annotations
@@ -36,7 +41,14 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from sluice.connectors.api import Delivery, Rejected, RejectedRecordsError, SinkConnector, SinkTask
+from sluice.connectors.api import (
+    Delivery,
+    Rejected,
+    RejectedRecordsError,
+    SinkConnector,
+    SinkTask,
+    TaskStager,
+)
 from sluice.connectors.config import ConfigDef, ConfigError, FieldError
 from sluice.connectors.opensearch import config as cfg
 from sluice.connectors.opensearch.bulk import DELETE, Action, Invalid, WriteRules, build_actions, bulk_body
@@ -161,6 +173,24 @@ class OpenSearchSinkTask(SinkTask):
             rejected.extend(self._send(actions[start : start + self.batch_size], plan))
             if rejected and not self.tolerates:
                 break  # the task fails on them anyway: write no more of the batch
+        if rejected:
+            raise self._rejection(rejected, plan)
+
+    def stager(self, plan: BatchPlan) -> TaskStager:
+        """Each Spark task of a batch's job sends its own share's ``_bulk`` requests."""
+        return TaskStager(type(self), dict(self.config), self.task_id, plan)
+
+    def stage(self, records: pa.Table, plan: BatchPlan, partition: int) -> list[Rejected]:
+        """Where a Spark task runs: ``write`` the share; the records OpenSearch refused."""
+        try:
+            self.write(records, plan)
+        except RejectedRecordsError as exc:
+            return list(exc.rejected)
+        return []
+
+    def write_staged(self, shares: Sequence[list[Rejected]], plan: BatchPlan) -> None:
+        """Every share was sent by its task: what remains is to name the records refused."""
+        rejected = [r for share in shares for r in share]
         if rejected:
             raise self._rejection(rejected, plan)
 

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
@@ -111,6 +112,23 @@ def _staging_processes(log: str) -> set[int]:
     return {int(p.rsplit(":", 1)[1]) for m in STAGED_LINE.finditer(log) for p in m.group(1).split(", ")}
 
 
+@pytest.fixture
+def opensearch_index(stack_config) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    index = f"orders-{uuid.uuid4().hex[:8]}"
+    yield index
+    httpx.delete(f"{stack_config.opensearch_url}/{index}", timeout=10)
+
+
+def _documents(url: str, index: str) -> list[tuple[object, ...]]:
+    """(id, customer, note) of every document of ``index``, sorted (a document twice shows twice)."""
+    if httpx.post(f"{url}/{index}/_refresh", timeout=10).status_code == 404:
+        return []
+    found = httpx.post(f"{url}/{index}/_search", json={"size": 10_000}, timeout=10).json()
+    return sorted(
+        (h["_source"]["id"], h["_source"]["customer"], h["_source"]["note"]) for h in found["hits"]["hits"]
+    )
+
+
 def _orders_rows(url: str, schema: str) -> list[tuple[object, ...]]:
     """The target's orders (none before the sink created the table), compared by content."""
     engine = create_engine(url)
@@ -131,7 +149,7 @@ def _orders_rows(url: str, schema: str) -> list[tuple[object, ...]]:
 @pytest.mark.parametrize("spark_master", MASTER_KINDS, indirect=True)
 async def test_file_and_database_pipelines_equal_their_inputs(
     spark_master, runtime_env, start_worker, sluice, stack_config, tmp_path: Path, topic_name,
-    mariadb_db, fresh_schema, worker_logs,
+    mariadb_db, fresh_schema, worker_logs, opensearch_index,
 ) -> None:  # fmt: skip
     runtime_env.env.update(spark_master.env)
     source_db = Db.of(mariadb_db)
@@ -178,6 +196,18 @@ async def test_file_and_database_pipelines_equal_their_inputs(
             "value.converter.schemas.enable": "true",
             "poll.interval.ms": "200",
         },
+        f"os-{name}": {  # its Spark tasks send their shares' _bulk requests
+            "connector.class": "opensearch-sink",
+            "topics": f"{prefix}orders",
+            "connection.url": stack_config.opensearch_url,
+            "key.ignore": "true",
+            "transforms": "route",
+            "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
+            "transforms.route.regex": ".*",
+            "transforms.route.replacement": opensearch_index,
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "poll.interval.ms": "200",
+        },
     }
     for connector, config in connectors.items():
         await sluice.create(connector, config)
@@ -188,6 +218,12 @@ async def test_file_and_database_pipelines_equal_their_inputs(
         lambda: _orders_rows(stack_config.database_url, fresh_schema) == expected_orders,
         240,
         "the PostgreSQL table equal to the MariaDB table, row by row",
+    )
+    expected_documents = sorted((row[0], row[1], row[3]) for row in expected_orders)
+    await wait_for(
+        lambda: _documents(stack_config.opensearch_url, opensearch_index) == expected_documents,
+        240,
+        "the OpenSearch index holding every MariaDB row once",
     )
     assert len(expected_orders) == 500 and _read(dst) == _lines(0, 600)
     assert spark_master.shipped(), "the worker's code did not reach the cluster (sluice_archive)"

@@ -8,6 +8,7 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from sluice.activities.store import OffsetStore
+from sluice.connectors.jdbc.sink import JdbcSinkTask
 from sluice.deploy.local.config import StackConfig
 
 
@@ -16,3 +17,12 @@ def store(stack_config: StackConfig, pg_engine: Engine, fresh_schema: str) -> It
     s = OffsetStore(stack_config.database_url, schema=fresh_schema, engine=pg_engine)
     s.migrate()
     yield s
+
+
+@pytest.fixture
+def tasks() -> Iterator[list[JdbcSinkTask]]:
+    """Sink tasks a test made (``postgres-sink``'s too), closed when it ends."""
+    made: list[JdbcSinkTask] = []
+    yield made
+    for t in made:
+        t.close()

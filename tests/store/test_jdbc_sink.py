@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -53,14 +52,6 @@ class CrashAfterTarget:
 @pytest.fixture(params=DIALECTS)
 def db(request: pytest.FixtureRequest, stack_config: object) -> Any:  # stack_config: the lane
     return request.getfixturevalue(request.param)
-
-
-@pytest.fixture
-def tasks() -> Iterator[list[JdbcSinkTask]]:
-    made: list[JdbcSinkTask] = []
-    yield made
-    for t in made:
-        t.close()
 
 
 def task_for(db: Any, store: OffsetStore, tasks: list[JdbcSinkTask], **extra: str) -> JdbcSinkTask:

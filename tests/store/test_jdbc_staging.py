@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import pickle
-from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from decimal import Decimal
 from typing import Any
@@ -19,9 +18,9 @@ import pytest
 from sqlalchemy import create_engine
 
 from sluice.activities.store import OffsetStore
-from sluice.connectors.api import StagedRowsRefused
+from sluice.connectors.api import StagedRowsRefused, TaskStager
 from sluice.connectors.jdbc.sink import JdbcSinkTask
-from sluice.connectors.jdbc.staging import STAGING_SCHEMA, JdbcStager, StagedTable
+from sluice.connectors.jdbc.staging import STAGING_SCHEMA, StagedTable
 from sluice.connectors.model import BatchPlan, PartitionRange
 from sluice.connectors.records import Record
 from sluice.connectors.source_reads import records_table
@@ -40,14 +39,6 @@ CASES = {
         [[(0, 1, "a"), (1, 2, "b"), (2, 2, None)], [(0, 3, "c")]],
     ),
 }
-
-
-@pytest.fixture
-def tasks() -> Iterator[list[JdbcSinkTask]]:
-    made: list[JdbcSinkTask] = []
-    yield made
-    for t in made:
-        t.close()
 
 
 def _partitions(spec: list[list[tuple[int, int, str | None]]]) -> list[pa.Table]:
@@ -80,7 +71,7 @@ def _plan(store: OffsetStore, task: JdbcSinkTask, batch_id: int, parts: list[pa.
     return store.record_plan(BatchPlan("jdbc-out", 0, batch_id, ranges, task.prepare(plan)))
 
 
-def _stage(stager: JdbcStager, records: bytes, partition: int) -> bytes:
+def _stage(stager: TaskStager, records: bytes, partition: int) -> bytes:
     """In a process of its own: a partition staged, its result pickled (as a Spark task returns it)."""
     table = pa.ipc.open_stream(records).read_all()
     return pickle.dumps(stager(table, partition))
@@ -93,7 +84,7 @@ def _ipc(table: pa.Table) -> bytes:
     return bytes(sink.getvalue().to_pybytes())
 
 
-def _staged(stager: JdbcStager, parts: list[pa.Table]) -> list[list[StagedTable]]:
+def _staged(stager: TaskStager, parts: list[pa.Table]) -> list[list[StagedTable]]:
     with ProcessPoolExecutor(max_workers=2) as pool:
         done = [pool.submit(_stage, stager, _ipc(t), p) for p, t in enumerate(parts)]
         return [pickle.loads(f.result()) for f in done]

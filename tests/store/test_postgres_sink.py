@@ -4,7 +4,6 @@ writes Arrow)."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -83,14 +82,6 @@ def order(i: int, name: str | None = None) -> tuple[Any, ...]:
         [f"t{i}", "x"],
         T0 + dt.timedelta(seconds=i),
     )
-
-
-@pytest.fixture
-def tasks() -> Iterator[list[PostgresSinkTask]]:
-    made: list[PostgresSinkTask] = []
-    yield made
-    for t in made:
-        t.close()
 
 
 def rows_of(engine: Engine, schema: str, sql: str) -> list[tuple[Any, ...]]:
