@@ -382,14 +382,14 @@ class JdbcSinkTask(SinkTask):
     # ---- a batch staged by the Spark tasks (StagesOnExecutors) ------------------------------
 
     def stager(self, plan: BatchPlan) -> TaskStager | None:
-        """PostgreSQL targets stage a Spark batch from its tasks (connectors.jdbc.staging); MariaDB
-        targets, and batches that order truncates (``truncate.enabled``: a barrier orders rows
-        across the batch's queues, ``_cut``), are written from the driver."""
-        if self.dialect is not Dialect.POSTGRESQL or self._truncates:
+        """A Spark batch is staged by its tasks (connectors.jdbc.staging), but for batches that
+        order truncates (``truncate.enabled``: a barrier orders rows across the batch's queues,
+        ``_cut``), written from the driver."""
+        if self._truncates:
             return None
         if not self._staging_ready:
             with self._get_engine().begin() as conn:
-                staging.prepare_schema(conn, staging.staging_prefix(self.name, self.task_id))
+                staging.prepare(conn, self.dialect, staging.staging_prefix(self.name, self.task_id))
             self._staging_ready = True
         return TaskStager(type(self), dict(self.config), self.task_id, plan)
 
@@ -406,7 +406,8 @@ class JdbcSinkTask(SinkTask):
             with self._get_engine().begin() as conn:
                 for index, p in enumerate(parts):
                     name = staging.staging_name(prefix, plan.batch_id, partition, index)
-                    staging.stage_rows(conn, name, staging.ordered(p.rows, partition), self._chunk)
+                    rows = staging.ordered(p.rows, partition)
+                    staging.stage_rows(conn, self.dialect, name, rows, self._chunk)
                     unique = unique_keys(p.rows, p.write.pk)
                     fields = p.fields.serialize().to_pybytes()
                     staged.append(StagedTable(p.write, name, fields, p.rows.num_rows, unique, pid, host))
@@ -421,57 +422,83 @@ class JdbcSinkTask(SinkTask):
 
     def write_staged(self, shares: Sequence[list[StagedTable]], plan: BatchPlan) -> None:
         """Merge every partition's staging tables into their targets and commit ``plan`` with
-        them, dropping the staging tables in the same transaction (connectors.jdbc.staging)."""
-        import pyarrow as pa
-
+        them, then drop the staging tables (connectors.jdbc.staging)."""
         committer = self._positions()
         nonce = plan.sink_state.get(ledger.NONCE_KEY, "")
         staged = [t for share in shares for t in share]
         prefix = staging.staging_prefix(self.name, self.task_id)
-        by_target: dict[str, list[StagedTable]] = {}
-        for t in staged:
-            by_target.setdefault(t.write.target, []).append(t)
         engine = self._get_engine()
         try:
-            with engine.begin() as conn:
-                if self._own_ledger:
+            if self._own_ledger:
+                with engine.begin() as conn:
                     ledger.ensure(conn, self.dialect)
-                    applied = ledger.already_applied(conn, plan, nonce)
-                else:
-                    applied = False
-                for tables in [] if applied else by_target.values():
-                    fields = _merged_fields([pa.ipc.read_schema(pa.py_buffer(t.fields)) for t in tables])
-                    columns = tuple(dict.fromkeys(c for t in tables for c in t.write.columns))
-                    write = replace(tables[0].write, columns=columns)
-                    types = self._ensure_table(conn, write, fields, plan)
-                    union = staging.staged_union(tables, columns, types)
-                    pg.merge(conn, write, union, unique=len(tables) == 1 and tables[0].unique)
-                staging.drop_batch(conn, prefix, plan.batch_id)
+                    applied = ledger.already_applied(conn, plan, nonce)  # crashed before the store commit
+                if applied:
+                    committer.commit(plan, None)
+                    self._drop_stage(plan)
+                    return
+            merges = self._staged_merges(staged)
+            types: dict[str, dict[str, str]] = {}
+            if self.dialect is Dialect.MYSQL:  # DDL commits implicitly in MySQL: before the data
+                with engine.begin() as conn:
+                    for write, fields, _, _ in merges:
+                        types[write.target] = self._ensure_table(conn, write, fields, plan)
+            with engine.begin() as conn:
+                for write, fields, tables, unique in merges:
+                    if self.dialect is Dialect.POSTGRESQL:
+                        types[write.target] = self._ensure_table(conn, write, fields, plan)
+                    union = staging.staged_union(self.dialect, tables, write.columns, types[write.target])
+                    if self.dialect is Dialect.POSTGRESQL:
+                        pg.merge(conn, write, union, unique=unique)
+                    else:
+                        my.merge(conn, write, union, types[write.target], unique=unique)
+                if self.dialect is Dialect.POSTGRESQL:  # gone with the commit
+                    staging.drop_batch(conn, self.dialect, prefix, plan.batch_id)
                 if self._own_ledger:
-                    if not applied:
-                        ledger.record(conn, plan, nonce)
+                    ledger.record(conn, plan, nonce)
                 else:
                     committer.commit(plan, conn)
             if self._own_ledger:
                 committer.commit(plan, None)
-            stagers = ", ".join(sorted({f"{t.host}:{t.pid}" for t in staged}))
-            log.info(
-                "%s: %d row(s) staged by process(es) %s, merged",
-                self._where(plan),
-                sum(t.rows for t in staged),
-                stagers,
-            )
         except Exception as exc:
             if not badrows.is_database_error(exc):
                 raise
             orig = badrows.driver_error(exc)
-            with engine.begin() as conn:  # nothing of the batch committed: its stage goes too
-                staging.drop_batch(conn, prefix, plan.batch_id)
+            self._drop_stage(plan)  # nothing of the batch committed: its stage goes too
             if badrows.is_row_error(exc):
                 raise StagedRowsRefused(
                     f"{self._where(plan)}: {type(orig).__name__}: {str(orig).strip()}"
                 ) from None
             raise JdbcSinkError(f"{self._where(plan)}: {type(orig).__name__}: {str(orig).strip()}") from None
+        if self.dialect is Dialect.MYSQL:
+            self._drop_stage(plan)
+        stagers = ", ".join(sorted({f"{t.host}:{t.pid}" for t in staged}))
+        rows = sum(t.rows for t in staged)
+        log.info("%s: %d row(s) staged by process(es) %s, merged", self._where(plan), rows, stagers)
+
+    def _staged_merges(
+        self, staged: Sequence[StagedTable]
+    ) -> list[tuple[TableWrite, pa.Schema, list[StagedTable], bool]]:
+        """Per target table: its write over every column staged for it, the typed columns, its
+        staging tables, and whether no key repeats (one partition staged it, none repeated)."""
+        import pyarrow as pa
+
+        by_target: dict[str, list[StagedTable]] = {}
+        for t in staged:
+            by_target.setdefault(t.write.target, []).append(t)
+        merges = []
+        for tables in by_target.values():
+            fields = _merged_fields([pa.ipc.read_schema(pa.py_buffer(t.fields)) for t in tables])
+            columns = tuple(dict.fromkeys(c for t in tables for c in t.write.columns))
+            unique = len(tables) == 1 and tables[0].unique
+            merges.append((replace(tables[0].write, columns=columns), fields, tables, unique))
+        return merges
+
+    def _drop_stage(self, plan: BatchPlan) -> None:
+        with self._get_engine().begin() as conn:
+            staging.drop_batch(
+                conn, self.dialect, staging.staging_prefix(self.name, self.task_id), plan.batch_id
+            )
 
     def _apply(self, conn: Connection, p: Part, types: dict[str, str]) -> None:
         if self.dialect is Dialect.POSTGRESQL:

@@ -1,18 +1,21 @@
-"""A PostgreSQL sink batch staged by the Spark tasks that compute its records (``StagesOnExecutors``).
+"""A JDBC sink batch staged by the Spark tasks that compute its records (``StagesOnExecutors``).
 
-Each Spark task COPYs its partition's rows, per target table, into a staging table of its own in
-the target database (schema ``sluice_staging``, UNLOGGED: nothing of it needs to survive a crash,
-since a re-run of the plan stages it again), and returns a ``StagedTable`` per table: where the
-rows are and what they are, never the rows. The driver then merges every partition's staging
-tables into the target with the same statements a batch written from the driver uses
-(``write_postgres.merge``), commits the positions in that transaction and drops the staging
-tables in it: a batch is committed whole with its positions, or not at all.
+Each Spark task loads its partition's rows, per target table, into a staging table of its own in
+the target database, and returns a ``StagedTable`` per table: where the rows are and what they
+are, never the rows. PostgreSQL: COPY into an UNLOGGED table of schema ``sluice_staging``
+(nothing of it needs to survive a crash, since a re-run of the plan stages it again). MariaDB:
+LOAD DATA LOCAL INFILE into a table of the connection's database. The driver then merges every
+partition's staging tables into the target with the same statements a batch written from the
+driver uses (``write_postgres.merge``, ``write_mysql.merge``) and commits the positions (or the
+ledger row) with them: a batch is committed whole with its positions, or not at all. PostgreSQL
+drops the staging tables in that transaction; MariaDB right after it (its DDL commits on its own).
 
 Staged columns are text: COPY reads CSV into a typed column with the type's input function, and
 the merge's ``text::type`` cast calls the same function, so a staged value converts exactly as a
-directly copied one would. Records of one key come from one queue, read by one partition, but a
-key of the value (``pk.mode=record_value``) may cross queues: the merge reduces the union to the
-last record per key unless one partition staged the whole table with no key repeated.
+directly copied one would; MariaDB's merge reads text stages already (``write_mysql``). Records of
+one key come from one queue, read whole by one partition, but a key of the value
+(``pk.mode=record_value``) may cross queues: the merge reduces the union to the last record per
+key unless one partition staged the whole table with no key repeated.
 
 A staging table's name is fixed by the plan (connector and task, batch, partition, table), so a
 re-run of a crashed batch, or a Spark task run twice, replaces it rather than adding to it; a
@@ -28,7 +31,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from sluice.connectors.jdbc.write_postgres import copy_arrow, quote, run
+from sluice.connectors.jdbc import write_mysql as my
+from sluice.connectors.jdbc import write_postgres as pg
+from sluice.connectors.jdbc.urls import Dialect
 from sluice.connectors.jdbc.writes import OP_COLUMN, ORD_COLUMN, TableWrite
 
 if TYPE_CHECKING:
@@ -36,7 +41,8 @@ if TYPE_CHECKING:
     from sqlalchemy import Connection
 
 
-#: The schema of the staging tables, in the target database.
+#: The schema of PostgreSQL's staging tables, in the target database (MariaDB's are in the
+#: connection's database).
 STAGING_SCHEMA: Final = "sluice_staging"
 
 #: Bits of a staged row's order taken by its index within its partition: the partition's number
@@ -49,7 +55,7 @@ class StagedTable:
     """One partition's rows of one target table, in a staging table (what reaches the driver)."""
 
     write: TableWrite
-    #: the staging table's name in ``STAGING_SCHEMA``
+    #: the staging table's name (``staging_table`` qualifies it)
     staging: str
     #: the typed columns the rows were shaped into (shape.Shaped.fields), as a serialized Arrow schema
     fields: bytes
@@ -63,11 +69,17 @@ class StagedTable:
 
 def staging_prefix(connector: str, task_id: int) -> str:
     """The start of every staging table name of one task (short: PostgreSQL names have 63 bytes)."""
-    return "s" + hashlib.sha1(f"{connector}/{task_id}".encode()).hexdigest()[:12]
+    return "sluice_stage_" + hashlib.sha1(f"{connector}/{task_id}".encode()).hexdigest()[:12]
 
 
 def staging_name(prefix: str, batch_id: int, partition: int, index: int) -> str:
     return f"{prefix}_{batch_id}_{partition}_{index}"
+
+
+def staging_table(dialect: Dialect, name: str) -> str:
+    if dialect is Dialect.POSTGRESQL:
+        return f"{pg.quote(STAGING_SCHEMA)}.{pg.quote(name)}"
+    return my.quote(name)
 
 
 def ordered(rows: pa.Table, partition: int) -> pa.Table:
@@ -80,52 +92,80 @@ def ordered(rows: pa.Table, partition: int) -> pa.Table:
     return rows.set_column(at, ORD_COLUMN, order)
 
 
-def stage_rows(conn: Connection, name: str, rows: pa.Table, chunk_rows: int) -> None:
-    """``rows`` into the staging table ``name``, made anew as text columns (module docstring)."""
-    table = f"{quote(STAGING_SCHEMA)}.{quote(name)}"
-    columns = ", ".join(f"{quote(c)} text" for c in rows.column_names)
-    run(conn, f"DROP TABLE IF EXISTS {table}")
-    run(conn, f"CREATE UNLOGGED TABLE {table} ({columns})")
-    copy_arrow(conn, table, rows, chunk_rows)
+def stage_rows(conn: Connection, dialect: Dialect, name: str, rows: pa.Table, chunk_rows: int) -> None:
+    """``rows`` into the staging table ``name``, made anew with text columns (the order column a
+    number, so MariaDB sorts by it as one)."""
+    table = staging_table(dialect, name)
+    if dialect is Dialect.POSTGRESQL:
+        columns = ", ".join(f"{pg.quote(c)} text" for c in rows.column_names)
+        pg.run(conn, f"DROP TABLE IF EXISTS {table}")
+        pg.run(conn, f"CREATE UNLOGGED TABLE {table} ({columns})")
+        pg.copy_arrow(conn, table, rows, chunk_rows)
+        return
+    kinds = {ORD_COLUMN: "BIGINT NOT NULL", OP_COLUMN: "CHAR(1) NOT NULL"}
+    columns = ", ".join(f"{my.quote(c)} {kinds.get(c, 'LONGTEXT NULL')}" for c in rows.column_names)
+    my.run(conn, f"DROP TABLE IF EXISTS {table}")
+    my.run(conn, f"CREATE TABLE {table} ({columns}) CHARACTER SET utf8mb4")
+    my.load_tsv(conn, table, rows.column_names, rows, chunk_rows)
 
 
-def staged_union(tables: Sequence[StagedTable], columns: Sequence[str], types: Mapping[str, str]) -> str:
-    """The staged rows of ``tables`` as one parenthesised query of ``columns``, typed as the target
-    table's ``types``, then the order and op columns (a column a partition did not stage is null)."""
-    selects = []
-    for t in tables:
-        staged = set(t.write.columns)
-        values = [
-            f"{quote(c)}::{types[c]} AS {quote(c)}" if c in staged else f"NULL::{types[c]} AS {quote(c)}"
-            for c in columns
-        ]
-        values += [f"{quote(ORD_COLUMN)}::bigint AS {quote(ORD_COLUMN)}", quote(OP_COLUMN)]
-        selects.append(f"SELECT {', '.join(values)} FROM {quote(STAGING_SCHEMA)}.{quote(t.staging)}")
+def staged_union(
+    dialect: Dialect, tables: Sequence[StagedTable], columns: Sequence[str], types: Mapping[str, str]
+) -> str:
+    """The staged rows of ``tables`` as one parenthesised query of ``columns`` (PostgreSQL: typed
+    as the target table's ``types``; MariaDB: text, as its merge reads a stage), then the order and
+    op columns; a column a partition did not stage is null."""
+    quote = pg.quote if dialect is Dialect.POSTGRESQL else my.quote
+
+    def value(c: str, staged: set[str]) -> str:
+        if dialect is Dialect.MYSQL:
+            return f"{quote(c)} AS {quote(c)}" if c in staged else f"NULL AS {quote(c)}"
+        return f"{quote(c)}::{types[c]} AS {quote(c)}" if c in staged else f"NULL::{types[c]} AS {quote(c)}"
+
+    order = (
+        quote(ORD_COLUMN)
+        if dialect is Dialect.MYSQL
+        else f"{quote(ORD_COLUMN)}::bigint AS {quote(ORD_COLUMN)}"
+    )
+    selects = [
+        f"SELECT {', '.join([*(value(c, set(t.write.columns)) for c in columns), order, quote(OP_COLUMN)])} "
+        f"FROM {staging_table(dialect, t.staging)}"
+        for t in tables
+    ]
     return "(" + " UNION ALL ".join(selects) + ")"
 
 
-def prepare_schema(conn: Connection, prefix: str) -> None:
-    """Create the staging schema if needed and drop the staging tables an earlier run of the task
+def prepare(conn: Connection, dialect: Dialect, prefix: str) -> None:
+    """Make the staging schema (PostgreSQL) and drop the staging tables an earlier run of the task
     (``prefix``) left behind (a crash between staging and merging)."""
-    run(conn, "SELECT pg_advisory_xact_lock(hashtext(%s))", [f"sluice-staging/{STAGING_SCHEMA}"])
-    run(conn, f"CREATE SCHEMA IF NOT EXISTS {quote(STAGING_SCHEMA)}")
-    _drop_named(conn, f"{prefix}_")
+    if dialect is Dialect.POSTGRESQL:
+        pg.run(conn, "SELECT pg_advisory_xact_lock(hashtext(%s))", [f"sluice-staging/{STAGING_SCHEMA}"])
+        pg.run(conn, f"CREATE SCHEMA IF NOT EXISTS {pg.quote(STAGING_SCHEMA)}")
+    _drop_named(conn, dialect, f"{prefix}_")
 
 
-def drop_batch(conn: Connection, prefix: str, batch_id: int) -> None:
+def drop_batch(conn: Connection, dialect: Dialect, prefix: str, batch_id: int) -> None:
     """Drop every staging table of one batch of a task (``prefix``), whichever Spark task made it."""
-    _drop_named(conn, f"{prefix}_{batch_id}_")
+    _drop_named(conn, dialect, f"{prefix}_{batch_id}_")
 
 
-def _drop_named(conn: Connection, start: str) -> None:
-    names = run(
-        conn,
-        "SELECT tablename FROM pg_tables WHERE schemaname = %s AND starts_with(tablename, %s)",
-        [STAGING_SCHEMA, start],
-    )
+def _drop_named(conn: Connection, dialect: Dialect, start: str) -> None:
+    if dialect is Dialect.POSTGRESQL:
+        names = pg.run(
+            conn,
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s AND starts_with(tablename, %s)",
+            [STAGING_SCHEMA, start],
+        )
+    else:
+        names = my.run(
+            conn,
+            "SELECT table_name FROM information_schema.tables "
+            "WHERE table_schema = DATABASE() AND LEFT(table_name, %s) = %s",
+            [len(start), start],
+        )
     if names:
-        tables = ", ".join(f"{quote(STAGING_SCHEMA)}.{quote(str(n))}" for (n,) in names)
-        run(conn, f"DROP TABLE IF EXISTS {tables}")
+        tables = ", ".join(staging_table(dialect, str(n)) for (n,) in names)
+        (pg if dialect is Dialect.POSTGRESQL else my).run(conn, f"DROP TABLE IF EXISTS {tables}")
 
 
 def process() -> tuple[int, str]:

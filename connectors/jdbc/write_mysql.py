@@ -129,7 +129,6 @@ def apply(
 
     ``types`` are the target's column data types (``table_columns``), for the UNHEX of binaries.
     """
-    target = qualified(Dialect.MYSQL, w.schema, w.table)
     stage = quote(STAGE_TABLE)
     run(conn, f"DROP TEMPORARY TABLE IF EXISTS {stage}")
     stage_cols = ", ".join(f"{quote(c)} LONGTEXT NULL" for c in w.columns)
@@ -139,20 +138,28 @@ def apply(
         f"{quote(OP_COLUMN)} CHAR(1) NOT NULL) CHARACTER SET utf8mb4",
     )
     load_tsv(conn, stage, [*w.columns, ORD_COLUMN, OP_COLUMN], rows, chunk_rows)
+    merge(conn, w, stage, types, unique=unique_keys(rows, w.pk))
+
+
+def merge(conn: Connection, w: TableWrite, staged: str, types: dict[str, str], *, unique: bool) -> None:
+    """Apply the text rows of ``staged`` (a table or a parenthesised query of ``w.columns``, then
+    ``ORD_COLUMN`` and ``OP_COLUMN``) to the target. ``unique``: no key repeats in them, so they
+    are merged as they are, without the window that keeps the last record per key."""
+    target = qualified(Dialect.MYSQL, w.schema, w.table)
     cols = ", ".join(quote(c) for c in w.columns)
     values = ", ".join(_expr(c, types.get(c, ""), "l") for c in w.columns)
     op, ord_ = quote(OP_COLUMN), quote(ORD_COLUMN)
     if not w.pk:  # keyless insert: every row, in record order
-        run(conn, f"INSERT INTO {target} ({cols}) SELECT {values} FROM {stage} AS l ORDER BY l.{ord_}")
+        run(conn, f"INSERT INTO {target} ({cols}) SELECT {values} FROM {staged} AS l ORDER BY l.{ord_}")
         return
     keys = ", ".join(quote(k) for k in w.pk)
     # The last record per key: the stage itself when no key repeats in the batch (the common case;
     # the window costs about as much as the merge), else a ROW_NUMBER() window over it.
     last = (
-        stage
-        if unique_keys(rows, w.pk)
+        staged
+        if unique
         else f"(SELECT * FROM (SELECT s.*, ROW_NUMBER() OVER (PARTITION BY {keys} ORDER BY s.{ord_} DESC) "
-        f"AS __sluice_rn FROM {stage} AS s) AS r WHERE r.__sluice_rn = 1)"
+        f"AS __sluice_rn FROM {staged} AS s) AS r WHERE r.__sluice_rn = 1)"
     )
     match = " AND ".join(f"t.{quote(k)} = {_expr(k, types.get(k, ''), 'l')}" for k in w.pk)
     if w.deletes:

@@ -129,6 +129,13 @@ def _documents(url: str, index: str) -> list[tuple[object, ...]]:
     )
 
 
+def _copied_rows(url: str) -> list[tuple[object, ...]]:
+    try:
+        return table_rows(url, "orders_copy")
+    except Exception:  # the sink's first batch creates it
+        return []
+
+
 def _orders_rows(url: str, schema: str) -> list[tuple[object, ...]]:
     """The target's orders (none before the sink created the table), compared by content."""
     engine = create_engine(url)
@@ -196,6 +203,20 @@ async def test_file_and_database_pipelines_equal_their_inputs(
             "value.converter.schemas.enable": "true",
             "poll.interval.ms": "200",
         },
+        f"my-{name}": {  # back into MariaDB, beside the source table: staged by LOAD DATA
+            "connector.class": "io.confluent.connect.jdbc.JdbcSinkConnector",
+            "topics": f"{prefix}orders",
+            "connection.url": source_db.jdbc_url,
+            "connection.user": source_db.user,
+            "connection.password": source_db.password,
+            "table.name.format": "orders_copy",
+            "auto.create": "true",
+            "insert.mode": "upsert",
+            "pk.mode": "record_value",
+            "pk.fields": "id",
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "poll.interval.ms": "200",
+        },
         f"os-{name}": {  # its Spark tasks send their shares' _bulk requests
             "connector.class": "opensearch-sink",
             "topics": f"{prefix}orders",
@@ -218,6 +239,11 @@ async def test_file_and_database_pipelines_equal_their_inputs(
         lambda: _orders_rows(stack_config.database_url, fresh_schema) == expected_orders,
         240,
         "the PostgreSQL table equal to the MariaDB table, row by row",
+    )
+    await wait_for(
+        lambda: _copied_rows(source_db.url) == expected_orders,
+        240,
+        "the MariaDB copy equal to the MariaDB table, row by row",
     )
     expected_documents = sorted((row[0], row[1], row[3]) for row in expected_orders)
     await wait_for(

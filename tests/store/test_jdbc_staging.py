@@ -1,5 +1,5 @@
-"""A PostgreSQL sink batch staged partition by partition (connectors.jdbc.staging), as a Spark
-job's tasks stage it, against real PostgreSQL: for every write mode the target ends exactly as
+"""A JDBC sink batch staged partition by partition (connectors.jdbc.staging), as a Spark job's
+tasks stage it, against real PostgreSQL and MariaDB: for every write mode the target ends exactly as
 when the same records are written from the driver (``write``), positions commit with the rows,
 the staging tables go with the commit, a re-staged batch (a crash before the merge) is applied
 once, and refused rows commit nothing. Each partition is staged in a process of its own (as an
@@ -25,7 +25,7 @@ from sluice.connectors.model import BatchPlan, PartitionRange
 from sluice.connectors.records import Record
 from sluice.connectors.source_reads import records_table
 from tests.store.helpers import offsets
-from tests.store.test_jdbc_sink import VALUE, rows, task_for
+from tests.store.test_jdbc_sink import DIALECTS, VALUE, rows, task_for
 
 #: (extra config, records per partition): the partitions of one batch, in partition order.
 CASES = {
@@ -90,53 +90,60 @@ def _staged(stager: TaskStager, parts: list[pa.Table]) -> list[list[StagedTable]
         return [pickle.loads(f.result()) for f in done]
 
 
+@pytest.fixture(params=DIALECTS)
+def db(request: pytest.FixtureRequest, stack_config: object) -> Any:  # stack_config: the lane
+    return request.getfixturevalue(request.param)
+
+
 def _staging_tables(db: Any) -> list[tuple[Any, ...]]:
-    return rows(db, f"SELECT tablename FROM pg_tables WHERE schemaname = '{STAGING_SCHEMA}'")
+    if "postgres" in db.url:
+        return rows(db, f"SELECT tablename FROM pg_tables WHERE schemaname = '{STAGING_SCHEMA}'")
+    return rows(db, "SELECT table_name FROM information_schema.tables WHERE table_name LIKE 'sluice_stage%'")
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_a_staged_batch_ends_as_one_written_from_the_driver(
-    case: str, store: OffsetStore, postgres_db: Any, tasks: list[JdbcSinkTask]
+    case: str, store: OffsetStore, db: Any, tasks: list[JdbcSinkTask]
 ) -> None:
     extra, spec = CASES[case]
     parts = _partitions(spec)
-    driver = task_for(postgres_db, store, tasks, **extra, **{"table.name.format": "driver_${topic}"})
+    driver = task_for(db, store, tasks, **extra, **{"table.name.format": "driver_${topic}"})
     driver.write(pa.concat_tables(parts), _plan(store, driver, 0, parts))
-    expected = rows(postgres_db, "SELECT id, name, amount FROM driver_orders ORDER BY id")
+    expected = rows(db, "SELECT id, name, amount FROM driver_orders ORDER BY id")
 
-    task = task_for(postgres_db, store, tasks, **extra)
+    task = task_for(db, store, tasks, **extra)
     plan = _plan(store, task, 1, parts)
     stager = task.stager(plan)
     assert stager is not None
     shares = _staged(stager, parts)
     assert {t.pid for share in shares for t in share}.isdisjoint({os.getpid()})
     task.write_staged(shares, plan)
-    assert rows(postgres_db, "SELECT id, name, amount FROM orders ORDER BY id") == expected
-    assert _staging_tables(postgres_db) == []  # dropped with the commit
+    assert rows(db, "SELECT id, name, amount FROM orders ORDER BY id") == expected
+    assert _staging_tables(db) == []  # dropped with the commit
     assert offsets(store.committed_positions("jdbc-out"))["orders/broker-a:1"] == len(spec[1])
 
 
 def test_a_batch_staged_twice_is_merged_once_and_refused_rows_commit_nothing(
-    store: OffsetStore, postgres_db: Any, tasks: list[JdbcSinkTask]
+    store: OffsetStore, db: Any, tasks: list[JdbcSinkTask]
 ) -> None:
     extra = {"insert.mode": "upsert", "pk.mode": "record_value", "pk.fields": "id"}
-    task = task_for(postgres_db, store, tasks, **extra)
+    task = task_for(db, store, tasks, **extra)
     parts = _partitions([[(0, 1, "a"), (1, 2, "b")], [(0, 3, "c")]])
     plan = _plan(store, task, 0, parts)
     stager = task.stager(plan)
     assert stager is not None
     _staged(stager, parts)  # a crash after staging, before the merge: the re-run stages again
     task.write_staged(_staged(stager, parts), plan)
-    assert rows(postgres_db, "SELECT id, name FROM orders ORDER BY id") == [(1, "a"), (2, "b"), (3, "c")]
+    assert rows(db, "SELECT id, name FROM orders ORDER BY id") == [(1, "a"), (2, "b"), (3, "c")]
 
-    with create_engine(postgres_db.url).begin() as conn:
-        conn.exec_driver_sql("ALTER TABLE orders ADD CONSTRAINT short_name CHECK (length(name) < 5)")
+    with create_engine(db.url).begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE orders ADD CONSTRAINT short_name CHECK (char_length(name) < 5)")
     refused = _partitions([[(2, 4, "ok")], [(1, 5, "far too long")]])
     plan = _plan(store, task, 1, refused)
     stager = task.stager(plan)
     assert stager is not None
     with pytest.raises(StagedRowsRefused, match="connector 'jdbc-out' task 0 batch 1"):
         task.write_staged(_staged(stager, refused), plan)
-    assert rows(postgres_db, "SELECT id FROM orders ORDER BY id") == [(1,), (2,), (3,)]
+    assert rows(db, "SELECT id FROM orders ORDER BY id") == [(1,), (2,), (3,)]
     assert offsets(store.committed_positions("jdbc-out")) == {"orders/broker-a:0": 2, "orders/broker-a:1": 1}
-    assert _staging_tables(postgres_db) == []
+    assert _staging_tables(db) == []
