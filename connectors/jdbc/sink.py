@@ -141,7 +141,6 @@ class JdbcSinkTask(SinkTask):
         self._chunk = int(c.get("batch.size") or 50_000)
         self._truncates = bool(c.get("truncate.enabled", False))
         self._barrier_table = False  # created (when missing) by this task's first batch
-        self._staging_ready = False  # the staging schema made and cleared (``stager``)
         self._committer: PositionCommitter | None = None
         self._own_ledger = True
         self._engine: Engine | None = None
@@ -337,13 +336,8 @@ class JdbcSinkTask(SinkTask):
         parts: list[Part] = []
         types: dict[str, dict[str, str]] = {}
         try:
-            if self._own_ledger:
-                with engine.begin() as conn:
-                    ledger.ensure(conn, self.dialect)
-                    applied = ledger.already_applied(conn, plan, nonce)  # crashed before the store commit
-                if applied:
-                    committer.commit(plan, None)
-                    return
+            if self._written_before(plan, nonce):
+                return
             marker = self._markers(records)
             unmarked = records.filter(pc.invert(marker))
             if self.dialect is Dialect.MYSQL:  # DDL commits implicitly in MySQL: before the data
@@ -368,10 +362,7 @@ class JdbcSinkTask(SinkTask):
                     if self.dialect is Dialect.POSTGRESQL:
                         types[p.write.target] = self._ensure_table(conn, p.write, p.fields, plan)
                     self._apply(conn, p, types[p.write.target])
-                if self._own_ledger:
-                    ledger.record(conn, plan, nonce)
-                else:
-                    committer.commit(plan, conn)
+                self._commit_in(conn, plan, nonce)
             if self._own_ledger:
                 committer.commit(plan, None)
         except Exception as exc:
@@ -387,10 +378,10 @@ class JdbcSinkTask(SinkTask):
         ``_cut``), written from the driver."""
         if self._truncates:
             return None
-        if not self._staging_ready:
-            with self._get_engine().begin() as conn:
-                staging.prepare(conn, self.dialect, staging.staging_prefix(self.name, self.task_id))
-            self._staging_ready = True
+        # What an earlier batch's tasks staged and no merge took (a crash, or a batch the runtime
+        # then wrote another way) goes first.
+        with self._get_engine().begin() as conn:
+            staging.prepare(conn, self.dialect, staging.staging_prefix(self.name, self.task_id))
         return TaskStager(type(self), dict(self.config), self.task_id, plan)
 
     def stage(self, records: pa.Table, plan: BatchPlan, partition: int) -> list[StagedTable]:
@@ -429,14 +420,9 @@ class JdbcSinkTask(SinkTask):
         prefix = staging.staging_prefix(self.name, self.task_id)
         engine = self._get_engine()
         try:
-            if self._own_ledger:
-                with engine.begin() as conn:
-                    ledger.ensure(conn, self.dialect)
-                    applied = ledger.already_applied(conn, plan, nonce)  # crashed before the store commit
-                if applied:
-                    committer.commit(plan, None)
-                    self._drop_stage(plan)
-                    return
+            if self._written_before(plan, nonce):
+                self._drop_stage(plan)
+                return
             merges = self._staged_merges(staged)
             types: dict[str, dict[str, str]] = {}
             if self.dialect is Dialect.MYSQL:  # DDL commits implicitly in MySQL: before the data
@@ -454,10 +440,7 @@ class JdbcSinkTask(SinkTask):
                         my.merge(conn, write, union, types[write.target], unique=unique)
                 if self.dialect is Dialect.POSTGRESQL:  # gone with the commit
                     staging.drop_batch(conn, self.dialect, prefix, plan.batch_id)
-                if self._own_ledger:
-                    ledger.record(conn, plan, nonce)
-                else:
-                    committer.commit(plan, conn)
+                self._commit_in(conn, plan, nonce)
             if self._own_ledger:
                 committer.commit(plan, None)
         except Exception as exc:
@@ -499,6 +482,25 @@ class JdbcSinkTask(SinkTask):
             staging.drop_batch(
                 conn, self.dialect, staging.staging_prefix(self.name, self.task_id), plan.batch_id
             )
+
+    def _written_before(self, plan: BatchPlan, nonce: str) -> bool:
+        """With the target's own ledger: whether a run of ``plan`` that crashed before the store's
+        commit committed its rows there; its positions then commit now, and nothing is written."""
+        if not self._own_ledger:
+            return False
+        with self._get_engine().begin() as conn:
+            ledger.ensure(conn, self.dialect)
+            applied = ledger.already_applied(conn, plan, nonce)
+        if applied:
+            self._positions().commit(plan, None)
+        return applied
+
+    def _commit_in(self, conn: Connection, plan: BatchPlan, nonce: str) -> None:
+        """In the batch's data transaction: the ledger row, or the positions themselves."""
+        if self._own_ledger:
+            ledger.record(conn, plan, nonce)
+        else:
+            self._positions().commit(plan, conn)
 
     def _apply(self, conn: Connection, p: Part, types: dict[str, str]) -> None:
         if self.dialect is Dialect.POSTGRESQL:

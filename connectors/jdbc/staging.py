@@ -18,8 +18,8 @@ one key come from one queue, read whole by one partition, but a key of the value
 key unless one partition staged the whole table with no key repeated.
 
 A staging table's name is fixed by the plan (connector and task, batch, partition, table), so a
-re-run of a crashed batch, or a Spark task run twice, replaces it rather than adding to it; a
-task's first staged batch drops what an earlier run of the task left behind.
+re-run of a crashed batch, or a Spark task run twice, replaces it rather than adding to it; each
+staged batch of a task first drops what its earlier batches left behind (``prepare``).
 """
 
 from __future__ import annotations
