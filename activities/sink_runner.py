@@ -351,9 +351,13 @@ class SinkRunner:
     def _stager(self, plan: BatchPlan) -> Callable[[pa.Table, int], object] | None:
         """Where a batch runs as a Spark job and the sink stages (connectors.api.StagesOnExecutors),
         what its tasks stage their records with."""
-        if plan.record_span <= self.ctx.settings.local_batch_max_records:
+        if self._runs_here(plan):
             return None
         return self.task.stager(plan) if isinstance(self.task, StagesOnExecutors) else None
+
+    def _runs_here(self, plan: BatchPlan) -> bool:
+        """Whether the batch's stages run in this process (the worker's ``local_batch_max_records``)."""
+        return plan.record_span <= self.ctx.settings.local_batch_max_records
 
     def _outcomes(
         self, plan: BatchPlan, stages: SinkStages, stager: Callable[[pa.Table, int], object] | None
@@ -362,7 +366,7 @@ class SinkRunner:
         the worker's local bound; else one per Spark task of the batch's job."""
         reader = RocketMQReader(self._read_options(plan))
         shares = reader.partitions()
-        if plan.record_span <= self.ctx.settings.local_batch_max_records:
+        if self._runs_here(plan):
             return [stages.run(batch for share in shares for batch in reader.read(share))]
         read_share = partial(_read_share, reader, tuple(shares))
         return sink_job(self.ctx.spark, len(shares), read_share, stages, stager)

@@ -405,10 +405,7 @@ class JdbcSinkTask(SinkTask):
         except Exception as exc:
             if not badrows.is_database_error(exc):
                 raise
-            orig = badrows.driver_error(exc)
-            raise JdbcSinkError(
-                f"{self._where(plan)}: staging: {type(orig).__name__}: {str(orig).strip()}"
-            ) from None
+            raise JdbcSinkError(self._refused(plan, exc, "staging: ")) from None
         return staged
 
     def write_staged(self, shares: Sequence[list[StagedTable]], plan: BatchPlan) -> None:
@@ -446,13 +443,14 @@ class JdbcSinkTask(SinkTask):
         except Exception as exc:
             if not badrows.is_database_error(exc):
                 raise
-            orig = badrows.driver_error(exc)
-            self._drop_stage(plan)  # nothing of the batch committed: its stage goes too
+            try:  # nothing of the batch committed: its stage goes too (else the next batch's prepare)
+                self._drop_stage(plan)
+            except Exception as unreachable:  # the database's own failure is the one to report
+                if not badrows.is_database_error(unreachable):
+                    raise
             if badrows.is_row_error(exc):
-                raise StagedRowsRefused(
-                    f"{self._where(plan)}: {type(orig).__name__}: {str(orig).strip()}"
-                ) from None
-            raise JdbcSinkError(f"{self._where(plan)}: {type(orig).__name__}: {str(orig).strip()}") from None
+                raise StagedRowsRefused(self._refused(plan, exc)) from None
+            raise self._failure(exc, plan, [], {}) from None  # as write's: refused credentials too
         if self.dialect is Dialect.MYSQL:
             self._drop_stage(plan)
         stagers = ", ".join(sorted({f"{t.host}:{t.pid}" for t in staged}))
@@ -516,6 +514,11 @@ class JdbcSinkTask(SinkTask):
 
         return apply
 
+    def _refused(self, plan: BatchPlan, exc: BaseException, what: str = "") -> str:
+        """What a database error of ``plan``'s batch says, after where it happened (and ``what``)."""
+        orig = badrows.driver_error(exc)
+        return f"{self._where(plan)}: {what}{type(orig).__name__}: {str(orig).strip()}"
+
     def _failure(
         self, exc: Exception, plan: BatchPlan, parts: list[Part], types: dict[str, dict[str, str]]
     ) -> Exception:
@@ -527,7 +530,7 @@ class JdbcSinkTask(SinkTask):
                 f"({self._url.host}:{self._url.port or ''}/{self._url.database}): {type(orig).__name__}"
             )
         if not badrows.is_row_error(exc) or not parts:
-            return JdbcSinkError(f"{self._where(plan)}: {type(orig).__name__}: {str(orig).strip()}")
+            return JdbcSinkError(self._refused(plan, exc))
         rejected: list[Rejected] = []
         lines: list[str] = []
         for p in parts:
@@ -540,7 +543,7 @@ class JdbcSinkTask(SinkTask):
                 rejected.append(Rejected(topic, partition, int(offset), text))
                 lines.append(f"{position(topic, partition, int(offset))}: {text}")
         if not rejected:
-            return JdbcSinkError(f"{self._where(plan)}: {type(orig).__name__}: {str(orig).strip()}")
+            return JdbcSinkError(self._refused(plan, exc))
         more = f" (and {len(lines) - 3} more)" if len(lines) > 3 else ""
         return RejectedRecordsError(
             f"connector {self.name!r}: the target refused {len(rejected)} record(s), nothing of batch "
