@@ -13,30 +13,33 @@ their origin, so they can be deduplicated).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
 
+from sluice.activities.spark_binding import spark_schema
+from sluice.connectors.dead_letter_messages import (
+    CONNECTOR_PROPERTY,
+    DEAD_LETTER_SCHEMA,
+    ERROR_PROPERTY,
+    MAX_DEAD_LETTER_BODY,
+    ORIGIN_OFFSET_PROPERTY,
+    ORIGIN_PARTITION_PROPERTY,
+    ORIGIN_TOPIC_PROPERTY,
+    ORIGINAL_SIZE_PROPERTY,
+    TRUNCATED_PROPERTY,
+)
 from sluice.connectors.records import ERROR_COLUMN, RAW_COLUMN, bad_records, position
-from sluice.connectors.rocketmq.spark_writer import send_frame
+from sluice.connectors.rocketmq.spark_writer import RocketMQWriter, send_frame
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame
 
     from sluice.activities.runner import TaskSetup
 
 log = logging.getLogger(__name__)
-
-ERROR_PROPERTY = "sluice.error"
-CONNECTOR_PROPERTY = "sluice.connector"
-ORIGIN_TOPIC_PROPERTY = "sluice.origin.topic"
-ORIGIN_PARTITION_PROPERTY = "sluice.origin.partition"
-ORIGIN_OFFSET_PROPERTY = "sluice.origin.offset"
-ORIGINAL_SIZE_PROPERTY = "sluice.original.size"
-TRUNCATED_PROPERTY = "sluice.truncated"
-#: Room left under the broker's message limit for a dead letter's properties (at most 32 KiB).
-MAX_DEAD_LETTER_BODY: Final = 4 * 1024 * 1024 - 64 * 1024
 
 
 def dead_letters(bad: DataFrame, connector: str, originals: DataFrame | None) -> DataFrame:
@@ -101,18 +104,45 @@ def route_bad_records(records: DataFrame, setup: TaskSetup, originals: DataFrame
     bad = records.where(F.col(ERROR_COLUMN).isNotNull())
     count = bad.count()
     if count:
-        setup.meters.record_errors(count)
         first = "; ".join(f"{position(t, p, o)}: {e}" for t, p, o, e in bad_records(records, 3))
-        topic = str(setup.config.get("errors.deadletterqueue.topic.name") or "")
+        topic = _dead_letter_topic(setup)
         if topic:
-            client = setup.ctx.rocketmq
-            if not client.topic_exists(topic):
-                client.create_topic(topic, queue_count=1)
             sent_to = {"namesrv": setup.ctx.settings.namesrv, "topic": topic}
             send_frame(dead_letters(bad, setup.connector, originals), sent_to)
-            setup.meters.dead_letters(count)
-        log.warning(
-            "connector %s: %d bad record(s) tolerated%s (errors.tolerance=all): %s",
-            setup.connector, count, f", sent to dead-letter topic {topic}" if topic else ", skipped", first,
-        )  # fmt: skip
+        _tolerated(setup, count, topic, first)
     return records.where(F.col(ERROR_COLUMN).isNull()).drop(ERROR_COLUMN, RAW_COLUMN)
+
+
+def send_dead_letters(letters: pa.Table, setup: TaskSetup) -> None:
+    """Send a sink's dead letters made in Arrow (connectors.dead_letter_messages) from this
+    process to the dead-letter topic, if one is set, in their order; log and count them."""
+    properties = [dict(p) for p in letters.column("properties").slice(0, 3).to_pylist()]
+    at = [
+        position(p.get(ORIGIN_TOPIC_PROPERTY), p[ORIGIN_PARTITION_PROPERTY], int(p[ORIGIN_OFFSET_PROPERTY]))
+        for p in properties
+    ]
+    first = "; ".join(f"{where}: {p[ERROR_PROPERTY]}" for where, p in zip(at, properties, strict=True))
+    topic = _dead_letter_topic(setup)
+    if topic:
+        options = {"namesrv": setup.ctx.settings.namesrv, "topic": topic}
+        RocketMQWriter(options, spark_schema(DEAD_LETTER_SCHEMA)).write(iter(letters.to_batches()))
+    _tolerated(setup, letters.num_rows, topic, first)
+
+
+def _dead_letter_topic(setup: TaskSetup) -> str:
+    """``errors.deadletterqueue.topic.name``, created with one queue when missing; "" for none."""
+    topic = str(setup.config.get("errors.deadletterqueue.topic.name") or "")
+    client = setup.ctx.rocketmq
+    if topic and not client.topic_exists(topic):
+        client.create_topic(topic, queue_count=1)
+    return topic
+
+
+def _tolerated(setup: TaskSetup, count: int, topic: str, first: str) -> None:
+    setup.meters.record_errors(count)
+    if topic:
+        setup.meters.dead_letters(count)
+    log.warning(
+        "connector %s: %d bad record(s) tolerated%s (errors.tolerance=all): %s",
+        setup.connector, count, f", sent to dead-letter topic {topic}" if topic else ", skipped", first,
+    )  # fmt: skip

@@ -19,11 +19,12 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from sluice.activities.bad_records import checked_records
-from sluice.activities.dead_letters import route_bad_records
+from sluice.activities.dead_letters import send_dead_letters
 from sluice.activities.runner import TaskSetup, next_plan, sink_plan
 from sluice.activities.spark_binding import batch_table, chain_frame, sink_job, table_frame
 from sluice.connectors.api import (
@@ -34,27 +35,20 @@ from sluice.connectors.api import (
     TransactionalSink,
     WritesFrames,
 )
+from sluice.connectors.arrow_records import empty_records
 from sluice.connectors.barriers import BARRIER_HEADER
 from sluice.connectors.connect_schemas import SCHEMA_KEY
 from sluice.connectors.converters import TOMBSTONE_PROPERTY, JsonConverter
+from sluice.connectors.dead_letter_messages import dead_letters, position_keys
 from sluice.connectors.model import BatchPlan, DataLossPolicy, parse_queue_partition
 from sluice.connectors.planner import OffsetView
 from sluice.connectors.planning import linger_s, ramped_budget
 from sluice.connectors.positions import PartitionKey, Position
-from sluice.connectors.records import RecordError, flag_errors, good_arrow_records
+from sluice.connectors.records import ERROR_COLUMN, RecordError, good_arrow_records
 from sluice.connectors.rocketmq.client import MessageQueue
 from sluice.connectors.rocketmq.offsets import consumer_group
 from sluice.connectors.rocketmq.spark_source import RocketMQReader, plan_to_json, read_frame
-from sluice.connectors.sink_stages import (
-    Bad,
-    Declined,
-    Made,
-    Outcome,
-    SinkStages,
-    Staged,
-    Unmet,
-    envelope_prefixes_of,
-)
+from sluice.connectors.sink_stages import Bad, Made, Outcome, SinkStages, Staged, Unmet, envelope_prefixes_of
 from sluice.connectors.transforms import runs_in_arrow, value_read
 
 log = logging.getLogger(__name__)
@@ -79,22 +73,6 @@ def matching_topics(topics: list[str], pattern: str) -> list[str]:
     """Topics whose whole name matches ``pattern`` (Kafka's ``topics.regex`` semantics)."""
     compiled = re.compile(pattern)
     return sorted(t for t in topics if compiled.fullmatch(t))
-
-
-def flag_rejected(records: DataFrame, exc: RejectedRecordsError) -> DataFrame:
-    """``records`` with the refused ones flagged in the error column (the reason as the error)."""
-    spark = records.sparkSession
-    refused = spark.createDataFrame(
-        [(r.partition, r.offset, r.reason) for r in exc.rejected],
-        "_r_partition STRING, _r_offset BIGINT, _r_reason STRING",
-    )
-    joined = records.join(
-        F.broadcast(refused),
-        (records["partition"] == refused["_r_partition"]) & (records["offset"] == refused["_r_offset"]),
-        "left",
-    )
-    flagged = flag_errors(joined, F.col("_r_reason").isNotNull(), F.col("_r_reason"))
-    return flagged.drop("_r_partition", "_r_offset", "_r_reason")
 
 
 def once_per_barrier() -> Column:
@@ -152,8 +130,6 @@ class SinkRunner:
         self.notice: str | None = None
         #: new batches planned in this attempt: the first one is small (planning.ramped_budget)
         self.planned = 0
-        #: schemas met whose batches the stages declined once (``_ran_as_stages``): Spark's decode runs them
-        self._left_to_spark: set[tuple[object, ...]] = set()
 
     def ensure_topic(self) -> None:
         """Create the named topics; a ``topics.regex`` sink reads only topics that exist."""
@@ -250,23 +226,21 @@ class SinkRunner:
 
     def _learned_on_driver(self, plan: BatchPlan) -> bool:
         """Learn a small batch's envelope schemas from its messages pulled here (by the reader's
-        own code); whether all were learned. Anything unusual (a body laid out otherwise, not
-        UTF-8, a larger batch, tolerance) leaves the batch to the search, which tells what it is."""
+        own code); whether they were learnt (a larger batch's are learnt by its stages, ``Unmet``)."""
         converter = self.setup.converter
-        if self.tolerates or not converter.discovers_envelopes or plan.record_span > LEARN_ON_DRIVER_MAX:
+        if not converter.discovers_envelopes or plan.record_span > LEARN_ON_DRIVER_MAX:
             return False
-        reader = RocketMQReader(self._read_options(plan))
-        try:
-            messages = [batch for part in reader.partitions() for batch in reader.read(part)]
-        except Exception:  # noqa: BLE001 - a pull the search would fail too, naming what failed
-            log.debug("connector %s: batch's schemas left to the search", self.connector, exc_info=True)
-            return False
-        found = envelope_prefixes_of(messages, keys=converter.key_envelopes, tombstone=TOMBSTONE_PROPERTY)
-        if found is None:
-            return False
+        found = envelope_prefixes_of(
+            self._pulled(plan), keys=converter.key_envelopes, tombstone=TOMBSTONE_PROPERTY
+        )
         converter.seen_prefixes.remember(found)
         self.notice = ""  # a converter that reads envelopes has no setting to point out
         return True
+
+    def _pulled(self, plan: BatchPlan) -> list[pa.RecordBatch]:
+        """The plan's messages pulled here, by the reader's own code."""
+        reader = RocketMQReader(self._read_options(plan))
+        return [batch for part in reader.partitions() for batch in reader.read(part)]
 
     def _read_options(self, plan: BatchPlan) -> dict[str, str]:
         """The reader's options for ``plan``: a queue's range is never split between Spark tasks,
@@ -294,29 +268,26 @@ class SinkRunner:
 
     def _stages(self) -> SinkStages | None:
         """The sink's stages for the envelope schemas met so far; None when batches are the searched
-        Spark decode's: under tolerance (dead letters), before a first batch's schemas were learnt, with
-        a Spark SQL transform, for schemas whose batches the stages declined once, or records
-        Arrow does not make (``Converter.arrow_records``: values not read from envelopes)."""
+        Spark decode's: before a first batch's schemas were learnt, with a Spark SQL transform, or
+        records Arrow does not make (``Converter.arrow_records``)."""
         converter = self.setup.converter
         chain = self.setup.chain
-        if self.tolerates or self.notice is None or not runs_in_arrow(chain):
-            return None
-        if converter.seen_prefixes.snapshot() in self._left_to_spark:
+        if self.notice is None or not runs_in_arrow(chain):
             return None
         records = converter.arrow_records(value_read(chain))
         if records is None:
             return None
-        where = f"connector {self.connector}"
         return SinkStages(
-            records, tuple(chain), not self._sees_every_barrier_copy, where, converter.key_envelopes
-        )
+            records, tuple(chain), not self._sees_every_barrier_copy, self.connector,
+            converter.key_envelopes, tolerates=self.tolerates,
+        )  # fmt: skip
 
     def _ran_as_stages(self, plan: BatchPlan, *, learn: bool = True) -> bool:
         """Run the batch through the sink's stages (connectors.sink_stages), in this process when it
         is within the worker's ``local_batch_max_records``, else as one Spark job whose tasks run
         them on their shares (``spark_binding.sink_job``), and write it. False, with nothing
-        written, when the batch is the searched Spark decode's (``_stages``), or the stages declined
-        it; a schema not met is learnt from what the stages found and the batch run again, once."""
+        written, when the batch is the searched Spark decode's (``_stages``); a schema not met is
+        learnt from what the stages found and the batch run again, once."""
         converter = self.setup.converter
         topics = {r.topic for r in plan.ranges if not r.is_empty}
         if learn and not converter.knows_schemas(topics):
@@ -324,29 +295,27 @@ class SinkRunner:
         stages = self._stages()
         if stages is None:
             return False
-        stager = self._stager(plan)
-        outcomes = self._outcomes(plan, stages, stager)
-        declined = [o for o in outcomes if isinstance(o, Declined)]
-        if declined:
-            self._left_to_spark.add(converter.seen_prefixes.snapshot())
-            log.info("connector %s: batches are left to Spark (%s)", self.connector, declined[0].reason)
-            return False
+        outcomes = self._outcomes(plan, stages, self._stager(plan))
         unmet = [o for o in outcomes if isinstance(o, Unmet)]
         if unmet:
-            if not learn or any(o.found is None for o in unmet):
-                return False
+            if not learn:
+                raise RecordError(
+                    f"connector {self.connector}: batch {plan.batch_id} carries envelope schemas "
+                    "that were learnt and still not met (a bug: please report it)"
+                )
             log.info(
                 "connector %s: batch %s carries an envelope schema not met before: learning it",
                 self.connector, plan.batch_id,
             )  # fmt: skip
             for o in unmet:
-                assert o.found is not None
                 converter.seen_prefixes.remember(o.found)
             return self._ran_as_stages(plan, learn=False)
         bad = [o for o in outcomes if isinstance(o, Bad)]
         if bad:
+            self.setup.meters.record_errors(1)  # the batch stops at the first bad record it meets
             raise RecordError(bad[0].message)
-        return self._wrote_outcomes(outcomes, stages, plan)
+        self._wrote_outcomes(outcomes, stages, plan)
+        return True
 
     def _stager(self, plan: BatchPlan) -> Callable[[pa.Table, int], object] | None:
         """Where a batch runs as a Spark job and the sink stages (connectors.api.StagesOnExecutors),
@@ -371,30 +340,32 @@ class SinkRunner:
         read_share = partial(_read_share, reader, tuple(shares))
         return sink_job(self.ctx.spark, len(shares), read_share, stages, stager)
 
-    def _wrote_outcomes(self, outcomes: list[Outcome | Staged], stages: SinkStages, plan: BatchPlan) -> bool:
-        """Write what the stages made: merge what the Spark tasks staged, or write the records;
-        False, with nothing written, when they made no record (no typed empty table to write)."""
+    def _wrote_outcomes(self, outcomes: list[Outcome | Staged], stages: SinkStages, plan: BatchPlan) -> None:
+        """Send the shares' dead letters, then write what the stages made: merge what the Spark
+        tasks staged, or write the records (none: an empty batch, which commits its positions)."""
         task = self.task
+        dead = [o.dead for o in outcomes if isinstance(o, Made | Staged) and o.dead is not None]
+        if dead:
+            send_dead_letters(pa.concat_tables(dead), self.setup)
         staged = [o.share for o in outcomes if isinstance(o, Staged)]
         if staged and isinstance(task, StagesOnExecutors):
             try:
                 task.write_staged(staged, plan)
-                return True
+                return
             except StagedRowsRefused as exc:  # the records again, here, where the write names them
                 log.info("connector %s: %s; writing the batch from the worker", self.connector, exc)
                 outcomes = self._outcomes(plan, stages, None)
         made = [o.records for o in outcomes if isinstance(o, Made) and o.records is not None]
-        if not made:
-            return False
-        records = pa.concat_tables(made, promote_options="default")
+        records = pa.concat_tables(made, promote_options="default") if made else empty_records()
         if isinstance(task, WritesFrames):
             task.write_frame(table_frame(self.ctx.spark, records), plan)
         else:
             self._write_table(records, plan)
-        return True
 
     def _run_searched(self, messages: DataFrame, plan: BatchPlan) -> None:
-        """Write a batch whose envelope schemas are searched first (the converter's own job)."""
+        """Write a batch whose envelope schemas are searched first (the converter's own job): the
+        converter's records transformed (the chain in the job, above the parse:
+        spark_binding.chain_frame), bad ones failing the batch or dead-lettered (checked_records)."""
         # A batch is read in several Spark jobs (the setting notice, the json converter's schemas,
         # dead letters): pull the range from the broker once.
         messages = messages.persist(StorageLevel.MEMORY_AND_DISK)
@@ -402,12 +373,15 @@ class SinkRunner:
             if self.notice is None:
                 self.notice = self.setting_notice(messages)
             decoded = self.setup.converter.to_records(messages, value_read(self.setup.chain))
-            if self.tolerates:
-                records = chain_frame(self.setup.chain, decoded)
+            records = chain_frame(self.setup.chain, decoded)
+            if isinstance(self.task, WritesFrames):
                 with checked_records(records, self.setup, originals=messages) as good:
-                    self._write_tolerating(good, plan, messages)
-            else:
-                self._write_strict(decoded, plan)
+                    self.task.write_frame(good, plan)
+            elif self.tolerates:
+                with checked_records(records, self.setup, originals=messages) as good:
+                    self._write_table(batch_table(good), plan)
+            else:  # collected in one job and checked here, so the converter's parse runs once
+                self._write_table(batch_table(records), plan)
         finally:
             messages.unpersist()
 
@@ -415,43 +389,38 @@ class SinkRunner:
     def tolerates(self) -> bool:
         return self.config.get("errors.tolerance") == "all"
 
-    def _write_strict(self, decoded: DataFrame, plan: BatchPlan) -> None:
-        """Without tolerance: the converter's records transformed (the chain in the job, above the
-        parse: spark_binding.chain_frame), collected in one job and checked on the driver
-        (records.good_arrow_records), so the converter's parse runs once; anything flagged, or
-        refused by the target, fails the task naming the record."""
-        records = chain_frame(self.setup.chain, decoded)
-        if isinstance(self.task, WritesFrames):
-            with checked_records(records, self.setup) as good:
-                self.task.write_frame(good, plan)
-            return
-        self._write_table(batch_table(records), plan)
-
     def _write_table(self, table: pa.Table, plan: BatchPlan) -> None:
-        """Check a strict batch's collected records on the driver and write them."""
-        good = good_arrow_records(table, f"connector {self.connector}")
-        try:
-            self.task.write(good, plan)
-        except RejectedRecordsError as exc:
-            raise RecordError(str(exc)) from None
-
-    def _write_tolerating(self, records: DataFrame, plan: BatchPlan, messages: DataFrame) -> None:
-        """``errors.tolerance=all``: records the target refuses go to the dead-letter topic and the
-        rest is collected and written again, for at most ``MAX_REJECTION_ROUNDS`` rounds. A task
-        that writes frames (Delta, Iceberg) refuses no single record: its write is all or nothing."""
-        if isinstance(self.task, WritesFrames):
-            self.task.write_frame(records, plan)
-            return
+        """Check a batch's records and write them. Records the target refuses fail the batch, or
+        under tolerance go to the dead-letter topic and the rest is written again, for at most
+        ``MAX_REJECTION_ROUNDS`` rounds."""
+        records = good_arrow_records(table, f"connector {self.connector}")
         for _ in range(MAX_REJECTION_ROUNDS):
             try:
-                self.task.write(batch_table(records), plan)
+                self.task.write(records, plan)
                 return
             except RejectedRecordsError as exc:
-                records = route_bad_records(flag_rejected(records, exc), self.setup, messages)
+                if not self.tolerates:
+                    raise RecordError(str(exc)) from None
+                records = self._without_refused(records, exc, plan)
         raise RecordError(
             f"connector {self.connector}: batch {plan.batch_id} still refused after "
             f"{MAX_REJECTION_ROUNDS} rounds of dead-lettering"
         )
+
+    def _without_refused(self, records: pa.Table, exc: RejectedRecordsError, plan: BatchPlan) -> pa.Table:
+        """``records`` without those the target refused, which go to the dead-letter topic as the
+        messages they were read from (pulled again: refusals are rare)."""
+        refused = pa.table(
+            {
+                "partition": pa.array([r.partition for r in exc.rejected], pa.string()),
+                "offset": pa.array([r.offset for r in exc.rejected], pa.int64()),
+                ERROR_COLUMN: pa.array([r.reason for r in exc.rejected], pa.string()),
+            }
+        )
+        messages = pa.Table.from_batches(self._pulled(plan))
+        send_dead_letters(dead_letters(messages, refused, self.connector), self.setup)
+        gone = position_keys(refused, "offset")
+        return records.filter(pc.invert(pc.is_in(position_keys(records, "offset"), value_set=gone)))
 
     def _mirror_consumer_offsets(self, plan: BatchPlan) -> None:
         for r in plan.ranges:

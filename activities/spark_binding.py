@@ -365,7 +365,7 @@ def _sink_share(
         for index in batch.column(0).to_pylist():
             outcome: Outcome | Staged = stages.run(read_share(int(index)))
             if stager is not None and isinstance(outcome, Made) and outcome.records is not None:
-                outcome = Staged(stager(outcome.records, int(index)))
+                outcome = Staged(stager(outcome.records, int(index)), outcome.dead)
             yield pa.RecordBatch.from_pydict(
                 {"share": [int(index)], "outcome": [pickle.dumps(outcome)]},
                 schema=pa.schema([("share", pa.int32()), ("outcome", pa.binary())]),

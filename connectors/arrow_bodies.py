@@ -1,10 +1,10 @@
 """Bodies that are not Connect envelopes, decoded in Arrow: the ``string`` converter's UTF-8 text
 and the ``bytes`` converter's raw bytes (connectors.converters), as a sink's stages read them.
 
-A body becomes the record's ``value`` as Spark's decode makes it: a tombstone's (the message
-property ``sluice.tombstone=true``) is null, never an empty value. Like the envelope decoder it
-only declines: a body that is not UTF-8 for the string converter raises ``DeclinedError`` naming
-the record, and the batch goes to Spark's decode, which flags it as a bad record.
+A body becomes the record's ``value``: a tombstone's (the message property ``sluice.tombstone=true``)
+is null, never an empty value. A body that is not UTF-8 for the string converter is flagged in the
+error column (records.ERROR_COLUMN), its value null, as the envelope decoder flags what it cannot
+read.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sluice.connectors.arrow_envelopes import DeclinedError, Where, not_utf8
+from sluice.connectors.arrow_envelopes import utf8_texts
+from sluice.connectors.record_tables import flagged
+from sluice.connectors.records import ERROR_COLUMN
 
 
 @dataclass(frozen=True)
@@ -32,10 +34,10 @@ class BodyDecoder:
         marked = pc.map_lookup(batch.column("properties"), self.tombstone, "first")
         tombstone = pc.fill_null(pc.equal(marked, "true"), False)
         value = pc.if_else(tombstone, pa.scalar(None, body.type), body)
+        errors = pa.nulls(len(batch), pa.string())
         if self.text:
-            try:
-                value = value.cast(pa.string())  # validates UTF-8
-            except pa.ArrowInvalid:
-                raise DeclinedError(f"a body is not UTF-8 ({Where(batch).first(not_utf8(body))})") from None
+            value, not_text = utf8_texts(value)
+            errors = flagged(None, not_text, "string converter: body is not UTF-8")
         names = [n for n in batch.schema.names if n != "body"]
-        return pa.RecordBatch.from_arrays([batch.column(n) for n in names] + [value], names=[*names, "value"])
+        arrays = [batch.column(n) for n in names] + [value, errors]
+        return pa.RecordBatch.from_arrays(arrays, names=[*names, "value", ERROR_COLUMN])

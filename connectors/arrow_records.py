@@ -10,10 +10,9 @@ decode does; keys in envelopes are structs of one type).
 Why: a small sink batch's Spark job (pull in a Python worker, decode, transforms, collect) costs
 0.4-0.9 s whatever its size, which was most of a change's latency at 1,000 changes/s. The same
 work in Arrow where the sink writes, with the chain's transforms (Arrow stages,
-connectors.transforms) after it, takes tens of milliseconds. Like the envelope decoder it only declines
-(``LeftToSpark``, naming the record that is the cause): the runner then runs the batch's Spark
-job, which flags or reads the batch as it always did. ``tests/connectors/test_arrow_records.py``
-checks that its records equal Spark's.
+connectors.transforms) after it, takes tens of milliseconds. A record the decoders cannot read is
+flagged in the error column, naming why, for the stages to fail or dead-letter.
+``tests/connectors/test_arrow_records.py`` checks that its records equal Spark's.
 
 Pure pyarrow: it is planned from Arrow types (``Converter.arrow_records``) and runs wherever the
 sink's write does.
@@ -32,6 +31,7 @@ from sluice.connectors.arrow_bodies import BodyDecoder
 from sluice.connectors.arrow_envelopes import EnvelopeDecoder
 from sluice.connectors.barriers import BARRIER_HEADER
 from sluice.connectors.record_tables import headers_with
+from sluice.connectors.records import ERROR_COLUMN
 
 #: The record columns, in ``Converter.to_records``' order.
 RECORD_COLUMNS = ("topic", "partition", "offset", "key", "value", "headers", "timestamp")
@@ -61,7 +61,8 @@ class RecordsPlan:
         """The records of the messages in ``batches`` (None when there are none: nothing to make
         a typed empty batch from). ``barriers_once``: a barrier's copies after the first are
         dropped, as the sink runner's ``once_per_barrier`` does for a task that does not order
-        barriers. Raises ``LeftToSpark``, or the decoder's ``UnmetSchemaError``."""
+        barriers. Records the decoders could not read are flagged in ``ERROR_COLUMN``; a schema not
+        met raises the decoder's ``UnmetSchemaError``."""
         made = []
         for batch in batches:
             if barriers_once:
@@ -72,8 +73,11 @@ class RecordsPlan:
 
     def _records(self, messages: pa.RecordBatch) -> pa.RecordBatch:
         decoded = self.value.decode(messages)
-        texts = _empty_as_null(messages.column("keys"))  # an empty KEYS property is no key (to_records)
-        key = texts if self.key is None else self._keys(messages, texts)
+        errors = decoded.column(ERROR_COLUMN)
+        key = _empty_as_null(messages.column("keys"))  # an empty KEYS property is no key
+        if self.key is not None:
+            keys = self._keys(messages, key)
+            key, errors = keys.column("value"), pc.coalesce(errors, keys.column(ERROR_COLUMN))
         appended = [(self.tags_header, _empty_as_null(messages.column("tags")))]
         if self.own_value_types:  # each record's own type, where topics met differ (to_records)
             topics, owns = zip(*self.own_value_types, strict=True)
@@ -91,13 +95,14 @@ class RecordsPlan:
             decoded.column("value"),
             headers,
             messages.column("born_timestamp"),
+            errors,
         ]
         # Spark types the headers map as never null (to_records coalesces it), Arrow's fields as nullable.
-        names = zip(RECORD_COLUMNS, arrays, strict=True)
+        names = zip((*RECORD_COLUMNS, ERROR_COLUMN), arrays, strict=True)
         fields = [pa.field(n, a.type, nullable=n != "headers") for n, a in names]
         return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
 
-    def _keys(self, messages: pa.RecordBatch, texts: pa.Array) -> pa.Array:
+    def _keys(self, messages: pa.RecordBatch, texts: pa.Array) -> pa.RecordBatch:
         """The keys' envelopes decoded as the values' are (a key is never a tombstone)."""
         assert self.key is not None
         no_properties = pa.MapArray.from_arrays(
@@ -110,7 +115,7 @@ class RecordsPlan:
             ],
             names=["topic", "partition", "queue_offset", "body", "properties"],
         )  # fmt: skip
-        return self.key.decode(keys).column("value")
+        return self.key.decode(keys)
 
 
 def _empty_as_null(texts: pa.Array) -> pa.Array:
@@ -124,3 +129,11 @@ def _not_a_later_copy(properties: pa.Array) -> pa.Array:
     """Messages but a barrier's copies after the first (connectors.barriers: copy ``0/…`` is kept)."""
     label = pc.map_lookup(properties, BARRIER_HEADER, "first")
     return pc.or_(pc.is_null(label), pc.fill_null(pc.starts_with(label, "0/"), False))
+
+
+def empty_records() -> pa.Table:
+    """A batch of no records, for a sink batch whose messages made none (all barrier copies, or
+    all bad and tolerated): its write still commits the batch's positions."""
+    text, headers = pa.string(), pa.map_(pa.string(), pa.string())
+    kinds = (text, text, pa.int64(), text, text, headers, pa.timestamp("us"))
+    return pa.schema(list(zip(RECORD_COLUMNS, kinds, strict=True))).empty_table()

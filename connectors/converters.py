@@ -269,14 +269,15 @@ class Converter(ABC):
     ) -> tuple[EnvelopeDecoder, DataType, dict[str, DataType] | None] | None:
         """The Arrow decoder of the envelopes of ``name`` (value, key) met so far, their Spark type
         and each topic's own type where topics differ (envelopes.met_value_types); None when Arrow
-        cannot decode them as Spark would."""
+        cannot decode them."""
         # pyspark, pyarrow: config validation imports this module (via connectors.plugins)
         from pyspark.sql.pandas.types import to_arrow_type
+        from pyspark.sql.types import StringType
 
         from sluice.connectors.arrow_envelopes import plan_decoder
 
-        known = self.seen_prefixes.known(name)
-        met = met_value_types(known, narrow)
+        known, refused = self.seen_prefixes.known(name), self.seen_prefixes.refused(name)
+        met = met_value_types(known, narrow) if known else (StringType(), None)  # every record flagged
         if met is None:
             return None
         data_type = _nullable(met[0])  # as Spark's parse types it: any field may be null in a payload
@@ -284,7 +285,13 @@ class Converter(ABC):
             wire, value = to_arrow_type(wire_type(data_type)), to_arrow_type(data_type)
         except TypeError:  # a type Arrow has no form for here
             return None
-        decoder = plan_decoder(known, wire, value, TOMBSTONE_PROPERTY)
+        what, setting = ("body", "value.converter.schemas.enable") if name == "value" else (
+            "key", "key.converter.schemas.enable"
+        )  # fmt: skip
+        decoder = plan_decoder(
+            known, wire, value, TOMBSTONE_PROPERTY, type_name=data_type.simpleString(), what=what,
+            setting=setting, refused=refused,
+        )  # fmt: skip
         return None if decoder is None else (decoder, data_type, met[1])
 
     def to_records(self, messages: DataFrame, narrow: Narrow | None = None) -> DataFrame:

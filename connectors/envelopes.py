@@ -112,35 +112,61 @@ MAX_SEEN_PREFIXES: Final = 64
 
 class SeenPrefixes:
     """The envelope schema prefixes a sink task met in earlier batches, per named text: the next
-    batch recognises them by a byte comparison (``envelope_prefixes``)."""
+    batch recognises them by a byte comparison (connectors.arrow_envelopes). A prefix whose schema
+    is not a Connect schema is kept too, with why, so its records are flagged, not searched again."""
 
     def __init__(self) -> None:
         self._seen: dict[str, list[tuple[str, str]]] = {}
-        #: every envelope of the last batch searched had a prefix that is now remembered (none laid
-        #: out otherwise): the next batch may be decoded with the schemas met (connectors.sink_stages)
+        self._refused: dict[str, dict[tuple[str, str], str]] = {}
+        #: a batch's prefixes were remembered: the next batch may be decoded with the schemas met
         self.complete = False
 
     def known(self, name: str) -> list[tuple[str, str]]:
         return self._seen.get(name, [])
 
-    def snapshot(self) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
+    def refused(self, name: str) -> list[tuple[str, str, str]]:
+        """``(topic, prefix, why)`` of the prefixes met whose schema is not a Connect schema."""
+        return [(topic, prefix, why) for (topic, prefix), why in sorted(self._refused.get(name, {}).items())]
+
+    def snapshot(self) -> tuple[object, ...]:
         """Everything a decode that assumes the met schemas depends on: equal snapshots, equal
         decodes (a sink reuses the decode's plan while its snapshot holds)."""
-        return tuple(sorted((name, tuple(pairs)) for name, pairs in self._seen.items()))
+        seen = tuple(sorted((name, tuple(pairs)) for name, pairs in self._seen.items()))
+        return seen, tuple(sorted((name, tuple(self.refused(name))) for name in self._refused))
 
     def knows_topics(self, name: str, topics: Iterable[str]) -> bool:
         """Whether a prefix of every one of ``topics`` is remembered for ``name``."""
-        return set(topics) <= {topic for topic, _ in self.known(name)}
+        met = {topic for topic, _ in self.known(name)} | {topic for topic, _, _ in self.refused(name)}
+        return set(topics) <= met
 
     def remember(self, found: Mapping[str, Sequence[tuple[str, str]]]) -> None:
-        """Keep ``found``'s schema prefixes: only true ones (a body laid out otherwise yields its
-        whole text, one per message, which would only crowd the memory out)."""
+        """Keep ``found``'s schema prefixes, each a Connect schema's or refused with why."""
         self.complete = True
         for name, found_pairs in found.items():
-            pairs = [pair for pair in found_pairs if envelope_schemas([pair]) is not None]
-            self.complete &= len(pairs) == len(found_pairs)
+            pairs = []
+            for pair in found_pairs:
+                why = _refusal(pair)
+                if why is None:
+                    pairs.append(pair)
+                elif len(self._refused.setdefault(name, {})) < MAX_SEEN_PREFIXES:
+                    self._refused[name][pair] = why
             merged = sorted({*self.known(name), *pairs})
             self._seen[name] = merged if len(merged) <= MAX_SEEN_PREFIXES else sorted(set(pairs))
+
+
+def _refusal(pair: tuple[str, str]) -> str | None:
+    """Why an envelope's schema prefix is not read (None when it is a Connect schema)."""
+    topic = pair[0]
+    schemas = envelope_schemas([pair])
+    if schemas is None:  # the schema's own text holds ,"payload": (a doc, a default)
+        return (
+            f"json converter: topic {topic!r}: an envelope's schema holds the text "
+            "',\"payload\":', which Sluice does not read"
+        )
+    problem = _add_types(schemas, {})
+    if problem is True:
+        return None
+    return f"json converter: topic {topic!r}: an envelope's schema is not a Connect schema: {problem}"
 
 
 def envelope_prefixes(

@@ -22,7 +22,6 @@ from sluice.connectors.records import (
     ERROR_COLUMN,
     MAX_RECORD_ERROR_CHARS,
     RECORD_COLUMNS,
-    LeftToSpark,
     RecordError,
 )
 
@@ -57,11 +56,15 @@ def flag(records: pa.Table, failed: pa.Array, message: str) -> pa.Table:
     """``records`` with ``message`` as the error of each record where ``failed`` holds, keeping an
     earlier error. The error column is added even when nothing failed, so a stage's output schema
     does not depend on its data (a Spark job declares it before any row is seen)."""
+    earlier = column(records, ERROR_COLUMN) if ERROR_COLUMN in records.column_names else None
+    return replaced(records, ERROR_COLUMN, flagged(earlier, failed, message))
+
+
+def flagged(errors: pa.Array | None, failed: pa.Array, message: str) -> pa.Array:
+    """An error column: ``message`` where ``failed`` holds, an earlier error (``errors``) kept."""
     text = message[:MAX_RECORD_ERROR_CHARS]
     new = pc.if_else(pc.fill_null(failed, False), pa.scalar(text, pa.string()), pa.scalar(None, pa.string()))
-    if ERROR_COLUMN in records.column_names:
-        new = pc.coalesce(column(records, ERROR_COLUMN), new)
-    return replaced(records, ERROR_COLUMN, new)
+    return new if errors is None else pc.coalesce(errors, new)
 
 
 def keep(records: pa.Table, condition: pa.Array) -> pa.Table:
@@ -141,7 +144,8 @@ def headers_with(
     """``headers`` (a map column) without the entries named in ``dropped``, in their order, then
     each ``appended`` entry at the end of the rows where its value is not null: what Spark's
     ``map_concat(map_filter(headers, …), create_map(name, value))`` makes of each row. A name
-    appended to a row that has it already is ``LeftToSpark`` (Spark's ``map_concat`` fails the job).
+    appended to a row that has it already replaces the row's own entry (the last one wins, as a
+    RocketMQ property set twice does).
     """
     rows = len(headers)
     assert isinstance(headers, pa.MapArray)
@@ -156,8 +160,13 @@ def headers_with(
         present = np.asarray(pc.is_valid(value))
         if not present.any():
             continue
-        if np.isin(parents[np.asarray(pc.equal(names, name))], np.flatnonzero(present)).any():
-            raise LeftToSpark(f"a record already has a header {name!r}")
+        own = np.asarray(pc.equal(names, name)) & np.isin(parents, np.flatnonzero(present))
+        if own.any():
+            names, values, parents = (
+                names.filter(pa.array(~own)),
+                values.filter(pa.array(~own)),
+                parents[~own],
+            )
         names = pa.concat_arrays([names, pa.repeat(pa.scalar(name), int(present.sum()))])
         values = pa.concat_arrays([values, value.filter(pa.array(present))])
         parents = np.concatenate([parents, np.flatnonzero(present)])

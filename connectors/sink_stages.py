@@ -8,13 +8,13 @@ staging or returning them. Nothing in here imports PySpark.
 
 Every decision is a typed outcome, never an exception for the caller to read the text of:
 
-- ``Made``: the share's checked records (the error columns dropped), or None for no records;
+- ``Made``: the share's good records (the error columns dropped), or None for no records, and
+  under ``errors.tolerance=all`` the bad ones as dead letters (connectors.dead_letter_messages);
 - ``Unmet``: a body or key carries an envelope schema not met before; ``found`` holds the share's
   schema prefixes (``envelope_prefixes_of``) for the runner to remember before running the batch
-  again, or None when a text is laid out otherwise (only Spark's search tells what it is);
-- ``Declined``: a record the Arrow decode does not make exactly as Spark's decode would (see
-  connectors.arrow_envelopes); the batch goes to the searched Spark decode, which flags or reads it;
-- ``Bad``: a record flagged by a transform, named as ``good_arrow_records`` names it.
+  again;
+- ``Bad``: without tolerance, the first record a decoder or transform flagged, named as
+  ``good_arrow_records`` names it.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sluice.connectors.arrow_envelopes import UnmetSchemaError
-from sluice.connectors.connect_schemas import PAYLOAD_KEY, SCHEMA_KEY
-from sluice.connectors.records import LeftToSpark, RecordError, good_arrow_records
+from sluice.connectors.arrow_envelopes import UnmetSchemaError, is_laid_out, relaid, utf8_texts
+from sluice.connectors.connect_schemas import PAYLOAD_KEY
+from sluice.connectors.dead_letter_messages import dead_letters
+from sluice.connectors.records import ERROR_COLUMN, RecordError, good_arrow_records
 from sluice.connectors.transforms import apply_chain
 
 if TYPE_CHECKING:
@@ -42,16 +43,13 @@ Prefixes = Mapping[str, Sequence[tuple[str, str]]]
 @dataclass(frozen=True)
 class Made:
     records: pa.Table | None
+    #: the share's tolerated bad records as dead letters (``errors.tolerance=all``), if any
+    dead: pa.Table | None = None
 
 
 @dataclass(frozen=True)
 class Unmet:
-    found: Prefixes | None
-
-
-@dataclass(frozen=True)
-class Declined:
-    reason: str
+    found: Prefixes
 
 
 @dataclass(frozen=True)
@@ -62,12 +60,14 @@ class Bad:
 @dataclass(frozen=True)
 class Staged:
     """A share's records staged where they were made (connectors.api.StagesOnExecutors): the
-    stager's small result, the only thing of them that reaches the driver."""
+    stager's small result, the only thing of them that reaches the driver, and the share's
+    dead letters."""
 
     share: object
+    dead: pa.Table | None = None
 
 
-Outcome = Made | Unmet | Declined | Bad
+Outcome = Made | Unmet | Bad
 
 
 @dataclass(frozen=True)
@@ -79,10 +79,12 @@ class SinkStages:
     chain: tuple[Transform, ...]
     #: drop a barrier's copies after the first (a sink that does not order barriers)
     barriers_once: bool
-    #: how a bad record's error starts (``connector <name>``)
-    where: str
+    #: the connector: bad records' errors and dead letters name it
+    connector: str
     #: keys are Connect envelopes too (their prefixes are learnt with the values')
     key_envelopes: bool
+    #: ``errors.tolerance=all``: bad records become dead letters instead of failing the batch
+    tolerates: bool = False
 
     def run(self, messages: Iterable[pa.RecordBatch]) -> Outcome:
         share = list(messages)
@@ -95,22 +97,25 @@ class SinkStages:
             return Unmet(
                 envelope_prefixes_of(share, keys=self.key_envelopes, tombstone=self.records.tombstone)
             )
-        except LeftToSpark as exc:
-            return Declined(str(exc))
-        try:
-            return Made(good_arrow_records(table, self.where))
-        except RecordError as exc:
-            return Bad(str(exc))
+        if not self.tolerates:
+            try:
+                return Made(good_arrow_records(table, f"connector {self.connector}"))
+            except RecordError as exc:
+                return Bad(str(exc))
+        if ERROR_COLUMN not in table.column_names:
+            return Made(table)
+        failed = pc.is_valid(table.column(ERROR_COLUMN))
+        bad = table.filter(failed).select(["partition", "offset", ERROR_COLUMN])
+        letters = dead_letters(pa.Table.from_batches(share), bad, self.connector) if bad.num_rows else None
+        return Made(good_arrow_records(table.filter(pc.invert(failed)), ""), letters)
 
 
-def envelope_prefixes_of(
-    messages: Sequence[pa.RecordBatch], *, keys: bool, tombstone: str
-) -> Prefixes | None:
+def envelope_prefixes_of(messages: Sequence[pa.RecordBatch], *, keys: bool, tombstone: str) -> Prefixes:
     """The distinct ``(topic, schema prefix)`` pairs of the messages' value envelopes (and keys'
     with ``keys``), as Kafka's JsonConverter lays them out (``{"schema":…`` up to the first
-    ``,"payload":``; connect_schemas.envelope_schemas tells why that is exact); None when a body
-    is not UTF-8 or a text is laid out otherwise (an empty body too: no envelope at all).
-    Tombstones and empty keys carry none."""
+    ``,"payload":``; connect_schemas.envelope_schemas tells why that is exact; an envelope laid
+    out otherwise is read in that layout: arrow_envelopes.relaid). A text that is no envelope, or
+    not UTF-8, has none (the decoder flags it), nor have tombstones and empty keys."""
     if not messages:
         return {"value": [], **({"key": []} if keys else {})}
     table = pa.Table.from_batches(messages)
@@ -118,22 +123,15 @@ def envelope_prefixes_of(
     live = pc.and_(
         pc.is_valid(table.column("body")), pc.invert(pc.fill_null(pc.equal(marked, "true"), False))
     )
-    try:
-        values = table.column("body").cast(pa.string())
-    except pa.ArrowInvalid:
-        return None
-    texts = {"value": values.filter(live), **({"key": table.column("keys")} if keys else {})}
-    topics = {"value": table.column("topic").filter(live), "key": table.column("topic")}
+    live, topic = live.combine_chunks(), table.column("topic").combine_chunks()
+    values, _ = utf8_texts(table.column("body").combine_chunks())
+    texts = {"value": values.filter(live), **({"key": table.column("keys").combine_chunks()} if keys else {})}
+    topics = {"value": topic.filter(live), "key": topic}
     found: dict[str, list[tuple[str, str]]] = {}
     for name, text in texts.items():
-        topic = topics[name]
-        present = pc.is_valid(text) if name == "value" else pc.and_(pc.is_valid(text), pc.not_equal(text, ""))
-        text, topic = text.filter(present), topic.filter(present)
-        laid_out = pc.and_(
-            pc.starts_with(text, SCHEMA_KEY), pc.greater_equal(pc.find_substring(text, PAYLOAD_KEY), 0)
-        )
-        if not pc.all(laid_out).as_py() and len(text):
-            return None
+        text = relaid(text)
+        laid_out = pc.fill_null(is_laid_out(text), False)
+        text, topic = text.filter(laid_out), topics[name].filter(laid_out)
         heads = pc.list_element(pc.split_pattern(text, PAYLOAD_KEY, max_splits=1), 0)
         pairs = pa.table({"topic": topic, "head": heads}).group_by(["topic", "head"]).aggregate([])
         found[name] = sorted(

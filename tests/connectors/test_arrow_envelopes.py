@@ -1,6 +1,6 @@
 """The Arrow decode of envelopes whose schemas a sink met (connectors.arrow_envelopes) gives exactly
-the records Spark's decode gives, schema and values, or declines and leaves the batch to Spark;
-the sink's stages (connectors.sink_stages) turn each of those into a typed outcome.
+the records Spark's decode gives, schema and values, and flags a record it cannot read, naming
+why; the sink's stages (connectors.sink_stages) turn each of those into a typed outcome.
 
 Each case encodes records with the json converter (schemas on, as a source sends them), lets a
 converter meet their schemas in a searched batch, then decodes the same messages both ways: Spark's
@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from sluice.activities.spark_binding import chain_frame
-from sluice.connectors.arrow_envelopes import DeclinedError, UnmetSchemaError
+from sluice.connectors.arrow_envelopes import UnmetSchemaError
 from sluice.connectors.connect_schemas import PAYLOAD_KEY
 from sluice.connectors.converters import JsonConverter
 from sluice.connectors.records import ERROR_COLUMN, Record, make_records
-from sluice.connectors.sink_stages import Bad, Declined, Made, SinkStages, Unmet
+from sluice.connectors.sink_stages import Bad, Made, SinkStages, Unmet
 from sluice.connectors.transforms import build_chain, value_read
 from tests.connectors.test_converters import as_messages
 from tests.connectors.test_extract_new_record_state import _records as change_events
@@ -74,12 +74,14 @@ def _met(messages: DataFrame) -> JsonConverter:
     return converter
 
 
-def _stages(converter: JsonConverter, chain: list[Any] | None = None) -> SinkStages:
+def _stages(
+    converter: JsonConverter, chain: list[Any] | None = None, *, tolerates: bool = False
+) -> SinkStages:
     """The sink's stages for the schemas ``converter`` met (as ``SinkRunner._stages`` plans them)."""
     chain = chain or []
     records = converter.arrow_records(value_read(chain))
     assert records is not None
-    return SinkStages(records, tuple(chain), False, "connector test", converter.key_envelopes)
+    return SinkStages(records, tuple(chain), False, "test", converter.key_envelopes, tolerates=tolerates)
 
 
 def _arrow_decoded(converter: JsonConverter, messages: DataFrame, chain: list[Any]) -> pa.Table:
@@ -184,40 +186,78 @@ def _edited(spark: SparkSession, edit: Any) -> tuple[JsonConverter, pa.RecordBat
     return converter, table.combine_chunks().to_batches()[0]
 
 
-def _decode_edited(spark: SparkSession, edit: Any) -> None:
+def _decode_edited(spark: SparkSession, edit: Any) -> pa.RecordBatch:
     """Decode in Arrow a batch whose record at queue offset 104 has its body edited by ``edit``."""
     converter, batch = _edited(spark, edit)
     records = converter.arrow_records()
     assert records is not None
-    records.value.decode(batch)  # raises
+    return records.value.decode(batch)
+
+
+VALUE_TYPE = "struct<id:bigint,tiny:tinyint"
 
 
 @pytest.mark.parametrize(
     ("edit", "reason"),
     [
+        (lambda b: b[:-40] + b"\xff" + b[-39:], "json converter: body is not UTF-8"),
         (
-            lambda b: b[:-40] + b"\xff" + b[-39:],
-            "a body is not UTF-8 (topic 't' queue 'broker-a:1' offset 104)",
+            lambda b: _payload(b, b'"name":"', b'"name":7,"x":"'),
+            f"json converter: body envelope does not parse as {VALUE_TYPE}",
         ),
-        (lambda b: _payload(b, b'"name":"', b'"name":7,"x":"'), "a payload does not parse as its wire type"),
-        (lambda b: _payload(b, b'"amount":"', b'"amount":"!'), "bytes that are not base64"),
+        (
+            lambda b: _payload(b, b'"amount":"', b'"amount":"!'),
+            "json converter: body envelope does not parse",
+        ),
         (
             lambda b: _payload(b, b'"wide":"', b'"wide":"' + base64.b64encode(b"\x7f" * 16) + b'","x":"'),
-            "a decimal that does not fit",
+            "json converter: body envelope does not parse",
         ),
-        (lambda b: _payload(b, b'"at":"', b'"at":"May 1, 2024","x":"'), "an instant in another form"),
-        (lambda b: _payload(b, b"{", b"[{") + b"]", "a payload does not parse"),
+        (
+            lambda b: _payload(b, b'"at":"', b'"at":"May 1, 2024","x":"'),
+            "json converter: body envelope does not parse",
+        ),
+        (lambda b: _payload(b, b"{", b"[{") + b"]", "json converter: body envelope does not parse"),
+        (lambda b: b"[" + b + b"]", "json converter: body is not a Connect JSON envelope"),
     ],
 )
-def test_what_the_arrow_decode_cannot_read_as_spark_would_it_declines_naming_the_record(
+def test_what_the_arrow_decode_cannot_read_is_flagged_naming_why_and_the_rest_read(
     spark: SparkSession, edit: Any, reason: str
 ) -> None:
-    with pytest.raises(DeclinedError) as caught:
-        _decode_edited(spark, edit)
-    assert str(caught.value).startswith(reason)
-    converter, batch = _edited(spark, edit)  # the sink's stages: a typed outcome, the same reason
+    decoded = _decode_edited(spark, edit)
+    errors = decoded.column(ERROR_COLUMN).to_pylist()
+    assert errors[4] is not None and errors[4].startswith(reason)
+    assert errors[:4] + errors[5:] == [None] * 5
+    values = decoded.column("value").to_pylist()
+    assert values[4] is None and values[5] is not None and values[5]["id"] == 5
+    converter, batch = _edited(spark, edit)  # the sink's stages: a typed outcome naming the record
     outcome = _stages(converter).run([batch])
-    assert isinstance(outcome, Declined) and outcome.reason.startswith(reason)
+    assert isinstance(outcome, Bad)
+    assert outcome.message.startswith(
+        f"connector test: bad record at topic 't' partition 'broker-a:1' offset 104: {reason}"
+    )
+    tolerated = _stages(converter, tolerates=True).run([batch])  # tolerance: the rest, and a dead letter
+    assert isinstance(tolerated, Made) and tolerated.records is not None and tolerated.dead is not None
+    assert tolerated.records.column("offset").to_pylist() == [100, 101, 102, 103, 105]
+    (letter,) = tolerated.dead.to_pylist()
+    properties = dict(letter["properties"])
+    assert letter["body"] == batch.column("body")[4].as_py() and properties["sluice.origin.offset"] == "104"
+    assert properties["sluice.error"].startswith(reason) and properties["sluice.connector"] == "test"
+
+
+def test_an_envelope_laid_out_otherwise_is_read_as_kafkas_layout_is(spark: SparkSession) -> None:
+    import json
+
+    def relaid(body: bytes) -> bytes:
+        envelope = json.loads(body)
+        return json.dumps({"payload": envelope["payload"], "schema": envelope["schema"]}, indent=1).encode()
+
+    decoded = _decode_edited(spark, relaid)
+    assert decoded.column(ERROR_COLUMN).null_count == decoded.num_rows
+    converter, batch = _edited(spark, lambda b: b)
+    assert (
+        decoded.column("value").to_pylist() == _decode_edited(spark, lambda b: b).column("value").to_pylist()
+    )
 
 
 def test_a_body_of_a_schema_not_met_is_an_outcome_carrying_the_batchs_schemas(spark: SparkSession) -> None:
@@ -228,7 +268,7 @@ def test_a_body_of_a_schema_not_met_is_an_outcome_carrying_the_batchs_schemas(sp
         _decode_edited(spark, _grown_schema)
     converter, batch = _edited(spark, _grown_schema)
     outcome = _stages(converter).run([batch])
-    assert isinstance(outcome, Unmet) and outcome.found is not None
+    assert isinstance(outcome, Unmet)
     met = set(converter.seen_prefixes.known("value"))
     grown = {p for p in outcome.found["value"] if p not in met}
     assert len(grown) == 1 and '"field":"x"' in next(iter(grown))[1]

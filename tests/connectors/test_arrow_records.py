@@ -1,6 +1,6 @@
 """A sink batch's records made in Arrow (connectors.arrow_records, then the chain's Arrow stages)
-equal the records the sink's Spark job collects for the same messages, schema and values, or the
-Arrow path declines (``LeftToSpark``) and the batch is Spark's.
+equal the records the sink's Spark job collects for the same messages, schema and values, and a
+record the Arrow path cannot read is flagged as Spark's flags it.
 
 Each case encodes records with the json converter (schemas on, as a source sends them), lets a
 converter meet their schemas in a searched batch, then makes the same messages' records both ways:
@@ -109,11 +109,12 @@ def test_records_of_every_type_with_keys_tags_and_headers_equal_sparks(spark: Sp
     assert dict(rows[5]["headers"]) == headers and rows[5]["headers"][-1] == ("rocketmq.tags", "tag-a")
 
 
-def test_keys_in_envelopes_of_a_scalar_type_are_sparks_to_decode(spark: SparkSession) -> None:
-    """Arrow's JSON reader reads objects only: a struct key's envelope is decoded in Arrow (the
-    change events below), a text key's is not."""
-    messages = _messages(spark, _typed_records(spark, 5), True)
-    assert _met(messages, [], True).arrow_records() is None
+def test_keys_in_envelopes_of_a_scalar_type_equal_sparks(spark: SparkSession) -> None:
+    """Arrow's JSON reader reads objects only: a text key's payload is read as the one field of an
+    object wrapped around it (a struct key's, in the change events below, as it is)."""
+    by_spark, by_arrow = _both_ways(_messages(spark, _typed_records(spark, 5), True), [], True)
+    _assert_equal(by_spark, by_arrow)
+    assert by_arrow.column("key").to_pylist()[2] == '{"id":2}'
 
 
 @pytest.mark.parametrize(
@@ -250,22 +251,26 @@ def test_text_and_byte_bodies_make_the_records_spark_makes(spark: SparkSession, 
     by_spark = good_arrow_records(batch_table(converter.to_records(messages)), "test").sort_by("offset")
     plan = converter.arrow_records()
     assert plan is not None
-    by_arrow = plan.records(messages.toArrow().to_batches(max_chunksize=2), barriers_once=False)
-    assert by_arrow is not None
+    made = plan.records(messages.toArrow().to_batches(max_chunksize=2), barriers_once=False)
+    assert made is not None
+    by_arrow = good_arrow_records(made, "test")
     _assert_equal(by_spark, by_arrow)
     values = by_arrow.column("value").to_pylist()
     assert values[3] is None and values[2] in ("", b"") and values[1] in (bodies[1], bodies[1].decode())
 
 
-def test_a_body_the_string_converter_cannot_read_is_left_to_spark_naming_it(spark: SparkSession) -> None:
-    from sluice.connectors.arrow_envelopes import DeclinedError
+def test_a_body_the_string_converter_cannot_read_is_flagged_as_sparks_decode_flags_it(
+    spark: SparkSession,
+) -> None:
     from sluice.connectors.converters import StringConverter
     from tests.connectors.test_converters import raw_messages
 
+    messages = raw_messages(spark, [b"fine", b"\xff\xfe"])
     plan = StringConverter().arrow_records()
     assert plan is not None
-    batches = raw_messages(spark, [b"fine", b"\xff\xfe"]).toArrow().to_batches()
-    with pytest.raises(
-        DeclinedError, match="a body is not UTF-8 \\(topic 't' queue 'broker-a:0' offset 1\\)"
-    ):
-        plan.records(batches, barriers_once=False)
+    by_arrow = plan.records(messages.toArrow().to_batches(), barriers_once=False)
+    assert by_arrow is not None
+    by_spark = batch_table(StringConverter().to_records(messages)).sort_by("offset")
+    assert by_arrow.column(ERROR_COLUMN).to_pylist() == by_spark.column(ERROR_COLUMN).to_pylist()
+    assert by_arrow.column(ERROR_COLUMN).to_pylist() == [None, "string converter: body is not UTF-8"]
+    assert by_arrow.column("value").to_pylist() == ["fine", None] == by_spark.column("value").to_pylist()
