@@ -1,31 +1,31 @@
-"""The ``json`` converter's bodies that are no envelopes of met schemas, decoded in Arrow: schemaless
-text (``JsonTextDecoder``) and a declared ``value.converter.schema`` (``DeclaredJsonDecoder``), as
-Spark's decode reads them (converters.JsonConverter.decode, envelopes.parse_json), with no Spark.
+"""The ``json`` converter's bodies that are not envelopes of met schemas, decoded in Arrow as Spark's
+decode reads them (converters.JsonConverter.decode, envelopes.parse_json): schemaless text
+(``JsonTextDecoder``) and a declared ``value.converter.schema`` (``DeclaredJsonDecoder``).
 
-A batch's texts become one buffer of lines that Arrow's JSON reader reads once, against an explicit
-schema. Raw newlines stay: the buffer is one block, and inside a string a raw newline is as invalid
-to Arrow as to Jackson. A read that fails is halved until the bad records stand alone; only those
-are looked at one by one, so an all-good batch is one read and k bad records O(k log n) reads.
-A record that does not decode is flagged in the error column as Spark's decode names it, its
-value null (schemaless: its text, as Spark's); the batch is never declined.
+Each body becomes a line ``{"v":<body>}`` of one buffer, which Arrow's JSON reader reads in one block
+against an explicit schema (raw newlines stay: inside a string Arrow refuses one, as Jackson does).
+A read that fails is halved until its bad records stand alone, and only those are looked at one by
+one: a good batch is one read, k bad records O(k log n). A record that does not decode is flagged
+in the error column with Spark's words, its value null (schemaless: its text, as Spark keeps it).
 
-Schemaless text is checked by reading each body as ``{"v":<body>}`` and keeping nothing: 1.0-1.4M
-records/s for 100k records of 108 bytes, against 0.34-0.40M/s for a loop of ``_value_end`` (and
-0.18M/s for ``json.loads``; orjson is not installed) and 0.10-0.15M/s for Spark's decode
-(``try_parse_json``). Like Jackson in Spark and in Kafka's JsonConverter, a body is JSON when it
-starts with one JSON value; what follows is not read (``{"a":1} x`` is JSON). Bodies Arrow reads
-otherwise go to ``_value_end`` (Jackson's rules): NaN, Infinity, a BOM, a root number then a comma.
+Schemaless text is checked by that read alone, nothing kept: 1.0-1.4M records/s for 100k records of
+108 bytes (one thread), against 0.39M/s for a loop of ``_value_end``, 0.18M/s for ``json.loads``
+(no orjson installed) and 0.05-0.15M/s for Spark's decode (``try_parse_json``). As Jackson reads a
+body in Spark and in Kafka's JsonConverter, it is JSON when it starts with one JSON value
+(``{"a":1} x`` is); what Arrow reads otherwise (NaN, Infinity, a root number then a comma) goes to
+``_value_end``.
 
-Differences from Spark's decode, Kafka's JsonConverter deciding where it checks at all:
-- Schemaless, duplicate keys are JSON (Kafka's ``readTree`` keeps the last; Spark's variant refuses).
-- Declared, these are flagged: duplicate keys (Arrow refuses, Spark keeps the last); a value
-  Spark's ``from_json`` coerces: a non-string into a string field (Spark keeps its JSON text,
-  Kafka reads null), a decimal with more fraction digits than its scale (Spark rounds), "NaN"
-  text for a float; an instant neither epoch millis (a number or digits) nor ISO-8601 with a zone
-  (Spark casts other forms or fails the batch; Kafka takes only millis); base64 that is not
-  canonical, and in an envelope a decimal as a JSON number (Spark reads null or b"", Kafka
-  refuses bad base64). A flagged record's value is null (Spark's is a struct of nulls).
-- Jackson's read limits (nesting deeper than 1000, numbers longer than 1000 digits) do not apply.
+Differences from Spark's decode, chosen as Kafka's JsonConverter decides where it checks at all:
+- schemaless, duplicate keys are JSON (Kafka keeps the last; Spark's variant refuses them);
+- declared, flagged where Spark reads a value by coercion or as null, since Arrow's reader does not
+  coerce (a flag is reported, a value silently changed is not): duplicate keys (Spark keeps the
+  last), a non-string for a string (Spark keeps its JSON text, Kafka reads null), more fraction
+  digits than a decimal's scale (Spark rounds), "NaN" text for a float, an instant neither epoch
+  millis nor ISO-8601 with a zone (Spark casts other forms or fails the batch; Kafka takes only
+  millis), base64 that is not canonical (Spark reads b"" or null; Kafka refuses it), an envelope's
+  decimal as a JSON number (Spark reads null, Kafka the number); a flagged value is null, not a
+  struct of nulls;
+- Jackson's read limits (nesting deeper than 1000, numbers of over 1000 digits) do not apply.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from sluice.connectors.arrow_envelopes import _converted, utf8_texts
+from sluice.connectors.arrow_envelopes import _converted, _decodable, utf8_texts
 from sluice.connectors.record_tables import flagged
 from sluice.connectors.records import ERROR_COLUMN
 
@@ -55,7 +55,9 @@ _WS: Final = " \t\n\r"
 _NOT_JACKSON: Final = ("NaN", "Infinity")
 #: A root number and a comma, which in ``{"v":…}`` would read as a following field.
 _ROOT_NUMBER_COMMA: Final = "^[ \t\n\r]*-?[0-9][0-9.eE+-]*,"
-Block = Callable[[pa.StringArray], "pa.Array | None"]
+#: What a decoder makes of lines (``_lines``) or of one body alone: values, or None when they fail.
+_Block = Callable[[pa.StringArray], "pa.Array | None"]
+_Alone = Callable[[str], "pa.Array | None"]
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,8 @@ class JsonTextDecoder:
         live = pc.is_valid(texts)
         odd = pc.match_substring_regex(texts, _ROOT_NUMBER_COMMA)
         data = texts.buffers()[2]
-        if any(t.encode() in (b"" if data is None else data.to_pybytes()) for t in _NOT_JACKSON):
+        everything = b"" if data is None else data.to_pybytes()  # one scan: faster than a regex per text
+        if any(token.encode() in everything for token in _NOT_JACKSON):
             odd = pc.or_(odd, pc.match_substring_regex(texts, "|".join(_NOT_JACKSON)))
         odd = pc.and_(live, odd)
 
@@ -110,7 +113,7 @@ class DeclaredJsonDecoder:
             wire, value = to_arrow_type(wire_type(nullable, not envelope)), to_arrow_type(nullable)
         except TypeError:
             return None
-        if not _readable(wire, value):
+        if not _decodable(to_arrow_type(wire_type(nullable)), value):  # decimals as base64 there
             return None
         reads = tuple(dict.fromkeys(_read_type(wire, value, millis) for millis in (False, True)))
         what = "body envelope" if envelope else "body"
@@ -149,15 +152,11 @@ class DeclaredJsonDecoder:
 
 
 def _decoded(
-    texts: pa.StringArray,
-    read: pa.Array,
-    block: Block,
-    alone: Callable[[str], pa.Array | None],
-    kind: pa.DataType,
+    texts: pa.StringArray, read: pa.Array, block: _Block, alone: _Alone, kind: pa.DataType
 ) -> tuple[pa.Array, np.ndarray]:
-    """``block`` over the ``read`` texts as ``_lines``, halving where it fails; a
-    text failing alone gets ``alone``, and fails where that fails too. The values, each at its row
-    (null elsewhere), and which rows failed."""
+    """``block`` over the ``read`` texts' ``_lines``, halving where it fails; a text that fails alone
+    gets ``alone``, and fails if that fails too. The values at their rows (null elsewhere), and
+    which rows failed."""
     bodies = texts.filter(read)
     lines = _lines(bodies)
     pieces: list[pa.Array] = []
@@ -207,12 +206,8 @@ def _read(lines: pa.StringArray, schema: pa.Schema) -> pa.Table | None:
     return table if table.num_rows == len(lines) else None
 
 
-class _NotJson(ValueError):
-    """NaN or Infinity: tokens Jackson refuses by default (Spark's parse_json, Kafka's readTree)."""
-
-
 def _refuse(token: str) -> None:
-    raise _NotJson(token)
+    raise ValueError(f"{token}: Jackson's default refuses it (Spark's parse_json, Kafka's readTree)")
 
 
 _DECODER: Final = json.JSONDecoder(parse_constant=_refuse)
@@ -233,24 +228,6 @@ def _value_end(text: str) -> int | None:
     if text[start] in "tfn" and after >= "0" and after not in "]}" and ("_" + after).isidentifier():
         return None
     return end
-
-
-def _readable(wire: pa.DataType, value: pa.DataType) -> bool:
-    """Whether Arrow's reader reads ``wire`` and ``_converted`` makes ``value`` of it."""
-    if pa.types.is_struct(value):
-        return pa.types.is_struct(wire) and all(
-            w.name == v.name and _readable(w.type, v.type) for w, v in zip(wire, value, strict=True)
-        )
-    if pa.types.is_list(value):
-        return pa.types.is_list(wire) and _readable(wire.value_type, value.value_type)
-    if pa.types.is_timestamp(value):  # zone-less: epoch micros; an instant: millis or ISO text
-        return pa.types.is_int64(wire) if value.tz is None else pa.types.is_string(wire)
-    if wire == value:
-        return any(f(value) for f in (pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean,
-                                       pa.types.is_string, pa.types.is_decimal))  # fmt: skip
-    if pa.types.is_date32(value):  # epoch days
-        return pa.types.is_int32(wire)
-    return (pa.types.is_binary(value) or pa.types.is_decimal(value)) and pa.types.is_string(wire)  # base64
 
 
 def _read_type(wire: pa.DataType, value: pa.DataType, millis: bool) -> pa.DataType:

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from datetime import UTC, date, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pyarrow as pa
 import pytest
@@ -23,13 +23,13 @@ import pytest
 from sluice.connectors import arrow_json_bodies
 from sluice.connectors.arrow_json_bodies import NOT_JSON, NOT_UTF8, DeclaredJsonDecoder, JsonTextDecoder
 from sluice.connectors.converters import TOMBSTONE_PROPERTY, JsonConverter
-from sluice.connectors.records import ERROR_COLUMN
+from sluice.connectors.records import ERROR_COLUMN, MAX_RECORD_ERROR_CHARS
 from tests.connectors.test_converters import BORN, READ_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-Decoder = JsonTextDecoder | DeclaredJsonDecoder
+Decoder: TypeAlias = JsonTextDecoder | DeclaredJsonDecoder
 TOMBSTONE: Any = object()  # a case's body: an empty body marked as a tombstone
 MAP = pa.map_(pa.string(), pa.string())
 
@@ -102,7 +102,7 @@ def _assert_same(bodies: list[Any], by_spark: list[Any], by_arrow: list[Any]) ->
     assert not differ, "\n".join(f"{b!r}: spark {s!r}, arrow {a!r}" for b, s, a in differ)
 
 
-# (body, whether Spark's decode and the Arrow decode find it JSON: True, False, or a flag text)
+# (body, True where Spark's decode and the Arrow decode find it JSON, else the flag both set)
 TEXT_CASES: list[tuple[Any, bool | str]] = [
     (b'{"id":1,"name":"ann","tags":["a","b"],"addr":{"city":"Oslo","zip":null}}', True),
     (b'{"deep":{"er":{"still":[{"x":[1,2,{"y":null}]}]}}}', True),
@@ -223,7 +223,8 @@ def test_bad_records_in_a_large_batch_are_found_by_halving(spark: SparkSession, 
         # (two where instants may be millis), its good sibling with one
         wires = len(getattr(decoder, "reads", (None,)))
         assert len(reads) <= 3 * 15 * (wires + 1) and len(alone) <= 3, (len(reads), alone)
-        reads.clear(), alone.clear()
+        reads.clear()
+        alone.clear()
         flagged.append([i for i, (_, flag) in enumerate(by_arrow) if flag])
     assert flagged == [[0], [0, n // 2, n - 1]]  # [] and a string id are JSON
 
@@ -430,6 +431,16 @@ def test_plan_refuses_what_arrow_does_not_read() -> None:
     decoder = DeclaredJsonDecoder.plan(instant, envelope=True, tombstone="t")
     assert decoder is not None and len(decoder.reads) == 2  # Kafka's millis read too
     assert decoder.problem == "json converter: body envelope does not parse as struct<at:timestamp,s:string>"
+
+
+def test_a_long_type_name_is_cut_as_spark_cuts_flags() -> None:
+    from pyspark.sql import types as T
+
+    wide = T.StructType([T.StructField(f"field_with_a_long_name_{i}", T.LongType()) for i in range(40)])
+    decoder = DeclaredJsonDecoder.plan(wide, envelope=False, tombstone=TOMBSTONE_PROPERTY)
+    assert decoder is not None and len(decoder.problem) > MAX_RECORD_ERROR_CHARS
+    flag = decoder.decode(_arrow_batch([b"[]"])).column(ERROR_COLUMN)[0].as_py()
+    assert flag == decoder.problem[:MAX_RECORD_ERROR_CHARS]
 
 
 def test_the_error_column_is_always_there_and_keeps_an_earlier_flag() -> None:
