@@ -20,9 +20,7 @@ if TYPE_CHECKING:
 
 
 @contextmanager
-def checked_records(
-    records: DataFrame, setup: TaskSetup, originals: DataFrame | None = None
-) -> Iterator[DataFrame]:
+def checked_records(records: DataFrame, setup: TaskSetup) -> Iterator[DataFrame]:
     """The good records of a batch; bad ones (flagged by a source, converter or transform) fail the
     batch naming their position, or with ``errors.tolerance=all`` go to the dead-letter topic (or,
     without one, are logged and skipped).
@@ -30,15 +28,16 @@ def checked_records(
     Failing costs nothing extra: the check runs inside the job the ``with`` body starts (the
     write), which then raises RecordError naming the first bad record it met. Routing to the
     dead-letter topic needs a job of its own, so the records are cached for it and the write that
-    follows reuses them. ``originals`` are the batch's messages as read (sinks), so a dead letter
-    keeps the exact bytes; a source's undecodable records carry theirs (``_sluice_raw``).
+    follows reuses them. A source's undecodable records carry their bytes (``_sluice_raw``), so a
+    dead letter keeps exactly what the source held. (A sink's stages deal with theirs in Arrow:
+    connectors.sink_stages.)
     """
     if ERROR_COLUMN not in records.columns:
         yield records
     elif setup.config.get("errors.tolerance") == "all":
         records = records.cache()
         try:
-            yield route_bad_records(records, setup, originals)
+            yield route_bad_records(records, setup)
         finally:
             records.unpersist()
     else:

@@ -10,8 +10,9 @@ after the write (the sink's own guarantee: idempotent or at least once).
 
 1. ``next_plan``: the recorded, uncommitted plan to re-run, or a new one (``sink.prepare`` state).
 2. ``run``: ``source.read(ranges)``, each range's records with the topic its source routes them to;
-   the chain's Arrow stages; bad records fail the task naming them; ``sink.write`` (or
-   ``write_frame`` for a sink Spark writes); the commit; then the source's ``committed`` hook.
+   the chain's Arrow stages; bad records fail the task naming them, or under
+   ``errors.tolerance=all`` go to the dead-letter topic; ``sink.write`` (or ``write_frame`` for a
+   sink Spark writes); the commit; then the source's ``committed`` hook.
 3. ``close``: both tasks, the sink's even when the source's close fails.
 """
 
@@ -19,21 +20,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
+from sluice.activities.dead_letters import send_dead_letters, write_rounds
 from sluice.activities.runner import TaskSetup, next_plan, sink_plan, tell_committed
 from sluice.connectors.api import (
     KnowsEmptyRanges,
-    RejectedRecordsError,
     ReportsWaiting,
     RoutesTopics,
     TransactionalSink,
     WritesFrames,
 )
+from sluice.connectors.dead_letter_messages import position_keys, record_dead_letters
 from sluice.connectors.planner import view_of
 from sluice.connectors.planning import ramped_budget
 from sluice.connectors.record_tables import column, headers_with, replaced
-from sluice.connectors.records import VALUE_SCHEMA_HEADER, RecordError, good_arrow_records
+from sluice.connectors.records import ERROR_COLUMN, VALUE_SCHEMA_HEADER, good_arrow_records
 from sluice.connectors.source_reads import SourceRead
 from sluice.connectors.transforms import apply_chain
 
@@ -83,21 +86,41 @@ class DirectRunner:
 
     def run(self, plan: BatchPlan, rerun: bool) -> int:
         records = apply_chain(self.setup.chain, self._read(plan.ranges))
+        if self.setup.config.get("errors.tolerance") == "all":
+            records = self._without_flagged(records)
         good = good_arrow_records(records, f"connector {self.connector}")
         if isinstance(self.sink, WritesFrames):
             from sluice.activities.spark_binding import table_frame
 
             self.sink.write_frame(table_frame(self.ctx.spark, good), plan)
         else:
-            try:
-                self.sink.write(good, plan)
-            except RejectedRecordsError as exc:
-                raise RecordError(str(exc)) from None
+            write_rounds(self.sink, good, plan, self.setup, partial(self._refused_letters, good))
         if not isinstance(self.sink, TransactionalSink):
             self.ctx.store.commit(plan)
         self.setup.positions.committed_batch(plan)
         tell_committed(self.setup, self.source, plan)
         return plan.record_span
+
+    def _without_flagged(self, records: pa.Table) -> pa.Table:
+        """Under ``errors.tolerance=all``, ``records`` without the flagged ones, which go to the
+        dead-letter topic (connectors.dead_letter_messages.record_dead_letters)."""
+        import pyarrow.compute as pc
+
+        if ERROR_COLUMN not in records.column_names:
+            return records
+        failed = pc.is_valid(records.column(ERROR_COLUMN))
+        if pc.any(failed).as_py():
+            send_dead_letters(record_dead_letters(records.filter(failed), self.connector), self.setup)
+        return records.filter(pc.invert(failed))
+
+    def _refused_letters(self, records: pa.Table, refused: pa.Table) -> pa.Table:
+        """Dead letters of the checked ``records`` the sink refused (``refused``: partition,
+        offset, error)."""
+        import pyarrow.compute as pc
+
+        at = pc.index_in(position_keys(refused, "offset"), value_set=position_keys(records, "offset"))
+        rows = records.take(at).append_column(ERROR_COLUMN, refused.column(ERROR_COLUMN))
+        return record_dead_letters(rows, self.connector)
 
     def _read(self, ranges: Sequence[PartitionRange]) -> pa.Table:
         """The ranges' records, each with the topic its source routes it to, in one table: read one

@@ -24,15 +24,6 @@ def config_error(connector: str, message: str) -> ApplicationError:
     )
 
 
-def data_error(connector: str, task_id: int, message: str) -> ApplicationError:
-    """A record a converter, transform or sink cannot handle: retrying would fail the same way."""
-    return ApplicationError(
-        f"connector {connector} task {task_id}: {shorten(message)}",
-        type=FailureKind.DATA.value,
-        non_retryable=True,
-    )
-
-
 def failure_error(connector: str, task_id: int, failure: Failure) -> ApplicationError:
     """The ApplicationError of a classified failure, naming the connector and task once."""
     message = failure.message

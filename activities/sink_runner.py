@@ -20,26 +20,21 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark import StorageLevel
-from pyspark.sql import functions as F
 
-from sluice.activities.bad_records import checked_records
-from sluice.activities.dead_letters import send_dead_letters
+from sluice.activities.dead_letters import send_dead_letters, write_rounds
 from sluice.activities.runner import TaskSetup, next_plan, sink_plan
 from sluice.activities.spark_binding import batch_table, chain_frame, sink_job, table_frame
 from sluice.connectors.api import (
     OrdersBarriers,
-    RejectedRecordsError,
     StagedRowsRefused,
     StagesOnExecutors,
     TransactionalSink,
     WritesFrames,
 )
 from sluice.connectors.arrow_records import empty_records
-from sluice.connectors.barriers import BARRIER_HEADER
 from sluice.connectors.connect_schemas import SCHEMA_KEY
 from sluice.connectors.converters import TOMBSTONE_PROPERTY, JsonConverter
-from sluice.connectors.dead_letter_messages import dead_letters, position_keys
+from sluice.connectors.dead_letter_messages import dead_letters
 from sluice.connectors.model import BatchPlan, DataLossPolicy, parse_queue_partition
 from sluice.connectors.planner import OffsetView
 from sluice.connectors.planning import linger_s, ramped_budget
@@ -47,39 +42,30 @@ from sluice.connectors.positions import PartitionKey, Position
 from sluice.connectors.records import ERROR_COLUMN, RecordError, good_arrow_records
 from sluice.connectors.rocketmq.client import MessageQueue
 from sluice.connectors.rocketmq.offsets import consumer_group
-from sluice.connectors.rocketmq.spark_source import RocketMQReader, plan_to_json, read_frame
+from sluice.connectors.rocketmq.spark_source import RocketMQReader, plan_to_json
 from sluice.connectors.sink_stages import Bad, Made, Outcome, SinkStages, Staged, Unmet, envelope_prefixes_of
-from sluice.connectors.transforms import runs_in_arrow, value_read
+from sluice.connectors.transforms import arrow_head, value_read
 
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
     from pyspark.sql.datasource import InputPartition
 
     from sluice.connectors.api import SinkTask
     from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
+    from sluice.connectors.transforms import Transform
 
 
-#: The most messages a task's first batch pulls on the driver to learn their envelope schemas
-#: (``SinkRunner._learn_first_schemas``); a first batch is 1,000 at most (planning.ramped_budget).
+#: The most messages a batch pulls on the driver to learn their envelope schemas or to look at the
+#: converter settings (``SinkRunner._learn_on_driver``, ``_setting_notice``); a first batch is
+#: 1,000 at most (planning.ramped_budget).
 LEARN_ON_DRIVER_MAX = 5_000
-
-#: Rounds of "write, dead-letter what the target refused, write the rest" before giving up.
-MAX_REJECTION_ROUNDS = 3
 
 
 def matching_topics(topics: list[str], pattern: str) -> list[str]:
     """Topics whose whole name matches ``pattern`` (Kafka's ``topics.regex`` semantics)."""
     compiled = re.compile(pattern)
     return sorted(t for t in topics if compiled.fullmatch(t))
-
-
-def once_per_barrier() -> Column:
-    """Messages but a barrier's copies after the first (connectors.barriers): a sink that does
-    not order barriers sees each barrier record once, in queue ``0`` of its topic."""
-    label = F.col("properties")[BARRIER_HEADER]
-    return label.isNull() | label.startswith("0/")
 
 
 def _read_share(
@@ -126,7 +112,7 @@ class SinkRunner:
         self.topics: list[str] = list(setup.config.get("topics") or [])
         self.pattern = str(setup.config.get("topics.regex") or "")
         self.group = consumer_group(setup.connector)
-        #: what status shows for the task; None until the first batch was looked at (setting_notice)
+        #: what status shows for the task; None until a first batch was looked at (_setting_notice)
         self.notice: str | None = None
         #: new batches planned in this attempt: the first one is small (planning.ramped_budget)
         self.planned = 0
@@ -175,8 +161,9 @@ class SinkRunner:
     def waiting_for(self) -> str:
         return self.notice or ""
 
-    def setting_notice(self, messages: DataFrame) -> str:
-        """What a batch's messages say about the converter settings, looked at once per task.
+    def _setting_notice(self, plan: BatchPlan) -> str | None:
+        """What a batch's messages say about the converter settings, looked at once per task, in a
+        small batch (None: not looked at yet).
 
         A json converter with schemas off (and no declared schema) writes envelope-carrying
         messages as JSON text: a valid config with a silently different result (a table with the
@@ -186,56 +173,42 @@ class SinkRunner:
         converter = self.setup.converter
         if not isinstance(converter, JsonConverter) or converter.schemas_enable or converter.value_schema:
             return ""
-        head = SCHEMA_KEY.encode()
-        first = (
-            messages.where(F.substring(F.col("body"), 1, len(head)) == F.lit(head))
-            .select("topic", "queue_offset")
-            .limit(1)
-            .collect()
-        )
-        if not first:
+        if plan.record_span > LEARN_ON_DRIVER_MAX:
+            return None
+        messages = pa.Table.from_batches(self._pulled(plan))
+        enveloped = pc.starts_with(messages.column("body").cast(pa.string(), safe=False), SCHEMA_KEY)
+        hits = pc.indices_nonzero(pc.fill_null(enveloped, False))
+        if not len(hits):
             return ""
+        first = messages.slice(hits[0].as_py(), 1).to_pylist()[0]
         notice = (
             f"connector {self.connector}: value.converter.schemas.enable=false, but messages carry the "
-            f"Connect envelope {{schema, payload}} (first at topic {first[0]['topic']!r} offset "
-            f"{first[0]['queue_offset']}): they are written as JSON text, not as their fields; "
+            f"Connect envelope {{schema, payload}} (first at topic {first['topic']!r} offset "
+            f"{first['queue_offset']}): they are written as JSON text, not as their fields; "
             "set value.converter.schemas.enable=true"
         )
         log.warning("%s", notice)
         return notice
 
     def run(self, plan: BatchPlan, rerun: bool) -> int:
-        self._learn_first_schemas(plan)
-        if not self._ran_as_stages(plan):
-            self._run_searched(self._messages(plan), plan)
+        if self.notice is None:
+            self.notice = self._setting_notice(plan)
+        self._write_batch(plan)
         if not isinstance(self.task, TransactionalSink):
             self.ctx.store.commit(plan)
         self.setup.positions.committed_batch(plan)  # by the store or in the sink's transaction
         self._mirror_consumer_offsets(plan)
         return plan.record_span
 
-    def _learn_first_schemas(self, plan: BatchPlan) -> None:
-        """A task's first batch (small: planning.ramped_budget) learns its envelope schemas on the
-        driver (``_learned_on_driver``), so that it runs through the sink's stages as later batches
-        do instead of a search job over a persisted pull: a new connector's first rows come
-        sooner. Only the json converter has a setting to point out (``setting_notice``); with the
-        others a first batch runs as any other."""
-        learned = self.notice is not None or self._learned_on_driver(plan)
-        if not learned and not isinstance(self.setup.converter, JsonConverter):
-            self.notice = ""
-
-    def _learned_on_driver(self, plan: BatchPlan) -> bool:
-        """Learn a small batch's envelope schemas from its messages pulled here (by the reader's
-        own code); whether they were learnt (a larger batch's are learnt by its stages, ``Unmet``)."""
+    def _learn_on_driver(self, plan: BatchPlan) -> None:
+        """Learn a small batch's envelope schemas from its messages pulled here, before its stages
+        run (a larger batch's are learnt from what its stages find: ``Unmet``)."""
         converter = self.setup.converter
-        if not converter.discovers_envelopes or plan.record_span > LEARN_ON_DRIVER_MAX:
-            return False
-        found = envelope_prefixes_of(
-            self._pulled(plan), keys=converter.key_envelopes, tombstone=TOMBSTONE_PROPERTY
-        )
-        converter.seen_prefixes.remember(found)
-        self.notice = ""  # a converter that reads envelopes has no setting to point out
-        return True
+        if converter.discovers_envelopes and plan.record_span <= LEARN_ON_DRIVER_MAX:
+            found = envelope_prefixes_of(
+                self._pulled(plan), keys=converter.key_envelopes, tombstone=TOMBSTONE_PROPERTY
+            )
+            converter.seen_prefixes.remember(found)
 
     def _pulled(self, plan: BatchPlan) -> list[pa.RecordBatch]:
         """The plan's messages pulled here, by the reader's own code."""
@@ -254,73 +227,68 @@ class SinkRunner:
             "maxTasks": str(self.ctx.settings.batch_tasks),
         }
 
-    def _messages(self, plan: BatchPlan) -> DataFrame:
-        """The plan's messages, as the ``rocketmq`` reader pulls them (nothing runs yet)."""
-        return self._barriers_once(read_frame(self.ctx.spark, self._read_options(plan)))
-
     @property
     def _sees_every_barrier_copy(self) -> bool:
         """A task that orders barriers sees every copy; others one of each (``once_per_barrier``)."""
         return isinstance(self.task, OrdersBarriers) and self.task.orders_barriers()
 
-    def _barriers_once(self, messages: DataFrame) -> DataFrame:
-        return messages if self._sees_every_barrier_copy else messages.where(once_per_barrier())
-
-    def _stages(self) -> SinkStages | None:
-        """The sink's stages for the envelope schemas met so far; None when batches are the searched
-        Spark decode's: before a first batch's schemas were learnt, with a Spark SQL transform, or
-        records Arrow does not make (``Converter.arrow_records``)."""
+    def _stages(self) -> SinkStages:
+        """The sink's stages for the envelope schemas met so far, with the chain's Arrow head
+        (``_spark_tail`` runs the rest). A type the converter does not read fails the task, naming it."""
         converter = self.setup.converter
         chain = self.setup.chain
-        if self.notice is None or not runs_in_arrow(chain):
-            return None
-        records = converter.arrow_records(value_read(chain))
-        if records is None:
-            return None
+        try:
+            records = converter.arrow_records(value_read(chain))
+        except ValueError as exc:
+            raise RecordError(f"connector {self.connector}: {exc}") from None
         return SinkStages(
-            records, tuple(chain), not self._sees_every_barrier_copy, self.connector,
+            records, tuple(arrow_head(chain)), not self._sees_every_barrier_copy, self.connector,
             converter.key_envelopes, tolerates=self.tolerates,
         )  # fmt: skip
 
-    def _ran_as_stages(self, plan: BatchPlan, *, learn: bool = True) -> bool:
+    @property
+    def _spark_tail(self) -> list[Transform]:
+        """The chain from its first Spark SQL transform on, which runs over a DataFrame of the
+        stages' records (Spark by nature: bound at the end of the stages)."""
+        chain = self.setup.chain
+        return list(chain[len(arrow_head(chain)) :])
+
+    def _write_batch(self, plan: BatchPlan, *, learn: bool = True) -> None:
         """Run the batch through the sink's stages (connectors.sink_stages), in this process when it
         is within the worker's ``local_batch_max_records``, else as one Spark job whose tasks run
-        them on their shares (``spark_binding.sink_job``), and write it. False, with nothing
-        written, when the batch is the searched Spark decode's (``_stages``); a schema not met is
-        learnt from what the stages found and the batch run again, once."""
+        them on their shares (``spark_binding.sink_job``), and write it. A schema not met is learnt
+        from what the stages found and the batch run again, once; a bad record fails the batch
+        naming it, or under tolerance is dead-lettered."""
         converter = self.setup.converter
         topics = {r.topic for r in plan.ranges if not r.is_empty}
         if learn and not converter.knows_schemas(topics):
-            self._learned_on_driver(plan)
+            self._learn_on_driver(plan)
         stages = self._stages()
-        if stages is None:
-            return False
         outcomes = self._outcomes(plan, stages, self._stager(plan))
         unmet = [o for o in outcomes if isinstance(o, Unmet)]
-        if unmet:
-            if not learn:
-                raise RecordError(
-                    f"connector {self.connector}: batch {plan.batch_id} carries envelope schemas "
-                    "that were learnt and still not met (a bug: please report it)"
-                )
+        if unmet and learn:
             log.info(
                 "connector %s: batch %s carries an envelope schema not met before: learning it",
                 self.connector, plan.batch_id,
             )  # fmt: skip
             for o in unmet:
                 converter.seen_prefixes.remember(o.found)
-            return self._ran_as_stages(plan, learn=False)
+            self._write_batch(plan, learn=False)
+            return
+        if unmet:  # never: what the stages found is what they match
+            raise RecordError(
+                f"connector {self.connector}: batch {plan.batch_id}: envelope schemas learnt not met"
+            )
         bad = [o for o in outcomes if isinstance(o, Bad)]
         if bad:
             self.setup.meters.record_errors(1)  # the batch stops at the first bad record it meets
             raise RecordError(bad[0].message)
         self._wrote_outcomes(outcomes, stages, plan)
-        return True
 
     def _stager(self, plan: BatchPlan) -> Callable[[pa.Table, int], object] | None:
         """Where a batch runs as a Spark job and the sink stages (connectors.api.StagesOnExecutors),
         what its tasks stage their records with."""
-        if self._runs_here(plan):
+        if self._runs_here(plan) or self._spark_tail:
             return None
         return self.task.stager(plan) if isinstance(self.task, StagesOnExecutors) else None
 
@@ -357,70 +325,42 @@ class SinkRunner:
                 outcomes = self._outcomes(plan, stages, None)
         made = [o.records for o in outcomes if isinstance(o, Made) and o.records is not None]
         records = pa.concat_tables(made, promote_options="default") if made else empty_records()
+        if self._spark_tail and records.num_rows:
+            records = batch_table(chain_frame(self._spark_tail, table_frame(self.ctx.spark, records)))
+            where = f"connector {self.connector}"
+            records = (
+                self._without_flagged(records, plan) if self.tolerates else good_arrow_records(records, where)
+            )
         if isinstance(task, WritesFrames):
             task.write_frame(table_frame(self.ctx.spark, records), plan)
         else:
             self._write_table(records, plan)
-
-    def _run_searched(self, messages: DataFrame, plan: BatchPlan) -> None:
-        """Write a batch whose envelope schemas are searched first (the converter's own job): the
-        converter's records transformed (the chain in the job, above the parse:
-        spark_binding.chain_frame), bad ones failing the batch or dead-lettered (checked_records)."""
-        # A batch is read in several Spark jobs (the setting notice, the json converter's schemas,
-        # dead letters): pull the range from the broker once.
-        messages = messages.persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            if self.notice is None:
-                self.notice = self.setting_notice(messages)
-            decoded = self.setup.converter.to_records(messages, value_read(self.setup.chain))
-            records = chain_frame(self.setup.chain, decoded)
-            if isinstance(self.task, WritesFrames):
-                with checked_records(records, self.setup, originals=messages) as good:
-                    self.task.write_frame(good, plan)
-            elif self.tolerates:
-                with checked_records(records, self.setup, originals=messages) as good:
-                    self._write_table(batch_table(good), plan)
-            else:  # collected in one job and checked here, so the converter's parse runs once
-                self._write_table(batch_table(records), plan)
-        finally:
-            messages.unpersist()
 
     @property
     def tolerates(self) -> bool:
         return self.config.get("errors.tolerance") == "all"
 
     def _write_table(self, table: pa.Table, plan: BatchPlan) -> None:
-        """Check a batch's records and write them. Records the target refuses fail the batch, or
-        under tolerance go to the dead-letter topic and the rest is written again, for at most
-        ``MAX_REJECTION_ROUNDS`` rounds."""
+        """Check a batch's records and write them; refused records are the messages they were
+        read from, pulled again, for the dead-letter topic (activities.dead_letters.write_rounds)."""
         records = good_arrow_records(table, f"connector {self.connector}")
-        for _ in range(MAX_REJECTION_ROUNDS):
-            try:
-                self.task.write(records, plan)
-                return
-            except RejectedRecordsError as exc:
-                if not self.tolerates:
-                    raise RecordError(str(exc)) from None
-                records = self._without_refused(records, exc, plan)
-        raise RecordError(
-            f"connector {self.connector}: batch {plan.batch_id} still refused after "
-            f"{MAX_REJECTION_ROUNDS} rounds of dead-lettering"
-        )
+        write_rounds(self.task, records, plan, self.setup, partial(self._dead_letters_of, plan))
 
-    def _without_refused(self, records: pa.Table, exc: RejectedRecordsError, plan: BatchPlan) -> pa.Table:
-        """``records`` without those the target refused, which go to the dead-letter topic as the
-        messages they were read from (pulled again: refusals are rare)."""
-        refused = pa.table(
-            {
-                "partition": pa.array([r.partition for r in exc.rejected], pa.string()),
-                "offset": pa.array([r.offset for r in exc.rejected], pa.int64()),
-                ERROR_COLUMN: pa.array([r.reason for r in exc.rejected], pa.string()),
-            }
-        )
-        messages = pa.Table.from_batches(self._pulled(plan))
-        send_dead_letters(dead_letters(messages, refused, self.connector), self.setup)
-        gone = position_keys(refused, "offset")
-        return records.filter(pc.invert(pc.is_in(position_keys(records, "offset"), value_set=gone)))
+    def _without_flagged(self, records: pa.Table, plan: BatchPlan) -> pa.Table:
+        """``records`` without those flagged after the stages (by the chain's Spark tail), which go
+        to the dead-letter topic."""
+        if ERROR_COLUMN not in records.column_names:
+            return records
+        failed = pc.is_valid(records.column(ERROR_COLUMN))
+        bad = records.filter(failed).select(["partition", "offset", ERROR_COLUMN])
+        if bad.num_rows:
+            send_dead_letters(self._dead_letters_of(plan, bad), self.setup)
+        return records.filter(pc.invert(failed))
+
+    def _dead_letters_of(self, plan: BatchPlan, bad: pa.Table) -> pa.Table:
+        """Dead letters of ``bad`` records (partition, offset, error): the messages they were read
+        from, pulled again (records are refused or flagged past the stages rarely)."""
+        return dead_letters(pa.Table.from_batches(self._pulled(plan)), bad, self.connector)
 
     def _mirror_consumer_offsets(self, plan: BatchPlan) -> None:
         for r in plan.ranges:

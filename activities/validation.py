@@ -144,8 +144,8 @@ def _validate_direct(
 
 
 def _direct_refusals(name: str, sides: DirectSides) -> list[str]:
-    """The pipeline's own chain's problems, and what a direct pipeline cannot run yet, named: a
-    Spark SQL transform (the batch never becomes a DataFrame), and dead letters (they go to a topic)."""
+    """The pipeline's own chain's problems, and what a direct pipeline cannot run, named: a Spark
+    SQL transform (the batch never becomes a DataFrame)."""
     from sluice.connectors.transforms import runs_in_arrow  # the transforms load pyarrow
 
     try:
@@ -156,9 +156,6 @@ def _direct_refusals(name: str, sides: DirectSides) -> list[str]:
     if not runs_in_arrow(chain):
         refused.append(f"connector {name!r}: field 'transforms': a direct pipeline runs no Spark SQL "
                        "transform (put a topic between source and sink for one)")  # fmt: skip
-    if str(sides.source.get("errors.tolerance", "none")) == "all":
-        refused.append(f"connector {name!r}: field 'errors.tolerance': a direct pipeline has no "
-                       "dead-letter topic yet: bad records fail the task, naming them")  # fmt: skip
     return refused
 
 

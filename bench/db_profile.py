@@ -7,7 +7,7 @@ difference between two lines is what the later stage costs:
 1. ``read``: ``JdbcSourceTask.read`` bound by ``source_frame``, computed by Spark's noop sink;
 2. ``+convert``: and the JSON converter's ``to_messages`` (Connect envelope, schemas on);
 3. ``+send``: the source runner's whole batch (read, convert, send to RocketMQ, sorted);
-4. ``pull+decode``: the sink side's read of exactly those messages, decoded to records;
+4. ``pull+decode``: the sink side's pull of exactly those messages, decoded to records in Arrow;
 5. ``+write``: the sink's whole batch (pull, decode, shape, COPY into PostgreSQL, commit).
 
 Usage: ``python -m bench.db_profile [rows]`` (default 200,000); it prints rows/s per stage.
@@ -26,7 +26,9 @@ from bench.bench_databases import Databases, drop_databases, make_databases
 from bench.db_bench import sink_config, source_config
 from sluice.activities.context import RuntimeContext
 from sluice.activities.spark_binding import source_frame
+from sluice.connectors.converters import TOMBSTONE_PROPERTY
 from sluice.connectors.model import PartitionRange
+from sluice.connectors.sink_stages import envelope_prefixes_of
 from sluice.worker.settings import settings_or_exit
 
 
@@ -78,17 +80,12 @@ def profile(ctx: RuntimeContext, dbs: Databases, source: Any, rows: int, label: 
     sink_plan, sink_rerun = sink_runner.next_plan()
     assert sink_plan is not None and sink_plan.record_span == rows, sink_plan
 
-    def pull_decode() -> None:
-        from sluice.connectors.rocketmq.spark_source import plan_to_json, register
-
-        register(spark)
-        messages = (
-            spark.read.format("rocketmq")
-            .option("namesrv", ctx.settings.namesrv)
-            .option("plan", plan_to_json(sink_plan.ranges))
-            .load()
-        )
-        _noop(sink_runner.setup.converter.to_records(messages))
+    def pull_decode() -> None:  # as the sink's stages pull and decode a batch in the worker
+        converter = sink_runner.setup.converter
+        messages = sink_runner._pulled(sink_plan)
+        found = envelope_prefixes_of(messages, keys=converter.key_envelopes, tombstone=TOMBSTONE_PROPERTY)
+        converter.seen_prefixes.remember(found)
+        converter.arrow_records().records(messages, barriers_once=True)
 
     _timed("pull+decode", rows, pull_decode)
     _timed("+write", rows, lambda: sink_runner.run(sink_plan, sink_rerun))

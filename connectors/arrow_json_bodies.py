@@ -31,16 +31,15 @@ Differences from Spark's decode, chosen as Kafka's JsonConverter decides where i
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.json as pj
 
-from sluice.connectors.arrow_envelopes import _converted, _decodable, utf8_texts
+from sluice.connectors.arrow_bodies import live_texts
+from sluice.connectors.arrow_json import by_halves, converted, decodable, json_lines, read_lines, read_types
 from sluice.connectors.record_tables import flagged
 from sluice.connectors.records import ERROR_COLUMN
 
@@ -55,9 +54,6 @@ _WS: Final = " \t\n\r"
 _NOT_JACKSON: Final = ("NaN", "Infinity")
 #: A root number and a comma, which in ``{"v":…}`` would read as a following field.
 _ROOT_NUMBER_COMMA: Final = "^[ \t\n\r]*-?[0-9][0-9.eE+-]*,"
-#: What a decoder makes of lines (``_lines``) or of one body alone: values, or None when they fail.
-_Block = Callable[[pa.StringArray], "pa.Array | None"]
-_Alone = Callable[[str], "pa.Array | None"]
 
 
 @dataclass(frozen=True)
@@ -67,7 +63,7 @@ class JsonTextDecoder:
     tombstone: str  # the message property that marks a null value (converters.TOMBSTONE_PROPERTY)
 
     def decode(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        texts, not_utf8 = _texts(batch, self.tombstone)
+        texts, not_utf8 = live_texts(batch, self.tombstone)
         live = pc.is_valid(texts)
         odd = pc.match_substring_regex(texts, _ROOT_NUMBER_COMMA)
         data = texts.buffers()[2]
@@ -76,13 +72,13 @@ class JsonTextDecoder:
             odd = pc.or_(odd, pc.match_substring_regex(texts, "|".join(_NOT_JACKSON)))
         odd = pc.and_(live, odd)
 
-        def block(lines: pa.StringArray) -> pa.Array | None:
-            return None if _read(lines, pa.schema([])) is None else pa.nulls(len(lines))
+        def block(chunk: pa.Array) -> pa.Array | None:
+            return None if read_lines(json_lines(chunk), pa.schema([])) is None else pa.nulls(len(chunk))
 
         def alone(text: str) -> pa.Array | None:
             return None if _value_end(text) is None else pa.nulls(1)
 
-        _, failed = _decoded(texts, pc.and_(live, pc.invert(odd)), block, alone, pa.null())
+        _, failed = by_halves(texts, pc.and_(live, pc.invert(odd)), block, pa.null(), alone)
         for row in pc.indices_nonzero(odd).to_pylist():  # rare: a Python check each
             failed[row] = _value_end(texts[row].as_py()) is None
         return _finished(batch, texts, not_utf8, failed, NOT_JSON)
@@ -94,7 +90,7 @@ class DeclaredJsonDecoder:
     envelope's ``payload`` (``envelope=True``, decimals as Kafka's base64). Made by ``plan``."""
 
     wire: pa.DataType  # the JSON types (connect_json.wire_type), in Arrow
-    reads: tuple[pa.DataType, ...]  # the types the reader is given: ``_read_type`` of ``wire``
+    reads: tuple[pa.DataType, ...]  # the types the reader is given: arrow_json.read_types of ``wire``
     value: pa.DataType  # the Spark type, in Arrow
     envelope: bool
     problem: str  # the flag of a record that does not fit, as parse_json words it
@@ -105,31 +101,31 @@ class DeclaredJsonDecoder:
         """The decoder of ``data_type`` (Spark's); None where Arrow does not read it (a map)."""
         from pyspark.sql.pandas.types import to_arrow_type
 
-        from sluice.connectors.connect_json import wire_type
-        from sluice.connectors.converters import _nullable
+        from sluice.connectors.connect_json import nullable_type, wire_type
 
-        nullable = _nullable(data_type)  # as from_json types it: anything may be null
+        nullable = nullable_type(data_type)  # as from_json types it: anything may be null
         try:
             wire, value = to_arrow_type(wire_type(nullable, not envelope)), to_arrow_type(nullable)
         except TypeError:
             return None
-        if not _decodable(to_arrow_type(wire_type(nullable)), value):  # decimals as base64 there
+        if not decodable(to_arrow_type(wire_type(nullable)), value):  # decimals as base64 there
             return None
-        reads = tuple(dict.fromkeys(_read_type(wire, value, millis) for millis in (False, True)))
+        reads = read_types(wire, value)
         what = "body envelope" if envelope else "body"
         problem = f"json converter: {what} does not parse as {data_type.simpleString()}"
         return cls(wire, reads, value, envelope, problem, tombstone)
 
     def decode(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        texts, not_utf8 = _texts(batch, self.tombstone)
+        texts, not_utf8 = live_texts(batch, self.tombstone)
         # parse_json reads an envelope and a struct from the body's first value (a null one does not
         # fit), other types inside {"payload":…}
         first_value = self.envelope or pa.types.is_struct(self.value)
 
-        def block(lines: pa.StringArray) -> pa.Array | None:
+        def block(chunk: pa.Array) -> pa.Array | None:
+            lines = json_lines(chunk)
             for wire in self.reads:
                 kind = pa.struct([pa.field("payload", wire)]) if self.envelope else wire
-                table = _read(lines, pa.schema([pa.field("v", kind)]))
+                table = read_lines(lines, pa.schema([pa.field("v", kind)]))
                 if table is not None:
                     break
             else:
@@ -139,71 +135,16 @@ class DeclaredJsonDecoder:
                 return None
             payload = body.field("payload") if self.envelope else body
             try:
-                return _converted(payload.cast(self.wire), self.value)
+                return converted(payload.cast(self.wire), self.value)
             except (ValueError, pa.ArrowInvalid):  # a value out of its type's range or form
                 return None
 
         def alone(text: str) -> pa.Array | None:
             end = _value_end(text) if first_value else None
-            return None if end is None or not text[end:].strip(_WS) else block(_lines([text[:end]]))
+            return None if end is None or not text[end:].strip(_WS) else block(pa.array([text[:end]]))
 
-        values, failed = _decoded(texts, pc.is_valid(texts), block, alone, self.value)
+        values, failed = by_halves(texts, pc.is_valid(texts), block, self.value, alone)
         return _finished(batch, values, not_utf8, failed, self.problem)
-
-
-def _decoded(
-    texts: pa.StringArray, read: pa.Array, block: _Block, alone: _Alone, kind: pa.DataType
-) -> tuple[pa.Array, np.ndarray]:
-    """``block`` over the ``read`` texts' ``_lines``, halving where it fails; a text that fails alone
-    gets ``alone``, and fails if that fails too. The values at their rows (null elsewhere), and
-    which rows failed."""
-    bodies = texts.filter(read)
-    lines = _lines(bodies)
-    pieces: list[pa.Array] = []
-    bad: list[int] = []
-    todo = [(0, len(lines))]
-    while todo:
-        start, stop = todo.pop()
-        got = block(lines.slice(start, stop - start)) if stop > start else pa.nulls(0, kind)
-        if got is None and stop - start == 1:
-            got = alone(bodies[start].as_py())
-            if got is None:
-                bad.append(start)
-                got = pa.nulls(1, kind)
-        if got is None:
-            middle = (start + stop) // 2
-            todo += [(middle, stop), (start, middle)]  # the first half next: pieces stay in order
-        else:
-            pieces.append(got)
-    rows = pc.indices_nonzero(read).to_numpy()
-    failed = np.zeros(len(texts), bool)
-    failed[rows[bad]] = True
-    index = np.full(len(texts), -1, np.int64)
-    index[rows] = np.arange(len(rows))
-    return pa.concat_arrays(pieces).take(pa.array(index, mask=index < 0)), failed
-
-
-def _lines(texts: pa.StringArray | list[str]) -> pa.StringArray:
-    """Each text as the line ``{"v":<text>}``, back to back in one buffer: every line an object
-    (a buffer that starts with a bare ``null`` crashes pyarrow 21's reader)."""
-    return pc.binary_join_element_wise('{"v":', pa.array(texts, pa.string()), "}\n", "")
-
-
-def _read(lines: pa.StringArray, schema: pa.Schema) -> pa.Table | None:
-    """``lines`` read in one block against ``schema`` (other fields ignored); None unless they
-    read as one JSON object each."""
-    _, offsets, data = lines.buffers()
-    start, end = (int(o) for o in np.frombuffer(offsets, np.int32, len(lines) + 1, lines.offset * 4)[[0, -1]])
-    options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
-    try:
-        table = pj.read_json(
-            pa.BufferReader(data.slice(start, end - start)),
-            read_options=pj.ReadOptions(use_threads=False, block_size=end - start + 1),
-            parse_options=options,
-        )
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return None
-    return table if table.num_rows == len(lines) else None
 
 
 def _refuse(token: str) -> None:
@@ -228,32 +169,6 @@ def _value_end(text: str) -> int | None:
     if text[start] in "tfn" and after >= "0" and after not in "]}" and ("_" + after).isidentifier():
         return None
     return end
-
-
-def _read_type(wire: pa.DataType, value: pa.DataType, millis: bool) -> pa.DataType:
-    """``wire`` as the reader is told it: decimals of 38 digits (it does not check their precision,
-    the cast to ``wire`` does), and where ``millis`` instants as numbers (Kafka's Timestamp; they
-    cast back to their digits)."""
-    if pa.types.is_struct(value):
-        return pa.struct(
-            [w.with_type(_read_type(w.type, v.type, millis)) for w, v in zip(wire, value, strict=True)]
-        )
-    if pa.types.is_list(value):
-        return pa.list_(wire.value_field.with_type(_read_type(wire.value_type, value.value_type, millis)))
-    if pa.types.is_decimal(wire):
-        return pa.decimal128(38, wire.scale)
-    return pa.int64() if millis and pa.types.is_timestamp(value) and value.tz is not None else wire
-
-
-def _texts(batch: pa.RecordBatch, tombstone: str) -> tuple[pa.StringArray, pa.Array]:
-    """The bodies as text (null for tombstones, null bodies and bodies not UTF-8) and which are
-    not UTF-8."""
-    body = batch.column("body")
-    body = pa.concat_arrays([body]) if body.offset else body  # if_else over a sliced binary (pyarrow 21)
-    marked = pc.map_lookup(batch.column("properties"), tombstone, "first")
-    return utf8_texts(
-        pc.if_else(pc.fill_null(pc.equal(marked, "true"), False), pa.scalar(None, body.type), body)
-    )
 
 
 def _finished(

@@ -1,11 +1,11 @@
 """A sink batch's records made in Arrow, from the messages the ``rocketmq`` reader pulls.
 
-What ``Converter.to_records`` makes in Spark (topic, partition, offset, key,
-value, headers, timestamp), made from the reader's Arrow batches with the envelope decoders of
-connectors.arrow_envelopes, for a batch whose envelope schemas were all met before, or with the
-string or bytes converter's bodies (connectors.arrow_bodies) (values of
-topics that differ in type are decoded as their merge, each record naming its own type, as Spark's
-decode does; keys in envelopes are structs of one type).
+The records (topic, partition, offset, key, value, headers, timestamp; connectors.records) of the
+reader's Arrow batches, by the converter's decoders: Connect envelopes of the schemas met
+(connectors.arrow_envelopes), schemaless or declared JSON (arrow_json_bodies), or the string or
+bytes converter's bodies (arrow_bodies). Values (and keys) of topics that differ in type are
+decoded as their merge, each record naming its own type in a header (records.VALUE_SCHEMA_HEADER,
+KEY_SCHEMA_HEADER), so a sink writes each table its own columns.
 
 Why: a small sink batch's Spark job (pull in a Python worker, decode, transforms, collect) costs
 0.4-0.9 s whatever its size, which was most of a change's latency at 1,000 changes/s. The same
@@ -22,16 +22,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sluice.connectors.arrow_bodies import BodyDecoder
 from sluice.connectors.arrow_envelopes import EnvelopeDecoder
 from sluice.connectors.barriers import BARRIER_HEADER
 from sluice.connectors.record_tables import headers_with
 from sluice.connectors.records import ERROR_COLUMN
+
+
+class Decoder(Protocol):
+    """A converter's decode of the reader's ``body`` into ``value`` (and the error column):
+    connectors.arrow_envelopes, arrow_bodies and arrow_json_bodies."""
+
+    def decode(self, batch: pa.RecordBatch) -> pa.RecordBatch: ...
+
 
 #: The record columns, in ``Converter.to_records``' order.
 RECORD_COLUMNS = ("topic", "partition", "offset", "key", "value", "headers", "timestamp")
@@ -48,14 +56,14 @@ class RecordsPlan:
     ``tags_header``: the header the message's tags become.
     """
 
-    value: EnvelopeDecoder | BodyDecoder
+    value: Decoder
     key: EnvelopeDecoder | None
     tombstone: str
     tags_header: str
-    #: per topic, its own value type as Spark JSON, where the topics met differ in type (the
-    #: decoder's type is their merge): each record names its own in the header ``own_value_header``
-    own_value_types: tuple[tuple[str, str], ...] = ()
-    own_value_header: str = ""
+    #: per header (the value's and the key's own schema: records.VALUE_SCHEMA_HEADER), each
+    #: topic's own type as Spark JSON where the topics met differ in type (the decoder's type is
+    #: their merge): each record names its own in that header
+    own_types: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
 
     def records(self, batches: Iterable[pa.RecordBatch], *, barriers_once: bool) -> pa.Table | None:
         """The records of the messages in ``batches`` (None when there are none: nothing to make
@@ -79,12 +87,10 @@ class RecordsPlan:
             keys = self._keys(messages, key)
             key, errors = keys.column("value"), pc.coalesce(errors, keys.column(ERROR_COLUMN))
         appended = [(self.tags_header, _empty_as_null(messages.column("tags")))]
-        if self.own_value_types:  # each record's own type, where topics met differ (to_records)
-            topics, owns = zip(*self.own_value_types, strict=True)
-            topic = messages.column("topic")
-            where = pc.index_in(topic, value_set=pa.array(topics, pa.string()))
-            own = pa.array(owns, pa.string()).take(where)
-            appended.append((self.own_value_header, own))
+        for header, types in self.own_types:  # each record's own type, where topics met differ
+            topics, owns = zip(*types, strict=True)
+            where = pc.index_in(messages.column("topic"), value_set=pa.array(topics, pa.string()))
+            appended.append((header, pa.array(owns, pa.string()).take(where)))
         properties = messages.column("properties")
         headers = headers_with(properties, dropped=[self.tombstone], appended=appended)
         arrays = [

@@ -344,3 +344,19 @@ def decimal_from_text(text: str, precision: int, scale: int) -> Decimal | None:
     if len(str(abs(unscaled))) > precision:
         return None
     return Decimal(unscaled).scaleb(-scale, context=_EXACT)
+
+
+def nullable_type(data_type: DataType) -> DataType:
+    """``data_type`` with every field, element and map value nullable (``from_json``'s typing)."""
+    # pyspark: config validation imports this module (via connectors.plugins)
+    from pyspark.sql import types as T
+
+    if isinstance(data_type, T.StructType):
+        return T.StructType(
+            [T.StructField(f.name, nullable_type(f.dataType), True) for f in data_type.fields]
+        )
+    if isinstance(data_type, T.ArrayType):
+        return T.ArrayType(nullable_type(data_type.elementType), True)
+    if isinstance(data_type, T.MapType):
+        return T.MapType(data_type.keyType, nullable_type(data_type.valueType), True)
+    return data_type

@@ -1,36 +1,34 @@
-"""Converters between record DataFrames and RocketMQ message DataFrames (Kafka Connect's Converter).
+"""Converters between records and RocketMQ messages (Kafka Connect's Converter).
 
 ``to_messages(records)`` gives ``topic, body (binary), keys, tags, properties`` for the RocketMQ
-writer; ``to_records(messages)`` takes the reader's ``topic, partition, queue_offset, keys, tags,
-properties, born_timestamp, store_timestamp, body`` and gives record columns. Record position and
-headers travel as message properties (``sluice.partition``, ``sluice.offset`` plus one per header),
-and the header ``rocketmq.tags`` becomes the message tag.
+writer; ``arrow_records()`` plans how a sink's stages make the records of the reader's messages
+(``topic, partition, queue_offset, keys, tags, properties, born_timestamp, store_timestamp,
+body``) in Arrow (connectors.arrow_records). Record position and headers travel as message
+properties (``sluice.partition``, ``sluice.offset`` plus one per header), and the header
+``rocketmq.tags`` becomes the message tag.
 
 :class:`JsonConverter` with ``schemas_enable`` reads and writes the Connect JSON envelope of Kafka's
-and RocketMQ Connect's JsonConverter: ``{"schema": {...}, "payload": ...}``. Rows that do not parse
-are flagged in ``_sluice_error`` (see connectors.records.raise_on_bad_records), never dropped; so
-are messages over the broker's size limit (``to_messages``, connectors.rocketmq.limits).
+and RocketMQ Connect's JsonConverter: ``{"schema": {...}, "payload": ...}``. Records that do not
+parse are flagged in ``_sluice_error``, never dropped; so are messages over the broker's size
+limit (``to_messages``, connectors.rocketmq.limits).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from sluice.connectors.barriers import BARRIER_HEADER
 from sluice.connectors.config import converter_fields, converter_name
-from sluice.connectors.connect_json import json_text, wire_type
+from sluice.connectors.connect_json import json_text, nullable_type, wire_type
 from sluice.connectors.envelopes import (
     Narrow,
     SeenPrefixes,
-    decode_envelopes,
     envelope_head,
-    envelope_prefixes,
     envelope_text,
     met_value_types,
     parse_json,
-    utf8_text,
 )
 from sluice.connectors.records import ERROR_COLUMN, KEY_SCHEMA_HEADER, VALUE_SCHEMA_HEADER, flag_errors
 
@@ -39,58 +37,16 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import DataType
 
-    from sluice.connectors.arrow_bodies import BodyDecoder
     from sluice.connectors.arrow_envelopes import EnvelopeDecoder
     from sluice.connectors.arrow_messages import KeyText, MessageEncoder
-    from sluice.connectors.arrow_records import RecordsPlan
+    from sluice.connectors.arrow_records import Decoder, RecordsPlan
 
 PARTITION_PROPERTY: Final = "sluice.partition"
-VALUE_SCHEMA_COLUMN: Final = "_sluice_value_schema"
-KEY_SCHEMA_COLUMN: Final = "_sluice_key_schema"
-_KEY_TEXT: Final = "_sluice_key_text"
-_KEY_VALUE: Final = "_sluice_key"
 OFFSET_PROPERTY: Final = "sluice.offset"
 TAGS_HEADER: Final = "rocketmq.tags"
 #: Marks a message whose record value was null (a tombstone): its body is empty, and an empty body
 #: without it is an empty value (e.g. ""), never a null one.
 TOMBSTONE_PROPERTY: Final = "sluice.tombstone"
-# RocketMQ's own message properties (MessageConst): not user headers.
-SYSTEM_PROPERTIES: Final = frozenset(
-    [
-        "KEYS",
-        "TAGS",
-        "WAIT",
-        "DELAY",
-        "RETRY_TOPIC",
-        "REAL_TOPIC",
-        "REAL_QID",
-        "TRAN_MSG",
-        "PGROUP",
-        "MIN_OFFSET",
-        "MAX_OFFSET",
-        "BUYER_ID",
-        "ORIGIN_MESSAGE_ID",
-        "TRANSFER_FLAG",
-        "CORRECTION_FLAG",
-        "MQ2_FLAG",
-        "RECONSUME_TIME",
-        "MSG_REGION",
-        "TRACE_ON",
-        "UNIQ_KEY",
-        "MAX_RECONSUME_TIMES",
-        "CONSUME_START_TIME",
-        "INNER_NUM",
-        "INNER_BASE",
-        "CLUSTER",
-        "TRAN_PREPARED_QUEUE_OFFSET",
-        "__STARTDELIVERTIME",
-        "TIMER_DELIVER_MS",
-        "TIMER_DELAY_SEC",
-        "TIMER_DELAY_MS",
-        "TIMER_OUT_MS",
-    ]
-)
-
 # --- converters ------------------------------------------------------------------------------------
 
 
@@ -111,20 +67,13 @@ class Converter(ABC):
 
     @property
     def discovers_envelopes(self) -> bool:
-        """The value is read from Connect envelopes whose schemas each batch discovers (``decode``
-        then takes ``prefixes``, found with the keys' in one job: envelopes.envelope_prefixes)."""
+        """The value is read from Connect envelopes whose schemas the batches bring (learnt as
+        they come: sink_stages.envelope_prefixes_of)."""
         return False
 
     def __init__(self) -> None:
         #: envelope schemas met in earlier batches: later ones recognise them cheaply
         self.seen_prefixes = SeenPrefixes()
-
-    @abstractmethod
-    def decode(
-        self, df: DataFrame, prefixes: Sequence[tuple[str, str]] | None = None, narrow: Narrow | None = None
-    ) -> DataFrame:
-        """``df`` with a ``value`` column made from the binary ``body`` (may flag ``_sluice_error``);
-        ``narrow`` (envelopes only): the part of a value type that is read (``to_records``)."""
 
     def to_messages(
         self, records: DataFrame, extra_properties: Mapping[str, str] | None = None, *, stamped_bytes: int = 0
@@ -240,36 +189,33 @@ class Converter(ABC):
         seen = self.seen_prefixes
         return seen.complete and (not self.discovers_envelopes or seen.knows_topics("value", topics))
 
-    def arrow_records(self, narrow: Narrow | None = None) -> RecordsPlan | None:
-        """A plan that makes ``to_records``' records in Arrow (connectors.arrow_records),
-        with no Spark job; None when only Spark's make them: schemaless JSON or JSON of a declared
-        schema, or keys in envelopes met with more than one type."""
+    def arrow_records(self, narrow: Narrow | None = None) -> RecordsPlan:
+        """A plan that makes the records of a sink batch's messages in Arrow
+        (connectors.arrow_records). Raises ValueError, naming it, for a type Sluice does not read."""
         from sluice.connectors.arrow_records import RecordsPlan
 
-        value = self._arrow_values(narrow)
-        key = self._envelope_decoder("key", None) if self.key_envelopes else None
-        if value is None or (self.key_envelopes and (key is None or key[2] is not None)):
-            return None
-        own = tuple((topic, kind.json()) for topic, kind in (value[1] or {}).items())
+        value, own_values = self._arrow_values(narrow)
+        key, own_keys = self._envelope_decoder("key", None) if self.key_envelopes else (None, None)
+        own = [(VALUE_SCHEMA_HEADER, own_values), (KEY_SCHEMA_HEADER, own_keys)]
         return RecordsPlan(
-            value[0], None if key is None else key[0], TOMBSTONE_PROPERTY, TAGS_HEADER,
-            own_value_types=own, own_value_header=VALUE_SCHEMA_HEADER,
+            value, key, TOMBSTONE_PROPERTY, TAGS_HEADER,
+            own_types=tuple(
+                (header, tuple((topic, kind.json()) for topic, kind in types.items()))
+                for header, types in own
+                if types
+            ),
         )  # fmt: skip
 
-    def _arrow_values(
-        self, narrow: Narrow | None
-    ) -> tuple[EnvelopeDecoder | BodyDecoder, dict[str, DataType] | None] | None:
-        """The Arrow decoder of the values and each topic's own type where topics differ; None
-        when only Spark's decode reads them."""
-        decoded = self._envelope_decoder("value", narrow) if self.discovers_envelopes else None
-        return None if decoded is None else (decoded[0], decoded[2])
+    def _arrow_values(self, narrow: Narrow | None) -> tuple[Decoder, dict[str, DataType] | None]:
+        """The Arrow decoder of the values and each topic's own type where topics differ."""
+        return self._envelope_decoder("value", narrow)
 
     def _envelope_decoder(
         self, name: str, narrow: Narrow | None
-    ) -> tuple[EnvelopeDecoder, DataType, dict[str, DataType] | None] | None:
-        """The Arrow decoder of the envelopes of ``name`` (value, key) met so far, their Spark type
-        and each topic's own type where topics differ (envelopes.met_value_types); None when Arrow
-        cannot decode them."""
+    ) -> tuple[EnvelopeDecoder, dict[str, DataType] | None]:
+        """The Arrow decoder of the envelopes of ``name`` (value, key) met so far and each topic's
+        own type where topics differ (envelopes.met_value_types). Raises ValueError, naming the
+        type, for one Sluice does not read (or the topics' types do not merge)."""
         # pyspark, pyarrow: config validation imports this module (via connectors.plugins)
         from pyspark.sql.pandas.types import to_arrow_type
         from pyspark.sql.types import StringType
@@ -278,81 +224,23 @@ class Converter(ABC):
 
         known, refused = self.seen_prefixes.known(name), self.seen_prefixes.refused(name)
         met = met_value_types(known, narrow) if known else (StringType(), None)  # every record flagged
-        if met is None:
-            return None
-        data_type = _nullable(met[0])  # as Spark's parse types it: any field may be null in a payload
-        try:
-            wire, value = to_arrow_type(wire_type(data_type)), to_arrow_type(data_type)
-        except TypeError:  # a type Arrow has no form for here
-            return None
+        data_type = nullable_type(met[0])  # as a JSON parse types it: any field may be null in a payload
         what, setting = ("body", "value.converter.schemas.enable") if name == "value" else (
             "key", "key.converter.schemas.enable"
         )  # fmt: skip
-        decoder = plan_decoder(
-            known, wire, value, TOMBSTONE_PROPERTY, type_name=data_type.simpleString(), what=what,
-            setting=setting, refused=refused,
-        )  # fmt: skip
-        return None if decoder is None else (decoder, data_type, met[1])
-
-    def to_records(self, messages: DataFrame, narrow: Narrow | None = None) -> DataFrame:
-        """Records of the reader's ``messages``, their envelopes' schemas searched first (one Spark
-        job: envelopes.envelope_prefixes). ``narrow``: given a topic's value type, the part of it
-        that is read at all (the first transform's ``PrunesValue``); a value read from Connect
-        envelopes is parsed only that far."""
-        # pyspark: config validation imports this module (via connectors.plugins)
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import NumericType
-
-        system = F.array(*[F.lit(p) for p in sorted(SYSTEM_PROPERTIES)])
-        props = F.map_filter(
-            F.coalesce(F.col("properties"), F.create_map().cast("map<string,string>")),
-            lambda k, v: ~F.array_contains(system, k) & (k != TOMBSTONE_PROPERTY),
-        )
-        tags = F.when(
-            F.col("tags").isNotNull() & (F.col("tags") != ""), F.create_map(F.lit(TAGS_HEADER), F.col("tags"))
-        )
-        headers = F.map_concat(props, F.coalesce(tags, F.create_map().cast("map<string,string>")))
-        born = F.col("born_timestamp")
-        if isinstance(messages.schema["born_timestamp"].dataType, NumericType):
-            born = F.timestamp_millis(born)
-        is_tombstone = F.coalesce(F.col("properties")[TOMBSTONE_PROPERTY] == "true", F.lit(False))
-        # A tombstone's body is decoded as no body at all: its value is null, never "" nor bad JSON.
-        messages = messages.withColumn(
-            "body", F.when(is_tombstone, F.lit(None).cast("binary")).otherwise(F.col("body"))
-        )
-        key = F.when(F.col("keys") != "", F.col("keys"))
-        # Schema prefixes are found in the raw bytes: decoding validates the UTF-8, once.
-        texts = {"value": F.col("body").cast("string")} if self.discovers_envelopes else {}
-        if self.key_envelopes:
-            texts["key"] = key
-        found = envelope_prefixes(messages, texts, self.seen_prefixes) if texts else {}
-        decoded = self.decode(messages, found.get("value"), narrow)
-        if self.key_envelopes:
-            decoded = decode_envelopes(
-                decoded.withColumn(_KEY_TEXT, key), F.col(_KEY_TEXT), what="key",
-                setting="key.converter.schemas.enable", out=_KEY_VALUE, own_column=KEY_SCHEMA_COLUMN,
-                prefixes=found.get("key"),
+        try:
+            wire, value = to_arrow_type(wire_type(data_type)), to_arrow_type(data_type)
+            decoder = plan_decoder(
+                known, wire, value, TOMBSTONE_PROPERTY, type_name=data_type.simpleString(), what=what,
+                setting=setting, refused=refused,
             )  # fmt: skip
-            key = F.col(_KEY_VALUE)
-        extra = [ERROR_COLUMN] if ERROR_COLUMN in decoded.columns else []
-        own_schemas = ((VALUE_SCHEMA_COLUMN, VALUE_SCHEMA_HEADER), (KEY_SCHEMA_COLUMN, KEY_SCHEMA_HEADER))
-        for column, header in own_schemas:
-            if column not in decoded.columns:
-                continue
-            own = F.col(column)
-            headers = F.when(own.isNull(), headers).otherwise(
-                F.map_concat(headers, F.create_map(F.lit(header), own))
+        except TypeError:  # a type Arrow has no form for
+            decoder = None
+        if decoder is None:
+            raise ValueError(
+                f"json converter: a {what} of type {data_type.simpleString()} is not read by Sluice"
             )
-        return decoded.select(
-            F.col("topic"),
-            F.col("partition"),
-            F.col("queue_offset").cast("long").alias("offset"),
-            key.alias("key"),
-            F.col("value"),
-            headers.alias("headers"),
-            born.cast("timestamp").alias("timestamp"),
-            *extra,
-        )
+        return decoder, met[1]
 
 
 def flag_unsendable(messages: DataFrame, stamped_bytes: int = 0) -> DataFrame:
@@ -400,22 +288,10 @@ class StringConverter(Converter):
     def arrow_encoder(self, records: pa.Schema) -> MessageEncoder | None:
         return self._own_bytes_encoder(records)
 
-    def _arrow_values(self, narrow: Narrow | None) -> tuple[BodyDecoder, None]:
+    def _arrow_values(self, narrow: Narrow | None) -> tuple[Decoder, None]:
         from sluice.connectors.arrow_bodies import BodyDecoder
 
         return BodyDecoder(text=True, tombstone=TOMBSTONE_PROPERTY), None
-
-    def decode(
-        self, df: DataFrame, prefixes: Sequence[tuple[str, str]] | None = None, narrow: Narrow | None = None
-    ) -> DataFrame:
-        # pyspark: config validation imports this module (via connectors.plugins)
-        from pyspark.sql import functions as F
-
-        text = F.try_validate_utf8(F.col("body").cast("string"))
-        df = flag_errors(
-            df, F.col("body").isNotNull() & text.isNull(), F.lit("string converter: body is not UTF-8")
-        )
-        return df.withColumn("value", text)
 
 
 class BytesConverter(Converter):
@@ -436,15 +312,10 @@ class BytesConverter(Converter):
     def arrow_encoder(self, records: pa.Schema) -> MessageEncoder | None:
         return self._own_bytes_encoder(records)
 
-    def _arrow_values(self, narrow: Narrow | None) -> tuple[BodyDecoder, None]:
+    def _arrow_values(self, narrow: Narrow | None) -> tuple[Decoder, None]:
         from sluice.connectors.arrow_bodies import BodyDecoder
 
         return BodyDecoder(text=False, tombstone=TOMBSTONE_PROPERTY), None
-
-    def decode(
-        self, df: DataFrame, prefixes: Sequence[tuple[str, str]] | None = None, narrow: Narrow | None = None
-    ) -> DataFrame:
-        return df.withColumn("value", df["body"])
 
 
 class JsonConverter(Converter):
@@ -481,6 +352,26 @@ class JsonConverter(Converter):
             return None
         return self._planned_encoder(records, _envelope_head(value))
 
+    def _arrow_values(self, narrow: Narrow | None) -> tuple[Decoder, dict[str, DataType] | None]:
+        """Envelopes of the schemas met, or a body of the declared schema (in an envelope with
+        schemas on), or schemaless text (connectors.arrow_json_bodies)."""
+        from sluice.connectors.arrow_json_bodies import DeclaredJsonDecoder, JsonTextDecoder
+
+        declared = self._declared_type()
+        if declared is None and self.schemas_enable:
+            return super()._arrow_values(narrow)
+        if declared is None:
+            return JsonTextDecoder(TOMBSTONE_PROPERTY), None
+        decoder = DeclaredJsonDecoder.plan(
+            declared, envelope=self.schemas_enable, tombstone=TOMBSTONE_PROPERTY
+        )
+        if decoder is None:
+            raise ValueError(
+                f"json converter: value schema {self.value_schema!r} holds a type read only from "
+                "Connect envelopes (a map): declare a struct instead, or send envelopes"
+            )
+        return decoder, None
+
     def _declared_type(self) -> DataType | None:
         if not self.value_schema:
             return None
@@ -512,38 +403,6 @@ class JsonConverter(Converter):
         body = envelope_text(F.col("value"), data_type, df.schema["value"].nullable)
         return df.withColumn("body", F.encode(body, "UTF-8"))
 
-    def decode(
-        self, df: DataFrame, prefixes: Sequence[tuple[str, str]] | None = None, narrow: Narrow | None = None
-    ) -> DataFrame:
-        # pyspark: config validation imports this module (via connectors.plugins)
-        from pyspark.sql import functions as F
-
-        # The validated text is a column of its own: Spark would otherwise validate it once per use.
-        df = df.withColumn(_TEXT_COLUMN, utf8_text(F.col("body")))
-        text = F.col(_TEXT_COLUMN)
-        df = flag_errors(
-            df, F.col("body").isNotNull() & text.isNull(), F.lit("json converter: body is not UTF-8")
-        )
-        return self._decode_text(df, text, prefixes, narrow).drop(_TEXT_COLUMN)
-
-    def _decode_text(
-        self, df: DataFrame, text: Column, prefixes: Sequence[tuple[str, str]] | None, narrow: Narrow | None
-    ) -> DataFrame:
-        declared = self._declared_type()
-        if not self.schemas_enable:
-            if declared is None:
-                return _flag_not_json(df, text, "body").withColumn("value", text)
-            return parse_json(df, text, declared, envelope=False, what="body")
-        if declared is not None:
-            return parse_json(df, text, declared, envelope=True, what="body envelope")
-        return decode_envelopes(
-            df, text, what="body", setting="value.converter.schemas.enable", out="value",
-            own_column=VALUE_SCHEMA_COLUMN, prefixes=prefixes, narrow=narrow,
-        )  # fmt: skip
-
-
-_TEXT_COLUMN: Final = "_sluice_text"
-
 
 def _envelope_head(field: pa.Field) -> str:
     """The ``{"schema":…,"payload":`` prefix ``envelope_text`` writes for values of an Arrow field
@@ -551,20 +410,6 @@ def _envelope_head(field: pa.Field) -> str:
     from pyspark.sql.pandas.types import from_arrow_type
 
     return envelope_head(from_arrow_type(field.type, prefer_timestamp_ntz=True), field.nullable)
-
-
-def _nullable(data_type: DataType) -> DataType:
-    """``data_type`` with every field, element and map value nullable (``from_json``'s typing)."""
-    # pyspark: config validation imports this module (via connectors.plugins)
-    from pyspark.sql import types as T
-
-    if isinstance(data_type, T.StructType):
-        return T.StructType([T.StructField(f.name, _nullable(f.dataType), True) for f in data_type.fields])
-    if isinstance(data_type, T.ArrayType):
-        return T.ArrayType(_nullable(data_type.elementType), True)
-    if isinstance(data_type, T.MapType):
-        return T.MapType(data_type.keyType, _nullable(data_type.valueType), True)
-    return data_type
 
 
 def schemas_enabled(config: Mapping[str, Any], prefix: str) -> bool:

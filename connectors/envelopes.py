@@ -1,16 +1,12 @@
-"""Connect JSON envelopes in Spark: keys and values written as ``{"schema": ..., "payload": ...}``
-and read back into typed columns.
+"""Connect JSON envelopes (``{"schema": ..., "payload": ...}``): written by the source side's
+converter in Spark (``envelope_text``, ``parse_json`` for a declared schema), and the schemas a sink
+task met (``SeenPrefixes``), from which its stages' decoders are planned (connectors.arrow_envelopes).
 
 Kafka's and RocketMQ Connect's JsonConverter with ``schemas.enable`` write every key and value this
 way, and a sink learns each topic's type from the envelopes themselves. Kept apart from
 connectors.converters (which picks a converter per config and moves keys, headers and positions)
-because keys and values share it: a ``key.converter`` with schemas reads keys exactly as the value
-converter reads bodies. The pure parts (schemas from body prefixes, merging a batch's schemas) are
-in connectors.connect_schemas.
-
-A text that is not an envelope while the setting asks for one, or whose schema is not a Connect
-schema, is a bad record flagged in ``_sluice_error`` (as Kafka's converter fails it with a
-DataException), never passed on as something else.
+because keys and values share it. The pure parts (schemas from body prefixes, merging a batch's
+schemas) are in connectors.connect_schemas.
 """
 
 from __future__ import annotations
@@ -84,27 +80,6 @@ def parse_json(
     return df.withColumn(out, convert_wire(value, data_type, False, numeric)).drop(_PARSED)
 
 
-def is_envelope(text: Column) -> Column:
-    """Whether ``text`` is one JSON object with exactly the keys ``schema`` and ``payload`` (Kafka's
-    test); the layout Kafka writes is recognised from its first bytes, without parsing."""
-    # pyspark: config validation imports this module (via connectors.plugins)
-    from pyspark.sql import functions as F
-
-    laid_out = text.startswith(SCHEMA_KEY) & text.contains(PAYLOAD_KEY)
-    keys = F.array_sort(F.json_object_keys(text))
-    return F.when(laid_out, F.lit(True)).otherwise(
-        F.coalesce(keys == F.array(F.lit("payload"), F.lit("schema")), F.lit(False))
-    )
-
-
-def utf8_text(body: Column) -> Column:
-    """A binary body as text, or null when it is not UTF-8 (the converter flags those)."""
-    # pyspark: config validation imports this module (via connectors.plugins)
-    from pyspark.sql import functions as F
-
-    return F.try_validate_utf8(body.cast("string"))
-
-
 #: Schema prefixes a task remembers per text (Kafka's JsonConverter caches schemas the same way,
 #: ``schemas.cache.size``); past it the memory starts again from the current batch's.
 MAX_SEEN_PREFIXES: Final = 64
@@ -169,140 +144,18 @@ def _refusal(pair: tuple[str, str]) -> str | None:
     return f"json converter: topic {topic!r}: an envelope's schema is not a Connect schema: {problem}"
 
 
-def envelope_prefixes(
-    df: DataFrame, texts: Mapping[str, Column], seen: SeenPrefixes | None = None
-) -> dict[str, list[tuple[str, str]]]:
-    """Per named text, the distinct ``(topic, schema prefix)`` pairs of its envelopes, found in one
-    Spark job: a sink whose keys and values are both envelopes (Kafka's JsonConverter default for
-    both) pays one pass over its batch for their schemas, not one each. Passed to
-    ``decode_envelopes`` as ``prefixes``.
-
-    With ``seen``, a text that starts with a prefix met before (and ``PAYLOAD_KEY``) is matched
-    by that comparison and counted as a short token: only texts with a new schema pay the search
-    for the prefix and the distinct over its ~500 bytes (measured ~1 s per 100,000 messages on one
-    core, most of the job). The result is the same; ``seen`` learns this batch's prefixes.
-    """
-    # pyspark: config validation imports this module (via connectors.plugins)
-    from pyspark.sql import functions as F
-
-    known_of = {name: seen.known(name) if seen is not None else [] for name in texts}
-    columns = []
-    for name, text in texts.items():
-        prefix = F.when(is_envelope(text), F.substring_index(text, PAYLOAD_KEY, 1))
-        known = known_of[name]
-        if known:
-            matches = _prefix_matches(text, known)
-            token = F.when(matches[0], F.lit(f"{_SEEN_TOKEN}0"))
-            for i, match in enumerate(matches[1:], start=1):
-                token = token.when(match, F.lit(f"{_SEEN_TOKEN}{i}"))
-            prefix = token.otherwise(prefix)
-        columns.append(prefix.alias(name))
-    rows = df.select(F.col("topic"), *columns).distinct().collect()
-    found: dict[str, list[tuple[str, str]]] = {}
-    for name in texts:
-        pairs = set()
-        for row in rows:
-            value = row[name]
-            if value is None:
-                continue
-            if value.startswith(_SEEN_TOKEN):
-                pairs.add(known_of[name][int(value[len(_SEEN_TOKEN) :])])
-            else:
-                pairs.add((str(row["topic"]), str(value)))
-        found[name] = sorted(pairs)
-    if seen is not None:
-        seen.remember(found)
-    return found
-
-
-def _prefix_matches(text: Column, known: Sequence[tuple[str, str]]) -> list[Column]:
-    """Per known ``(topic, schema prefix)``: whether ``text`` is an envelope of it, by a byte
-    comparison (a record of that topic starting with the prefix and ``PAYLOAD_KEY``)."""
-    # pyspark: config validation imports this module (via connectors.plugins)
-    from pyspark.sql import functions as F
-
-    return [(F.col("topic") == topic) & text.startswith(prefix + PAYLOAD_KEY) for topic, prefix in known]
-
-
-#: Stands for a remembered prefix in ``envelope_prefixes``' job; a real prefix starts ``{``.
-_SEEN_TOKEN: Final = "#"
-
-
-def decode_envelopes(
-    df: DataFrame,
-    text: Column,
-    *,
-    what: str,
-    setting: str,
-    out: str,
-    own_column: str,
-    prefixes: Sequence[tuple[str, str]] | None = None,
-    narrow: Narrow | None = None,
-) -> DataFrame:
-    """``out`` typed from the envelopes in ``text``; when the batch's topics carry different
-    schemas, ``own_column`` holds each record's own topic type (Spark JSON; merge_schemas).
-
-    ``what`` names the text in errors (``body``, ``key``), ``setting`` the config key that asked
-    for envelopes, so a wrong setting is named where it shows. ``prefixes``: the texts' schema
-    prefixes when already found (``envelope_prefixes``); otherwise a Spark job finds them.
-    ``narrow``: the part of each topic's type that is read at all (a transform's ``PrunesValue``):
-    the rest is skipped by the parser, never decoded nor checked.
-    """
-    # pyspark: config validation imports this module (via connectors.plugins)
-    from pyspark.sql import functions as F
-
-    envelope = is_envelope(text)
-    df = flag_errors(
-        df,
-        text.isNotNull() & ~envelope,
-        F.lit(
-            f'json converter: {what} is not a Connect JSON envelope {{"schema", "payload"}}, as '
-            f"{setting}=true expects (set it to false for plain JSON)"
-        ),
-    )
-    if prefixes is None:
-        prefixes = envelope_prefixes(df, {what: text})[what]
-    by_topic, refused = _schemas_by_topic(df.where(envelope), text, prefixes)
-    if narrow is not None:
-        by_topic = {topic: _distinct(narrow(t) for t in types) for topic, types in by_topic.items()}
-    if refused:
-        reasons = F.create_map(*[F.lit(part) for item in sorted(refused.items()) for part in item])
-        reason = reasons[F.get_json_object(text, "$.schema")]
-        df = flag_errors(df, envelope & reason.isNotNull(), reason)
-    if not by_topic:  # nothing to type: every text is flagged, or null
-        return df.withColumn(out, text)
-    data_type, own_types = merge_schemas(by_topic)
-    df = parse_json(df, text, data_type, envelope=True, what=f"{what} envelope", out=out)
-    return df if own_types is None else with_own_types(df, own_types, own_column)
-
-
-def with_own_types(df: DataFrame, own_types: Mapping[str, DataType], own_column: str) -> DataFrame:
-    """``df`` with ``own_column``: each record's own topic type (Spark JSON)."""
-    # pyspark: config validation imports this module (via connectors.plugins)
-    from pyspark.sql import functions as F
-
-    own_schema = F.lit(None).cast("string")
-    for topic, own in own_types.items():
-        own_schema = F.when(F.col("topic") == topic, F.lit(own.json())).otherwise(own_schema)
-    return df.withColumn(own_column, own_schema)
-
-
 def met_value_types(
     prefixes: Sequence[tuple[str, str]], narrow: Narrow | None = None
-) -> tuple[DataType, dict[str, DataType] | None] | None:
-    """The value type ``decode_envelopes`` gives envelopes of these met ``prefixes`` and each
-    topic's own type (None when all are that type; ``merge_schemas``), found with no Spark job;
-    None when it needs one (a schema not read from its prefix) or the types do not merge."""
-    schemas = envelope_schemas(list(prefixes))
+) -> tuple[DataType, dict[str, DataType] | None]:
+    """The value type envelopes of these met ``prefixes`` (each a Connect schema's:
+    SeenPrefixes) decode as, and each topic's own type (None when all are that type;
+    ``merge_schemas``). Raises ValueError naming the topics when their types do not merge."""
+    schemas = envelope_schemas(list(prefixes)) or []
     found: dict[str, list[DataType]] = {}
-    if not prefixes or schemas is None or _add_types(schemas, found) is not True:
-        return None
+    _add_types(schemas, found)
     if narrow is not None:
         found = {topic: _distinct(narrow(t) for t in types) for topic, types in found.items()}
-    try:
-        return merge_schemas(found)
-    except ValueError:
-        return None
+    return merge_schemas(found)
 
 
 def _distinct(types: Iterable[DataType]) -> list[DataType]:
@@ -312,40 +165,6 @@ def _distinct(types: Iterable[DataType]) -> list[DataType]:
         if t not in out:
             out.append(t)
     return out
-
-
-def _schemas_by_topic(
-    df: DataFrame, text: Column, prefixes: Sequence[tuple[str, str]]
-) -> tuple[dict[str, list[DataType]], dict[str, str]]:
-    """Every distinct envelope schema of the batch, per topic (one sink batch may read several
-    topics, one table each, and a topic's schema may change within a batch: a column added), and
-    the schemas that are not Connect schemas, by their JSON text (``$.schema``), with the reason.
-
-    Found without parsing the JSON when it can be (``envelope_schemas``); otherwise, e.g. for a
-    producer that writes ``payload`` first or a schema that is refused, by a JSON path query.
-    """
-    # pyspark: config validation imports this module (via connectors.plugins)
-    from pyspark.sql import functions as F
-
-    schemas = envelope_schemas(list(prefixes))
-    found: dict[str, list[DataType]] = {}
-    if schemas is not None and _add_types(schemas, found) is True:
-        return found, {}
-    rows = (
-        df.select(F.col("topic"), F.get_json_object(text, "$.schema").alias("s"))
-        .where(F.col("s").isNotNull())
-        .distinct()
-        .collect()
-    )
-    found, refused = {}, {}
-    for row in rows:
-        topic, raw = str(row["topic"]), str(row["s"])
-        problem = _add_types([(topic, json.loads(raw))], found)
-        if problem is not True:
-            refused[raw] = (
-                f"json converter: topic {topic!r}: an envelope's schema is not a Connect schema: {problem}"
-            )
-    return found, refused
 
 
 def _add_types(schemas: list[tuple[str, Any]], found: dict[str, list[DataType]]) -> bool | str:

@@ -61,12 +61,6 @@ class RecordError(ConnectorDataError):
     """Records that are malformed; the message names topic/partition/offset of (some of) them."""
 
 
-class LeftToSpark(RuntimeError):  # noqa: N818 - a decision, not a failure: the batch runs in Spark
-    """A batch the Arrow path does not make exactly as Spark's would (it says why, naming a record
-    where one is the cause): the runner runs that batch through Spark, which flags or reads it as it
-    always did. The Arrow paths only ever decline; they add no semantics of their own."""
-
-
 @dataclass(frozen=True)
 class Record:
     """A driver-side record, for sources that read on the driver and for tests."""
@@ -158,30 +152,6 @@ def check_record_columns(df: DataFrame, where: str) -> None:
             raise RecordError(
                 f"{where}: record column {name!r} must be {want.simpleString()}, got {got.simpleString()}"
             )
-
-
-def conform(df: DataFrame) -> DataFrame:
-    """Fill missing optional columns with nulls/empty maps and order the record columns first.
-
-    Sources that only produce ``partition, offset, value`` call this to get the full shape.
-    """
-    # pyspark: config validation imports this module (via connectors.plugins)
-    from pyspark.sql import functions as F
-
-    names = df.columns
-    defaults: dict[str, Column] = {
-        "topic": F.lit(None).cast("string"),
-        "key": F.lit(None).cast("string"),
-        "value": F.lit(None).cast("string"),
-        "headers": F.create_map().cast("map<string,string>"),
-        "timestamp": F.lit(None).cast("timestamp"),
-    }
-    for required in ("partition", "offset"):
-        if required not in names:
-            raise RecordError(f"records need a {required!r} column; got {names}")
-    cols = [F.col(c) if c in names else defaults[c].alias(c) for c in RECORD_COLUMNS]
-    rest = [F.col(c) for c in names if c not in RECORD_COLUMNS]
-    return df.select(*cols, *rest)
 
 
 def bad_records(df: DataFrame, limit: int = 5) -> list[tuple[str | None, str, int, str]]:

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sluice.connectors.arrow_envelopes import UnmetSchemaError, is_laid_out, relaid, utf8_texts
+from sluice.connectors.arrow_bodies import utf8_texts
+from sluice.connectors.arrow_envelopes import UnmetSchemaError, is_laid_out, relaid
 from sluice.connectors.connect_schemas import PAYLOAD_KEY
 from sluice.connectors.dead_letter_messages import dead_letters
 from sluice.connectors.records import ERROR_COLUMN, RecordError, good_arrow_records

@@ -199,11 +199,6 @@ def nth_position_query(src: Source, start: Sequence[Any], end: Sequence[Any], n:
     )
 
 
-def count_query(src: Source, start: Sequence[Any], end: Sequence[Any]) -> Sql:
-    where = _between(src, start, end)
-    return Sql(f"SELECT COUNT(*) FROM {src.relation} WHERE {where.text}", where.params)
-
-
 def now_query(dialect: Dialect) -> str:
     """The database's clock in UTC (timestamp modes cap their end at now - delay by it)."""
     if dialect is Dialect.MYSQL:

@@ -82,8 +82,3 @@ def dialect_of(url: URL | str) -> Dialect:
     if isinstance(url, str):
         return _dialect_of_scheme(urlsplit(url.strip().removeprefix("jdbc:")).scheme)
     return _dialect_of_scheme(url.drivername)
-
-
-def safe_text(url: URL) -> str:
-    """The URL for messages and status: the password masked."""
-    return url.render_as_string(hide_password=True)

@@ -131,10 +131,6 @@ class RemotingCommand:
     def is_response(self) -> bool:
         return bool(self.flag & FLAG_RESPONSE)
 
-    @property
-    def is_oneway(self) -> bool:
-        return bool(self.flag & FLAG_ONEWAY)
-
 
 def request(code: int, fields: Mapping[str, object] | None = None, body: bytes = b"") -> RemotingCommand:
     """A request with a fresh opaque; header field values are sent as strings, None ones omitted."""

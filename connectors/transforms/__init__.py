@@ -60,6 +60,7 @@ __all__ = [
     "Transform",
     "TransformFactory",
     "apply_chain",
+    "arrow_head",
     "build_chain",
     "chain_errors",
     "create_transform",
@@ -203,6 +204,18 @@ def value_read(chain: Sequence[Transform]) -> Narrow | None:
 def runs_in_arrow(chain: Sequence[Transform]) -> bool:
     """Whether every transform of the chain is an Arrow stage (no Spark SQL in it)."""
     return all(isinstance(t, ArrowTransform) for t in chain)
+
+
+def arrow_head(chain: Sequence[Transform]) -> list[Transform]:
+    """The chain's Arrow stages before its first Spark SQL transform: a sink's stages run these,
+    and the rest, from the Spark SQL transform on, over a DataFrame of their records
+    (activities.spark_binding.chain_frame)."""
+    head: list[Transform] = []
+    for transform in chain:
+        if not isinstance(transform, ArrowTransform):
+            break
+        head.append(transform)
+    return head
 
 
 def apply_chain(chain: Sequence[Transform], records: pa.Table) -> pa.Table:

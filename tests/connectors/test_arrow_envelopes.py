@@ -1,34 +1,36 @@
-"""The Arrow decode of envelopes whose schemas a sink met (connectors.arrow_envelopes) gives exactly
-the records Spark's decode gives, schema and values, and flags a record it cannot read, naming
-why; the sink's stages (connectors.sink_stages) turn each of those into a typed outcome.
+"""The Arrow decode of envelopes whose schemas a sink met (connectors.arrow_envelopes) gives back
+the records that were sent, schema and values, and flags a record it cannot read, naming why; the
+sink's stages (connectors.sink_stages) turn each of those into a typed outcome.
 
-Each case encodes records with the json converter (schemas on, as a source sends them), lets a
-converter meet their schemas in a searched batch, then decodes the same messages both ways: Spark's
-searched ``to_records``, and the sink's stages over the reader's Arrow batches, as the sink runs
-them in its process or in a Spark task.
+Each case encodes records with the json converter (schemas on, as a source sends them) and decodes
+the messages as a sink does (tests.connectors.decoding.records_of: the batch's schemas learnt
+first), and by the sink's stages over the reader's Arrow batches in slices, as the sink runs them
+in its process or in a Spark task. ``sent_records`` says what each record must decode to.
 """
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 import pytest
 
-from sluice.activities.spark_binding import chain_frame
 from sluice.connectors.arrow_envelopes import UnmetSchemaError
+from sluice.connectors.barriers import BARRIER_HEADER
 from sluice.connectors.connect_schemas import PAYLOAD_KEY
-from sluice.connectors.converters import JsonConverter
-from sluice.connectors.records import ERROR_COLUMN, Record, make_records
+from sluice.connectors.converters import OFFSET_PROPERTY, PARTITION_PROPERTY, TAGS_HEADER, JsonConverter
+from sluice.connectors.records import ERROR_COLUMN, VALUE_SCHEMA_HEADER, Record, make_records
 from sluice.connectors.sink_stages import Bad, Made, SinkStages, Unmet
 from sluice.connectors.transforms import build_chain, value_read
-from tests.connectors.test_converters import as_messages
+from tests.connectors.decoding import records_of
+from tests.connectors.test_converters import BORN, as_messages
 from tests.connectors.test_extract_new_record_state import _records as change_events
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 VALUE_DDL = (
@@ -67,11 +69,77 @@ def _messages(spark: SparkSession, records: DataFrame) -> DataFrame:
     return as_messages(spark, JsonConverter(schemas_enable=True).to_messages(records))
 
 
-def _met(messages: DataFrame) -> JsonConverter:
-    converter = JsonConverter(schemas_enable=True)
-    converter.to_records(messages).collect()  # a searched batch: the schemas are met
-    assert converter.knows_schemas(["t"])
-    return converter
+def arrow_type(ddl: str) -> pa.DataType:
+    """The Arrow type of the Spark DDL type ``ddl``: a decoded value's, every field nullable."""
+    from pyspark.sql.pandas.types import to_arrow_type
+    from pyspark.sql.types import StructType
+
+    return to_arrow_type(StructType.fromDDL(ddl))
+
+
+def record_schema(value: pa.DataType, key: pa.DataType | None = None) -> pa.Schema:
+    """The Arrow schema of a sink's decoded records (connectors.arrow_records), the error column
+    dropped; keys are text unless they are envelopes of another type."""
+    return pa.schema(
+        [
+            pa.field("topic", pa.string()),
+            pa.field("partition", pa.string()),
+            pa.field("offset", pa.int64()),
+            pa.field("key", key or pa.string()),
+            pa.field("value", value),
+            pa.field("headers", pa.map_(pa.string(), pa.string()), nullable=False),
+            pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        ]
+    )
+
+
+def sent_records(*frames: DataFrame, own_types: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """What a sink's decode must make of the records of ``frames`` sent by a converter's
+    ``to_messages`` and read back by ``as_messages``, in queue order (the records' partition and
+    offset): each record's topic, key and value as they were sent; its queue's partition
+    ``broker-a:1``, offsets from 100 and ``BORN``; as headers (``decoded_rows``' dicts) the record's
+    own that travel (Sluice's and ``rocketmq.tags`` do not, but a barrier label), its position
+    (``sluice.partition``, ``sluice.offset``), its tags, and where topics differ in type, its
+    topic's own type from ``own_types`` (records.VALUE_SCHEMA_HEADER)."""
+    rows = sorted(
+        (row for frame in frames for row in frame.toArrow().to_pylist()),
+        key=lambda r: (r["partition"], r["offset"]),
+    )
+    made = []
+    for i, row in enumerate(rows):
+        sent = dict(row["headers"] or [])
+        headers = {
+            k: v
+            for k, v in sent.items()
+            if v is not None and (not k.startswith("sluice.") or k == BARRIER_HEADER) and k != TAGS_HEADER
+        }
+        headers |= {PARTITION_PROPERTY: row["partition"], OFFSET_PROPERTY: str(row["offset"])}
+        if sent.get(TAGS_HEADER):
+            headers[TAGS_HEADER] = sent[TAGS_HEADER]
+        if own_types is not None:
+            headers[VALUE_SCHEMA_HEADER] = own_types[row["topic"]]
+        made.append(
+            {
+                "topic": row["topic"],
+                "partition": "broker-a:1",
+                "offset": 100 + i,
+                "key": row["key"],
+                "value": row["value"],
+                "headers": headers,
+                "timestamp": BORN.replace(tzinfo=UTC),
+            }
+        )
+    return made
+
+
+def decoded_rows(records: pa.Table) -> list[dict[str, Any]]:
+    """``records``' rows, headers as a dict (each name once: a map's keys are unique)."""
+    rows = records.to_pylist()
+    for row in rows:
+        headers = row["headers"]
+        assert len({name for name, _ in headers}) == len(headers), headers
+        row["headers"] = dict(headers)
+    return rows
 
 
 def _stages(
@@ -80,84 +148,105 @@ def _stages(
     """The sink's stages for the schemas ``converter`` met (as ``SinkRunner._stages`` plans them)."""
     chain = chain or []
     records = converter.arrow_records(value_read(chain))
-    assert records is not None
     return SinkStages(records, tuple(chain), False, "test", converter.key_envelopes, tolerates=tolerates)
 
 
-def _arrow_decoded(converter: JsonConverter, messages: DataFrame, chain: list[Any]) -> pa.Table:
-    outcome = _stages(converter, chain).run(messages.toArrow().to_batches(max_chunksize=3))
-    assert isinstance(outcome, Made) and outcome.records is not None, outcome
-    return outcome.records.sort_by("offset")
-
-
-def _table(df: DataFrame) -> pa.Table:
-    """The records in offset order; Spark's decode adds an error column, null here, that the Arrow
-    decode has no use for (it declines instead of flagging; the sink drops the column)."""
-    table = df.toArrow().sort_by("offset")
-    if ERROR_COLUMN in table.column_names:
-        assert table.column(ERROR_COLUMN).null_count == table.num_rows
-        table = table.drop_columns([ERROR_COLUMN])
-    return table
-
-
-def _decoded_both_ways(spark: SparkSession, messages: DataFrame, chain: list[Any] | None = None) -> pa.Table:
-    """The records of ``messages`` (through ``chain``) decoded by Spark and in Arrow, by a converter
-    that met their schemas in a searched batch; checked equal, schema and values, and returned."""
-    chain = chain or []
-    narrow = value_read(chain)
+def _met(messages: DataFrame) -> JsonConverter:
+    """A converter that met the schemas of ``messages``, as a sink does before decoding a batch."""
     converter = JsonConverter(schemas_enable=True)
-    by_spark = _table(chain_frame(chain, converter.to_records(messages, narrow)))  # meets the schemas
-    by_arrow = _arrow_decoded(converter, messages, chain)
-    assert by_arrow.schema.equals(by_spark.schema, check_metadata=True)
-    assert by_arrow.to_pylist() == by_spark.to_pylist()
-    return by_arrow
+    records_of(converter, messages)
+    assert converter.knows_schemas(["t"])
+    return converter
 
 
-def test_the_arrow_decode_equals_sparks_for_every_type_it_reads(spark: SparkSession) -> None:
-    values = _decoded_both_ways(spark, _messages(spark, _typed_records(spark, 9))).column("value").to_pylist()
+def _decoded(messages: DataFrame, chain: list[Any] | None = None) -> pa.Table:
+    """The records of ``messages`` (through ``chain``) a sink decodes, in offset order, none
+    flagged (the error column dropped); the sink's stages over the reader's batches in slices of 3
+    make the same."""
+    chain = chain or []
+    converter = JsonConverter(schemas_enable=True)
+    records = records_of(converter, messages, chain).sort_by("offset")
+    if ERROR_COLUMN in records.column_names:
+        assert records.column(ERROR_COLUMN).null_count == records.num_rows
+        records = records.drop_columns([ERROR_COLUMN])
+    staged = _stages(converter, chain).run(messages.toArrow().to_batches(max_chunksize=3))
+    assert isinstance(staged, Made) and staged.records is not None, staged
+    assert staged.records.sort_by("offset").equals(records, check_metadata=True)
+    return records
+
+
+def test_records_of_every_type_decode_as_they_were_sent(spark: SparkSession) -> None:
+    records = _typed_records(spark, 9)
+    decoded = _decoded(_messages(spark, records))
+    assert decoded.schema.equals(record_schema(arrow_type(VALUE_DDL)), check_metadata=True)
+    assert decoded_rows(decoded) == sent_records(records)
+    values = decoded.column("value").to_pylist()
     assert values[3] is None and values[2] == {**dict.fromkeys(values[2]), "id": 2}
-    assert values[5]["amount"] == Decimal("-5.25")
+    assert values[5]["amount"] == Decimal("-5.25") and values[5]["f"] == 0.25
     assert values[5]["at"] == datetime(2024, 5, 1, 12, 0, 5, 123456, tzinfo=UTC)
+    assert values[5]["wide"] == Decimal("123456789012345678901234.00005")
 
 
-def test_a_topic_whose_schema_grew_decodes_as_spark_does(spark: SparkSession) -> None:
+def test_a_topic_whose_schema_grew_decodes_each_record_as_it_was_sent(spark: SparkSession) -> None:
     """A column added mid-stream: two schemas met for one topic, merged; each record is decoded
     against its own prefix and put back in its place."""
     from pyspark.sql import functions as F
 
-    old = _typed_records(spark, 6).drop("raw")
+    old = _typed_records(spark, 6)
     grown = old.withColumn("value", F.struct("value.*", F.lit(7).alias("added")))
     grown = grown.withColumn("offset", F.col("offset") + 100)
     converter = JsonConverter(schemas_enable=True)
     messages = as_messages(spark, converter.to_messages(grown).unionByName(converter.to_messages(old)))
-    values = _decoded_both_ways(spark, messages).column("value").to_pylist()
-    added = [None if v is None else v["added"] for v in values]
-    assert added == [None] * 6 + [7] * 6  # the old schema's records have no such field
+    decoded = _decoded(messages)
+    assert decoded.schema.equals(record_schema(arrow_type(VALUE_DDL + ", added int")), check_metadata=True)
+    expected = sent_records(old, grown)
+    for row in expected[:6]:  # the old schema's records have no such field: null in the merged type
+        row["value"] = None if row["value"] is None else {**row["value"], "added": None}
+    assert decoded_rows(decoded) == expected
+    added = [None if v is None else v["added"] for v in decoded.column("value").to_pylist()]
+    assert added == [None] * 6 + [7] * 6
 
 
-def test_topics_of_different_types_decode_as_spark_does_each_record_with_its_own_type(
-    spark: SparkSession,
-) -> None:
+def test_topics_of_different_types_decode_each_record_naming_its_own_type(spark: SparkSession) -> None:
     """One batch over two tables' topics (a CDC sink of a database): the merged type, and each
-    record's own topic type in the header column a sink writes each table by."""
+    record's own topic type, the one it was sent with, in the header a sink writes each table by."""
     from pyspark.sql import functions as F
-
-    from sluice.connectors.converters import VALUE_SCHEMA_HEADER
 
     rows = _typed_records(spark, 6)
     other = rows.withColumn("topic", F.lit("u")).withColumn("offset", F.col("offset") + 100)
     other = other.withColumn("value", F.struct("value.id", "value.name", F.lit(1.5).alias("ratio")))
     converter = JsonConverter(schemas_enable=True)
     messages = as_messages(spark, converter.to_messages(rows).unionByName(converter.to_messages(other)))
-    records = _decoded_both_ways(spark, messages).to_pylist()
-    own = [dict(r["headers"]).get(VALUE_SCHEMA_HEADER) for r in records]
-    assert len(set(own)) == 2 and None not in own  # the case under test: records of their own types
+    decoded = _decoded(messages)
+    assert decoded.schema.equals(record_schema(arrow_type(VALUE_DDL + ", ratio double")), check_metadata=True)
+    own = {"t": rows.schema["value"].dataType.json(), "u": other.schema["value"].dataType.json()}
+    assert '"ratio","nullable":false' in own["u"]  # the type as sent: a literal is never null
+    expected = sent_records(rows, other, own_types=own)
+    merged = dict.fromkeys(arrow_type(VALUE_DDL + ", ratio double").names)
+    for row in expected:
+        row["value"] = None if row["value"] is None else {**merged, **row["value"]}
+    assert decoded_rows(decoded) == expected
 
 
-def test_a_narrowed_decode_of_change_events_gives_the_transform_what_spark_gives(spark: SparkSession) -> None:
+def test_a_narrowed_decode_of_change_events_gives_the_transform_the_events_sent(spark: SparkSession) -> None:
+    """The unwrap reads the events' ``op`` and ``after`` only (transforms.value_read): what it makes
+    of them is the rows created and updated."""
     unwrap = "io.debezium.transforms.ExtractNewRecordState"
     chain = build_chain({"transforms": "u", "transforms.u.type": unwrap})
-    assert _decoded_both_ways(spark, _messages(spark, change_events(spark)), chain).num_rows == 2
+    decoded = _decoded(_messages(spark, change_events(spark)), chain)
+    assert decoded.schema.equals(record_schema(pa.struct([("id", pa.int32()), ("name", pa.string())])))
+    assert decoded_rows(decoded) == [
+        {
+            "topic": "p_public_t",
+            "partition": "broker-a:1",
+            "offset": 100 + i,
+            "key": '{"id":1}',
+            "value": {"id": 1, "name": name},
+            "headers": {PARTITION_PROPERTY: "public.t", OFFSET_PROPERTY: str(i)},
+            "timestamp": BORN.replace(tzinfo=UTC),
+        }
+        for i, name in enumerate(["a", "b"])
+    ]
 
 
 def _payload(body: bytes, old: bytes, new: bytes) -> bytes:
@@ -175,8 +264,6 @@ def _grown_schema(body: bytes) -> bytes:
 def _edited(spark: SparkSession, edit: Any) -> tuple[JsonConverter, pa.RecordBatch]:
     """A converter that met a batch's schemas, and the batch with the body of its record at queue
     offset 104 edited by ``edit``."""
-    import pyarrow as pa
-
     messages = _messages(spark, _typed_records(spark, 6))
     converter = _met(messages)
     table = messages.toArrow()
@@ -189,9 +276,7 @@ def _edited(spark: SparkSession, edit: Any) -> tuple[JsonConverter, pa.RecordBat
 def _decode_edited(spark: SparkSession, edit: Any) -> pa.RecordBatch:
     """Decode in Arrow a batch whose record at queue offset 104 has its body edited by ``edit``."""
     converter, batch = _edited(spark, edit)
-    records = converter.arrow_records()
-    assert records is not None
-    return records.value.decode(batch)
+    return converter.arrow_records().value.decode(batch)
 
 
 VALUE_TYPE = "struct<id:bigint,tiny:tinyint"
@@ -254,10 +339,8 @@ def test_an_envelope_laid_out_otherwise_is_read_as_kafkas_layout_is(spark: Spark
 
     decoded = _decode_edited(spark, relaid)
     assert decoded.column(ERROR_COLUMN).null_count == decoded.num_rows
-    converter, batch = _edited(spark, lambda b: b)
-    assert (
-        decoded.column("value").to_pylist() == _decode_edited(spark, lambda b: b).column("value").to_pylist()
-    )
+    sent = [record["value"] for record in sent_records(_typed_records(spark, 6))]
+    assert decoded.column("value").to_pylist() == sent
 
 
 def test_a_body_of_a_schema_not_met_is_an_outcome_carrying_the_batchs_schemas(spark: SparkSession) -> None:
@@ -286,12 +369,53 @@ def test_a_record_a_transform_flags_is_a_bad_outcome_naming_it(spark: SparkSessi
     assert isinstance(outcome, Bad) and outcome.message.startswith("connector test: bad record at topic 't'")
 
 
-def test_a_value_with_a_map_is_left_to_sparks_decode(spark: SparkSession) -> None:
-    from pyspark.sql.types import MapType, StringType, StructField, StructType
+def test_a_value_with_maps_decodes_as_it_was_sent(spark: SparkSession) -> None:
+    """Arrow's JSON reader has no map type: a payload holding one is parsed one by one."""
+    ddl = "id string, m map<string,string>, counts array<map<string,bigint>>"
+    from pyspark.sql.types import StructType
 
-    mapped = StructType(
-        [StructField("id", StringType()), StructField("m", MapType(StringType(), StringType()))]
+    values = [
+        {"id": "a", "m": {"k": "v", "n": None}, "counts": [{"x": 1}, {}]},
+        {"id": "b", "m": None, "counts": None},
+        None,
+    ]
+    records = make_records(
+        spark, [Record("p", i, v, topic="t") for i, v in enumerate(values)], StructType.fromDDL(ddl)
     )
-    records = make_records(spark, [Record("p", 0, {"id": "a", "m": {"k": "v"}}, topic="t")], mapped)
-    converter = _met(_messages(spark, records))
-    assert converter.arrow_records() is None  # a map: Spark's decode only
+    decoded = _decoded(_messages(spark, records))
+    assert decoded.schema.equals(record_schema(arrow_type(ddl)), check_metadata=True)
+    assert decoded_rows(decoded) == sent_records(records)
+    got = decoded.column("value").to_pylist()
+    assert dict(got[0]["m"]) == {"k": "v", "n": None} and got[0]["counts"] == [[("x", 1)], []]
+    assert got[1] == {"id": "b", "m": None, "counts": None} and got[2] is None
+
+
+@pytest.mark.parametrize(
+    "ddl",
+    [
+        "id bigint, m array<struct<k: string, n: bigint>>",
+        "id bigint, m map<string,bigint>",  # a map: parsed payload by payload, checked as the reader checks
+    ],
+)
+def test_a_fraction_for_an_integer_does_not_fit_its_type(spark: SparkSession, ddl: str) -> None:
+    """A payload whose integer field (or map value) holds a fraction does not fit its type: the
+    record is flagged, never read with its number cut to an integer, whether its type holds a map
+    (parsed payload by payload) or not (read by Arrow's JSON reader)."""
+    from pyspark.sql.types import StructType
+
+    maps = "map" in ddl
+    values = [{"id": i, "m": {"k": i} if maps else [{"k": "k", "n": i}]} for i in range(3)]
+    records = make_records(
+        spark, [Record("p", i, v, topic="t") for i, v in enumerate(values)], StructType.fromDDL(ddl)
+    )
+    messages = _messages(spark, records).toArrow()
+    bodies = messages.column("body").to_pylist()
+    bodies[1] = _payload(bodies[1], b'"id":1', b'"id":1.5')
+    bodies[2] = _payload(bodies[2], b'"k":2' if maps else b'"n":2', b'"k":2.5' if maps else b'"n":2.5')
+    edited = messages.set_column(
+        messages.schema.get_field_index("body"), "body", pa.array(bodies, pa.binary())
+    )
+    decoded = records_of(JsonConverter(schemas_enable=True), edited)
+    problem = "json converter: body envelope does not parse as " + StructType.fromDDL(ddl).simpleString()
+    assert decoded.column(ERROR_COLUMN).to_pylist() == [None, problem, problem]
+    assert decoded.column("value").to_pylist() == [sent_records(records)[0]["value"], None, None]

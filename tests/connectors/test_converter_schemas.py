@@ -10,7 +10,9 @@ import pytest
 
 from sluice.connectors.connect_schemas import envelope_schemas, merge_schemas
 from sluice.connectors.converters import VALUE_SCHEMA_HEADER, JsonConverter
-from sluice.connectors.sink_stages import envelope_prefixes_of
+from sluice.connectors.records import ERROR_COLUMN
+from sluice.connectors.sink_stages import Made, Outcome, SinkStages, Unmet, envelope_prefixes_of
+from tests.connectors.decoding import records_of
 from tests.connectors.test_converters import BORN, READ_SCHEMA
 
 if TYPE_CHECKING:
@@ -66,8 +68,8 @@ def test_one_batch_of_two_topics_decodes_each_with_its_own_fields(spark: SparkSe
         ("products", "broker-a:1", 0, 1, None, None, {}, BORN, BORN,
          _envelope([("id", "int32"), ("sku", "string")], {"id": 7, "sku": "K-7"})),
     ]  # fmt: skip
-    out = JsonConverter(schemas_enable=True).to_records(spark.createDataFrame(rows, READ_SCHEMA))
-    got = {r["topic"]: (r["value"].asDict(), r["headers"][VALUE_SCHEMA_HEADER]) for r in out.collect()}
+    out = records_of(JsonConverter(schemas_enable=True), spark.createDataFrame(rows, READ_SCHEMA))
+    got = {r["topic"]: (r["value"], dict(r["headers"])[VALUE_SCHEMA_HEADER]) for r in out.to_pylist()}
     assert {t: v for t, (v, _) in got.items()} == {
         "orders": {"id": 1, "total": 9.5, "sku": None},
         "products": {"id": 7, "total": None, "sku": "K-7"},
@@ -84,7 +86,7 @@ def test_declared_decimal_reads_plain_json_numbers_exactly(spark: SparkSession) 
     rows = [("t", "broker-a:0", 0, 0, None, None, {}, BORN, BORN, b'{"id": 1, "amount": 1234}'),
             ("t", "broker-a:0", 0, 1, None, None, {}, BORN, BORN, b'{"id": 2, "amount": -0.25}')]  # fmt: skip
     converter = JsonConverter(value_schema="id int, amount decimal(10,2)")
-    out = converter.to_records(spark.createDataFrame(rows, READ_SCHEMA)).orderBy("offset").collect()
+    out = records_of(converter, spark.createDataFrame(rows, READ_SCHEMA)).to_pylist()
     assert [r["value"]["amount"] for r in out] == [Decimal("1234.00"), Decimal("-0.25")]
 
 
@@ -148,8 +150,9 @@ def test_envelope_prefixes_of_a_share_are_what_the_search_finds(
 
 
 def test_envelopes_laid_out_any_way_decode_alike(spark: SparkSession) -> None:
-    """Kafka's compact layout (schemas found from body prefixes), a spaced one, payload first and a
-    ``,"payload":`` inside a field's doc (all parsed) give the same records in one batch."""
+    """Kafka's compact layout (schemas found from body prefixes), a spaced one and payload first
+    (rewritten in Kafka's layout: arrow_envelopes.relaid), with a ``,"payload":`` inside a field's doc
+    (escaped in the text, so no prefix is cut there), give the same records in one batch."""
     schema = {"type": "struct", "optional": False, "fields": [
         {"field": "id", "type": "int32", "optional": False},
         {"field": "note", "type": "string", "optional": True, "doc": 'see ,"payload":'},
@@ -163,10 +166,10 @@ def test_envelopes_laid_out_any_way_decode_alike(spark: SparkSession) -> None:
             ("t", "broker-a:0", 0, i, None, None, {}, BORN, BORN, body.encode())
             for i, body in enumerate(bodies[:1] if only_compact else bodies)
         ]
-        out = JsonConverter(schemas_enable=True).to_records(spark.createDataFrame(rows, READ_SCHEMA))
-        got = [r["value"].asDict() for r in out.orderBy("offset").collect()]
+        out = records_of(JsonConverter(schemas_enable=True), spark.createDataFrame(rows, READ_SCHEMA))
         expected = [{"id": 1, "note": "a"}, {"id": 2, "note": "b"}, {"id": 3, "note": None}]
-        assert got == expected[: len(rows)]
+        assert out.column("value").to_pylist() == expected[: len(rows)]
+        assert out.column(ERROR_COLUMN).to_pylist() == [None] * len(rows)
 
 
 V1 = [("id", "int32")]
@@ -212,11 +215,9 @@ def _envelope_converter() -> JsonConverter:
 
 
 def test_one_task_s_converter_decodes_each_batch_with_its_own_schemas(spark: SparkSession) -> None:
-    """A sink task keeps its converter: schemas met in a batch are recognised cheaply in the next
-    (envelopes.SeenPrefixes), and a batch still gets exactly its own schemas — a column added in
-    the middle of the stream lands, and a batch after it does not carry the old schema along."""
-    from sluice.connectors.envelopes import envelope_prefixes, utf8_text
-
+    """A sink task keeps its converter: schemas met in a batch are remembered for the next
+    (envelopes.SeenPrefixes), and each batch decodes right with them — a column added in the
+    middle of the stream lands."""
     converter = _envelope_converter()
     v1, v2 = V1, V2
 
@@ -231,18 +232,18 @@ def test_one_task_s_converter_decodes_each_batch_with_its_own_schemas(spark: Spa
         [{"id": 6, "note": "n6"}, {"id": 7, "note": None}],
     ]
     for (start, versions, spaced), want in zip(batches, expected, strict=True):
-        messages = batch(start, versions, spaced)
-        out = converter.to_records(messages).orderBy("offset").collect()
-        assert [r["value"].asDict() for r in out] == want
-        assert [r["key"].asDict() for r in out] == [{"id": w["id"]} for w in want]
-    # The two schemas are remembered; the spaced bodies (whole texts, no prefix) are not.
+        out = records_of(converter, batch(start, versions, spaced))
+        assert out.column("value").to_pylist() == want
+        assert out.column("key").to_pylist() == [{"id": w["id"]} for w in want]
+        assert out.column(ERROR_COLUMN).to_pylist() == [None] * len(want)
+    # The two schemas are remembered, once each: the spaced bodies are read in Kafka's layout
+    # (arrow_envelopes.relaid), their prefixes those of the compact ones.
     assert len(converter.seen_prefixes.known("value")) == 2
     assert len(converter.seen_prefixes.known("key")) == 1
 
-    # What a batch finds is the same with the memory as without it.
+    # What a batch decodes is the same with the memory as without it.
     mixed = batch(0, [v1, v2])
-    texts = {"value": utf8_text(mixed["body"]), "key": mixed["keys"]}
-    assert envelope_prefixes(mixed, texts, converter.seen_prefixes) == envelope_prefixes(mixed, texts)
+    assert records_of(converter, mixed).equals(records_of(_envelope_converter(), mixed))
 
 
 def _change(table_fields: list[tuple[str, str]], after: dict[str, object]) -> bytes:
@@ -256,33 +257,45 @@ def _change(table_fields: list[tuple[str, str]], after: dict[str, object]) -> by
     return json.dumps({"schema": schema, "payload": {"before": None, "after": after, "op": "c"}}).encode()
 
 
-def _jobs_while(spark: SparkSession, group: str, action) -> int:  # type: ignore[no-untyped-def]
-    sc = spark.sparkContext
-    sc.setJobGroup(group, group)
-    try:
-        action()
-    finally:
-        sc.setJobGroup("", "")
-    return len(sc.statusTracker().getJobIdsForGroup(group))
+def test_a_task_s_stages_learn_the_schemas_of_a_batch_they_have_not_met(spark: SparkSession) -> None:
+    """A sink's stages decode a batch with the schemas its converter met before
+    (connectors.sink_stages); a batch bringing one not met is ``Unmet``, with the batch's schema
+    prefixes, and decodes once the converter remembers them, per topic. Envelopes laid out
+    otherwise than Kafka writes them change nothing: they are read in Kafka's layout."""
+    converter = _envelope_converter()
 
+    def run(messages: DataFrame) -> Outcome:
+        stages = SinkStages(
+            converter.arrow_records(), (), barriers_once=False, connector="c", key_envelopes=True
+        )
+        return stages.run(messages.toArrow().to_batches())
 
-def test_a_converter_knows_the_schemas_its_searched_batches_met(spark: SparkSession) -> None:
-    """After a searched decode, a converter knows the schemas it met (the sink's stages then
-    decode the next batches with them, connectors.sink_stages), per topic; envelopes laid out
-    otherwise than Kafka writes them change nothing (the stages read them in Kafka's layout)."""
+    def made(outcome: Outcome) -> list[tuple[object, ...]]:
+        assert isinstance(outcome, Made) and outcome.records is not None
+        return [(r["offset"], r["key"], r["value"]) for r in outcome.records.sort_by("offset").to_pylist()]
 
-    fresh = _envelope_converter
-
-    def rows(df: DataFrame) -> list[tuple[object, ...]]:
-        return [(r["offset"], r["key"].asDict(), r["value"].asDict()) for r in df.orderBy("offset").collect()]
-
-    converter = fresh()
     assert not converter.knows_schemas(["t"])  # nothing met yet
-    rows(converter.to_records(_batch(spark, 0, [V1, V2])))
+    first = _batch(spark, 0, [V1, V2])
+    unmet = run(first)
+    assert isinstance(unmet, Unmet)
+    assert [len(unmet.found[name]) for name in ("value", "key")] == [2, 1]
+    converter.seen_prefixes.remember(unmet.found)
     assert converter.knows_schemas(["t"]) and not converter.knows_schemas(["t", "u"])
-    grown = _batch(spark, 5, [V2, [*V2, ("extra", "int64")]])
+    assert made(run(first)) == [
+        (0, {"id": 0}, {"id": 0, "note": None}),
+        (1, {"id": 1}, {"id": 1, "note": "n1"}),
+    ]
 
-    rows(converter.to_records(_batch(spark, 8, [V2], spaced=True)))
+    # spaced: nothing new to learn
+    assert made(run(_batch(spark, 8, [V2], spaced=True))) == [(8, {"id": 8}, {"id": 8, "note": "n8"})]
     assert converter.knows_schemas(["t"])
-    rows(converter.to_records(grown))
-    assert converter.knows_schemas(["t"])
+
+    grown = _batch(spark, 5, [V2, [*V2, ("extra", "int64")]])
+    unmet = run(grown)
+    assert isinstance(unmet, Unmet)
+    converter.seen_prefixes.remember(unmet.found)
+    assert converter.knows_schemas(["t"]) and len(converter.seen_prefixes.known("value")) == 3
+    assert made(run(grown)) == [
+        (5, {"id": 5}, {"id": 5, "note": "n5", "extra": None}),
+        (6, {"id": 6}, {"id": 6, "note": "n6", "extra": None}),
+    ]

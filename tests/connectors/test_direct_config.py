@@ -145,20 +145,13 @@ def test_secret_fields_of_both_sides_prefixed_and_not() -> None:
     assert {"connection.password", "source.connection.password", "sink.connection.password"} <= names
 
 
-@pytest.mark.parametrize(
-    ("extra", "field"),
-    [
-        ({"transforms": "s", "transforms.s.type": "sql", "transforms.s.filter": "true"}, "transforms"),
-        ({"errors.tolerance": "all"}, "errors.tolerance"),
-    ],
-)
-def test_what_a_direct_pipeline_cannot_run_yet_is_refused_naming_the_field(
-    tmp_path: Any, extra: dict[str, str], field: str
-) -> None:
+def test_a_spark_sql_transform_is_refused_naming_the_field_and_tolerance_is_taken(tmp_path: Any) -> None:
     config = {
         "connector.direct.enable": "true", "source.task.class": "file-source", "sink.task.class": "file-sink",
         "source.file": str(tmp_path / "in.txt"), "sink.file": str(tmp_path / "out.txt"), "topic": "t",
-        **extra,
     }  # fmt: skip
-    (error,) = validate_config("d", config).errors
-    assert error.startswith(f"connector 'd': field {field!r}: a direct pipeline")
+    sql = {"transforms": "s", "transforms.s.type": "sql", "transforms.s.filter": "true"}
+    (error,) = validate_config("d", {**config, **sql}).errors
+    assert error.startswith("connector 'd': field 'transforms': a direct pipeline")
+    tolerant = {"errors.tolerance": "all", "errors.deadletterqueue.topic.name": "d_dlq"}
+    assert validate_config("d", {**config, **tolerant}).errors == []

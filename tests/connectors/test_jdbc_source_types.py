@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from decimal import Context, Decimal
 
 import pyarrow as pa
@@ -18,6 +18,8 @@ from sluice.connectors.converters import JsonConverter
 from sluice.connectors.jdbc.records import RecordShape
 from sluice.connectors.jdbc.source import JdbcSourceConnector
 from sluice.connectors.model import PartitionRange
+from sluice.connectors.records import ERROR_COLUMN
+from tests.connectors.decoding import records_of
 from tests.connectors.jdbc_dbs import Db
 from tests.connectors.test_converters import as_messages
 from tests.connectors.test_jdbc_source_offsets import old_frame, spark_frame
@@ -82,17 +84,18 @@ def test_types_round_trip_through_the_json_converter(spark, db: Db) -> None:
         unscaled = int.from_bytes(base64.b64decode(envelope["payload"]["big"]), "big", signed=True)
         assert Decimal(unscaled).scaleb(-10, Context(prec=60)) == full[1]  # exact
         assert envelope["payload"]["small"] == "/w=="  # -1 as one byte, like BigInteger.toByteArray
-        back = converter.to_records(as_messages(spark, messages))
-        rows = {r["value"]["id"]: r["value"].asDict() for r in back.collect()}
+        back = records_of(converter, as_messages(spark, messages))
+        rows = {r["value"]["id"]: r["value"] for r in back.to_pylist()}
     finally:
         task.close()
+    assert back.column(ERROR_COLUMN).to_pylist() == [None, None]
     got = rows[Decimal(full[0])] if mysql else rows[full[0]]
     assert got["big"] == full[1] and got["small"] == full[2]
     assert got["u"] == full[3]
-    assert got["ts"] == datetime(2024, 2, 29, 23, 59, 59, 123456)  # an instant, UTC
+    assert got["ts"] == datetime(2024, 2, 29, 23, 59, 59, 123456, tzinfo=UTC)  # an instant
     assert got["dt"] == datetime(1999, 12, 31, 12, 0, 0, 456789)
     assert got["d"] == date(2024, 2, 29)
-    assert got["b"] == bytearray(b"\x00\xff\x80")
+    assert got["b"] == b"\x00\xff\x80"
     assert got["s"] == "😀 ü"
     assert json.loads(got["j"]) == {"a": 1}
     assert got["f"] == 1.5 and got["flag"] is True

@@ -105,6 +105,45 @@ async def test_errors_tolerance_all_sends_the_bad_record_to_the_dead_letter_topi
     await sluice.delete(sink)
 
 
+async def test_a_chain_ending_in_spark_sql_runs_after_the_stages_and_bad_records_still_go_to_the_dlq(
+    tmp_path: Path, start_worker, sluice, topic_name, stack_config
+) -> None:
+    """The sink's stages decode and run the chain's Arrow head (Cast), then the Spark SQL transform
+    (by nature Spark's) runs over their records: the bad line is dead-lettered by the stages, and
+    the SQL filter's and select's output is what the sink writes."""
+    from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
+
+    dlq = f"DLQ_{uuid.uuid4().hex[:8]}"
+    chain = {
+        "transforms": "cast,sql",
+        "transforms.cast.type": "org.apache.kafka.connect.transforms.Cast$Value",
+        "transforms.cast.spec": "id:int64",
+        "transforms.sql.type": "sql",
+        "transforms.sql.statement": (
+            "SELECT topic, partition, offset, key, named_struct('id', value.id * 10, 'name', "
+            "upper(value.name)) AS value, headers, timestamp FROM records WHERE value.id % 2 = 0"
+        ),
+    }
+    dst, source, sink, records = await _json_pipeline(
+        tmp_path, start_worker, sluice, topic_name, bad_at=2, count=6,
+        **{"errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq, **chain},
+    )  # fmt: skip
+    expected = [
+        {"id": int(r["id"]) * 10, "name": str(r["name"]).upper()} for r in records if int(r["id"]) % 2 == 0
+    ]
+
+    def sink_rows() -> list[dict[str, object]]:
+        return [json.loads(line) for line in dst.read_text().splitlines()] if dst.exists() else []
+
+    await wait_for(lambda: sink_rows() == expected, 180, "the good even records, multiplied and upper-cased")
+    with SyncRocketMQClient(stack_config.namesrv_address) as client:
+        letters = [m for mq in client.queues(dlq) for m in client.pull_range(mq, 0, client.max_offset(mq))]
+    assert [m.body for m in letters] == [BAD_LINE.encode()]
+    assert letters[0].properties["sluice.origin.offset"] == "2"
+    await sluice.delete(source)
+    await sluice.delete(sink)
+
+
 # --- sink side: a body the converter cannot decode, as Kafka's JsonConverter defaults it ----------
 
 KAFKA_JSON = "org.apache.kafka.connect.json.JsonConverter"

@@ -98,3 +98,35 @@ async def test_file_to_file_direct_with_appended_lines(tmp_path, start_worker, s
     assert (status.state, status.kind) == ("RUNNING", "source")
     assert status.connector_class == "file-source -> file-sink"
     await sluice.delete(name)
+
+
+async def test_a_direct_pipeline_dead_letters_a_bad_line_and_writes_the_rest(
+    tmp_path, start_worker, sluice, stack_config
+) -> None:
+    """Under ``errors.tolerance=all`` a line the file source cannot decode goes to the dead-letter
+    topic, its exact bytes and where it was, and the lines around it reach the target file."""
+    from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
+
+    src, dst = tmp_path / "in.txt", tmp_path / "out.txt"
+    good = [f"line {i}".encode() for i in range(6)]
+    bad = b"bad \xff\xfe line"
+    raw = b"".join(line + b"\n" for line in [*good[:3], bad, *good[3:]])
+    src.write_bytes(raw)
+    start_worker()
+    name, dlq = f"direct-{uuid.uuid4().hex[:8]}", f"DLQ_{uuid.uuid4().hex[:8]}"
+    config = {
+        "connector.direct.enable": "true", "source.task.class": "file-source", "sink.task.class": "file-sink",
+        "source.file": str(src), "sink.file": str(dst), "topic": "lines", "poll.interval.ms": "200",
+        "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq,
+    }  # fmt: skip
+    await sluice.create(name, config)
+    expected = b"".join(line + b"\n" for line in good)
+    await wait_for(lambda: dst.exists() and dst.read_bytes() == expected, 120, "the good lines in the target")
+    with SyncRocketMQClient(stack_config.namesrv_address) as client:
+        letters = [m for mq in client.queues(dlq) for m in client.pull_range(mq, 0, client.max_offset(mq))]
+    assert [m.body for m in letters] == [bad]
+    props = letters[0].properties
+    assert props["sluice.origin.offset"] == str(raw.index(bad)) and props["sluice.connector"] == name
+    assert props["sluice.error"].startswith("line is not utf-8") and "sluice.origin.topic" not in props
+    assert (await sluice.status(name)).tasks[0].state == "RUNNING"
+    await sluice.delete(name)
