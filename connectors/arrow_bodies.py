@@ -40,9 +40,13 @@ class BodyDecoder:
 def tombstoned(batch: pa.RecordBatch, tombstone: str) -> pa.Array:
     """The batch's bodies, null where the ``tombstone`` property marks a null value."""
     body = batch.column("body")
+    marked = pc.fill_null(
+        pc.equal(pc.map_lookup(batch.column("properties"), tombstone, "first"), "true"), False
+    )
+    if not pc.any(marked).as_py():
+        return body
     body = pa.concat_arrays([body]) if body.offset else body  # if_else over a sliced binary (pyarrow 21)
-    marked = pc.map_lookup(batch.column("properties"), tombstone, "first")
-    return pc.if_else(pc.fill_null(pc.equal(marked, "true"), False), pa.scalar(None, body.type), body)
+    return pc.if_else(marked, pa.scalar(None, body.type), body)
 
 
 def live_texts(batch: pa.RecordBatch, tombstone: str) -> tuple[pa.Array, pa.Array]:

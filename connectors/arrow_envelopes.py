@@ -83,28 +83,20 @@ class EnvelopeDecoder:
         flagged records) and the error column."""
         texts, not_text = live_texts(batch, self.tombstone)
         errors = flagged(None, not_text, f"json converter: {self.what} is not UTF-8")
-        live = pc.is_valid(texts)
-        texts = relaid(texts)
-        laid_out = pc.fill_null(is_laid_out(texts), False)
-        errors = flagged(errors, pc.and_(live, pc.invert(laid_out)), self._not_an_envelope)
-        live = pc.and_(live, laid_out)
-        topics = batch.column("topic")
-        matched = pa.array(np.zeros(len(batch), bool))
-        groups: list[tuple[str, pa.Array]] = []
-        for topic, head, reason in [(t, h, "") for t, h in self.heads] + list(self.refused):
-            mask = pc.fill_null(
-                pc.and_(pc.and_(live, pc.equal(topics, topic)), pc.starts_with(texts, head)),
-                False,
-            )
-            if pc.any(mask).as_py():
-                matched = pc.or_(matched, mask)
-                if reason:
-                    errors = flagged(errors, mask, reason)
-                else:
-                    groups.append((head, mask))
-        unmatched = pc.and_(live, pc.invert(matched))
-        if pc.any(unmatched).as_py():  # the stages learn the batch's schemas and run it again
-            raise UnmetSchemaError(Where(batch).first(unmatched))
+        live, topics = pc.is_valid(texts), batch.column("topic")
+        matched, groups, refused = self._groups(topics, texts, live)
+        rest = pc.and_(live, pc.invert(matched))
+        if pc.any(rest).as_py():  # bodies laid out otherwise, of a schema not met, or no envelope: rare
+            texts = relaid(texts, rest)
+            matched, groups, refused = self._groups(topics, texts, live)
+            rest = pc.and_(live, pc.invert(matched))
+            laid_out = pc.fill_null(is_laid_out(texts), False)
+            errors = flagged(errors, pc.and_(rest, pc.invert(laid_out)), self._not_an_envelope)
+            unmet = pc.and_(rest, laid_out)
+            if pc.any(unmet).as_py():  # the stages learn the batch's schemas and run it again
+                raise UnmetSchemaError(Where(batch).first(unmet))
+        for reason, mask in refused:
+            errors = flagged(errors, mask, reason)
         value, unfit = self._values(texts, groups, len(batch))
         errors = flagged(
             errors, unfit, f"json converter: {self.what} envelope does not parse as {self.type_name}"
@@ -112,6 +104,23 @@ class EnvelopeDecoder:
         names = [n for n in batch.schema.names if n != "body"]
         arrays = [batch.column(n) for n in names] + [value, errors]
         return pa.RecordBatch.from_arrays(arrays, names=[*names, "value", ERROR_COLUMN])
+
+    def _groups(
+        self, topics: pa.Array, texts: pa.Array, live: pa.Array
+    ) -> tuple[pa.Array, list[tuple[str, pa.Array]], list[tuple[str, pa.Array]]]:
+        """Which live texts start with a head met (a byte comparison), the rows of each head read
+        (``(head, mask)``) and of each refused one (``(why, mask)``)."""
+        matched = pa.array(np.zeros(len(texts), bool))
+        groups: list[tuple[str, pa.Array]] = []
+        refused: list[tuple[str, pa.Array]] = []
+        for topic, head, reason in [(t, h, "") for t, h in self.heads] + list(self.refused):
+            mask = pc.fill_null(
+                pc.and_(pc.and_(live, pc.equal(topics, topic)), pc.starts_with(texts, head)), False
+            )
+            if pc.any(mask).as_py():
+                matched = pc.or_(matched, mask)
+                (refused if reason else groups).append((reason or head, mask))
+        return matched, groups, refused
 
     @property
     def _not_an_envelope(self) -> str:
@@ -126,12 +135,22 @@ class EnvelopeDecoder:
         """Each group's payloads parsed and converted at their rows (null elsewhere), and which
         rows' payloads do not fit."""
         value, unfit = pa.nulls(rows, self.value), np.zeros(rows, bool)
+        data = texts.cast(pa.binary())  # the same buffers: sliced by bytes, not by characters
         for head, mask in groups:
-            payloads = pc.utf8_slice_codeunits(texts, len(head), -1)  # cut the envelope's final }
-            values, failed = by_halves(payloads, mask, self._parsed, self.value)
+            payloads = pc.binary_slice(data, len(head.encode()), -1)  # cut the envelope's final }
+            values, failed = by_halves(payloads, mask, self._parsed, self.value, self._alone)
             value = values if len(groups) == 1 else pc.if_else(mask, values, value)
             unfit |= failed
         return value, pa.array(unfit)
+
+    def _alone(self, payload: bytes) -> pa.Array | None:
+        """A payload that does not read alone, read once more written compact: a line break (in
+        valid JSON only whitespace) makes the reader take each line for a record."""
+        try:
+            compact = json.dumps(json.loads(payload), separators=(",", ":"), ensure_ascii=False)
+        except (ValueError, RecursionError):
+            return None
+        return self._parsed(pa.array([compact.encode()], pa.binary()))
 
     def _parsed(self, payloads: pa.Array) -> pa.Array | None:
         """Payloads as their value type, or None when one does not fit: read as each of ``reads``
@@ -207,17 +226,23 @@ def is_laid_out(texts: pa.Array) -> pa.Array:
     )
 
 
-def relaid(texts: pa.Array) -> pa.Array:
-    """``texts`` with each envelope laid out otherwise (keys in another order, whitespace, a line
-    break) rewritten as Kafka's JsonConverter lays it out; a text that is no envelope stays as it is
-    (the decoder flags it). Only such texts are parsed here, one by one."""
+def relaid(texts: pa.Array, rows: pa.Array) -> pa.Array:
+    """``texts`` with each of ``rows`` that is an envelope laid out otherwise (keys in another
+    order, whitespace, a line break) rewritten as Kafka's JsonConverter lays it out; a text that is
+    no envelope stays as it is (the decoder flags it). Only such texts are parsed, one by one."""
+    at = pc.indices_nonzero(pc.fill_null(rows, False))
+    if not len(at):
+        return texts
+    chosen = texts.take(at)
     odd = pc.fill_null(
-        pc.or_(pc.invert(is_laid_out(texts)), pc.match_substring_regex(texts, "[\r\n]")), False
+        pc.or_(pc.invert(is_laid_out(chosen)), pc.match_substring_regex(chosen, "[\r\n]")), False
     )
     if not pc.any(odd).as_py():
         return texts
-    rewritten = [_in_kafka_layout(text) for text in texts.filter(odd).to_pylist()]
-    return pc.replace_with_mask(texts, odd, pa.array(rewritten, pa.string()))
+    rewritten = [_in_kafka_layout(text) for text in chosen.filter(odd).to_pylist()]
+    mask = np.zeros(len(texts), bool)
+    mask[at.to_numpy()[np.asarray(odd)]] = True
+    return pc.replace_with_mask(texts, pa.array(mask), pa.array(rewritten, pa.string()))
 
 
 def _in_kafka_layout(text: str) -> str:

@@ -15,7 +15,7 @@ import base64
 import binascii
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
@@ -32,8 +32,9 @@ _ISO_INSTANT: Final = (
 
 
 def json_lines(texts: pa.Array) -> pa.Array:
-    """Each text as the line ``{"v":<text>}``, back to back in one buffer."""
-    return pc.binary_join_element_wise('{"v":', texts, "}\n", "")
+    """Each text (string or binary) as the line ``{"v":<text>}``, back to back in one buffer."""
+    head, tail, none = ('{"v":', "}\n", "") if pa.types.is_string(texts.type) else (b'{"v":', b"}\n", b"")
+    return pc.binary_join_element_wise(head, texts, tail, none)
 
 
 def read_lines(lines: pa.Array, schema: pa.Schema) -> pa.Table | None:
@@ -55,7 +56,7 @@ def read_lines(lines: pa.Array, schema: pa.Schema) -> pa.Table | None:
 
 #: What a decoder makes of texts in one go, or of one text alone: values, or None when they fail.
 Block = Callable[[pa.Array], "pa.Array | None"]
-Alone = Callable[[str], "pa.Array | None"]
+Alone = Callable[[Any], "pa.Array | None"]
 
 
 def by_halves(
@@ -64,7 +65,8 @@ def by_halves(
     """``block`` over the ``read`` texts, halving where it fails; a text that fails alone gets
     ``alone``, and fails if that fails too. The values at their rows (null elsewhere), and which
     rows failed."""
-    chosen = texts.filter(read)
+    whole = read.null_count == 0 and pc.all(read).as_py()  # every text: no filter, no scatter
+    chosen = texts if whole else texts.filter(read)
     pieces: list[pa.Array] = []
     bad: list[int] = []
     todo = [(0, len(chosen))]
@@ -81,12 +83,16 @@ def by_halves(
             todo += [(middle, stop), (start, middle)]  # the first half next: pieces stay in order
         else:
             pieces.append(got)
-    rows = pc.indices_nonzero(read).to_numpy()
+    values = pa.concat_arrays(pieces) if len(pieces) > 1 else pieces[0]
     failed = np.zeros(len(texts), bool)
+    if whole:
+        failed[bad] = True
+        return values, failed
+    rows = pc.indices_nonzero(read).to_numpy()
     failed[rows[bad]] = True
     index = np.full(len(texts), -1, np.int64)
     index[rows] = np.arange(len(rows))
-    return pa.concat_arrays(pieces).take(pa.array(index, mask=index < 0)), failed
+    return values.take(pa.array(index, mask=index < 0)), failed
 
 
 def read_types(wire: pa.DataType, value: pa.DataType) -> tuple[pa.DataType, ...]:

@@ -130,7 +130,7 @@ def envelope_prefixes_of(messages: Sequence[pa.RecordBatch], *, keys: bool, tomb
     topics = {"value": topic.filter(live), "key": topic}
     found: dict[str, list[tuple[str, str]]] = {}
     for name, text in texts.items():
-        text = relaid(text)
+        text = relaid(text, pc.is_valid(text))
         laid_out = pc.fill_null(is_laid_out(text), False)
         text, topic = text.filter(laid_out), topics[name].filter(laid_out)
         heads = pc.list_element(pc.split_pattern(text, PAYLOAD_KEY, max_splits=1), 0)

@@ -343,6 +343,25 @@ def test_an_envelope_laid_out_otherwise_is_read_as_kafkas_layout_is(spark: Spark
     assert decoded.column("value").to_pylist() == sent
 
 
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda b: _payload(b, b'{"id"', b'\n  {"id"'), "as sent"),  # a line break in the payload
+        (lambda b: b[: b.index(b',"payload":') + 11] + b"null}", None),  # a null value of an optional schema
+    ],
+    ids=["line-break", "null-payload"],
+)
+def test_a_payload_written_otherwise_after_a_schema_met_is_read(
+    spark: SparkSession, edit: Any, expected: str | None
+) -> None:
+    decoded = _decode_edited(spark, edit)
+    assert decoded.column(ERROR_COLUMN).null_count == decoded.num_rows
+    sent = [record["value"] for record in sent_records(_typed_records(spark, 6))]
+    values = decoded.column("value").to_pylist()
+    assert values[:4] + values[5:] == sent[:4] + sent[5:]
+    assert values[4] == (sent[4] if expected == "as sent" else None)
+
+
 def test_a_body_of_a_schema_not_met_is_an_outcome_carrying_the_batchs_schemas(spark: SparkSession) -> None:
     """The decoder names the first such record; the stages find the share's schema prefixes (the
     grown one among them) for the runner to remember before running the batch again."""
