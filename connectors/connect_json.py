@@ -198,7 +198,9 @@ def convert_wire(
     if isinstance(data_type, T.BinaryType):
         return F.base64(column) if to_wire else F.unbase64(column)
     if isinstance(data_type, T.DecimalType):
-        return decimal_to_base64(column, data_type) if to_wire else decimal_from_base64(column, data_type)
+        if not to_wire:  # read back only as plain JSON numbers (numeric_decimals): a sink reads in Arrow
+            raise ValueError(f"no Spark read of {data_type.simpleString()} from base64")
+        return decimal_to_base64(column, data_type)
     if isinstance(data_type, T.ArrayType):
         return F.transform(
             column, lambda x: convert_wire(x, data_type.elementType, to_wire, numeric_decimals)
@@ -269,29 +271,6 @@ def _without_sign_padding(hexed: Column) -> Column:
     return F.regexp_replace(F.regexp_replace(hexed, "^(00)+(?=[0-7])", ""), "^(FF)+(?=[89A-F])", "")
 
 
-def _native_from_base64(column: Column, data_type: Any) -> Column:
-    """``decimal_from_base64`` in Spark SQL for a precision that fits a long: sign-extended to 8
-    bytes and read as a signed long; not base64, or a value that does not fit ``data_type`` -> null.
-
-    Every intermediate is referenced once or is cheap: Spark does not share a subexpression between
-    a CASE's branches, and an earlier form that did (regular expressions inside several branches)
-    cost more than parsing the JSON around it (bench/db_profile.py).
-    """
-    # pyspark: config validation imports this module (via connectors.plugins)
-    from pyspark.sql import functions as F
-
-    scale = int(data_type.scale)
-    raw = F.call_function("try_to_binary", column, F.lit("base64"))
-    hexed = F.hex(raw)
-    # A value below 10^18 takes at most 8 bytes minimally encoded; other producers may pad with
-    # redundant sign bytes, which Java's BigInteger(byte[]) reads the same: strip those.
-    hexed = F.when(F.length(raw) > 8, _without_sign_padding(hexed)).otherwise(hexed)
-    negative = F.substring(hexed, 1, 1).isin(*"89ABCDEF")
-    signed = F.conv(F.when(negative, F.lpad(hexed, 16, "F")).otherwise(F.lpad(hexed, 16, "0")), 16, -10)
-    text = F.when((F.length(hexed) > 0) & (F.length(hexed) <= 16), F.concat(signed, F.lit(f"E-{scale}")))
-    return text.try_cast(data_type)
-
-
 def decimal_to_base64(column: Column, data_type: Any) -> Column:
     """A decimal column as Kafka's Decimal payload (base64 text), computed on executors.
 
@@ -309,25 +288,6 @@ def decimal_to_base64(column: Column, data_type: Any) -> Column:
         return None if value is None else base64.b64encode(_unscaled_bytes(value, scale)).decode()
 
     return F.udf(one, "string", useArrow=True)(column)
-
-
-def decimal_from_base64(column: Column, data_type: Any) -> Column:
-    """Kafka's Decimal payload (base64 of the unscaled value) as a Spark decimal of ``data_type``.
-
-    Text that is not base64, or a value that does not fit ``data_type``, gives null (the converter
-    flags the record: the payload does not parse).
-    """
-    # pyspark: config validation imports this module (via connectors.plugins)
-    from pyspark.sql import functions as F
-
-    scale, precision = int(data_type.scale), int(data_type.precision)
-    if precision <= _LONG_DIGITS:
-        return _native_from_base64(column, data_type)
-
-    def one(text: Any) -> Decimal | None:
-        return None if text is None else decimal_from_text(str(text), precision, scale)
-
-    return F.udf(one, data_type, useArrow=True)(column)
 
 
 def decimal_from_text(text: str, precision: int, scale: int) -> Decimal | None:

@@ -1,6 +1,7 @@
-"""Decimals up to 18 digits go to and from Kafka's base64 payload in Spark SQL (no Python UDF):
-every value must give exactly the bytes of the Python reference (``_unscaled_bytes``), and every
-payload must read back as the Python path reads it (padded encodings, bad base64, out of range)."""
+"""Decimals up to 18 digits go to Kafka's base64 payload in Spark SQL (no Python UDF): every value
+must give exactly the bytes of the Python reference (``_unscaled_bytes``); and every payload reads
+back in Arrow (the sink's decode: connectors.arrow_json.converted) as the Python reference reads it
+(padded encodings), or is refused where the reference finds no value (bad base64, out of range)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import binascii
 import random
 from decimal import Decimal
 
+import pyarrow as pa
 import pytest
 
-from sluice.connectors.connect_json import _unscaled_bytes, decimal_from_base64, decimal_to_base64
+from sluice.connectors.arrow_json import converted
+from sluice.connectors.connect_json import _unscaled_bytes, decimal_to_base64
 
 
 def _reference_read(text: str | None, precision: int, scale: int) -> Decimal | None:
@@ -57,7 +60,14 @@ def test_native_decimal_payloads_match_the_python_reference(spark, precision: in
         base64.b64encode((10**precision).to_bytes(9, "big", signed=True)).decode(),  # one digit too many
     ]  # fmt: skip
     texts = [r["b"] for r in encoded] + odd
-    read = spark.createDataFrame([(t,) for t in texts], "t string")
-    back = read.select("t", decimal_from_base64(F.col("t"), data_type).alias("d")).collect()
-    wrong = [(r["t"], r["d"]) for r in back if r["d"] != _reference_read(r["t"], precision, scale)]
-    assert wrong == []
+    target = pa.decimal128(precision, scale)
+    assert converted(pa.array(texts[: -len(odd)], pa.string()), target).to_pylist() == [
+        r["d"] for r in encoded
+    ]
+    for text in texts:
+        expected = _reference_read(text, precision, scale)
+        if expected is None and text is not None:
+            with pytest.raises((ValueError, pa.ArrowInvalid)):
+                converted(pa.array([text], pa.string()), target)
+        else:
+            assert converted(pa.array([text], pa.string()), target).to_pylist() == [expected], text
