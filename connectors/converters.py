@@ -393,7 +393,7 @@ class JsonConverter(Converter):
         data_type = df.schema["value"].dataType
         declared = self._declared_type()
         if isinstance(data_type, StringType) and declared is not None:
-            df = parse_json(df, F.col("value"), declared, envelope=False, what="value")
+            df = parse_json(df, F.col("value"), declared, what="value")
             data_type = declared
         if not self.schemas_enable:
             if isinstance(data_type, StringType):

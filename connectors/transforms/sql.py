@@ -55,7 +55,7 @@ class SqlTransform(SparkTransform):
                 raise ValueError(f"{self.where}: Spark SQL failed: {exc}") from exc
             finally:
                 spark.catalog.dropTempView(VIEW)
-        return result
+        return _last_of_each_name(result)
 
     def apply_frame(self, df: DataFrame) -> DataFrame:
         # pyspark: config validation imports this module (via connectors.plugins)
@@ -73,3 +73,17 @@ class SqlTransform(SparkTransform):
         if self.options["select"].strip():
             df = self._query(df, f"SELECT {self.options['select']} FROM {VIEW}")
         return df
+
+
+def _last_of_each_name(df: DataFrame) -> DataFrame:
+    """``df`` with one column per name: a later column replaces an earlier one of its name, in the
+    earlier one's place (``select: "*, upper(value) AS value"`` rewrites the value, as it reads)."""
+    names = df.columns
+    if len(set(names)) == len(names):
+        return df
+    from pyspark.sql import functions as F
+
+    last = {name: i for i, name in enumerate(names)}
+    renamed = df.toDF(*[f"_c{i}" for i in range(len(names))])
+    firsts = dict.fromkeys(names)
+    return renamed.select(*[F.col(f"_c{last[name]}").alias(name) for name in firsts])

@@ -372,6 +372,10 @@ def test_sql_statement_filter_select(mixed_frame: DataFrame) -> None:
         },
     )
     assert [(r["offset"], r["value"]) for r in rows] == [(0, "a!"), (1, "b!")]
+    rows = run_in_spark(  # the sql transform's own example: a later column replaces one of its name
+        mixed_frame, {"transforms.s.type": "sql", "transforms.s.select": "*, upper(value) AS value"}
+    )
+    assert [(r["offset"], r["value"]) for r in rows] == [(0, "A"), (1, "B"), (2, None), (3, "D")]
 
 
 def test_sql_output_must_keep_record_columns(mixed_frame: DataFrame) -> None:
