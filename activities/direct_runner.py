@@ -35,7 +35,7 @@ from sluice.connectors.api import (
 from sluice.connectors.dead_letter_messages import position_keys, record_dead_letters
 from sluice.connectors.planner import view_of
 from sluice.connectors.planning import ramped_budget
-from sluice.connectors.record_tables import column, headers_with, replaced
+from sluice.connectors.record_tables import column, headers_with, replaced, split_flagged
 from sluice.connectors.records import ERROR_COLUMN, VALUE_SCHEMA_HEADER, good_arrow_records
 from sluice.connectors.source_reads import SourceRead
 from sluice.connectors.transforms import apply_chain
@@ -104,14 +104,10 @@ class DirectRunner:
     def _without_flagged(self, records: pa.Table) -> pa.Table:
         """Under ``errors.tolerance=all``, ``records`` without the flagged ones, which go to the
         dead-letter topic (connectors.dead_letter_messages.record_dead_letters)."""
-        import pyarrow.compute as pc
-
-        if ERROR_COLUMN not in records.column_names:
-            return records
-        failed = pc.is_valid(records.column(ERROR_COLUMN))
-        if pc.any(failed).as_py():
-            send_dead_letters(record_dead_letters(records.filter(failed), self.connector), self.setup)
-        return records.filter(pc.invert(failed))
+        good, bad = split_flagged(records)
+        if bad.num_rows:
+            send_dead_letters(record_dead_letters(bad, self.connector), self.setup)
+        return good
 
     def _refused_letters(self, records: pa.Table, refused: pa.Table) -> pa.Table:
         """Dead letters of the checked ``records`` the sink refused (``refused``: partition,

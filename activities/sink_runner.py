@@ -39,7 +39,8 @@ from sluice.connectors.model import BatchPlan, DataLossPolicy, parse_queue_parti
 from sluice.connectors.planner import OffsetView
 from sluice.connectors.planning import linger_s, ramped_budget
 from sluice.connectors.positions import PartitionKey, Position
-from sluice.connectors.records import ERROR_COLUMN, RecordError, good_arrow_records
+from sluice.connectors.record_tables import split_flagged
+from sluice.connectors.records import RecordError, good_arrow_records
 from sluice.connectors.rocketmq.client import MessageQueue
 from sluice.connectors.rocketmq.offsets import consumer_group
 from sluice.connectors.rocketmq.spark_source import RocketMQReader, plan_to_json
@@ -349,13 +350,10 @@ class SinkRunner:
     def _without_flagged(self, records: pa.Table, plan: BatchPlan) -> pa.Table:
         """``records`` without those flagged after the stages (by the chain's Spark tail), which go
         to the dead-letter topic."""
-        if ERROR_COLUMN not in records.column_names:
-            return records
-        failed = pc.is_valid(records.column(ERROR_COLUMN))
-        bad = records.filter(failed).select(["partition", "offset", ERROR_COLUMN])
+        good, bad = split_flagged(records)
         if bad.num_rows:
             send_dead_letters(self._dead_letters_of(plan, bad), self.setup)
-        return records.filter(pc.invert(failed))
+        return good
 
     def _dead_letters_of(self, plan: BatchPlan, bad: pa.Table) -> pa.Table:
         """Dead letters of ``bad`` records (partition, offset, error): the messages they were read

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from sluice.connectors.records import (
     ERROR_COLUMN,
     MAX_RECORD_ERROR_CHARS,
+    RAW_COLUMN,
     RECORD_COLUMNS,
     RecordError,
 )
@@ -74,6 +75,17 @@ def keep(records: pa.Table, condition: pa.Array) -> pa.Table:
     if ERROR_COLUMN in records.column_names:
         kept = pc.or_(kept, pc.is_valid(column(records, ERROR_COLUMN)))
     return records.filter(kept)
+
+
+def split_flagged(records: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """The records no stage flagged, without the error columns, and the flagged ones as they are
+    (for dead letters: their position, error and, from a source, their raw bytes)."""
+    if ERROR_COLUMN not in records.column_names:
+        return records, records.slice(0, 0)
+    failed = pc.is_valid(column(records, ERROR_COLUMN))
+    good = records.filter(pc.invert(failed))
+    flags = [c for c in (ERROR_COLUMN, RAW_COLUMN) if c in good.column_names]
+    return good.drop_columns(flags), records.filter(failed)
 
 
 def check_record_table(records: pa.Table, where: str) -> None:

@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sluice.connectors.arrow_bodies import utf8_texts
+from sluice.connectors.arrow_bodies import live_texts
 from sluice.connectors.arrow_envelopes import UnmetSchemaError, is_laid_out, relaid
 from sluice.connectors.connect_schemas import PAYLOAD_KEY
 from sluice.connectors.dead_letter_messages import dead_letters
-from sluice.connectors.records import ERROR_COLUMN, RecordError, good_arrow_records
+from sluice.connectors.record_tables import split_flagged
+from sluice.connectors.records import RecordError, good_arrow_records
 from sluice.connectors.transforms import apply_chain
 
 if TYPE_CHECKING:
@@ -103,12 +104,9 @@ class SinkStages:
                 return Made(good_arrow_records(table, f"connector {self.connector}"))
             except RecordError as exc:
                 return Bad(str(exc))
-        if ERROR_COLUMN not in table.column_names:
-            return Made(table)
-        failed = pc.is_valid(table.column(ERROR_COLUMN))
-        bad = table.filter(failed).select(["partition", "offset", ERROR_COLUMN])
+        good, bad = split_flagged(table)
         letters = dead_letters(pa.Table.from_batches(share), bad, self.connector) if bad.num_rows else None
-        return Made(good_arrow_records(table.filter(pc.invert(failed)), ""), letters)
+        return Made(good, letters)
 
 
 def envelope_prefixes_of(messages: Sequence[pa.RecordBatch], *, keys: bool, tombstone: str) -> Prefixes:
@@ -119,14 +117,10 @@ def envelope_prefixes_of(messages: Sequence[pa.RecordBatch], *, keys: bool, tomb
     not UTF-8, has none (the decoder flags it), nor have tombstones and empty keys."""
     if not messages:
         return {"value": [], **({"key": []} if keys else {})}
-    table = pa.Table.from_batches(messages)
-    marked = pc.map_lookup(table.column("properties"), tombstone, "first")
-    live = pc.and_(
-        pc.is_valid(table.column("body")), pc.invert(pc.fill_null(pc.equal(marked, "true"), False))
-    )
-    live, topic = live.combine_chunks(), table.column("topic").combine_chunks()
-    values, _ = utf8_texts(table.column("body").combine_chunks())
-    texts = {"value": values.filter(live), **({"key": table.column("keys").combine_chunks()} if keys else {})}
+    batch = pa.concat_batches(messages)
+    values, _ = live_texts(batch, tombstone)
+    live, topic = pc.is_valid(values), batch.column("topic")
+    texts = {"value": values.filter(live), **({"key": batch.column("keys")} if keys else {})}
     topics = {"value": topic.filter(live), "key": topic}
     found: dict[str, list[tuple[str, str]]] = {}
     for name, text in texts.items():
