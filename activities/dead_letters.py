@@ -4,9 +4,9 @@ Kafka Connect's shape: the failed record's original bytes (for a sink, the messa
 in the topic; for a source, the bytes it could not decode, else the value as text or the encoded
 body) plus properties saying which connector failed it, where it came from and why. A body longer
 than ``MAX_DEAD_LETTER_BODY`` (a record over the broker's size limit) is truncated to it, with
-its original size in ``sluice.original.size`` and ``sluice.truncated=true``. A sink's dead letters
-are made in Arrow by its stages (connectors.dead_letter_messages) and sent from here
-(``send_dead_letters``); a source's are made in its Spark job (``route_bad_records``). Without a
+its original size in ``sluice.original.size`` and ``sluice.truncated=true``. Both sides' stages
+make their dead letters in Arrow (connectors.dead_letter_messages), sent from here
+(``send_dead_letters``). Without a
 dead-letter topic the records are logged (count and first positions) and skipped. Delivery to the
 dead-letter topic is at least once: a re-run of the same plan can send the same dead letters
 again (they carry their origin, so they can be deduplicated).
@@ -17,31 +17,23 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Final
 
-from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
-
 from sluice.activities.spark_binding import spark_schema
 from sluice.connectors.api import RejectedRecordsError
 from sluice.connectors.dead_letter_messages import (
-    CONNECTOR_PROPERTY,
     DEAD_LETTER_SCHEMA,
     ERROR_PROPERTY,
-    MAX_DEAD_LETTER_BODY,
     ORIGIN_OFFSET_PROPERTY,
     ORIGIN_PARTITION_PROPERTY,
     ORIGIN_TOPIC_PROPERTY,
-    ORIGINAL_SIZE_PROPERTY,
-    TRUNCATED_PROPERTY,
     position_keys,
 )
-from sluice.connectors.records import ERROR_COLUMN, RAW_COLUMN, RecordError, bad_records, position
-from sluice.connectors.rocketmq.spark_writer import RocketMQWriter, send_frame
+from sluice.connectors.records import ERROR_COLUMN, RecordError, position
+from sluice.connectors.rocketmq.spark_writer import RocketMQWriter
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     import pyarrow as pa
-    from pyspark.sql import DataFrame
 
     from sluice.activities.runner import TaskSetup
     from sluice.connectors.api import SinkTask
@@ -50,65 +42,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def dead_letters(bad: DataFrame, connector: str) -> DataFrame:
-    """Message rows (body, keys, properties) for a source's flagged records, in source order."""
-    value = F.col("value")
-    value_type = bad.schema["value"].dataType if "value" in bad.columns else None
-    if value_type is None:  # already message rows (flagged while encoding)
-        fallback = F.col("body")
-    elif isinstance(value_type, BinaryType):
-        fallback = value
-    elif isinstance(value_type, StringType):
-        fallback = F.encode(value, "UTF-8")
-    else:
-        fallback = F.encode(F.to_json(value), "UTF-8")
-    if RAW_COLUMN in bad.columns:  # bytes a source could not decode: exactly what it held
-        fallback = F.coalesce(F.col(RAW_COLUMN), fallback)
-    rows = bad.withColumn("_fallback", fallback)
-    keys = F.col("keys") if "key" not in bad.columns else F.col("key").cast("string")
-    if "key" in bad.columns and isinstance(bad.schema["key"].dataType, StructType | ArrayType | MapType):
-        keys = F.to_json(F.col("key"))
-    body = F.col("_fallback")
-    rows = rows.withColumn("_body", F.coalesce(body, F.lit(b"").cast("binary")))
-    size = F.octet_length(F.col("_body"))
-    properties = F.create_map(
-        F.lit(ERROR_PROPERTY), F.col(ERROR_COLUMN),
-        F.lit(CONNECTOR_PROPERTY), F.lit(connector),
-        F.lit(ORIGIN_PARTITION_PROPERTY), F.col("partition"),
-        F.lit(ORIGIN_OFFSET_PROPERTY), F.col("offset").cast("string"),
-        F.lit(ORIGINAL_SIZE_PROPERTY), size.cast("string"),
-        F.lit(TRUNCATED_PROPERTY), F.when(size > MAX_DEAD_LETTER_BODY, "true").otherwise("false"),
-    )  # fmt: skip
-    # RocketMQ stores no empty property values
-    properties = F.map_filter(properties, lambda _, v: v.isNotNull() & (v != ""))
-    return (
-        rows.coalesce(1)
-        .sortWithinPartitions("partition", "offset")
-        .select(
-            F.substring(F.col("_body"), 1, MAX_DEAD_LETTER_BODY).alias("body"),
-            keys.alias("keys"),
-            properties.alias("properties"),
-        )
-    )
-
-
-def route_bad_records(records: DataFrame, setup: TaskSetup) -> DataFrame:
-    """Send a source's flagged records to the dead-letter topic (if one is set) and return the
-    good ones. A source record's topic is where it was going: no origin topic is said."""
-    bad = records.where(F.col(ERROR_COLUMN).isNotNull())
-    count = bad.count()
-    if count:
-        first = "; ".join(f"{position(t, p, o)}: {e}" for t, p, o, e in bad_records(records, 3))
-        topic = _dead_letter_topic(setup)
-        if topic:
-            sent_to = {"namesrv": setup.ctx.settings.namesrv, "topic": topic}
-            send_frame(dead_letters(bad, setup.connector), sent_to)
-        _tolerated(setup, count, topic, first)
-    return records.where(F.col(ERROR_COLUMN).isNull()).drop(ERROR_COLUMN, RAW_COLUMN)
-
-
 def send_dead_letters(letters: pa.Table, setup: TaskSetup) -> None:
-    """Send a sink's dead letters made in Arrow (connectors.dead_letter_messages) from this
+    """Send dead letters made in Arrow (connectors.dead_letter_messages) from this
     process to the dead-letter topic, if one is set, in their order; log and count them."""
     properties = [dict(p) for p in letters.column("properties").slice(0, 3).to_pylist()]
     at = [

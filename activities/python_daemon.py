@@ -21,8 +21,7 @@ Set as ``spark.python.daemon.module`` by ``activities.spark`` for the local sess
 of a task, not of the daemon that starts first); it runs ``pyspark.daemon`` unchanged, with the
 worker module Spark names in ``sys.argv``. The Python processes Spark starts to plan a Python data
 source use ``pyspark.daemon`` whatever the setting, which is one reason the runtime reads and sends
-messages as ``mapInArrow`` jobs (``connectors.rocketmq.spark_reader.read_frame``,
-``spark_writer.send_frame``).
+messages in ``mapInArrow`` jobs of its own (activities.spark_binding).
 """
 
 from __future__ import annotations

@@ -44,7 +44,8 @@ from sluice.connectors.records import RecordError, good_arrow_records
 from sluice.connectors.rocketmq.client import MessageQueue
 from sluice.connectors.rocketmq.offsets import consumer_group
 from sluice.connectors.rocketmq.spark_source import RocketMQReader, plan_to_json
-from sluice.connectors.sink_stages import Bad, Made, Outcome, SinkStages, Staged, Unmet, envelope_prefixes_of
+from sluice.connectors.sink_stages import Outcome, SinkStages, Staged, Unmet, envelope_prefixes_of
+from sluice.connectors.stage_outcomes import Bad, Made
 from sluice.connectors.transforms import arrow_head, value_read
 
 log = logging.getLogger(__name__)

@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
-from functools import cached_property, lru_cache, partial
-from typing import TYPE_CHECKING, Final
+from dataclasses import dataclass, replace
+from functools import cached_property, partial
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
-from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
 
-from sluice.activities.bad_records import checked_records, failing_on_bad_records, raising_record_errors
+from sluice.activities.dead_letters import send_dead_letters
 from sluice.activities.runner import TaskSetup, next_plan, tell_committed
 from sluice.activities.spark import binds_jobs
 from sluice.activities.spark_binding import (
@@ -26,11 +26,13 @@ from sluice.activities.spark_binding import (
     ReadPart,
     SourceReadBinder,
     chain_frame,
+    frame_job,
+    inline_job,
+    job_outcomes,
     read_layout,
     source_frame,
     spark_schema,
     table_chunks,
-    table_frame,
 )
 from sluice.connectors.api import (
     KnowsEmptyRanges,
@@ -39,44 +41,30 @@ from sluice.connectors.api import (
     RoutesTopics,
     SendOrder,
 )
-from sluice.connectors.arrow_messages import MESSAGE_SCHEMA, sharded
-from sluice.connectors.barriers import BARRIER_HEADER, BARRIER_QUEUES_HEADER
-from sluice.connectors.converters import OFFSET_PROPERTY, PARTITION_PROPERTY, flag_unsendable
-from sluice.connectors.errors import marked_bad_record
+from sluice.connectors.barriers import BARRIER_HEADER
+from sluice.connectors.converters import OFFSET_PROPERTY, PARTITION_PROPERTY
 from sluice.connectors.model import BatchPlan, PartitionRange
 from sluice.connectors.planner import view_of
 from sluice.connectors.planning import natural_key, ramped_budget
-from sluice.connectors.records import position
-from sluice.connectors.rocketmq.limits import size_problem_in_arrow, stamped_size
-from sluice.connectors.rocketmq.spark_writer import (
-    WRITTEN_SCHEMA,
-    RocketMQWriter,
-    SendPlan,
-    bound_properties,
-    send_frame,
-    send_plan,
-)
+from sluice.connectors.records import RecordError
+from sluice.connectors.rocketmq.limits import stamped_size
+from sluice.connectors.rocketmq.spark_writer import RocketMQWriter, bound_properties
 from sluice.connectors.source_reads import SourceRead
+from sluice.connectors.source_stages import SHARDED_SCHEMA, SourceStages, sent_key
+from sluice.connectors.stage_outcomes import Bad
+from sluice.connectors.transforms import runs_in_arrow
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import DataFrame
 
     from sluice.connectors.api import SourceTask
-    from sluice.connectors.arrow_messages import MessageEncoder
 
 log = logging.getLogger(__name__)
 
 BATCH_PROPERTY = "sluice.batch"
-#: Batch shapes whose jobs a task keeps (``SourceRunner._bound_send``): a task's batches have a
+#: Read layouts whose jobs a task keeps (``SourceRunner._bound_job``): a task's batches have a
 #: handful (a table's split count, a file's lines with and without undecodable ones).
 MAX_BOUND_PLANS = 8
-
-
-#: Where jobs are not bound (``_send_messages``), the most bytes of driver-built records whose
-#: messages are made in Arrow on the driver: about 10,000 change events. A larger batch's messages
-#: (2.5 times the records) would cross to the JVM as a local relation; Spark's path sends its
-#: records there instead.
-ARROW_TABLES_MAX_BYTES: Final = 10 * 1024 * 1024
 
 
 def batch_ref(plan: BatchPlan) -> str:
@@ -102,12 +90,12 @@ class SourceRunner:
         self.topics: list[str] = self.routing.topics() if self.routing else [self.topic]
         #: new batches planned in this attempt: the first one is small (planning.ramped_budget)
         self.planned = 0
-        #: each batch shape's whole job, built once (``_bound_send``)
-        self._bound_plans: dict[tuple[object, ...], SendPlan] = {}
         #: the units the last new batch was planned for: at most its records (a byte counts at least one)
         self._budget: int | None = None
-        #: each record shape's Arrow encoder, or None where Spark makes its messages (``_arrow_messages``)
-        self._encoders: dict[pa.Schema, MessageEncoder | None] = {}
+        #: each topic's stages for an order (``_stages``)
+        self._topic_stages: dict[tuple[str, SendOrder, tuple[str, ...]], SourceStages] = {}
+        #: each read layout's job, built once (``_bound_job``)
+        self._bound_jobs: dict[tuple[object, ...], DataFrame] = {}
 
     def ensure_topic(self) -> None:
         client = self.ctx.rocketmq
@@ -172,184 +160,112 @@ class SourceRunner:
         return self.task.holds_records(r) if isinstance(self.task, KnowsEmptyRanges) else True
 
     def _run_ranges(self, plan: BatchPlan, rerun: bool, ranges: Sequence[PartitionRange], topic: str) -> int:
+        """One path: the read's shares through the source's stages (connectors.source_stages) and
+        sent, wherever they run (``_outcomes``); a re-run's stages leave out what an earlier
+        attempt of the plan sent."""
         read = self.task.read(ranges)
-        # a re-run's join with what was sent may shuffle: sorted, whatever the read's order
-        order = SendOrder.SORTED if rerun else self._send_order(ranges)
-        sent = None if rerun else self._sent_in_arrow(plan, read, topic, order)
-        if sent is not None:
-            return sent
-        bound = read_layout(read) if self._binds_reads and not rerun else None
-        if bound is not None:
-            layout, parts = bound
-            return self._run_bound(plan, parts, self._bound_send(layout, topic, order))
-        records = chain_frame(self.setup.chain, source_frame(self.ctx.spark, read))
-        with (
-            checked_records(records, self.setup) as good,
-            # The converter can flag records too (a value it cannot encode).
-            checked_records(
-                self.setup.converter.to_messages(good, {BATCH_PROPERTY: batch_ref(plan)}), self.setup
-            ) as messages,
-        ):
-            messages = self._sharded(messages, topic)
-            if rerun:
-                messages = self._without_already_sent(messages, plan, topic)
-            return send_frame(self._ordered(messages, order), self._send_options(topic)).count
+        order = self._send_order(ranges)
+        sent = frozenset(self._sent_keys(plan, topic)) if rerun else frozenset()
+        stages = replace(self._stages(topic, order), already_sent=sent)
+        sent_count, dead = 0, []
+        for outcome in self._outcomes(plan, read, stages, topic, cached=not sent):
+            if isinstance(outcome, Bad):
+                self.setup.meters.record_errors(1)  # the batch stops at the first bad record
+                raise RecordError(outcome.message)
+            sent_count += outcome.count
+            if outcome.dead is not None:
+                dead.append(outcome.dead)
+        if dead:
+            send_dead_letters(pa.concat_tables(dead), self.setup)
+        return sent_count
 
-    def _run_bound(self, plan: BatchPlan, parts: list[ReadPart], send: SendPlan) -> int:
-        """Run a bound job (``_bound_send``) on the batch's read and reference."""
-        with (
-            raising_record_errors(self.setup),
-            self._binder.bound(parts),
-            bound_properties(self.ctx.spark, {BATCH_PROPERTY: batch_ref(plan)}),
-        ):
-            return send.run().count
+    def _stages(self, topic: str, order: SendOrder) -> SourceStages:
+        """The source's stages for ``topic`` (every batch of one topic and order shares them, and
+        with them the encoders planned for its record shapes)."""
+        queues = self._queues(topic)
+        key = (topic, order, queues)
+        if key not in self._topic_stages:
+            chain = () if self._spark_chain else tuple(self.setup.chain)
+            self._topic_stages[key] = SourceStages(
+                chain, self.setup.converter, queues, order, self.connector, self._stamped_bytes,
+                tolerates=self.config.get("errors.tolerance") == "all",
+            )  # fmt: skip
+        return self._topic_stages[key]
 
-    def _sent_in_arrow(self, plan: BatchPlan, read: SourceRead, topic: str, order: SendOrder) -> int | None:
-        """Send the batch with its messages made in Arrow (connectors.arrow_messages) when no
-        transform rewrites its records and the converter makes messages of their shape; None, with
-        nothing sent, leaves it to Spark's ``to_messages``.
+    def _outcomes(
+        self, plan: BatchPlan, read: SourceRead, stages: SourceStages, topic: str, *, cached: bool
+    ) -> list[Sent | Bad]:
+        """Each share's outcome, its messages sent where it ran:
 
-        - Driver-built tables (a CDC batch, a snapshot chunk): bound to the shape's job in chunks
-          (``_send_tables``), whose tasks make, check, shard and send the messages; where jobs are
-          not bound (dead letters kept, Spark Connect), made here and sent through a frame
-          (``_send_messages``).
-        - One table's splits (a JDBC batch): each split's task reads, makes, checks, shards and
-          sends its own, when the order allows tasks to send at once (keys unique in the batch, or
-          one split).
+        - a chain with a Spark SQL transform: the chain over the read's frame, then the stages in
+          the tasks of its output (``frame_job``);
+        - a batch under the worker's local bound (``local_batch_max_records``): in this process,
+          the splits read here (no Spark job);
+        - otherwise the read's shares in Spark tasks (``share_tasks``), each reading its own, by a
+          job planned once per read layout and bound to each batch's read (``SourceReadBinder``;
+          ``inline_job`` where nothing binds a job, Spark Connect), in chunks when the driver-built
+          tables are too large to bind whole (``table_chunks``).
+        """
+        ref = {BATCH_PROPERTY: batch_ref(plan)}
+        together = stages.order is not SendOrder.ANY
+        if self._spark_chain:
+            records = chain_frame(self.setup.chain, source_frame(self.ctx.spark, read))
+            stages = stages.planned([to_arrow_schema(records.schema)])
+            send = partial(_send_share, stages, self._writer(topic, stamped=ref))
+            records = records.coalesce(1) if together else records.coalesce(self.ctx.settings.batch_tasks)
+            return job_outcomes(frame_job(records, send))
+        pieces = [*read.tables, *(SourceRead(splits=(s,)).to_table() for s in read.splits)] if (
+            self._budget is not None and self._budget <= self.ctx.settings.local_batch_max_records
+        ) else None  # fmt: skip
+        if pieces is not None:
+            stages = stages.planned([p.schema for p in pieces])
+            return [_send_share(stages, self._writer(topic, stamped=ref), pieces)]
+        outcomes: list[Sent | Bad] = []
+        for layout, parts in _bindable(read):
+            stages = stages.planned(layout.schemas)
+            if not binds_jobs(self.ctx.spark):
+                send = partial(_send_share, stages, self._writer(topic, stamped=ref))
+                outcomes += job_outcomes(inline_job(self.ctx.spark, layout, parts, together, send))
+                continue
+            job = self._bound_job(layout, together, stages, topic, cached=cached)
+            with self._binder.bound(parts), bound_properties(self.ctx.spark, ref):
+                outcomes += job_outcomes(job)
+        return outcomes
 
-        Built with Spark expressions, a CDC batch's Debezium envelopes were a third of its source
-        job, and every message crossed between Python and the JVM twice (#18)."""
-        if self.setup.chain or (read.tables and read.splits):
-            return None
-        if self._budget is not None and self._budget <= self.ctx.settings.local_batch_max_records:
-            return self._sent_here(plan, read, topic, order)
-        if read.tables:
-            if any(self._encoder(t.schema) is None for t in read.tables):
-                return None
-            if self._binds_reads:
-                return self._send_tables(plan, read.tables, topic, order)
-            if sum(t.nbytes for t in read.tables) > ARROW_TABLES_MAX_BYTES:
-                return None
-            messages = self._arrow_messages(read.tables)
-            return None if messages is None else self._send_messages(plan, messages, topic, order)
-        if len(read.splits) != 1 or not self._binds_reads:
-            return None
-        splits = read.splits[0]
-        encoder = self._encoder(splits.schema)
-        if encoder is None or (order is not SendOrder.ANY and len(splits.splits) > 1):
-            return None
-        bound = read_layout(read)
-        if bound is None:
-            return None
-        layout, parts = bound
-        return self._run_bound(plan, parts, self._bound_send(layout, topic, order, in_arrow=encoder))
+    def _bound_job(
+        self, layout: ReadLayout, together: bool, stages: SourceStages, topic: str, *, cached: bool
+    ) -> DataFrame:
+        """The job of reads of ``layout``, built once per shape (a re-run's, with what it leaves out,
+        for itself): its tasks take the batch's read and reference from the job, so a batch costs a
+        job run, not a plan built from nothing (~750 Py4J calls and ~0.3 s a batch, #18)."""
+        key = (layout, together, topic, stages.order, stages.queues)
+        if cached and key in self._bound_jobs:
+            return self._bound_jobs[key]
+        send = partial(_send_share, stages, self._writer(topic))
+        job = self._binder.job(layout, together, send)
+        if cached:
+            if len(self._bound_jobs) >= MAX_BOUND_PLANS:
+                self._bound_jobs.clear()
+            self._bound_jobs[key] = job
+        return job
 
-    def _sent_here(self, plan: BatchPlan, read: SourceRead, topic: str, order: SendOrder) -> int | None:
-        """A small batch (``local_batch_max_records``) made and sent in the worker's process, with
-        no Spark job: the same stages a bound job's task runs (``_send_in_task``: encode, size
-        check, shard, order, send), part by part in order (each driver-built table, each split
-        group read here: ``SourceRead.to_table``), each with its shape's encoder. None, with nothing
-        sent, when a part's shape has no Arrow encoder (Spark makes its messages)."""
-        parts = [*read.tables, *(SourceRead(splits=(s,)).to_table() for s in read.splits)]
-        encoders = [self._encoder(part.schema) for part in parts]
-        if any(encoder is None for encoder in encoders):
-            return None
-        options = {
-            **self._send_options(topic),
-            "stampedProperties": json.dumps({BATCH_PROPERTY: batch_ref(plan)}),
-        }
-        writer = RocketMQWriter(options, spark_schema(SHARDED_SCHEMA))
-        where, queues, sent = f"connector {self.connector}", self._queues(topic), 0
-        with raising_record_errors(self.setup):
-            for part, encoder in zip(parts, encoders, strict=True):
-                for written in _send_in_task(
-                    encoder, where, self._stamped_bytes, writer, queues, order, part
-                ):
-                    sent += sum(written.column("count").to_pylist())
-        return sent
+    def _writer(self, topic: str, *, stamped: dict[str, str] | None = None) -> RocketMQWriter:
+        """The writer of a share's messages: the batch reference ``stamped``, or bound to the job
+        that sends them (``bound_properties``)."""
+        options = {**self._send_options(topic), "boundProperties": "false" if stamped else "true"}
+        if stamped:
+            options["stampedProperties"] = json.dumps(stamped)
+        return RocketMQWriter(options, spark_schema(SHARDED_SCHEMA))
 
-    def _send_tables(self, plan: BatchPlan, tables: Sequence[pa.Table], topic: str, order: SendOrder) -> int:
-        """Driver-built records sent by the shape's bound job, one run per chunk (``table_chunks``)
-        in order: each run's one task makes the chunk's messages (``_send_in_task``), so the
-        driver only compresses records, and a batch of any size stays off Py4J. A sorted order is
-        made here, since a chunk's task sorts only its own share."""
-        if order is SendOrder.SORTED:
-            tables = [t.sort_by([("partition", "ascending"), ("offset", "ascending")]) for t in tables]
-        sent = 0
-        for layout, parts in table_chunks(tables):
-            encoder = self._encoder(layout.schemas[0])
-            if encoder is None:  # never: each table's shape was checked (``_sent_in_arrow``)
-                raise RuntimeError(f"connector {self.connector}: no Arrow encoder for a checked shape")
-            sent += self._run_bound(plan, parts, self._bound_send(layout, topic, order, in_arrow=encoder))
-        return sent
-
-    def _encoder(self, schema: pa.Schema) -> MessageEncoder | None:
-        if schema not in self._encoders:
-            self._encoders[schema] = self.setup.converter.arrow_encoder(schema)
-        return self._encoders[schema]
-
-    def _arrow_messages(self, tables: Sequence[pa.Table]) -> pa.Table | None:
-        """The messages of driver-built tables, when every one's shape has an encoder and every
-        message fits the broker's limits."""
-        encoded = []
-        for table in tables:
-            encoder = self._encoder(table.schema)
-            if encoder is None:
-                return None
-            encoded.append(encoder.encode(table))
-        messages = pa.concat_tables(encoded)
-        return messages if size_problem_in_arrow(messages, self._stamped_bytes) is None else None
-
-    def _send_messages(self, plan: BatchPlan, messages: pa.Table, topic: str, order: SendOrder) -> int:
-        """Send messages made in Arrow (``_arrow_messages``) through a frame of their own (jobs
-        not bound); the writer stamps the batch reference (``boundProperties``)."""
-        spark = self.ctx.spark
-        frame = flag_unsendable(table_frame(spark, messages), self._stamped_bytes)
-        with (
-            checked_records(frame, self.setup) as good,
-            bound_properties(spark, {BATCH_PROPERTY: batch_ref(plan)}),
-        ):
-            options = {**self._send_options(topic), "boundProperties": "true"}
-            return send_frame(self._ordered(self._sharded(good, topic), order), options).count
+    @cached_property
+    def _spark_chain(self) -> bool:
+        """Whether the chain has a Spark SQL transform: the chain then runs over the read's frame."""
+        return not runs_in_arrow(self.setup.chain)
 
     @cached_property
     def _stamped_bytes(self) -> int:
         """The most the batch reference the writer stamps adds to a message (its size check)."""
         return stamped_size({BATCH_PROPERTY: f"{self.connector}/{self.task.task_id}/{'9' * 19}"})
-
-    def _bound_send(
-        self, layout: ReadLayout, topic: str, order: SendOrder, *, in_arrow: MessageEncoder | bool = False
-    ) -> SendPlan:
-        """The batch's whole job (read, transforms, checks, converter, send) for reads of
-        ``layout``, built once per shape: its tasks take the batch's read and reference from the
-        job (``SourceReadBinder``, the writer's ``boundProperties``), so a batch costs a job run,
-        not a plan built from nothing (~750 Py4J calls and ~0.3 s a batch, #18).
-
-        ``in_arrow``: the read's tasks send it themselves (``_send_in_task``), its rows never
-        crossing into Spark; ``True`` when the read is messages already, an encoder when its tasks
-        make them."""
-        queues = self._queues(topic)
-        key = (layout, topic, order, queues, in_arrow)
-        if key not in self._bound_plans:
-            if len(self._bound_plans) >= MAX_BOUND_PLANS:
-                self._bound_plans.clear()
-            options = {**self._send_options(topic), "boundProperties": "true"}
-            if in_arrow:
-                writer = RocketMQWriter(options, spark_schema(SHARDED_SCHEMA))
-                encoder = None if in_arrow is True else in_arrow
-                where = f"connector {self.connector}"
-                send = partial(_send_in_task, encoder, where, self._stamped_bytes, writer, queues, order)
-                written = self._binder.consumed(layout, send, WRITTEN_SCHEMA)
-                self._bound_plans[key] = SendPlan(writer.topic, written)
-            else:
-                frame = self._binder.frame(layout)
-                good = failing_on_bad_records(chain_frame(self.setup.chain, frame), self.setup)
-                messages = failing_on_bad_records(
-                    self.setup.converter.to_messages(good, stamped_bytes=self._stamped_bytes), self.setup
-                )
-                messages = self._ordered(self._sharded(messages, topic, queues), order)
-                self._bound_plans[key] = send_plan(messages, options)
-        return self._bound_plans[key]
 
     @cached_property
     def _binder(self) -> SourceReadBinder:
@@ -357,23 +273,9 @@ class SourceRunner:
         still starting, plans and heartbeats without Spark (activities.connector_activities)."""
         return SourceReadBinder(self.ctx.spark)
 
-    @property
-    def _binds_reads(self) -> bool:
-        """Whether batches run a plan built once (``_bound_send``): not when records are tolerated
-        (their dead letters need a job of their own), nor on Spark Connect (nothing binds a job)."""
-        return binds_jobs(self.ctx.spark) and self.config.get("errors.tolerance") != "all"
-
     def _queues(self, topic: str) -> tuple[str, ...]:
         """The topic's queues in the writer's order: index i is the i-th."""
         return tuple(q.key for q in sorted(self.ctx.rocketmq.queues(topic), key=lambda q: natural_key(q.key)))
-
-    def _sharded(self, messages: DataFrame, topic: str, queues: tuple[str, ...] | None = None) -> DataFrame:
-        """``messages`` with the ``queue`` each goes to: ``crc32(key) % queues`` for a keyed record
-        (per-key order, as Kafka's default partitioner keeps it), its source partition's for a
-        keyless one (a table without a key keeps its whole order), and every queue for a barrier,
-        each copy labelled ``<i>/<n>`` with the list of queues sent to (connectors.barriers)."""
-        queue, properties = _shard_columns(queues or self._queues(topic))
-        return messages.withColumn("queue", queue).withColumn("properties", properties)
 
     def _send_order(self, ranges: Sequence[PartitionRange]) -> SendOrder:
         """The task's own word on its read's order (KnowsSendOrder) when nothing transforms it."""
@@ -384,107 +286,58 @@ class SourceRunner:
     def _send_options(self, topic: str) -> dict[str, str]:
         return {"namesrv": self.ctx.settings.namesrv, "topic": topic}
 
-    def _ordered(self, messages: DataFrame, order: SendOrder) -> DataFrame:
-        """``messages`` as the send takes them, keeping each key's order.
-
-        Each message goes to its ``queue`` (``_sharded``), and a queue must get one key's messages
-        in source order, whatever order the source and transforms produced: one Spark partition
-        sorted by source position gives that without a shuffle (Spark would otherwise write chunks
-        of one batch concurrently). A read that is already in order (``SendOrder.AS_READ``) skips
-        the sort; one whose keys are unique in the batch (``SendOrder.ANY``) is sent by up to the
-        worker's ``batch_tasks`` Spark tasks at once. The send's count is what its own job returns
-        (``send_frame``), so the batch is computed once, by the write.
-        """
-        if order is SendOrder.SORTED:
-            return messages.coalesce(1).sortWithinPartitions("partition", "offset")
-        if order is SendOrder.AS_READ:
-            return messages.coalesce(1)
-        # no more sending tasks than the worker allows a batch (Settings.batch_tasks)
-        return messages.coalesce(self.ctx.settings.batch_tasks)
-
-    def _without_already_sent(self, messages: DataFrame, plan: BatchPlan, topic: str) -> DataFrame:
-        """Drop records an earlier attempt of this plan already sent (found by batch property)."""
-        sent = sorted(self._sent_positions(plan, topic))
-        if not sent:
-            return messages
-        spark = self.ctx.spark
-        done = spark.createDataFrame(sent, "p string, o string, b string")
-        props = F.col("properties")
-        keyed = messages.select(
-            "*",
-            props[PARTITION_PROPERTY].alias("_p"),
-            props[OFFSET_PROPERTY].alias("_o"),
-            F.coalesce(props[BARRIER_HEADER], F.lit("")).alias("_b"),  # a barrier: one message per copy
-        )
-        sent_before = (keyed["_p"] == done["p"]) & (keyed["_o"] == done["o"]) & (keyed["_b"] == done["b"])
-        return keyed.join(done, sent_before, "left_anti").drop("_p", "_o", "_b")
-
-    def _sent_positions(self, plan: BatchPlan, topic: str) -> set[tuple[str, str, str]]:
+    def _sent_keys(self, plan: BatchPlan, topic: str) -> set[str]:
+        """What an earlier attempt of the re-run ``plan`` sent to ``topic`` (``sent_key``s), found by
+        its batch reference in the queues past the ends the plan recorded."""
         ref = batch_ref(plan)
         client = self.ctx.rocketmq
         starts: dict[str, int] = json.loads(plan.sink_state.get("queue_ends", "{}"))
-        found: set[tuple[str, str, str]] = set()
+        found: set[str] = set()
         for mq in client.queues(topic):
             start = starts.get(self._queue_key(topic, mq.key), 0)
             for m in client.pull_range(mq, start, client.max_offset(mq), max_per_request=512):
-                if m.properties.get(BATCH_PROPERTY) == ref:
-                    props = m.properties
+                props = m.properties
+                if props.get(BATCH_PROPERTY) == ref:
                     found.add(
-                        (
+                        sent_key(
                             props.get(PARTITION_PROPERTY, ""),
                             props.get(OFFSET_PROPERTY, ""),
-                            props.get(BARRIER_HEADER, ""),
+                            props.get(BARRIER_HEADER),
                         )
                     )
         return found
 
 
-#: Messages made in Arrow with the queue each goes to (connectors.arrow_messages.sharded).
-SHARDED_SCHEMA: Final = MESSAGE_SCHEMA.append(pa.field("queue", pa.int32()))
+@dataclass(frozen=True)
+class Sent:
+    """A share's messages sent: how many, and its dead letters (connectors.source_stages.Made)."""
+
+    count: int
+    dead: pa.Table | None = None
 
 
-def _send_in_task(
-    encoder: MessageEncoder | None,
-    where: str,
-    stamped_bytes: int,
-    writer: RocketMQWriter,
-    queues: tuple[str, ...],
-    order: SendOrder,
-    read: pa.Table,
-) -> Iterator[pa.RecordBatch]:
-    """A bound job's task body for a read sent in Arrow (``SourceReadBinder.consumed``): its
-    messages made by ``encoder`` (None: the read is messages already, checked on the driver) and
-    checked for size, sharded and ordered as ``_sharded`` and ``_ordered`` do in Spark, and sent;
-    yields the ranges written (``WRITTEN_SCHEMA``). A message over the broker's limits fails the
-    job as a flagged record does (records.fail_on_bad_records), naming its position."""
-    messages = read
-    if encoder is not None:
-        messages = encoder.encode(read)
-        problem = size_problem_in_arrow(messages, stamped_bytes)
-        if problem is not None:
-            row, why = problem
-            at = position(messages["topic"][row].as_py(), messages["partition"][row].as_py(),
-                          messages["offset"][row].as_py())  # fmt: skip
-            raise RuntimeError(marked_bad_record(f"{where}: bad record at {at}: {why}"))
-    messages = sharded(messages, queues)
-    if order is SendOrder.SORTED:
-        messages = messages.sort_by([("partition", "ascending"), ("offset", "ascending")])
-    yield from writer.write_batches(messages.to_batches())
+def _send_share(stages: SourceStages, writer: RocketMQWriter, pieces: list[pa.Table]) -> Sent | Bad:
+    """A share's stages, then the send of what they made (where the share was read)."""
+    made = stages.run(pieces)
+    if isinstance(made, Bad):
+        return made
+    messages = made.records
+    count = 0
+    if messages is not None and messages.num_rows:
+        for written in writer.write_batches(messages.to_batches()):
+            count += sum(written.column("count").to_pylist())
+    return Sent(count, made.dead)
 
 
-@lru_cache(maxsize=256)
-def _shard_columns(queues: tuple[str, ...]) -> tuple[Column, Column]:
-    """``_sharded``'s ``queue`` and ``properties`` columns for a topic's ``queues``: built once per
-    topic shape, since each function call of an expression is a JVM round trip."""
-    count = len(queues)
-    props = F.col("properties")
-    barrier = props[BARRIER_HEADER].isNotNull()
-    key = F.coalesce(F.col("keys"), F.col("partition")).cast("binary")
-    slot = F.pmod(F.crc32(key), F.lit(count)).cast("int")
-    queue = F.explode(F.when(barrier, F.sequence(F.lit(0), F.lit(count - 1))).otherwise(F.array(slot)))
-    label = F.concat(F.col("queue").cast("string"), F.lit(f"/{count}"))
-    labelled = F.map_concat(
-        F.map_filter(props, lambda k, _: k != F.lit(BARRIER_HEADER)),
-        F.create_map(F.lit(BARRIER_HEADER), label, F.lit(BARRIER_QUEUES_HEADER), F.lit(",".join(queues))),
-    )
-    return queue, F.when(barrier, labelled).otherwise(props)
+def _bindable(read: SourceRead) -> Iterator[tuple[ReadLayout, list[ReadPart]]]:
+    """The read as the layouts and parts of the jobs that run it, in order: one, or its
+    driver-built tables in chunks (``table_chunks``) and then its splits."""
+    whole = read_layout(read)
+    if whole is not None:
+        yield whole
+        return
+    yield from table_chunks(read.tables)
+    if read.splits:
+        splits = read_layout(SourceRead(splits=read.splits))
+        if splits is not None:
+            yield splits

@@ -1,29 +1,24 @@
-"""Where connectors' Arrow meets Spark, both ways: the one place the record path binds to PySpark.
+"""Where connectors' Arrow meets Spark: the one module that runs a batch's stages in Spark tasks.
 
-On the way in, sources return a ``SourceRead`` (``sluice.connectors.source_reads``) and import no
-PySpark; this module turns it into the record DataFrame that the batch's one Spark job (read →
-transforms → converter → RocketMQ writer) starts from:
+A batch is cut into shares, and each Spark task runs a side's stages (connectors.source_stages,
+connectors.sink_stages) over its own share and returns one small typed outcome, pickled (counts,
+dead letters, a staging handle); records never reach the driver.
 
-- a driver-built table becomes a local relation through Arrow (``createDataFrame``; with
-  ``spark.sql.execution.arrow.localRelationThreshold=0`` the optimizer never evaluates it row by
-  row, activities.spark);
-- splits become ``spark.range(n, numPartitions=n).mapInArrow(...)``: split ``i`` is read by task
-  ``i``, wherever the cluster runs it.
+- Source side (``SourceReadBinder.job``): a read's driver-built tables travel as compressed Arrow
+  IPC and its splits as their reading functions; task ``i`` reads share ``i`` (``share_tasks``:
+  each table or split alone, or all of them in order, in one task, where the order must be kept)
+  and makes and sends its messages. A task whose batches have one layout (``read_layout``) builds
+  the job once and binds each batch's read to it (#18); where nothing binds a job (Spark Connect),
+  the read travels in the job (``inline_job``).
+- Sink side (``sink_job``): task ``i`` pulls share ``i`` of the plan's queue ranges, decodes,
+  transforms and stages or returns its records.
 
-The Spark schema is derived from the Arrow one (``spark_schema``), so the source's Arrow
-types are the only declaration of its record shape.
-
-A source task whose batches have one layout (``read_layout``) builds that frame once: its tasks
-take each batch's read from the job (``SourceReadBinder``), so the batch's Spark job is planned
-once instead of per batch (#18).
-
-On the way out, a sink's batch (read, decoded, transformed and checked in one Spark job) is
-collected into one Arrow table (``batch_table``) that ``SinkTask.write`` takes: sinks import no
-PySpark either.
-
-In between, a chain of transforms runs in the batch's job (``chain_frame``): its Arrow stages
-(connectors.transforms.ArrowTransform) in the tasks, over the records' Arrow batches
-(``mapInArrow``), and a Spark SQL stage as the DataFrame step it is.
+A chain's Spark SQL transform is Spark by nature: the chain runs over a DataFrame of the records
+(``chain_frame``: its Arrow stages in ``mapInArrow``, the SQL as the DataFrame step it is), the
+source's stages then in the tasks of its output (``frame_job``), a sink's write after it. The Spark
+schema is derived from the Arrow one (``spark_schema``), so a source's Arrow types are the only
+declaration of its record shape. The Delta and Iceberg sinks write a DataFrame made from the
+stages' Arrow output (``table_frame``).
 """
 
 from __future__ import annotations
@@ -134,10 +129,6 @@ BOUND_READ_PROPERTY: Final = "sluice.source.read"
 #: a small share of its cost). Compressed, a CDC batch of 2,000 change records is ~160 KB, not the
 #: 900 KB it holds in memory: the batches of a steady stream of changes stay bound (#18).
 BOUND_READ_MAX_BYTES: Final = 640 * 1024
-
-
-#: What a consumed read's task does with its table, yielding rows of its own.
-Consumer = Callable[["pa.Table"], Iterator["pa.RecordBatch"]]
 
 
 @dataclass(frozen=True)
@@ -251,13 +242,28 @@ def _ipc_options() -> pa.ipc.IpcWriteOptions:
     return pa.ipc.IpcWriteOptions(compression="zstd")
 
 
+#: What a source share's task makes of the tables it read, in order: its typed outcome
+#: (connectors.source_stages, then the send: activities.source_runner).
+Consumer = Callable[[list["pa.Table"]], object]
+#: The rows of a job of shares: each task's outcome, pickled, with its share's index.
+OUTCOME_SCHEMA: Final = "share INT, outcome BINARY"
+
+
+def share_tasks(layout: ReadLayout, together: bool) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """The pieces (a part's index, a task's index in it) each task of a read's job reads, in
+    order: every piece by one task when the read's order must be kept (``together``), else one
+    piece a task (a table, one split), all at once."""
+    pieces = tuple((p, i) for p, (_, count) in enumerate(layout.parts) for i in range(count))
+    return (pieces,) if together else tuple((piece,) for piece in pieces)
+
+
 class SourceReadBinder:
-    """Source frames of a layout whose tasks read the read bound to their job (``bound``).
+    """Jobs of a layout whose tasks read the read bound to their job (``bound``).
 
     The read travels as a job's local property, which Spark keeps with the job's events (and
     writes to an event log where one is kept); a split's reading function holds the source's
-    connection settings, so the read is sealed with a key only this binder's frames hold (they
-    travel pickled inside the job's plan, as the unbound frame's functions do).
+    connection settings, so the read is sealed with a key only this binder's jobs hold (they
+    travel pickled inside the job's plan, as an unbound job's functions do).
     """
 
     def __init__(self, spark: SparkSession) -> None:
@@ -267,29 +273,14 @@ class SourceReadBinder:
         self._key = Fernet.generate_key()
         self._fernet = Fernet(self._key)
 
-    def frame(self, layout: ReadLayout) -> DataFrame:
-        """The records of any read of ``layout`` bound to the job that runs it."""
-        frames = [
-            self.spark.range(0, count, 1, max(count, 1)).mapInArrow(
-                partial(_read_bound_part, self._key, index, count), spark_schema(schema)
-            )
-            for index, ((_, count), schema) in enumerate(zip(layout.parts, layout.schemas, strict=True))
-        ]
-        return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
-
-    def consumed(self, layout: ReadLayout, consume: Consumer, schema: str) -> DataFrame:
-        """What ``consume`` makes of each task's share of a one-part read of ``layout`` bound to
-        the job (a table, or one of its splits), in the task that reads it: a job whose rows never
-        cross into Spark (messages made in Arrow and sent by the tasks that read them; ``schema``
-        is what ``consume`` yields, as Spark DDL)."""
-        ((_, count),) = layout.parts
-        read = partial(_read_bound_part, self._key, 0, count)
-        consuming = partial(_consume, read, layout.schemas[0], consume)
-        return self.spark.range(0, count, 1, max(count, 1)).mapInArrow(consuming, schema)
+    def job(self, layout: ReadLayout, together: bool, consume: Consumer) -> DataFrame:
+        """The job whose tasks read their shares (``share_tasks``) of any read of ``layout``
+        bound to it and return what ``consume`` makes of them (``job_outcomes``)."""
+        return _shares_job(self.spark, partial(_bound_parts, self._key), layout, together, consume)
 
     @contextmanager
     def bound(self, parts: Sequence[ReadPart]) -> Iterator[None]:
-        """Jobs this thread starts in the block read ``parts`` (``read_layout``'s) through a frame."""
+        """Jobs this thread starts in the block read ``parts`` (``read_layout``'s)."""
         from pyspark import cloudpickle
 
         sealed = self._fernet.encrypt(cloudpickle.dumps(list(parts))).decode()
@@ -297,40 +288,102 @@ class SourceReadBinder:
             yield
 
 
-def _read_bound_part(
-    key: bytes, index: int, count: int, batches: Iterator[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body of a bound frame's part ``index``: each input row is a task's index into
-    the part of the read bound to this job."""
-    import pyarrow as pa
+def inline_job(
+    spark: SparkSession, layout: ReadLayout, parts: Sequence[ReadPart], together: bool, consume: Consumer
+) -> DataFrame:
+    """``SourceReadBinder.job`` where nothing binds a job (Spark Connect): the parts travel in
+    the job's plan, built for this read alone."""
+    return _shares_job(spark, partial(_given_parts, tuple(parts)), layout, together, consume)
+
+
+def _shares_job(
+    spark: SparkSession,
+    parts_of: Callable[[], Sequence[ReadPart]],
+    layout: ReadLayout,
+    together: bool,
+    consume: Consumer,
+) -> DataFrame:
+    shares = share_tasks(layout, together)
+    body = partial(_share_task, parts_of, layout, shares, consume)
+    return spark.range(0, len(shares), 1, max(len(shares), 1)).mapInArrow(body, OUTCOME_SCHEMA)
+
+
+def frame_job(records: DataFrame, consume: Consumer) -> DataFrame:
+    """What ``consume`` makes of each partition of ``records`` (a chain's Spark SQL output)."""
+    return records.mapInArrow(partial(_frame_share, consume), OUTCOME_SCHEMA)
+
+
+def job_outcomes(job: DataFrame) -> list[Any]:
+    """Run a job of shares, planned afresh (a Dataset run twice would reuse its adaptive plan's
+    finished stages, the last run's data): each task's outcome, in share order."""
+    rows = job.select("*").collect()
+    return [pickle.loads(r["outcome"]) for r in sorted(rows, key=lambda r: int(r["share"]))]
+
+
+def _bound_parts(key: bytes) -> list[ReadPart]:
+    """The read bound to the running job (``SourceReadBinder.bound``)."""
     from cryptography.fernet import Fernet
 
     sealed = job_value(BOUND_READ_PROPERTY)
     if sealed is None:  # never read nothing in silence: a job outside SourceReadBinder.bound is a bug
         raise RuntimeError("source read: this job has no read bound (spark_binding.SourceReadBinder)")
-    part: ReadPart = pickle.loads(Fernet(key).decrypt(sealed.encode()))[index]
-    tasks = 1 if part.read is None else len(part.splits)
-    if tasks != count:
-        raise RuntimeError(f"source read: bound part {index} has {tasks} tasks, its frame {count}")
-    for batch in batches:
-        for task in batch.column(0).to_pylist():
-            if part.read is None:
-                yield from pa.ipc.open_stream(part.table).read_all().to_batches()
-            else:
-                yield from part.read(part.splits[int(task)])
+    parts: list[ReadPart] = pickle.loads(Fernet(key).decrypt(sealed.encode()))
+    return parts
 
 
-def _consume(
-    read: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
-    schema: pa.Schema,
+def _given_parts(parts: tuple[ReadPart, ...]) -> tuple[ReadPart, ...]:
+    return parts
+
+
+def _share_task(
+    parts_of: Callable[[], Sequence[ReadPart]],
+    layout: ReadLayout,
+    shares: tuple[tuple[tuple[int, int], ...], ...],
     consume: Consumer,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body of ``SourceReadBinder.consumed``: the task's share of the bound read,
-    whole, to ``consume``."""
+    """mapInArrow body of a job of shares: each input row is a share's index; its pieces are read
+    in order (one part's pieces as one table) and consumed."""
     import pyarrow as pa
 
-    yield from consume(pa.Table.from_batches(list(read(batches)), schema=schema))
+    parts = parts_of()
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            tables: list[tuple[int, list[pa.Table]]] = []
+            for p, i in shares[int(index)]:
+                part, (_, count) = parts[p], layout.parts[p]
+                if (1 if part.read is None else len(part.splits)) != count:
+                    raise RuntimeError(f"source read: part {p} does not fit its job's layout")
+                if part.read is None:
+                    piece = pa.ipc.open_stream(part.table).read_all()
+                else:
+                    piece = pa.Table.from_batches(list(part.read(part.splits[i])), schema=layout.schemas[p])
+                if tables and tables[-1][0] == p:
+                    tables[-1][1].append(piece)
+                else:
+                    tables.append((p, [piece]))
+            pieces = [pa.concat_tables(same) for _, same in tables]
+            yield _outcome_row(int(index), consume(pieces))
+
+
+def _frame_share(consume: Consumer, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body of ``frame_job``: the partition's records, whole, to ``consume``."""
+    import pyarrow as pa
+    from pyspark import TaskContext
+
+    read = list(batches)
+    context = TaskContext.get()
+    index = context.partitionId() if context is not None else 0
+    yield _outcome_row(index, consume([pa.Table.from_batches(read)] if read else []))
+
+
+def _outcome_row(index: int, outcome: object) -> pa.RecordBatch:
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_pydict(
+        {"share": [index], "outcome": [pickle.dumps(outcome)]},
+        schema=pa.schema([("share", pa.int32()), ("outcome", pa.binary())]),
+    )
 
 
 def sink_job(
@@ -345,9 +398,7 @@ def sink_job(
     (connectors.sink_stages), then stages the records it made (``stager``: they never leave the
     task) or returns them. Each task returns one typed result; they come back in share order."""
     body = partial(_sink_share, read_share, stages, stager)
-    tasks = spark.range(count, numPartitions=max(count, 1))
-    rows = tasks.mapInArrow(body, "share INT, outcome BINARY").collect()
-    return [pickle.loads(r["outcome"]) for r in sorted(rows, key=lambda r: int(r["share"]))]
+    return job_outcomes(spark.range(count, numPartitions=max(count, 1)).mapInArrow(body, OUTCOME_SCHEMA))
 
 
 def _sink_share(
@@ -357,19 +408,15 @@ def _sink_share(
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """mapInArrow body of ``sink_job``: each input row is a share's index."""
-    import pyarrow as pa
-
-    from sluice.connectors.sink_stages import Made, Staged
+    from sluice.connectors.sink_stages import Staged
+    from sluice.connectors.stage_outcomes import Made
 
     for batch in batches:
         for index in batch.column(0).to_pylist():
             outcome: Outcome | Staged = stages.run(read_share(int(index)))
             if stager is not None and isinstance(outcome, Made) and outcome.records is not None:
                 outcome = Staged(stager(outcome.records, int(index)), outcome.dead)
-            yield pa.RecordBatch.from_pydict(
-                {"share": [int(index)], "outcome": [pickle.dumps(outcome)]},
-                schema=pa.schema([("share", pa.int32()), ("outcome", pa.binary())]),
-            )
+            yield _outcome_row(int(index), outcome)
 
 
 def batch_table(records: DataFrame) -> pa.Table:

@@ -70,8 +70,8 @@ def _warm_up_logged(session: Callable[[], SparkSession], not_before_s: float) ->
 
 def warm_up(session: SparkSession) -> None:
     """Run the paths every batch takes once (about 5-10 s on a cold two-core worker): messages
-    read and sent as ``mapInArrow`` jobs (``rocketmq.spark_reader.read_frame``, ``send_frame``),
-    here with functions of its own that touch no service."""
+    read and sent by ``mapInArrow`` jobs (activities.spark_binding), here with functions of its
+    own that touch no service."""
     frame = session.range(2, numPartitions=2).mapInArrow(_read, SCHEMA)
     frame = frame.mapInArrow(_same_batches, frame.schema)
     frame.mapInArrow(_written, "count long").collect()

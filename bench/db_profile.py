@@ -5,7 +5,8 @@ is the wall time of one stage *including every stage before it* (Spark runs them
 difference between two lines is what the later stage costs:
 
 1. ``read``: ``JdbcSourceTask.read`` bound by ``source_frame``, computed by Spark's noop sink;
-2. ``+convert``: and the JSON converter's ``to_messages`` (Connect envelope, schemas on);
+2. ``+convert``: the read made in this process (``SourceRead.to_table``, as a split's task reads
+   it) and its messages by the JSON converter's Arrow encoder (Connect envelope, schemas on);
 3. ``+send``: the source runner's whole batch (read, convert, send to RocketMQ, sorted);
 4. ``pull+decode``: the sink side's pull of exactly those messages, decoded to records in Arrow;
 5. ``+write``: the sink's whole batch (pull, decode, shape, COPY into PostgreSQL, commit).
@@ -66,7 +67,12 @@ def profile(ctx: RuntimeContext, dbs: Databases, source: Any, rows: int, label: 
 
     _noop(records())  # Python workers warm
     _timed("read", rows, lambda: _noop(records()))
-    _timed("+convert", rows, lambda: _noop(setup.converter.to_messages(records(), {"sluice.batch": "x"})))
+
+    def converted() -> None:
+        table = task.read([r]).to_table()
+        setup.converter.arrow_encoder(table.schema).encode(table, {"sluice.batch": "x"})
+
+    _timed("+convert", rows, converted)
     # Full-size batches: a task's first batch is small (planning.ramped_budget), not what this
     # profile measures (it once timed 1,000-row batches as if they held all the rows).
     runner.planned = sink_planned = 1

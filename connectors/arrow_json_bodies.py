@@ -1,6 +1,8 @@
 """The ``json`` converter's bodies that are not envelopes of met schemas, decoded in Arrow as Spark's
-decode reads them (converters.JsonConverter.decode, envelopes.parse_json): schemaless text
-(``JsonTextDecoder``) and a declared ``value.converter.schema`` (``DeclaredJsonDecoder``).
+decode (now gone) read them: schemaless text (``JsonTextDecoder``) and a declared
+``value.converter.schema`` (``DeclaredJsonDecoder``). The source side checks and parses a text value
+with the same kernels before writing it (``not_json``, ``DeclaredJsonDecoder.parse``:
+connectors.arrow_messages), so what a source sends a sink reads.
 
 Each body becomes a line ``{"v":<body>}`` of one buffer, which Arrow's JSON reader reads in one block
 against an explicit schema (raw newlines stay: inside a string Arrow refuses one, as Jackson does).
@@ -64,24 +66,31 @@ class JsonTextDecoder:
 
     def decode(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         texts, not_utf8 = live_texts(batch, self.tombstone)
-        live = pc.is_valid(texts)
-        odd = pc.match_substring_regex(texts, _ROOT_NUMBER_COMMA)
-        data = texts.buffers()[2]
-        everything = b"" if data is None else data.to_pybytes()  # one scan: faster than a regex per text
-        if any(token.encode() in everything for token in _NOT_JACKSON):
-            odd = pc.or_(odd, pc.match_substring_regex(texts, "|".join(_NOT_JACKSON)))
-        odd = pc.and_(live, odd)
+        return _finished(batch, texts, not_utf8, not_json(texts), NOT_JSON)
 
-        def block(chunk: pa.Array) -> pa.Array | None:
-            return None if read_lines(json_lines(chunk), pa.schema([])) is None else pa.nulls(len(chunk))
 
-        def alone(text: str) -> pa.Array | None:
-            return None if _value_end(text) is None else pa.nulls(1)
+def not_json(texts: pa.Array) -> np.ndarray:
+    """Which of ``texts`` (a string array; null ones are not looked at) are not one JSON value as
+    Jackson reads a root value (see the module docstring): the check of schemaless bodies, and of
+    a source's text values the json converter sends as they are (connectors.arrow_messages)."""
+    live = pc.is_valid(texts)
+    odd = pc.match_substring_regex(texts, _ROOT_NUMBER_COMMA)
+    data = texts.buffers()[2]
+    everything = b"" if data is None else data.to_pybytes()  # one scan: faster than a regex per text
+    if any(token.encode() in everything for token in _NOT_JACKSON):
+        odd = pc.or_(odd, pc.match_substring_regex(texts, "|".join(_NOT_JACKSON)))
+    odd = pc.and_(live, odd)
 
-        _, failed = by_halves(texts, pc.and_(live, pc.invert(odd)), block, pa.null(), alone)
-        for row in pc.indices_nonzero(odd).to_pylist():  # rare: a Python check each
-            failed[row] = _value_end(texts[row].as_py()) is None
-        return _finished(batch, texts, not_utf8, failed, NOT_JSON)
+    def block(chunk: pa.Array) -> pa.Array | None:
+        return None if read_lines(json_lines(chunk), pa.schema([])) is None else pa.nulls(len(chunk))
+
+    def alone(text: str) -> pa.Array | None:
+        return None if _value_end(text) is None else pa.nulls(1)
+
+    _, failed = by_halves(texts, pc.and_(live, pc.invert(odd)), block, pa.null(), alone)
+    for row in pc.indices_nonzero(odd).to_pylist():  # rare: a Python check each
+        failed[row] = _value_end(texts[row].as_py()) is None
+    return failed
 
 
 @dataclass(frozen=True)
@@ -93,12 +102,15 @@ class DeclaredJsonDecoder:
     reads: tuple[pa.DataType, ...]  # the types the reader is given: arrow_json.read_types of ``wire``
     value: pa.DataType  # the Spark type, in Arrow
     envelope: bool
-    problem: str  # the flag of a record that does not fit, as parse_json words it
+    problem: str  # the flag of a record that does not fit, as Spark's parse worded it
     tombstone: str  # the message property that marks a null value (converters.TOMBSTONE_PROPERTY)
 
     @classmethod
-    def plan(cls, data_type: DataType, *, envelope: bool, tombstone: str) -> DeclaredJsonDecoder | None:
-        """The decoder of ``data_type`` (Spark's); None where Arrow does not read it (a map)."""
+    def plan(
+        cls, data_type: DataType, *, envelope: bool, tombstone: str, what: str | None = None
+    ) -> DeclaredJsonDecoder | None:
+        """The decoder of ``data_type`` (Spark's); None where Arrow does not read it (a map).
+        ``what`` names the text in the flag (a body by default: ``body``, ``body envelope``)."""
         from pyspark.sql.pandas.types import to_arrow_type
 
         from sluice.connectors.connect_json import nullable_type, wire_type
@@ -111,14 +123,21 @@ class DeclaredJsonDecoder:
         if not decodable(to_arrow_type(wire_type(nullable)), value):  # decimals as base64 there
             return None
         reads = read_types(wire, value)
-        what = "body envelope" if envelope else "body"
+        what = what or ("body envelope" if envelope else "body")
         problem = f"json converter: {what} does not parse as {data_type.simpleString()}"
         return cls(wire, reads, value, envelope, problem, tombstone)
 
     def decode(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         texts, not_utf8 = live_texts(batch, self.tombstone)
-        # parse_json reads an envelope and a struct from the body's first value (a null one does not
-        # fit), other types inside {"payload":…}
+        values, failed = self.parse(texts)
+        return _finished(batch, values, not_utf8, failed, self.problem)
+
+    def parse(self, texts: pa.Array) -> tuple[pa.Array, np.ndarray]:
+        """``texts`` (a string array) read as the declared type: the values (null where a text is
+        null or does not fit) and which do not fit. A sink's bodies, and a source's text values
+        under a declared schema (connectors.arrow_messages)."""
+        # the declared parse reads an envelope and a struct from the body's first value (a null one
+        # does not fit), other types as a bare value
         first_value = self.envelope or pa.types.is_struct(self.value)
 
         def block(chunk: pa.Array) -> pa.Array | None:
@@ -143,8 +162,7 @@ class DeclaredJsonDecoder:
             end = _value_end(text) if first_value else None
             return None if end is None or not text[end:].strip(_WS) else block(pa.array([text[:end]]))
 
-        values, failed = by_halves(texts, pc.is_valid(texts), block, self.value, alone)
-        return _finished(batch, values, not_utf8, failed, self.problem)
+        return by_halves(texts, pc.is_valid(texts), block, self.value, alone)
 
 
 def _refuse(token: str) -> None:

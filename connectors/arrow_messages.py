@@ -1,21 +1,17 @@
-"""Records made into RocketMQ messages in Arrow, as ``Converter.to_messages`` makes them in Spark.
+"""Records made into RocketMQ messages in Arrow: the only way a source's records become messages.
 
-A source whose batch is built on the driver (a CDC task's change records, a snapshot chunk) and
-whose records no transform rewrites needs none of Spark's expression engine to make its messages:
-the Connect envelope of each value is its schema's JSON (built once per record shape, on the
-driver) spliced before the payload's JSON, which Arrow writes column by column
+The converter plans an encoder per record shape on the driver (``Converter.arrow_encoder``: which
+text each value and key becomes, the Connect envelope's head built once from the schema, a declared
+``value.converter.schema``'s decoder); the encoder runs wherever the batch runs, in the worker's
+process or in a Spark task, with pyarrow and numpy only. The Connect envelope of each value is its
+schema's JSON spliced before the payload's JSON, which Arrow writes column by column
 (``connect_payloads``). Built with Spark expressions, the Debezium envelopes of 5,000 change
-records cost 0.35–0.5 s of a 1.0–1.4 s source batch (``spark_json``'s writers show the same
-JSON in a few milliseconds).
+records cost 0.35-0.5 s of a 1.0-1.4 s source batch.
 
-The encoder only ever declines, when it is planned: a record shape it does not write exactly as
-Spark's ``to_messages`` would (a key type other than text or structured without envelopes, a
-decimal wider than 128 bits, a nanosecond timestamp, records some of which the source could not
-decode) gets no encoder, and the batch takes Spark's path. ``tests/connectors/test_arrow_messages.py``
-checks the messages equal Spark's, column for column.
-
-Pure pyarrow (and numpy): the runner plans an encoder through the converter
-(``Converter.arrow_encoder``), which knows the Connect schemas.
+One message per record, in the records' order. A record the encoder cannot make a message of is
+flagged in the error column (records.ERROR_COLUMN), never dropped: a record a source flagged keeps
+its flag, and the json converter flags a text value that is not JSON or does not fit a declared
+schema. A type the converter does not write at all raises ValueError when the encoder is planned.
 """
 
 from __future__ import annotations
@@ -23,17 +19,23 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sluice.connectors.arrow_json_bodies import not_json
 from sluice.connectors.barriers import BARRIER_HEADER, BARRIER_QUEUES_HEADER
+from sluice.connectors.record_tables import flagged
+from sluice.connectors.records import ERROR_COLUMN
 from sluice.connectors.rocketmq.arrow_encode import key_slots
-from sluice.connectors.spark_json import json_values
+from sluice.connectors.spark_json import cast_text, json_values
 
-#: The message columns, as ``Converter.to_messages`` selects them (before its size check).
+if TYPE_CHECKING:
+    from sluice.connectors.arrow_json_bodies import DeclaredJsonDecoder
+
+#: The message columns an encoder makes (``ERROR_COLUMN`` follows them where a record is flagged).
 MESSAGE_SCHEMA: Final = pa.schema(
     [
         pa.field("topic", pa.string()),
@@ -45,15 +47,29 @@ MESSAGE_SCHEMA: Final = pa.schema(
         pa.field("offset", pa.int64(), nullable=False),
     ]
 )
+#: The json converter's flag of a text value that is not one JSON value (Kafka's JsonConverter
+#: fails such a record).
+NOT_JSON_VALUE: Final = "json converter: value is not valid JSON"
 
 
 @dataclass(frozen=True)
-class KeyText:
-    """How a record's key becomes the message's ``KEYS`` text.
+class Written:
+    """How a record's key or value becomes its message's text (a body is that text's UTF-8).
 
-    ``kind``: ``none`` (the key column is all null), ``text`` (a string key as it is), ``json``
-    (a structured key as Spark's ``to_json`` writes it, null fields left out) or ``envelope`` (a
-    Connect envelope: ``head`` is its ``{"schema":…,"payload":`` prefix)."""
+    ``kind``:
+
+    - ``none``: nothing (a column of Arrow's null type: every value null);
+    - ``own``: the value as it is: binary bytes, text (as UTF-8 in a body);
+    - ``text``: as Spark casts it to a string (the string converter): structs, lists and maps as
+      Spark's ``to_json`` with null fields kept, other values as ``spark_json.cast_text``;
+    - ``json``: Spark's ``to_json``, null fields left out (structured keys without envelopes, as
+      the JDBC and CDC sources always wrote them);
+    - ``connect``: the JSON of the value in the json converter's wire forms (``connect_payloads``);
+    - ``envelope``: a Connect envelope: ``head`` (its ``{"schema":…,"payload":``), the
+      ``connect`` payload, ``}``;
+    - ``checked``: text as it is, flagged (``NOT_JSON_VALUE``) where it is not one JSON value
+      (arrow_json_bodies.not_json, as a sink checks schemaless bodies).
+    """
 
     kind: str
     head: str = ""
@@ -61,28 +77,48 @@ class KeyText:
 
 @dataclass(frozen=True)
 class MessageEncoder:
-    """The messages of one record shape: ``value_head`` is the value envelope's prefix (the json
-    converter), or None for a body that is the value's own bytes (a text's UTF-8 or binary as it
-    is: the string and bytes converters); ``key`` how keys are written; the property names are the
-    converter's (connectors.converters)."""
+    """The messages of one record shape: how values become bodies and keys become ``KEYS``
+    (``value``, ``key``), and where a declared schema asks for it, the decoder that parses text
+    values first (``declared``: arrow_json_bodies.DeclaredJsonDecoder, its flag naming the value);
+    the property names are the converter's (connectors.converters)."""
 
-    value_head: str | None
-    key: KeyText
+    value: Written
+    key: Written
     partition_property: str
     offset_property: str
     tombstone_property: str
     tags_header: str
+    declared: DeclaredJsonDecoder | None = None
 
     def encode(self, records: pa.Table, extra_properties: Mapping[str, str] | None = None) -> pa.Table:
-        """``records`` (the record columns) as message columns (``MESSAGE_SCHEMA``); a null value is
-        an empty body marked as a tombstone, as in Spark's ``to_messages``."""
+        """``records`` (the record columns) as message columns (``MESSAGE_SCHEMA``), one message per
+        record in their order, and ``ERROR_COLUMN`` where a record is flagged (its own flag first,
+        then the converter's; a flagged message's body is not meant to be sent). A null value is
+        an empty body marked as a tombstone; ``extra_properties`` go on every message."""
         records = records.combine_chunks()
         n = records.num_rows
         if n == 0:
             return MESSAGE_SCHEMA.empty_table()
-        value = _single(records.column("value"))
+        errors = _single(records.column(ERROR_COLUMN)) if ERROR_COLUMN in records.column_names else None
+        value = spark_held(_single(records.column("value")))
         tombstone = value.is_null()
-        bodies = pc.if_else(tombstone, pa.scalar(b"", pa.binary()), self._bodies(value).cast(pa.binary()))
+        unparsed = None
+        if self.declared is not None:  # a text that parses as null (JSON's null) is a tombstone too
+            value, failed = self.declared.parse(value.cast(pa.string()))
+            unparsed = pa.array(failed)
+            errors = flagged(errors, unparsed, self.declared.problem)
+            tombstone = pc.and_(value.is_null(), pc.invert(unparsed))
+        texts, not_json_texts = written(self.value, value)
+        if not_json_texts is not None:
+            errors = flagged(errors, pa.array(not_json_texts), NOT_JSON_VALUE)
+        texts = texts.cast(pa.binary())
+        texts = pa.concat_arrays([texts]) if texts.offset else texts  # if_else over a slice (pyarrow 21)
+        bodies = pc.if_else(tombstone, pa.scalar(b"", pa.binary()), texts)
+        if unparsed is not None:  # no body for a text that does not parse
+            bodies = pc.if_else(unparsed, pa.scalar(None, pa.binary()), bodies)
+        key = spark_held(_single(records.column("key")))
+        keys, _ = written(self.key, key)
+        keys = pc.if_else(key.is_null(), pa.scalar(None, pa.string()), keys.cast(pa.string()))
         headers = _single(records.column("headers"))
         tags, kept = _tags_and_headers(headers, self.tags_header, n)
         partition = _single(records.column("partition"))
@@ -96,51 +132,95 @@ class MessageEncoder:
         columns = {
             "topic": _single(records.column("topic")),
             "body": bodies,
-            "keys": self._keys(_single(records.column("key"))),
+            "keys": keys,
             "tags": tags,
             "properties": properties,
             "partition": partition,
             "offset": offset,
         }
-        return pa.Table.from_arrays([columns[f.name] for f in MESSAGE_SCHEMA], schema=MESSAGE_SCHEMA)
-
-    def _bodies(self, value: pa.Array) -> pa.Array:
-        if self.value_head is None:
-            return value
-        head = pa.scalar(self.value_head, pa.string())
-        return pc.binary_join_element_wise(head, connect_payloads(value), pa.scalar("}", pa.string()), "")
-
-    def _keys(self, key: pa.Array) -> pa.Array:
-        if self.key.kind == "none":
-            return pa.nulls(len(key), pa.string())
-        if self.key.kind == "text":
-            return key.cast(pa.string())
-        if self.key.kind == "json":
-            return json_values(key)
-        texts = pc.binary_join_element_wise(self.key.head, connect_payloads(key), "}", "")
-        return pc.if_else(key.is_null(), pa.scalar(None, pa.string()), texts)
+        messages = pa.Table.from_arrays([columns[f.name] for f in MESSAGE_SCHEMA], schema=MESSAGE_SCHEMA)
+        if errors is None or errors.null_count == n:
+            return messages
+        return messages.append_column(pa.field(ERROR_COLUMN, pa.string()), errors)
 
 
-def encodable_type(kind: pa.DataType) -> bool:
-    """Whether ``connect_payloads`` writes values of ``kind`` exactly as the json converter does in
-    Spark: not decimals over 128 bits, timestamps finer than microseconds, nor non-text map keys."""
-    if pa.types.is_struct(kind):
-        return all(encodable_type(kind.field(i).type) for i in range(kind.num_fields))
-    if pa.types.is_map(kind):
-        return pa.types.is_string(kind.key_type) and encodable_type(kind.item_type)
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        return encodable_type(kind.value_type)
+def written(how: Written, values: pa.Array) -> tuple[pa.Array, np.ndarray | None]:
+    """Each value's text (string or binary; anything for a null value) as ``how`` says, and for
+    ``checked`` which are not JSON."""
+    if how.kind == "none":
+        return pa.nulls(len(values), pa.string()), None
+    if how.kind == "own":
+        return values, None
+    if how.kind == "checked":
+        texts = values.cast(pa.string())
+        return texts, not_json(texts)
+    if how.kind == "text":
+        if nested(values.type):
+            return json_values(values, keep_nulls=True), None
+        return cast_text(values), None
+    if how.kind == "json":
+        return json_values(values), None
+    if how.kind == "connect":
+        return connect_payloads(values), None
+    if how.kind == "envelope":
+        return pc.binary_join_element_wise(how.head, connect_payloads(values), "}", ""), None
+    raise ValueError(f"no such text: {how.kind!r}")
+
+
+def spark_held(values: pa.Array) -> pa.Array:
+    """``values`` as Spark holds them: timestamps in microseconds at any depth (finer ones
+    truncated, as Spark takes them); other types as they are."""
+    held = spark_held_type(values.type)
+    return values if held == values.type else values.cast(held, safe=False)
+
+
+def spark_held_type(kind: pa.DataType) -> pa.DataType:
+    """``kind`` with its timestamps in microseconds (``spark_held``)."""
     if pa.types.is_timestamp(kind):
-        return kind.unit in ("s", "ms", "us")
-    if pa.types.is_decimal(kind):
-        return pa.types.is_decimal128(kind)
+        return pa.timestamp("us", kind.tz)
+    if pa.types.is_struct(kind):
+        return pa.struct([f.with_type(spark_held_type(f.type)) for f in kind])
+    if pa.types.is_map(kind):
+        return pa.map_(kind.key_field, kind.item_field.with_type(spark_held_type(kind.item_type)))
+    if pa.types.is_list(kind):
+        return pa.list_(kind.value_field.with_type(spark_held_type(kind.value_type)))
+    if pa.types.is_large_list(kind):
+        return pa.large_list(kind.value_field.with_type(spark_held_type(kind.value_type)))
+    return kind
+
+
+def writable(kind: pa.DataType, *, connect: bool) -> bool:
+    """Whether the encoder writes values of ``kind`` (``spark_held``) as JSON: Spark's types (signed
+    integers, float and double, booleans, text, binary, dates, timestamps of any unit, decimals of
+    up to 128 bits) and structs, lists and maps of them; a map's keys text where it is written in
+    Connect's form (``connect``: Connect maps have string keys), or any such scalar in Spark's."""
+    if pa.types.is_struct(kind):
+        return all(writable(f.type, connect=connect) for f in kind)
+    if pa.types.is_map(kind):
+        keys = kind.key_type
+        text_keys = pa.types.is_string(keys) or pa.types.is_large_string(keys)
+        fits = text_keys if connect else not nested(keys) and writable(keys, connect=connect)
+        return fits and writable(kind.item_type, connect=connect)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return writable(kind.value_type, connect=connect)
     return any(
         check(kind)
         for check in (
-            pa.types.is_integer, pa.types.is_boolean, pa.types.is_floating, pa.types.is_string,
-            pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary, pa.types.is_date32,
+            pa.types.is_signed_integer, pa.types.is_boolean, pa.types.is_float32, pa.types.is_float64,
+            pa.types.is_string, pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary,
+            pa.types.is_date32, pa.types.is_timestamp, pa.types.is_decimal128,
         )
     )  # fmt: skip
+
+
+def nested(kind: pa.DataType) -> bool:
+    """Whether ``kind`` is a struct, a list or a map."""
+    return (
+        pa.types.is_struct(kind)
+        or pa.types.is_map(kind)
+        or pa.types.is_list(kind)
+        or (pa.types.is_large_list(kind))
+    )
 
 
 def connect_payloads(values: pa.Array) -> pa.Array:
@@ -168,8 +248,10 @@ def _wire(values: pa.Array) -> pa.Array:
         return type(values).from_arrays(values.offsets, _wire(values.values), mask=mask)
     if pa.types.is_timestamp(kind):
         if kind.tz is None:  # a zone-less date-time: epoch micros (Debezium's MicroTimestamp)
-            return values.cast(pa.timestamp("us")).cast(pa.int64())
-        text = values.cast(pa.timestamp("us", "UTC")).cast(pa.string())  # "2024-02-29 23:59:59.123456Z"
+            return values.cast(pa.timestamp("us"), safe=False).cast(pa.int64())
+        text = values.cast(pa.timestamp("us", "UTC"), safe=False).cast(
+            pa.string()
+        )  # "2024-02-29 23:59:59.123456Z"
         return pc.replace_substring(text, " ", "T", max_replacements=1)
     if pa.types.is_date32(kind):
         return values.cast(pa.int32())
@@ -239,7 +321,7 @@ def _properties(
     n: int,
 ) -> pa.MapArray:
     """Each message's properties: its kept header entries, then the position (and the tombstone
-    mark of a null value, before the fixed extra properties, as Spark's map is built)."""
+    mark of a null value, before the fixed extra properties: the order earlier releases wrote)."""
     header_rows = headers.field("row").to_numpy(zero_copy_only=False).astype(np.int64)
     is_tombstone = tombstone.to_numpy(zero_copy_only=False).astype(bool)
     # each entry's row and its place in the row: headers first, then the position, the tombstone
@@ -272,10 +354,9 @@ def _properties(
 
 
 def sharded(messages: pa.Table, queues: tuple[str, ...]) -> pa.Table:
-    """``messages`` with the ``queue`` each goes to (an index into ``queues``), as the source
-    runner shards in Spark: ``crc32(key) % queues`` for a keyed message (its source partition's for
-    a keyless one), and every queue for a barrier, each copy labelled ``<i>/<n>`` with the list of
-    queues sent to (connectors.barriers)."""
+    """``messages`` with the ``queue`` each goes to (an index into ``queues``): ``crc32(key) %
+    queues`` for a keyed message (its source partition's for a keyless one), and every queue for a
+    barrier, each copy labelled ``<i>/<n>`` with the list of queues sent to (connectors.barriers)."""
     count = len(queues)
     n = messages.num_rows
     if n == 0:

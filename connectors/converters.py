@@ -1,6 +1,7 @@
 """Converters between records and RocketMQ messages (Kafka Connect's Converter).
 
-``to_messages(records)`` gives ``topic, body (binary), keys, tags, properties`` for the RocketMQ
+``arrow_encoder(schema)`` plans, on the driver, how records of an Arrow schema become messages
+(``topic, body (binary), keys, tags, properties``, connectors.arrow_messages) for the RocketMQ
 writer; ``arrow_records()`` plans how a sink's stages make the records of the reader's messages
 (``topic, partition, queue_offset, keys, tags, properties, born_timestamp, store_timestamp,
 body``) in Arrow (connectors.arrow_records). Record position and headers travel as message
@@ -10,35 +11,27 @@ properties (``sluice.partition``, ``sluice.offset`` plus one per header), and th
 :class:`JsonConverter` with ``schemas_enable`` reads and writes the Connect JSON envelope of Kafka's
 and RocketMQ Connect's JsonConverter: ``{"schema": {...}, "payload": ...}``. Records that do not
 parse are flagged in ``_sluice_error``, never dropped; so are messages over the broker's size
-limit (``to_messages``, connectors.rocketmq.limits).
+limit (connectors.rocketmq.limits.unsendable, checked by the source's stages).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-from sluice.connectors.barriers import BARRIER_HEADER
 from sluice.connectors.config import converter_fields, converter_name
-from sluice.connectors.connect_json import json_text, nullable_type, wire_type
-from sluice.connectors.envelopes import (
-    Narrow,
-    SeenPrefixes,
-    envelope_head,
-    envelope_text,
-    met_value_types,
-    parse_json,
-)
-from sluice.connectors.records import ERROR_COLUMN, KEY_SCHEMA_HEADER, VALUE_SCHEMA_HEADER, flag_errors
+from sluice.connectors.connect_json import nullable_type, wire_type
+from sluice.connectors.envelopes import Narrow, SeenPrefixes, envelope_head, met_value_types
+from sluice.connectors.records import KEY_SCHEMA_HEADER, VALUE_SCHEMA_HEADER
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import DataType
 
     from sluice.connectors.arrow_envelopes import EnvelopeDecoder
-    from sluice.connectors.arrow_messages import KeyText, MessageEncoder
+    from sluice.connectors.arrow_json_bodies import DeclaredJsonDecoder
+    from sluice.connectors.arrow_messages import MessageEncoder, Written
     from sluice.connectors.arrow_records import Decoder, RecordsPlan
 
 PARTITION_PROPERTY: Final = "sluice.partition"
@@ -60,10 +53,8 @@ class Converter(ABC):
 
     #: keys are written and read as Connect JSON envelopes (converter_for sets it from the config)
     key_envelopes: bool = False
-
-    @abstractmethod
-    def encode(self, df: DataFrame) -> DataFrame:
-        """``df`` with a binary ``body`` column made from ``value`` (may flag ``_sluice_error``)."""
+    #: how errors name the converter (``<name> converter: …``)
+    name: ClassVar[str] = ""
 
     @property
     def discovers_envelopes(self) -> bool:
@@ -75,110 +66,57 @@ class Converter(ABC):
         #: envelope schemas met in earlier batches: later ones recognise them cheaply
         self.seen_prefixes = SeenPrefixes()
 
-    def to_messages(
-        self, records: DataFrame, extra_properties: Mapping[str, str] | None = None, *, stamped_bytes: int = 0
-    ) -> DataFrame:
-        """Messages of ``records``; ``extra_properties`` go on every message, in the same map as the
-        position (one map built per row, not several). ``stamped_bytes``: the most the properties
-        the writer stamps on each message add (a source's batch reference: the writer's
-        ``boundProperties``), counted in the size check."""
-        # pyspark: config validation imports this module (via connectors.plugins)
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import ArrayType, MapType, NullType, StringType, StructType
+    def arrow_encoder(self, records: pa.Schema) -> MessageEncoder:
+        """The encoder that makes the messages of records of this Arrow schema
+        (connectors.arrow_messages), planned here on the driver and run there or in a split's task.
+        Raises ValueError, naming the converter, the column and its type, for a key or value type
+        it does not write."""
+        from sluice.connectors.arrow_messages import MessageEncoder, spark_held_type
 
-        key_type = records.schema["key"].dataType
-        if isinstance(key_type, NullType):
-            keys = F.lit(None).cast("string")
-        elif self.key_envelopes:
-            keys = envelope_text(F.col("key"), key_type, records.schema["key"].nullable)
-        elif isinstance(key_type, StringType):
-            keys = F.col("key")
-        elif isinstance(key_type, StructType | ArrayType | MapType):
-            keys = F.to_json(F.col("key"))  # Spark's JSON, as the JDBC and CDC sources always wrote keys
-        else:
-            keys = json_text(F.col("key"), key_type)
-        headers = F.map_filter(
-            F.coalesce(F.col("headers"), F.create_map().cast("map<string,string>")),
-            # Sluice's own headers stay in the runtime, but a barrier mark travels (connectors.barriers).
-            lambda k, v: (
-                (~k.startswith("sluice.") | (k == BARRIER_HEADER)) & (k != TAGS_HEADER) & v.isNotNull()
-            ),
-        )
-        fixed = [F.lit(part) for item in (extra_properties or {}).items() for part in item]
-        offset = F.col("offset").cast("string")
-        where = [F.lit(PARTITION_PROPERTY), F.col("partition"), F.lit(OFFSET_PROPERTY), offset]
-        position = F.create_map(*where, *fixed)
-        tombstone = F.create_map(*where, F.lit(TOMBSTONE_PROPERTY), F.lit("true"), *fixed)
-        position = F.when(F.col("value").isNull(), tombstone).otherwise(position)
-        # Most records carry no headers: skip the concatenation (a map copy per row) for those.
-        properties = F.when(F.size(headers) == 0, position).otherwise(F.map_concat(headers, position))
-        encoded = self.encode(records)
-        extra = [ERROR_COLUMN] if ERROR_COLUMN in encoded.columns else []
-        # A null value travels as an empty body marked as a tombstone (a message needs a body).
-        body = F.when(F.col("value").isNull(), F.lit(b"").cast("binary")).otherwise(F.col("body"))
-        messages = encoded.select(
-            "topic",
-            body.alias("body"),
-            F.when(F.col("key").isNotNull(), keys).alias("keys"),
-            F.col("headers")[TAGS_HEADER].alias("tags"),
-            properties.alias("properties"),
-            "partition",
-            "offset",
-            *extra,
-        )
-        return flag_unsendable(messages, stamped_bytes)
-
-    def arrow_encoder(self, records: pa.Schema) -> MessageEncoder | None:
-        """An encoder that makes ``to_messages``' messages of records of this Arrow schema in
-        Arrow (connectors.arrow_messages), planned on the driver and run there or in a split's
-        task; None when only Spark's makes them."""
-        return None
-
-    def _planned_encoder(self, records: pa.Schema, value_head: str | None) -> MessageEncoder | None:
-        """The encoder of ``arrow_encoder``, once the converter writes the value shape
-        (``value_head``: MessageEncoder's); None when the key or the records are not written in
-        Arrow."""
-        from sluice.connectors.arrow_messages import MessageEncoder
-
-        if ERROR_COLUMN in records.names:  # records the source could not decode: Spark flags them
-            return None
-        key = self._arrow_key_text(records)
-        if key is None:
-            return None
+        value = records.field("value")
+        value = value.with_type(spark_held_type(value.type))
+        written, declared = self._value_written(value)
         return MessageEncoder(
-            value_head=value_head, key=key, partition_property=PARTITION_PROPERTY,
-            offset_property=OFFSET_PROPERTY, tombstone_property=TOMBSTONE_PROPERTY, tags_header=TAGS_HEADER,
+            value=written, key=self._key_written(records.field("key")), declared=declared,
+            partition_property=PARTITION_PROPERTY, offset_property=OFFSET_PROPERTY,
+            tombstone_property=TOMBSTONE_PROPERTY, tags_header=TAGS_HEADER,
         )  # fmt: skip
 
-    def _own_bytes_encoder(self, records: pa.Schema) -> MessageEncoder | None:
-        """``arrow_encoder`` of a converter whose body is a text value's UTF-8 or a binary value as
-        it is (the string and bytes converters): a file source's lines skip Spark's ``encode``."""
+    @abstractmethod
+    def _value_written(self, field: pa.Field) -> tuple[Written, DeclaredJsonDecoder | None]:
+        """How values of ``field`` (their type as Spark holds it: arrow_messages.spark_held_type)
+        become bodies, and the decoder that parses them first where a schema is declared. Raises
+        ValueError, naming the type, for one the converter does not write."""
+
+    def _key_written(self, field: pa.Field) -> Written:
+        """How keys of ``field`` become the message's ``KEYS``: none for a null-typed column, a
+        Connect envelope with ``key_envelopes``, text as it is, structures as Spark's ``to_json``
+        (null fields left out), any other type as the JSON of its Connect wire form."""
         import pyarrow as pa
 
-        kind = records.field("value").type
-        if not (pa.types.is_string(kind) or pa.types.is_binary(kind)):
-            return None
-        return self._planned_encoder(records, None)
+        from sluice.connectors.arrow_messages import Written, nested, spark_held_type, writable
 
-    def _arrow_key_text(self, records: pa.Schema) -> KeyText | None:
-        """How ``to_messages`` writes keys of this Arrow schema, for ``arrow_encoder``s."""
-        import pyarrow as pa
-
-        from sluice.connectors.arrow_messages import KeyText, encodable_type
-
-        field = records.field("key")
+        field = field.with_type(spark_held_type(field.type))
         kind = field.type
         if pa.types.is_null(kind):
-            return KeyText("none")
-        if not encodable_type(kind):
-            return None
+            return Written("none")
         if self.key_envelopes:
-            return KeyText("envelope", _envelope_head(field))
+            self._check_writable("key", kind, connect=True)
+            return Written("envelope", _envelope_head(field))
         if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-            return KeyText("text")
-        if pa.types.is_struct(kind) or pa.types.is_list(kind) or pa.types.is_map(kind):
-            return KeyText("json")
-        return None  # a scalar key: its JSON is the converter's wire form, left to Spark
+            return Written("own")
+        if nested(kind) and writable(kind, connect=False):
+            return Written("json")  # Spark's JSON, as the JDBC and CDC sources always wrote keys
+        self._check_writable("key", kind, connect=True)
+        return Written("connect")
+
+    def _check_writable(self, column: str, kind: pa.DataType, *, connect: bool) -> None:
+        """ValueError, naming the converter, ``column`` and ``kind``, unless the encoder writes
+        values of ``kind`` as JSON (arrow_messages.writable)."""
+        from sluice.connectors.arrow_messages import writable
+
+        if not writable(kind, connect=connect):
+            raise ValueError(f"{self.name} converter: a {column} of type {kind} is not written by Sluice")
 
     def knows_schemas(self, topics: Iterable[str]) -> bool:
         """Whether a batch of ``topics`` may be decoded with the schemas met before (the sink's
@@ -243,50 +181,23 @@ class Converter(ABC):
         return decoder, met[1]
 
 
-def flag_unsendable(messages: DataFrame, stamped_bytes: int = 0) -> DataFrame:
-    """Flag messages the broker would refuse for their size, per record and before sending
-    (connectors.rocketmq.limits): a record over the limit is a bad record, not a failed batch.
-    ``stamped_bytes``: properties the writer adds to each message."""
-    # pyspark (rocketmq.limits too): config validation imports this module (via connectors.plugins)
-    from pyspark.sql import functions as F
-
-    from sluice.connectors.rocketmq.limits import size_problem
-
-    problem = size_problem(
-        F.col("body"), F.col("keys"), F.col("tags"), F.col("properties"), F.col("topic"), stamped_bytes
-    )
-    return flag_errors(messages, problem.isNotNull(), problem)
-
-
-def _flag_not_json(df: DataFrame, text: Column, what: str) -> DataFrame:
-    """Flag rows whose ``text`` is not one JSON value (Kafka's JsonConverter fails such records)."""
-    # pyspark: config validation imports this module (via connectors.plugins)
-    from pyspark.sql import functions as F
-
-    failed = text.isNotNull() & F.try_parse_json(text).isNull()
-    return flag_errors(df, failed, F.lit(f"json converter: {what} is not valid JSON"))
-
-
 class StringConverter(Converter):
     """UTF-8 text; structs/arrays/maps are written as JSON text, other types via their string cast."""
 
-    def encode(self, df: DataFrame) -> DataFrame:
-        # pyspark: config validation imports this module (via connectors.plugins)
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
+    name = "string"
 
-        data_type = df.schema["value"].dataType
-        value = F.col("value")
-        if isinstance(data_type, BinaryType):
-            return df.withColumn("body", value)
-        if isinstance(data_type, StructType | ArrayType | MapType):
-            text = F.to_json(value, {"ignoreNullFields": "false"})
-        else:
-            text = value if isinstance(data_type, StringType) else value.cast("string")
-        return df.withColumn("body", F.encode(text, "UTF-8"))
+    def _value_written(self, field: pa.Field) -> tuple[Written, None]:
+        import pyarrow as pa
 
-    def arrow_encoder(self, records: pa.Schema) -> MessageEncoder | None:
-        return self._own_bytes_encoder(records)
+        from sluice.connectors.arrow_messages import Written
+
+        kind = field.type
+        if pa.types.is_null(kind):
+            return Written("none"), None
+        if _text_or_binary(kind):
+            return Written("own"), None
+        self._check_writable("value", kind, connect=False)
+        return Written("text"), None
 
     def _arrow_values(self, narrow: Narrow | None) -> tuple[Decoder, None]:
         from sluice.connectors.arrow_bodies import BodyDecoder
@@ -297,20 +208,19 @@ class StringConverter(Converter):
 class BytesConverter(Converter):
     """Bodies as raw bytes (a string value is UTF-8 encoded)."""
 
-    def encode(self, df: DataFrame) -> DataFrame:
-        # pyspark: config validation imports this module (via connectors.plugins)
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import BinaryType, StringType
+    name = "bytes"
 
-        data_type = df.schema["value"].dataType
-        if isinstance(data_type, BinaryType):
-            return df.withColumn("body", F.col("value"))
-        if isinstance(data_type, StringType):
-            return df.withColumn("body", F.encode("value", "UTF-8"))
-        raise ValueError(f"bytes converter: value must be binary or string, got {data_type.simpleString()}")
+    def _value_written(self, field: pa.Field) -> tuple[Written, None]:
+        import pyarrow as pa
 
-    def arrow_encoder(self, records: pa.Schema) -> MessageEncoder | None:
-        return self._own_bytes_encoder(records)
+        from sluice.connectors.arrow_messages import Written
+
+        kind = field.type
+        if pa.types.is_null(kind):
+            return Written("none"), None
+        if _text_or_binary(kind):
+            return Written("own"), None
+        raise ValueError(f"bytes converter: value must be binary or string, got {kind}")
 
     def _arrow_values(self, narrow: Narrow | None) -> tuple[Decoder, None]:
         from sluice.connectors.arrow_bodies import BodyDecoder
@@ -334,6 +244,8 @@ class JsonConverter(Converter):
     goes to the dead-letter topic. For free text use the ``string`` converter.
     """
 
+    name = "json"
+
     def __init__(self, schemas_enable: bool = False, value_schema: str | None = None) -> None:
         super().__init__()
         self.schemas_enable = schemas_enable
@@ -343,14 +255,38 @@ class JsonConverter(Converter):
     def discovers_envelopes(self) -> bool:
         return self.schemas_enable and not self.value_schema
 
-    def arrow_encoder(self, records: pa.Schema) -> MessageEncoder | None:
-        # pyarrow: config validation imports this module (via connectors.plugins)
-        from sluice.connectors.arrow_messages import encodable_type
+    def _value_written(self, field: pa.Field) -> tuple[Written, DeclaredJsonDecoder | None]:
+        """An envelope (schemas on) or the JSON of the value's wire form (off); a text value under
+        a declared schema parsed as that type first, and without one, with schemas off, sent as it
+        is where it is one JSON value."""
+        import pyarrow as pa
 
-        value = records.field("value")
-        if not self.schemas_enable or self.value_schema or not encodable_type(value.type):
-            return None
-        return self._planned_encoder(records, _envelope_head(value))
+        from sluice.connectors.arrow_json_bodies import DeclaredJsonDecoder
+        from sluice.connectors.arrow_messages import Written
+
+        kind = field.type
+        if pa.types.is_null(kind):
+            return Written("none"), None
+        text = pa.types.is_string(kind) or pa.types.is_large_string(kind)
+        declared = self._declared_type() if text else None
+        if declared is not None:
+            decoder = DeclaredJsonDecoder.plan(
+                declared, envelope=False, tombstone=TOMBSTONE_PROPERTY, what="value"
+            )
+            if decoder is None:
+                raise ValueError(
+                    f"json converter: value schema {self.value_schema!r} holds a type Sluice parses "
+                    "only from Connect envelopes (a map): declare a struct instead"
+                )
+            if not self.schemas_enable:
+                return Written("connect"), decoder
+            return Written("envelope", envelope_head(declared, True)), decoder
+        if not self.schemas_enable and text:
+            return Written("checked"), None
+        self._check_writable("value", kind, connect=True)
+        if self.schemas_enable:
+            return Written("envelope", _envelope_head(field)), None
+        return Written("connect"), None
 
     def _arrow_values(self, narrow: Narrow | None) -> tuple[Decoder, dict[str, DataType] | None]:
         """Envelopes of the schemas met, or a body of the declared schema (in an envelope with
@@ -385,28 +321,25 @@ class JsonConverter(Converter):
                 f"json converter: value schema {self.value_schema!r} is not Spark DDL: {exc}"
             ) from exc
 
-    def encode(self, df: DataFrame) -> DataFrame:
-        # pyspark: config validation imports this module (via connectors.plugins)
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import StringType
 
-        data_type = df.schema["value"].dataType
-        declared = self._declared_type()
-        if isinstance(data_type, StringType) and declared is not None:
-            df = parse_json(df, F.col("value"), declared, what="value")
-            data_type = declared
-        if not self.schemas_enable:
-            if isinstance(data_type, StringType):
-                df = _flag_not_json(df, F.col("value"), "value")
-                return df.withColumn("body", F.encode(F.col("value"), "UTF-8"))
-            return df.withColumn("body", F.encode(json_text(F.col("value"), data_type), "UTF-8"))
-        body = envelope_text(F.col("value"), data_type, df.schema["value"].nullable)
-        return df.withColumn("body", F.encode(body, "UTF-8"))
+def _text_or_binary(kind: pa.DataType) -> bool:
+    """Whether a value of ``kind`` is its body's own bytes (text as UTF-8)."""
+    import pyarrow as pa
+
+    return any(
+        check(kind)
+        for check in (
+            pa.types.is_string,
+            pa.types.is_large_string,
+            pa.types.is_binary,
+            pa.types.is_large_binary,
+        )
+    )
 
 
 def _envelope_head(field: pa.Field) -> str:
-    """The ``{"schema":…,"payload":`` prefix ``envelope_text`` writes for values of an Arrow field
-    (its Spark type as the source's frame has it: activities.spark_binding.spark_schema)."""
+    """The ``{"schema":…,"payload":`` prefix of envelopes of values of an Arrow field (its type as
+    Spark holds it: arrow_messages.spark_held_type), its schema built from that Spark type."""
     from pyspark.sql.pandas.types import from_arrow_type
 
     return envelope_head(from_arrow_type(field.type, prefer_timestamp_ntz=True), field.nullable)

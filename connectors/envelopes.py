@@ -1,5 +1,5 @@
-"""Connect JSON envelopes (``{"schema": ..., "payload": ...}``): written by the source side's
-converter in Spark (``envelope_text``, ``parse_json`` for a declared schema), and the schemas a sink
+"""Connect JSON envelopes (``{"schema": ..., "payload": ...}``): the head the source side's encoder
+writes before each payload (``envelope_head``, connectors.arrow_messages), and the schemas a sink
 task met (``SeenPrefixes``), from which its stages' decoders are planned (connectors.arrow_envelopes).
 
 Kafka's and RocketMQ Connect's JsonConverter with ``schemas.enable`` write every key and value this
@@ -15,60 +15,20 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from sluice.connectors.connect_json import connect_schema, convert_wire, json_text, spark_type, wire_type
+from sluice.connectors.connect_json import connect_schema, spark_type
 from sluice.connectors.connect_schemas import PAYLOAD_KEY, SCHEMA_KEY, envelope_schemas, merge_schemas
-from sluice.connectors.records import flag_errors
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import DataType
-
-_PARSED: Final = "_sluice_parsed"
 
 #: Given a value's type, the part of it that is read (connectors.transforms.base.PrunesValue).
 Narrow = Callable[["DataType"], "DataType"]
-
-
-def envelope_text(column: Column, data_type: DataType, nullable: bool) -> Column:
-    """``column`` as the envelope Kafka's JsonConverter writes: its Connect schema (built once, on
-    the driver) spliced before each value's JSON."""
-    # pyspark: config validation imports this module (via connectors.plugins)
-    from pyspark.sql import functions as F
-
-    return F.concat(F.lit(envelope_head(data_type, nullable)), json_text(column, data_type), F.lit("}"))
 
 
 def envelope_head(data_type: DataType, nullable: bool) -> str:
     """An envelope's text up to its payload: ``{"schema":<Connect schema>,"payload":``."""
     schema_json = json.dumps(connect_schema(data_type, nullable), separators=(",", ":"))
     return f"{SCHEMA_KEY}{schema_json}{PAYLOAD_KEY}"
-
-
-def parse_json(df: DataFrame, text: Column, data_type: DataType, *, what: str) -> DataFrame:
-    """``value`` parsed from the JSON ``text`` of a bare value (a source's text value under a declared
-    ``value.converter.schema``; decimals as plain JSON numbers) as ``data_type``; rows that do not
-    fit are flagged, naming ``what`` was read."""
-    # pyspark: config validation imports this module (via connectors.plugins)
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType, StructField, StructType
-
-    wire = wire_type(data_type, numeric_decimals=True)
-    wrapped = not isinstance(wire, StructType)  # from_json reads objects: a scalar as {"payload": …}
-    inner = wire if isinstance(wire, StructType) else StructType([StructField("payload", wire)])
-    if wrapped:
-        text = F.concat(F.lit('{"payload":'), text, F.lit("}"))
-    schema = StructType([*inner.fields, StructField("_corrupt", StringType())])
-    parsed = F.from_json(text, schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"})
-    df = df.withColumn(_PARSED, parsed)
-    failed = text.isNotNull() & (F.col(_PARSED).isNull() | F.col(f"{_PARSED}._corrupt").isNotNull())
-    problem = F.lit(f"json converter: {what} does not parse as {data_type.simpleString()}")
-    df = flag_errors(df, failed, problem)
-    if wrapped:
-        value = F.col(f"{_PARSED}.payload")
-    else:
-        value = F.struct(*[F.col(f"{_PARSED}.{f.name}").alias(f.name) for f in inner.fields])
-        value = F.when(F.col(_PARSED).isNull(), F.lit(None)).otherwise(value)
-    return df.withColumn("value", convert_wire(value, data_type, False, True)).drop(_PARSED)
 
 
 #: Schema prefixes a task remembers per text (Kafka's JsonConverter caches schemas the same way,

@@ -79,10 +79,6 @@ _PLAN_CONFLICT_NAMES: Final = frozenset({"PlanConflictError"})
 _CONFIG_ERRNOS: Final = frozenset({errno.EISDIR, errno.ENOTDIR, errno.ENAMETOOLONG, errno.EROFS})
 _PERMISSION_ERRNOS: Final = frozenset({errno.EACCES, errno.EPERM})
 
-#: How a bad record's text travels inside a Spark failure (``marked_bad_record``), to be found in
-#: it again (``bad_record_text``) whatever stack the failure carries around it.
-BAD_RECORD_MARK: Final = "sluice bad record<<"
-_BAD_RECORD: Final = re.compile(re.escape(BAD_RECORD_MARK) + r"(.*?)>>", re.S)
 #: Spark's error classes for a value that cannot be what it is read or cast as: a record's content,
 #: which no retry changes (a sink that decodes bytes which are not text, say).
 _SPARK_DATA_ERRORS: Final = re.compile(
@@ -142,27 +138,11 @@ def _kind_of_name(name: str, attempt: int) -> FailureKind | None:
     return None
 
 
-def marked_bad_record(text: str) -> str:
-    """``text`` marked for ``bad_record_text``. A Python task raises this, never a literal marker:
-    the Python worker's traceback in the failure quotes the raising line, and a marker written
-    there would be found before the message (``{where}: bad record at {at}`` was reported)."""
-    return f"{BAD_RECORD_MARK}{text}>>"
-
-
-def bad_record_text(text: str) -> str | None:
-    """The bad record's text marked in a Spark failure's text, if there is one."""
-    found = _BAD_RECORD.search(text)
-    return found.group(1) if found else None
-
-
 def classify(exc: BaseException, attempt: int = 1) -> Failure:
     """The kind of ``exc`` raised during the task's ``attempt``-th attempt (1-based); see the module
     docstring for the order of the rules."""
     text = str(exc) or repr(exc)
     name = type(exc).__name__
-    bad_record = bad_record_text(text)
-    if bad_record is not None:  # connectors.records.fail_on_bad_records, raised inside a Spark job
-        return Failure(FailureKind.DATA, shorten(bad_record), "RecordError")
     spark_data = _SPARK_DATA_ERRORS.search(text)
     if spark_data:  # the line that names it, not the JVM stack around it
         line_start = text.rfind("\n", 0, spark_data.start()) + 1

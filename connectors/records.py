@@ -18,14 +18,12 @@ module-level pyspark import so this module stays importable from workflows.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final
 
-from sluice.connectors.errors import BAD_RECORD_MARK, ConnectorDataError, bad_record_text
+from sluice.connectors.errors import ConnectorDataError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -154,80 +152,9 @@ def check_record_columns(df: DataFrame, where: str) -> None:
             )
 
 
-def bad_records(df: DataFrame, limit: int = 5) -> list[tuple[str | None, str, int, str]]:
-    """Up to ``limit`` rows flagged in ``_sluice_error``: (topic, partition, offset, error)."""
-    # pyspark: config validation imports this module (via connectors.plugins)
-    from pyspark.sql import functions as F
-
-    if ERROR_COLUMN not in df.columns:
-        return []
-    rows = (
-        df.where(F.col(ERROR_COLUMN).isNotNull())
-        .select("topic", "partition", "offset", ERROR_COLUMN)
-        .orderBy("partition", "offset")
-        .limit(limit)
-        .collect()
-    )
-    return [(r[0], r[1], r[2], r[3]) for r in rows]
-
-
-def fail_on_bad_records(df: DataFrame, where: str) -> DataFrame:
-    """``df`` without the error column; the job that reads its rows fails at the first flagged one.
-
-    Why not a job that looks for flagged rows first: that costs a job of its own, and the records
-    must be cached (or read twice) for it. Here the check rides along the batch's one job: each
-    row's columns come out of a ``CASE`` that raises for a flagged row. The failure text is recovered by
-    ``bad_record_error``. Not a filter: Spark pushes a filter below the projection that computes
-    the error, and then computes what the error is made of (the message body, for the converter's
-    size check) twice; measured on a 50,000-event CDC batch's send, 3.3-3.9 s with the filter
-    against 2.1-2.2 s with this, and 1.8-2.7 s with no check at all. A job that reads no column
-    (``count``) computes no row and so checks nothing: the runtime's jobs write the rows.
-    """
-    fields = df.schema.fields  # one schema call: each is a JVM round trip and a JSON parse
-    if ERROR_COLUMN not in [f.name for f in fields]:
-        return df
-    kept = tuple(
-        (f.name, json.dumps(f.metadata, sort_keys=True))
-        for f in fields
-        if f.name not in (ERROR_COLUMN, RAW_COLUMN)
-    )
-    row, columns = _checked_columns(kept, where)
-    return df.select(row).select(*columns)
-
-
-@lru_cache(maxsize=256)
-def _checked_columns(kept: tuple[tuple[str, str], ...], where: str) -> tuple[Column, list[Column]]:
-    """``fail_on_bad_records``'s two projections for fields ``kept`` (name, metadata JSON): built
-    once per shape, since each function call of an expression is a JVM round trip (a batch built
-    its expressions anew for ~0.1 s of py4j calls a side). Columns name fields only, so one built
-    for a batch serves the next batch of the same shape."""
-    # pyspark: config validation imports this module (via connectors.plugins)
-    from pyspark.sql import functions as F
-
-    topic = F.when(F.col("topic").isNotNull(), F.concat(F.lit("topic '"), F.col("topic"), F.lit("' ")))
-    message = F.concat(
-        F.lit(f"{BAD_RECORD_MARK}{where}: bad record at "),
-        F.coalesce(topic, F.lit("")),
-        F.lit("partition '"),
-        F.col("partition"),
-        F.lit("' offset "),
-        F.col("offset").cast("string"),
-        F.lit(": "),
-        F.col(ERROR_COLUMN),
-        F.lit(">>"),
-    )
-    row = F.when(F.col(ERROR_COLUMN).isNull(), F.struct(*[name for name, _ in kept]))
-    checked = row.otherwise(F.raise_error(message)).alias(_CHECKED)
-    return checked, [F.col(_CHECKED)[name].alias(name, metadata=json.loads(meta)) for name, meta in kept]
-
-
-#: The struct column ``fail_on_bad_records`` passes each good row through.
-_CHECKED: Final = "_sluice_checked"
-
-
 def good_arrow_records(table: pa.Table, where: str) -> pa.Table:
     """A collected batch without the error columns, or RecordError naming its first flagged record
-    in record order (topic, partition, offset) with the same text as ``fail_on_bad_records``.
+    in record order (topic, partition, offset).
 
     For sinks, which write Arrow (connectors.api.SinkTask): the batch is collected in one job
     anyway, and a ``raise_error`` filter in that job would be pushed below the converter's parse,
@@ -246,12 +173,6 @@ def good_arrow_records(table: pa.Table, where: str) -> pa.Table:
     return table.drop_columns([c for c in (ERROR_COLUMN, RAW_COLUMN) if c in table.column_names])
 
 
-def bad_record_error(exc: BaseException) -> RecordError | None:
-    """The RecordError behind a Spark failure raised by ``fail_on_bad_records``, if it is one."""
-    text = bad_record_text(str(exc))
-    return None if text is None else RecordError(text)
-
-
 def keep_where(df: DataFrame, condition: Column) -> DataFrame:
     """``df.where(condition)`` that never drops a flagged record (a null condition drops the row).
 
@@ -265,14 +186,3 @@ def keep_where(df: DataFrame, condition: Column) -> DataFrame:
     if ERROR_COLUMN in df.columns:
         return df.where(F.coalesce(condition, F.lit(False)) | F.col(ERROR_COLUMN).isNotNull())
     return df.where(condition)
-
-
-def flag_errors(df: DataFrame, failed: Column, message: Column) -> DataFrame:
-    """Set ``_sluice_error`` to ``message`` where ``failed`` holds (keeping an earlier error)."""
-    # pyspark: config validation imports this module (via connectors.plugins)
-    from pyspark.sql import functions as F
-
-    new = F.when(failed, F.substring(message, 1, MAX_RECORD_ERROR_CHARS))
-    if ERROR_COLUMN in df.columns:
-        return df.withColumn(ERROR_COLUMN, F.coalesce(F.col(ERROR_COLUMN), new))
-    return df.withColumn(ERROR_COLUMN, new.cast("string"))

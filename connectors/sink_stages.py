@@ -32,6 +32,7 @@ from sluice.connectors.connect_schemas import PAYLOAD_KEY
 from sluice.connectors.dead_letter_messages import dead_letters
 from sluice.connectors.record_tables import split_flagged
 from sluice.connectors.records import RecordError, good_arrow_records
+from sluice.connectors.stage_outcomes import Bad, Made
 from sluice.connectors.transforms import apply_chain
 
 if TYPE_CHECKING:
@@ -43,20 +44,8 @@ Prefixes = Mapping[str, Sequence[tuple[str, str]]]
 
 
 @dataclass(frozen=True)
-class Made:
-    records: pa.Table | None
-    #: the share's tolerated bad records as dead letters (``errors.tolerance=all``), if any
-    dead: pa.Table | None = None
-
-
-@dataclass(frozen=True)
 class Unmet:
     found: Prefixes
-
-
-@dataclass(frozen=True)
-class Bad:
-    message: str
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from sluice.connectors.errors import ConnectorDataError
 from sluice.connectors.lake import config as cfg
 from sluice.connectors.lake.rows import RowRules, TableRows, table_rows
 from sluice.connectors.lake.tables import DeltaTable, IcebergTable, LakeTable
-from sluice.connectors.records import bad_record_error, position
+from sluice.connectors.records import position
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -186,9 +186,6 @@ class LakeSinkTask(SinkTask):
                 table.write(shaped, ref)
                 break
             except Exception as exc:
-                bad_record = bad_record_error(exc)  # the batch's checks, raised inside the write
-                if bad_record is not None:
-                    raise bad_record from None
                 text = str(exc)
                 if any(m in text for m in _INCOMPATIBLE):
                     problem = f"{where}: the rows do not fit the table: {_line(text)}"

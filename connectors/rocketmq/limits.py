@@ -13,13 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
-from pyspark.sql import functions as F
-
 from sluice.connectors.rocketmq.codec import MAX_PROPERTIES_BYTES, STORED_OVERHEAD
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import Column
 
 #: The broker's default maxMessageSize, also the client's limit (transport.max_message_bytes).
 MAX_MESSAGE_BYTES: Final = 4 * 1024 * 1024
@@ -34,52 +31,16 @@ def stamped_size(properties: Mapping[str, str]) -> int:
     return sum(len(k.encode()) + 2 + len(v.encode()) for k, v in properties.items())
 
 
-def properties_size(keys: Column, tags: Column, properties: Column, stamped_bytes: int = 0) -> Column:
-    """Bytes of a message's properties text as the writer encodes it (``stamped_bytes``: the
-    properties it stamps on every message)."""
+def unsendable(messages: pa.Table, stamped_bytes: int = 0) -> pa.Array | None:
+    """Why each message of an Arrow table of message columns (connectors.arrow_messages) cannot be
+    sent, null where it fits: over the broker's size limit, or its properties over theirs. None
+    when every message fits (the common case: no column is built). ``stamped_bytes``: the
+    properties the writer stamps on every message.
 
-    def entry(name: str, value: Column) -> Column:
-        return F.when(value.isNull(), F.lit(0)).otherwise(len(name) + 2 + F.octet_length(value))
-
-    # name + value + two separators per entry; joined arrays, not a lambda per entry (that one is
-    # interpreted, these are code-generated: this runs for every message a source sends)
-    props = F.coalesce(properties, F.create_map().cast("map<string,string>"))
-    user = (
-        F.octet_length(F.concat_ws("", F.map_keys(props)))
-        + F.octet_length(F.concat_ws("", F.map_values(props)))
-        + 2 * F.size(props)
-    )
-    return entry("KEYS", keys) + entry("TAGS", tags) + user + _UNIQ_KEY_ENTRY + _WAIT_ENTRY + stamped_bytes
-
-
-def stored_size(body: Column, props_size: Column, topic: Column) -> Column:
-    """Bytes the broker stores for the message (what maxMessageSize applies to)."""
-    topic_size = F.coalesce(F.octet_length(topic), F.lit(MAX_TOPIC_CHARS))
-    return F.coalesce(F.octet_length(body), F.lit(0)) + 2 + props_size + STORED_OVERHEAD + topic_size
-
-
-def size_problem(
-    body: Column, keys: Column, tags: Column, properties: Column, topic: Column, stamped_bytes: int = 0
-) -> Column:
-    """Why a message cannot be sent (null when it fits): over the size or properties limit."""
-    props = properties_size(keys, tags, properties, stamped_bytes)
-    stored = stored_size(body, props, topic)
-    too_large = F.concat(
-        F.lit("message of "), stored.cast("string"),
-        F.lit(" bytes (body "), F.octet_length(body).cast("string"),
-        F.lit(f" bytes) is over RocketMQ's maximum message size of {MAX_MESSAGE_BYTES} bytes"),
-    )  # fmt: skip
-    too_many_props = F.concat(
-        F.lit("message properties take "), props.cast("string"),
-        F.lit(f" bytes, over RocketMQ's limit of {MAX_PROPERTIES_BYTES}"),
-    )  # fmt: skip
-    return F.when(stored > MAX_MESSAGE_BYTES, too_large).when(props > MAX_PROPERTIES_BYTES, too_many_props)
-
-
-def size_problem_in_arrow(messages: pa.Table, stamped_bytes: int = 0) -> tuple[int, str] | None:
-    """``size_problem`` for an Arrow table of message columns (connectors.arrow_messages), counted
-    as it counts: the first message that does not fit and why, or None when every one fits."""
+    Sizes are counted as the writer frames the message (arrow_encode: body, ``KEYS``/``TAGS``/user
+    properties, ``UNIQ_KEY``, ``WAIT``) and the broker stores it (codec.stored_size)."""
     import numpy as np
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     def lengths(column: str) -> np.ndarray:
@@ -106,13 +67,16 @@ def size_problem_in_arrow(messages: pa.Table, stamped_bytes: int = 0) -> tuple[i
     topic_size = np.where(topic.is_valid().to_numpy(zero_copy_only=False), lengths("topic"), MAX_TOPIC_CHARS)
     body = lengths("body")
     stored = body + 2 + props + STORED_OVERHEAD + topic_size
-    unfit = np.flatnonzero((stored > MAX_MESSAGE_BYTES) | (props > MAX_PROPERTIES_BYTES))
+    too_large = stored > MAX_MESSAGE_BYTES
+    unfit = np.flatnonzero(too_large | (props > MAX_PROPERTIES_BYTES))
     if not len(unfit):
         return None
-    i = int(unfit[0])
-    if stored[i] > MAX_MESSAGE_BYTES:
-        return i, (
+    reasons: list[str | None] = [None] * messages.num_rows
+    for i in unfit.tolist():  # rare: a text each
+        reasons[i] = (
             f"message of {stored[i]} bytes (body {body[i]} bytes) is over RocketMQ's maximum message "
             f"size of {MAX_MESSAGE_BYTES} bytes"
+            if too_large[i]
+            else f"message properties take {props[i]} bytes, over RocketMQ's limit of {MAX_PROPERTIES_BYTES}"
         )
-    return i, f"message properties take {props[i]} bytes, over RocketMQ's limit of {MAX_PROPERTIES_BYTES}"
+    return pa.array(reasons, pa.string())

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
@@ -53,7 +52,6 @@ from sluice.connectors.rocketmq.values import MessageQueue
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
 
 DEFAULT_MAX_RECORDS_PER_SPLIT = 200_000
 DEFAULT_MIN_RECORDS_PER_TASK = 20_000
@@ -154,26 +152,3 @@ class RocketMQReader(DataSourceReader):
             if len(columns):
                 yield to_record_batch(columns, mq)
             offset = chunk_end
-
-
-def read_frame(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
-    """The plan's messages, as ``spark.read.format("rocketmq")`` would read them (same options
-    and rows), nothing run yet.
-
-    Why not the data source: Spark asks Python processes on the driver for the reader's schema and
-    partitions before the job, each a Python worker's start (~200 ms on Spark 4.1: a third of a
-    small batch's cost). Here they are computed in this process, and one ``mapInArrow`` task per
-    input partition reads its ranges (``spark.range``: one row, the partition's index, each).
-    """
-    reader = RocketMQReader(options)
-    tasks = reader.partitions()
-    indexes = spark.range(len(tasks), numPartitions=max(len(tasks), 1))
-    return indexes.mapInArrow(partial(_read_tasks, reader, tasks), READ_SCHEMA)
-
-
-def _read_tasks(
-    reader: RocketMQReader, tasks: Sequence[InputPartition], batches: Iterator[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    for batch in batches:
-        for index in batch.column(0).to_pylist():
-            yield from reader.read(tasks[index])

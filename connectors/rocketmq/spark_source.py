@@ -13,9 +13,9 @@ Reading is stateless and replayable: a plan lists half-open ``[start, end)`` off
 documented on ``RocketMQReader`` (spark_reader.py) and ``RocketMQWriter`` (spark_writer.py); the
 versioned plan JSON and the option helpers they share are in spark_options.py.
 
-The runtime reads and sends with ``read_frame`` and ``send_frame`` instead: the same reader and
-writer with the same options, run as ``mapInArrow`` jobs, which spares a batch the Python processes
-Spark starts on the driver to plan and commit a Python data source (see those functions).
+The runtime uses the same reader and writer in tasks of its own (``RocketMQReader.read`` for a
+sink's shares, ``RocketMQWriter.write_batches`` for a source's), which spares a batch the Python
+processes Spark starts on the driver to plan and commit a Python data source.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWrite
 from pyspark.sql.types import StructType
 
 from sluice.connectors.rocketmq.spark_options import PLAN_VERSION, plan_from_json, plan_to_json
-from sluice.connectors.rocketmq.spark_reader import READ_SCHEMA, RocketMQReader, read_frame
-from sluice.connectors.rocketmq.spark_writer import RocketMQWriter, send_frame
+from sluice.connectors.rocketmq.spark_reader import READ_SCHEMA, RocketMQReader
+from sluice.connectors.rocketmq.spark_writer import RocketMQWriter
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -40,9 +40,7 @@ __all__ = [
     "RocketMQReader",
     "plan_from_json",
     "plan_to_json",
-    "read_frame",
     "register",
-    "send_frame",
 ]
 
 SOURCE_NAME = "rocketmq"

@@ -63,7 +63,7 @@ from sluice.connectors.rocketmq.values import MessageQueue, SendResult
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
     from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
 
@@ -121,46 +121,8 @@ class WriteSummary:
         return WriteSummary(topic=doc["topic"], written=written)
 
 
-#: The rows of ``send_frame``'s Spark job: one per run of offsets a task stored.
+#: The rows ``RocketMQWriter.write_batches`` yields: one per run of offsets a task stored.
 WRITTEN_SCHEMA = "partition string, first_offset long, count long"
-
-
-def send_frame(messages: DataFrame, options: Mapping[str, str]) -> WriteSummary:
-    """Send ``messages`` as ``messages.write.format("rocketmq")`` would (same options and columns)
-    and return what was stored.
-
-    Why not the data source: around its one job Spark asks two more Python processes on the
-    driver, one to build the writer and one to commit, each a Python worker's start (~200 ms on
-    Spark 4.1: a third of a small batch's cost). Here the writer is built in this process, its
-    tasks run as ``mapInArrow`` and return their ranges as rows, so the summary comes back with
-    the job (also from a Spark Connect server, where a ``resultPath`` file would be out of reach).
-    """
-    return send_plan(messages, options).run()
-
-
-@dataclass(frozen=True)
-class SendPlan:
-    """A planned send (``send_plan``): ``run`` sends what ``messages`` hold when it runs."""
-
-    topic: str
-    #: one row per run of offsets a task stored (``WRITTEN_SCHEMA``)
-    written: DataFrame
-
-    def run(self) -> WriteSummary:
-        """Run the send as a new Dataset, planned afresh: one run twice would reuse its adaptive
-        plan's finished stages, the last run's data."""
-        rows = self.written.select("*").collect()
-        ranges = (WrittenRange(r.partition, r.first_offset, r["count"]) for r in rows)
-        summary = WriteSummary(self.topic, tuple(sorted(ranges, key=_order)))
-        log.info("rocketmq sink: wrote %d messages to topic %r", summary.count, self.topic)
-        return summary
-
-
-def send_plan(messages: DataFrame, options: Mapping[str, str]) -> SendPlan:
-    """``send_frame``'s job, built and not run: with ``boundProperties`` and a read bound per job,
-    one plan sends every batch (activities.source_runner)."""
-    writer = RocketMQWriter(options, messages.schema)  # checks columns and topic here, as before
-    return SendPlan(writer.topic, messages.mapInArrow(writer.write_batches, WRITTEN_SCHEMA))
 
 
 #: The Spark local property holding the properties a ``boundProperties`` write stamps (JSON).
@@ -245,8 +207,9 @@ class RocketMQWriter(DataSourceArrowWriter):
         return dict(json.loads(bound))
 
     def write_batches(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        """``write`` as a ``mapInArrow`` function: the ranges stored, as one batch of
-        ``WRITTEN_SCHEMA`` rows (``send_frame``)."""
+        """``write`` where Sluice's own tasks send (a source share's messages,
+        activities.source_runner) rather than a data source's write: the ranges stored, as one
+        batch of ``WRITTEN_SCHEMA`` rows."""
         import pyarrow as pa
 
         written = self.write(iter(batches)).written

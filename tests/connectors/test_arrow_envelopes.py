@@ -24,9 +24,11 @@ from sluice.connectors.barriers import BARRIER_HEADER
 from sluice.connectors.connect_schemas import PAYLOAD_KEY
 from sluice.connectors.converters import OFFSET_PROPERTY, PARTITION_PROPERTY, TAGS_HEADER, JsonConverter
 from sluice.connectors.records import ERROR_COLUMN, VALUE_SCHEMA_HEADER, Record, make_records
-from sluice.connectors.sink_stages import Bad, Made, SinkStages, Unmet
+from sluice.connectors.sink_stages import SinkStages, Unmet
+from sluice.connectors.stage_outcomes import Bad, Made
 from sluice.connectors.transforms import build_chain, value_read
 from tests.connectors.decoding import records_of
+from tests.connectors.encoding import messages_of
 from tests.connectors.test_converters import BORN, as_messages
 from tests.connectors.test_extract_new_record_state import _records as change_events
 
@@ -66,7 +68,7 @@ def _typed_records(spark: SparkSession, count: int) -> DataFrame:
 
 
 def _messages(spark: SparkSession, records: DataFrame) -> DataFrame:
-    return as_messages(spark, JsonConverter(schemas_enable=True).to_messages(records))
+    return as_messages(spark, messages_of(JsonConverter(schemas_enable=True), records))
 
 
 def arrow_type(ddl: str) -> pa.DataType:
@@ -94,13 +96,14 @@ def record_schema(value: pa.DataType, key: pa.DataType | None = None) -> pa.Sche
 
 
 def sent_records(*frames: DataFrame, own_types: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-    """What a sink's decode must make of the records of ``frames`` sent by a converter's
-    ``to_messages`` and read back by ``as_messages``, in queue order (the records' partition and
-    offset): each record's topic, key and value as they were sent; its queue's partition
-    ``broker-a:1``, offsets from 100 and ``BORN``; as headers (``decoded_rows``' dicts) the record's
-    own that travel (Sluice's and ``rocketmq.tags`` do not, but a barrier label), its position
-    (``sluice.partition``, ``sluice.offset``), its tags, and where topics differ in type, its
-    topic's own type from ``own_types`` (records.VALUE_SCHEMA_HEADER)."""
+    """What a sink's decode must make of the records of ``frames`` sent by a converter's Arrow
+    encoder (tests.connectors.encoding.messages_of) and read back by ``as_messages``, in queue
+    order (the records' partition and offset): each record's topic, key and value as they were
+    sent; its queue's partition ``broker-a:1``, offsets from 100 and ``BORN``; as headers
+    (``decoded_rows``' dicts) the record's own that travel (Sluice's and ``rocketmq.tags`` do
+    not, but a barrier label), its position (``sluice.partition``, ``sluice.offset``), its tags,
+    and where topics differ in type, its topic's own type from ``own_types``
+    (records.VALUE_SCHEMA_HEADER)."""
     rows = sorted(
         (row for frame in frames for row in frame.toArrow().to_pylist()),
         key=lambda r: (r["partition"], r["offset"]),
@@ -196,7 +199,7 @@ def test_a_topic_whose_schema_grew_decodes_each_record_as_it_was_sent(spark: Spa
     grown = old.withColumn("value", F.struct("value.*", F.lit(7).alias("added")))
     grown = grown.withColumn("offset", F.col("offset") + 100)
     converter = JsonConverter(schemas_enable=True)
-    messages = as_messages(spark, converter.to_messages(grown).unionByName(converter.to_messages(old)))
+    messages = as_messages(spark, messages_of(converter, grown, old))
     decoded = _decoded(messages)
     assert decoded.schema.equals(record_schema(arrow_type(VALUE_DDL + ", added int")), check_metadata=True)
     expected = sent_records(old, grown)
@@ -216,7 +219,7 @@ def test_topics_of_different_types_decode_each_record_naming_its_own_type(spark:
     other = rows.withColumn("topic", F.lit("u")).withColumn("offset", F.col("offset") + 100)
     other = other.withColumn("value", F.struct("value.id", "value.name", F.lit(1.5).alias("ratio")))
     converter = JsonConverter(schemas_enable=True)
-    messages = as_messages(spark, converter.to_messages(rows).unionByName(converter.to_messages(other)))
+    messages = as_messages(spark, messages_of(converter, rows, other))
     decoded = _decoded(messages)
     assert decoded.schema.equals(record_schema(arrow_type(VALUE_DDL + ", ratio double")), check_metadata=True)
     own = {"t": rows.schema["value"].dataType.json(), "u": other.schema["value"].dataType.json()}

@@ -29,6 +29,7 @@ from sluice.connectors.records import (
 from sluice.connectors.transforms import build_chain, runs_in_arrow
 from sluice.connectors.transforms.route import java_replacement
 from tests.connectors.decoding import records_of
+from tests.connectors.encoding import messages_of
 from tests.connectors.test_arrow_envelopes import (
     VALUE_DDL,
     _value,
@@ -55,7 +56,7 @@ def _converter(key_envelopes: bool) -> JsonConverter:
 
 
 def _messages(spark: SparkSession, records: DataFrame, key_envelopes: bool) -> DataFrame:
-    return as_messages(spark, _converter(key_envelopes).to_messages(records))
+    return as_messages(spark, messages_of(_converter(key_envelopes), records))
 
 
 def _typed_records(spark: SparkSession, count: int) -> DataFrame:
@@ -190,7 +191,7 @@ def test_tables_of_different_types_in_one_batch_carry_their_own_row_types(spark:
         ),
     )
     converter = _converter(True)
-    messages = as_messages(spark, converter.to_messages(events).unionByName(converter.to_messages(other)))
+    messages = as_messages(spark, messages_of(converter, events, other))
     made = _made(messages, build_chain({"transforms": "u", "transforms.u.type": UNWRAP}), True)
     merged = pa.struct([("id", pa.int32()), ("name", pa.string()), ("extra", pa.string())])
     assert made.schema.equals(record_schema(merged, EVENT_KEY))

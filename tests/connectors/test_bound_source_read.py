@@ -1,5 +1,6 @@
-"""A source task's frame built once per read layout: each job reads exactly the read bound to it,
-as ``source_frame`` reads that read, and never reads nothing in silence."""
+"""A source task's job built once per read layout: each run reads exactly the read bound to it, a
+task per share (or one task, in order, where the order must be kept), and never reads nothing in
+silence."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from sluice.activities.spark_binding import (
     BOUND_READ_MAX_BYTES,
     BOUND_READ_PROPERTY,
     SourceReadBinder,
+    inline_job,
+    job_outcomes,
     read_layout,
-    source_frame,
     table_chunks,
 )
 from sluice.connectors.source_reads import ArrowSplits, SourceRead, record_arrow_schema, record_table
@@ -55,24 +57,49 @@ def _read(start: int, flagged: bool = False) -> SourceRead:
     return SourceRead(tables=tables, splits=(splits,))
 
 
-def _rows(frame) -> list[tuple[object, ...]]:  # type: ignore[no-untyped-def]
-    return sorted(tuple(r) for r in frame.select("partition", "offset", "value").collect())
+def _rows_read(pieces: list[pa.Table]) -> list[tuple[object, ...]]:
+    """A share's consumer: the rows its task read, in order, with their flags."""
+    rows = []
+    for piece in pieces:
+        errors = piece.column("_sluice_error").to_pylist() if "_sluice_error" in piece.column_names else None
+        for i, (p, o, v) in enumerate(
+            zip(*(piece.column(c).to_pylist() for c in ("partition", "offset", "value")), strict=True)
+        ):
+            rows.append((p, o, v, errors[i] if errors else None))
+    return rows
 
 
-def test_one_frame_reads_each_jobs_own_read(spark: SparkSession) -> None:
+def _expected(read: SourceRead) -> list[tuple[object, ...]]:
+    return _rows_read([read.to_table()])
+
+
+def test_one_job_reads_each_jobs_own_read(spark: SparkSession) -> None:
     binder = SourceReadBinder(spark)
     first, second = read_layout(_read(0)), read_layout(_read(100))
     assert first is not None and second is not None
     assert first[0] == second[0]
     assert [count for _, count in first[0].parts] == [1, 3]  # neighbouring tables of one schema: one part
-    frame = binder.frame(first[0])
+    job = binder.job(first[0], False, _rows_read)
     for read, (_, parts) in ((_read(0), first), (_read(100), second)):
         with binder.bound(parts):
             sealed = spark.sparkContext.getLocalProperty(BOUND_READ_PROPERTY)
-            ours = _rows(frame.select("*"))
-        assert ours == _rows(source_frame(spark, read))
+            shares = job_outcomes(job)
+        assert len(shares) == 4  # the tables' part and each split: a task each
+        assert sorted(row for share in shares for row in share) == sorted(_expected(read))
         assert SECRET not in sealed  # the split's reader travels sealed
-    assert ("t2", 100, "t2-100") in ours and ("b.txt", 102, "w") in ours
+    assert ("t2", 100, "t2-100", None) in shares[3]
+
+
+def test_a_read_whose_order_is_kept_is_one_task_reading_in_order(spark: SparkSession) -> None:
+    binder = SourceReadBinder(spark)
+    layout = read_layout(_read(0))
+    assert layout is not None
+    with binder.bound(layout[1]):
+        (share,) = job_outcomes(binder.job(layout[0], True, _rows_read))
+    assert share == _expected(_read(0))
+    # where nothing binds a job (Spark Connect), the parts travel in the job: the same shares
+    (inline,) = job_outcomes(inline_job(spark, layout[0], layout[1], True, _rows_read))
+    assert inline == share
 
 
 def test_a_flagged_record_makes_another_layout(spark: SparkSession) -> None:
@@ -81,26 +108,26 @@ def test_a_flagged_record_makes_another_layout(spark: SparkSession) -> None:
     assert clean[0] != flagged[0]
     binder = SourceReadBinder(spark)
     with binder.bound(flagged[1]):
-        ours = binder.frame(flagged[0]).select("partition", "offset", "_sluice_error").collect()
-    assert sorted((r[0], r[1], r[2]) for r in ours if r[0] == "b.txt") == [
-        ("b.txt", 0, None),
-        ("b.txt", 2, "line is not utf-8"),
+        shares = job_outcomes(binder.job(flagged[0], False, _rows_read))
+    assert [row for share in shares for row in share if row[0] == "b.txt"] == [
+        ("b.txt", 0, "z", None),
+        ("b.txt", 2, None, "line is not utf-8"),
     ]
 
 
-def test_a_frame_refuses_to_run_unbound_or_bound_to_another_layout(spark: SparkSession) -> None:
+def test_a_job_refuses_to_run_unbound_or_bound_to_another_layout(spark: SparkSession) -> None:
     binder = SourceReadBinder(spark)
     layout = read_layout(_read(0))
     assert layout is not None
-    frame = binder.frame(layout[0])
+    job = binder.job(layout[0], False, _rows_read)
     with pytest.raises(Exception, match="no read bound"):
-        frame.select("*").collect()
+        job_outcomes(job)
     one_split = ArrowSplits(record_arrow_schema(pa.string()), (("t0", 0, 1),), partial(_lines, SECRET))
     fewer = SourceRead(tables=_read(0).tables, splits=(one_split,))
     other = read_layout(fewer)
     assert other is not None and other[0] != layout[0]
-    with binder.bound(other[1]), pytest.raises(Exception, match="bound part 1 has 1 tasks, its frame 3"):
-        frame.select("*").collect()
+    with binder.bound(other[1]), pytest.raises(Exception, match="part 1 does not fit its job's layout"):
+        job_outcomes(job)
 
 
 def test_reads_that_are_not_bound() -> None:

@@ -11,7 +11,8 @@ import pytest
 from sluice.connectors.connect_schemas import envelope_schemas, merge_schemas
 from sluice.connectors.converters import VALUE_SCHEMA_HEADER, JsonConverter
 from sluice.connectors.records import ERROR_COLUMN
-from sluice.connectors.sink_stages import Made, Outcome, SinkStages, Unmet, envelope_prefixes_of
+from sluice.connectors.sink_stages import Outcome, SinkStages, Unmet, envelope_prefixes_of
+from sluice.connectors.stage_outcomes import Made
 from tests.connectors.decoding import records_of
 from tests.connectors.test_converters import BORN, READ_SCHEMA
 

@@ -16,18 +16,12 @@ from sluice.connectors.converters import (
     StringConverter,
     converter_for,
 )
-from sluice.connectors.records import (
-    ERROR_COLUMN,
-    Record,
-    RecordError,
-    bad_record_error,
-    fail_on_bad_records,
-    good_arrow_records,
-    make_records,
-)
+from sluice.connectors.records import ERROR_COLUMN, Record, RecordError, good_arrow_records, make_records
 from tests.connectors.decoding import records_of
+from tests.connectors.encoding import messages_of
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 READ_SCHEMA = (
@@ -89,9 +83,10 @@ def value_type() -> Any:
     )
 
 
-def as_messages(spark: SparkSession, messages: DataFrame, queue_offset_base: int = 100) -> DataFrame:
-    """What the RocketMQ reader would give back for messages the writer sent (round trip without a broker)."""
-    rows = messages.orderBy("partition", "offset").collect()
+def as_messages(spark: SparkSession, messages: pa.Table, queue_offset_base: int = 100) -> DataFrame:
+    """What the RocketMQ reader would give back for messages the writer sent (round trip without a
+    broker), in source order (partition, offset)."""
+    rows = messages.sort_by([("partition", "ascending"), ("offset", "ascending")]).to_pylist()
     return spark.createDataFrame(
         [
             (
@@ -101,7 +96,7 @@ def as_messages(spark: SparkSession, messages: DataFrame, queue_offset_base: int
                 queue_offset_base + i,
                 r["keys"],
                 r["tags"],
-                r["properties"],
+                dict(r["properties"]),
                 BORN,
                 BORN,
                 r["body"],
@@ -126,10 +121,8 @@ def test_string_round_trip_carries_key_headers_tags_and_position(spark: SparkSes
             Record("f.txt", 6, "world", topic="t", headers={"sluice.offset": "spoofed"}),
         ],
     )
-    msgs = StringConverter().to_messages(records)
-    got = [
-        (bytes(r["body"]), r["keys"], r["tags"], r["properties"]) for r in msgs.orderBy("offset").collect()
-    ]
+    msgs = messages_of(StringConverter(), records)
+    got = [(r["body"], r["keys"], r["tags"], dict(r["properties"])) for r in msgs.to_pylist()]
     assert got == [
         ("héllo".encode(), "k1", "TagA", {"trace": "9", "sluice.partition": "f.txt", "sluice.offset": "0"}),
         (b"world", None, None, {"sluice.partition": "f.txt", "sluice.offset": "6"}),
@@ -193,7 +186,7 @@ def test_bytes_round_trip(spark: SparkSession) -> None:
     from pyspark.sql.types import BinaryType
 
     records = make_records(spark, [Record("p", 0, bytearray(b"\x00\x01\xff"), topic="t")], BinaryType())
-    back = records_of(BytesConverter(), as_messages(spark, BytesConverter().to_messages(records)))
+    back = records_of(BytesConverter(), as_messages(spark, messages_of(BytesConverter(), records)))
     assert back.column("value").to_pylist() == [b"\x00\x01\xff"]
 
 
@@ -223,9 +216,9 @@ def test_json_envelope_written_like_kafka(spark: SparkSession) -> None:
         [f if f.name != "value" else StructField("value", value_type(), False) for f in records.schema.fields]
     )
     records = spark.createDataFrame(records.rdd, required)
-    body = JsonConverter(schemas_enable=True).to_messages(records).collect()[0]["body"]
+    body = messages_of(JsonConverter(schemas_enable=True), records).column("body")[0].as_py()
     # Kafka's envelope byte for byte, except the instant (SLUICE_ENVELOPE says why).
-    assert bytes(body).decode() == SLUICE_ENVELOPE
+    assert body.decode() == SLUICE_ENVELOPE
 
 
 @pytest.mark.parametrize(
@@ -297,13 +290,13 @@ def test_json_round_trip_all_types(spark: SparkSession) -> None:
     expected = {**value, "at": value["at"].replace(tzinfo=UTC), "m": [("k", 0.5)]}
     records = make_records(spark, [Record("p", 0, value, topic="t")], _parse_datatype_string(ddl))
     envelopes = JsonConverter(schemas_enable=True)
-    (row,) = records_of(envelopes, as_messages(spark, envelopes.to_messages(records))).to_pylist()
+    (row,) = records_of(envelopes, as_messages(spark, messages_of(envelopes, records))).to_pylist()
     assert row[ERROR_COLUMN] is None
     assert row["value"] == expected
     # A declared schema is read in Arrow, which reads no map from a bare body: refused, naming why.
     declared = JsonConverter(schemas_enable=False, value_schema=ddl)
     with pytest.raises(ValueError, match=r"holds a type read only from Connect envelopes \(a map\)"):
-        records_of(declared, as_messages(spark, declared.to_messages(records)))
+        records_of(declared, as_messages(spark, messages_of(declared, records)))
     ddl = ddl.replace("m:map<string,double>,", "")
     del value["m"], expected["m"]
     records = make_records(spark, [Record("p", 0, value, topic="t")], _parse_datatype_string(ddl))
@@ -311,7 +304,7 @@ def test_json_round_trip_all_types(spark: SparkSession) -> None:
         JsonConverter(schemas_enable=False, value_schema=ddl),
         JsonConverter(schemas_enable=True, value_schema=ddl),
     ):
-        (row,) = records_of(converter, as_messages(spark, converter.to_messages(records))).to_pylist()
+        (row,) = records_of(converter, as_messages(spark, messages_of(converter, records))).to_pylist()
         assert row[ERROR_COLUMN] is None
         assert row["value"] == expected
 
@@ -343,9 +336,9 @@ def test_json_schemaless_keeps_text_or_parses_declared_schema(spark: SparkSessio
 
 def test_json_string_values_with_declared_schema_are_checked_on_write(spark: SparkSession) -> None:
     records = make_records(spark, [Record("f", 0, '{"a": 5}', topic="t"), Record("f", 9, "oops", topic="t")])
-    msgs = JsonConverter(schemas_enable=True, value_schema="a int").to_messages(records)
-    rows = msgs.orderBy("offset").collect()
-    assert json.loads(bytes(rows[0]["body"])) == {
+    msgs = messages_of(JsonConverter(schemas_enable=True, value_schema="a int"), records)
+    rows = msgs.to_pylist()
+    assert json.loads(rows[0]["body"]) == {
         "schema": {
             "type": "struct",
             "fields": [{"type": "int32", "optional": True, "field": "a"}],
@@ -356,7 +349,7 @@ def test_json_string_values_with_declared_schema_are_checked_on_write(spark: Spa
     with pytest.raises(
         RecordError, match="topic 't' partition 'f' offset 9: json converter: value does not parse"
     ):
-        good_arrow_records(msgs.toArrow(), "connector 'x'")
+        good_arrow_records(msgs, "connector 'x'")
 
 
 @pytest.mark.parametrize(
@@ -450,78 +443,108 @@ def test_json_schemaless_write_flags_string_values_that_are_not_json(spark: Spar
         spark,
         [Record("f", 0, '{"id": 1}', topic="t"), Record("f", 4, "id=1", topic="t"), Record("f", 9, None)],
     )
-    rows = JsonConverter().to_messages(records).orderBy("offset").collect()
-    assert [(r["body"], r[ERROR_COLUMN], r["properties"].get(TOMBSTONE_PROPERTY)) for r in rows] == [
+    messages = messages_of(JsonConverter(), records)
+    got = [
+        (r["body"], r[ERROR_COLUMN], dict(r["properties"]).get(TOMBSTONE_PROPERTY))
+        for r in messages.to_pylist()
+    ]
+    assert got == [
         (b'{"id": 1}', None, None),
         (b"id=1", "json converter: value is not valid JSON", None),
         (b"", None, "true"),  # a null value is a tombstone: an empty body, marked
     ]
-    with pytest.raises(Exception) as info:
-        fail_on_bad_records(JsonConverter().to_messages(records), "connector 'src'").collect()
-    assert str(bad_record_error(info.value)) == (
+    with pytest.raises(RecordError) as info:
+        good_arrow_records(messages, "connector 'src'")
+    assert str(info.value) == (
         "connector 'src': bad record at topic 't' partition 'f' offset 4: "
         "json converter: value is not valid JSON"
     )
-    assert bad_record_error(ValueError("unrelated")) is None
 
 
 def test_messages_over_the_broker_limit_are_flagged_per_record(spark: SparkSession) -> None:
-    from sluice.connectors.rocketmq.limits import MAX_MESSAGE_BYTES
+    from sluice.connectors.rocketmq.codec import STORED_OVERHEAD
+    from sluice.connectors.rocketmq.limits import MAX_MESSAGE_BYTES, unsendable
 
     big = "x" * MAX_MESSAGE_BYTES
     records = make_records(
         spark, [Record("f", 0, "small", topic="t"), Record("f", 6, big, topic="t"), Record("f", 99, "ok")]
     )
-    rows = StringConverter().to_messages(records).orderBy("offset").collect()
-    assert [r[ERROR_COLUMN] is None for r in rows] == [True, False, True]
-    assert rows[1][ERROR_COLUMN].startswith("message of ")
-    expected = f"(body {MAX_MESSAGE_BYTES} bytes) is over RocketMQ's maximum message size"
-    assert expected in rows[1][ERROR_COLUMN]
+    problems = unsendable(messages_of(StringConverter(), records))
+    assert problems is not None
+    reasons = problems.to_pylist()
+    assert [r is None for r in reasons] == [True, False, True]
+    # body, 2 bytes of its length, the properties (KEYS none; sluice.partition, sluice.offset,
+    # UNIQ_KEY and WAIT), the stored frame's own bytes and the topic
+    properties = len("sluice.partition") + 3 + len("sluice.offset") + 3 + (8 + 2 + 32) + (4 + 2 + 4)
+    stored = MAX_MESSAGE_BYTES + 2 + properties + STORED_OVERHEAD + len("t")
+    assert reasons[1] == (
+        f"message of {stored} bytes (body {MAX_MESSAGE_BYTES} bytes) is over RocketMQ's maximum "
+        f"message size of {MAX_MESSAGE_BYTES} bytes"
+    )
 
 
-def test_the_size_check_agrees_with_the_encoder(spark: SparkSession) -> None:
-    """The Spark-side stored size (limits.py) equals what the writer encodes and the broker stores."""
-    from pyspark.sql import functions as F
+@pytest.mark.parametrize("stamped", [False, True], ids=["batch-property-mapped", "batch-property-stamped"])
+def test_the_size_check_draws_the_line_where_the_encoder_does(stamped: bool) -> None:
+    """The size check (limits.unsendable) counts each message as the writer encodes it and the
+    broker stores it: a body that makes the stored message exactly the broker's limit passes, one
+    byte more is flagged, naming the size the writer would have sent."""
+    import pyarrow as pa
 
     from sluice.connectors.rocketmq.arrow_encode import encode_rows, stamp_text
     from sluice.connectors.rocketmq.codec import stored_size
-    from sluice.connectors.rocketmq.limits import properties_size, stamped_size
-    from sluice.connectors.rocketmq.limits import stored_size as stored_size_column
+    from sluice.connectors.rocketmq.limits import MAX_MESSAGE_BYTES, stamped_size, unsendable
+    from sluice.connectors.source_reads import records_table
 
-    records = make_records(
-        spark,
+    records = records_table(
         [
             Record("f", 0, "héllo", topic="orders", key="k1", headers={"trace": "ü9", "rocketmq.tags": "A"}),
             Record("g.txt", 123456, "x" * 1000, topic="orders"),
-        ],
+        ]
     )
-    messages = StringConverter().to_messages(records, {"sluice.batch": "c/0/7"}).orderBy("offset")
-    props = properties_size(F.col("keys"), F.col("tags"), F.col("properties"))
-    expected = [
-        r[0] for r in messages.select(stored_size_column(F.col("body"), props, F.col("topic"))).collect()
-    ]
-    batch = messages.select("body", "keys", "tags", "properties").toArrow().to_batches()[0]
-    encoded = encode_rows(batch, ["0" * 32] * batch.num_rows, "test")
-    assert [stored_size(size, "orders") for size in encoded.entry_sizes()] == expected
-    # the same with the batch reference stamped by the writer (its boundProperties), not mapped
-    bare = StringConverter().to_messages(records).orderBy("offset")
     stamp = {"sluice.batch": "c/0/7"}
-    stamped_props = properties_size(F.col("keys"), F.col("tags"), F.col("properties"), stamped_size(stamp))
-    stamped = bare.select("body", "keys", "tags", "properties").toArrow().to_batches()[0]
-    encoded = encode_rows(stamped, ["0" * 32] * batch.num_rows, "test", stamped=stamp_text(stamp, "test"))
-    assert [stored_size(size, "orders") for size in encoded.entry_sizes()] == expected
-    assert [
-        r[0] for r in bare.select(stored_size_column(F.col("body"), stamped_props, F.col("topic"))).collect()
-    ] == expected
+    extra, stamped_bytes = (None, stamped_size(stamp)) if stamped else (stamp, 0)
+    messages = messages_of(StringConverter(), records, extra=extra)
+
+    def stored(table: pa.Table) -> list[int]:
+        batch = table.select(["body", "keys", "tags", "properties"]).to_batches()[0]
+        made = stamp_text(stamp, "test") if stamped else ""
+        encoded = encode_rows(batch, ["0" * 32] * batch.num_rows, "test", stamped=made)
+        return [stored_size(size, "orders") for size in encoded.entry_sizes()]
+
+    def padded(table: pa.Table, extra_bytes: list[int]) -> pa.Table:
+        bodies = [b + b"p" * n for b, n in zip(table.column("body").to_pylist(), extra_bytes, strict=True)]
+        return table.set_column(table.schema.get_field_index("body"), "body", pa.array(bodies, pa.binary()))
+
+    assert unsendable(messages, stamped_bytes) is None
+    at_limit = padded(messages, [MAX_MESSAGE_BYTES - size for size in stored(messages)])
+    assert stored(at_limit) == [MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES]
+    assert unsendable(at_limit, stamped_bytes) is None
+    over = padded(messages, [MAX_MESSAGE_BYTES - size + 1 for size in stored(messages)])
+    problems = unsendable(over, stamped_bytes)
+    assert problems is not None
+    bodies = [len(b) for b in over.column("body").to_pylist()]
+    assert problems.to_pylist() == [
+        f"message of {MAX_MESSAGE_BYTES + 1} bytes (body {body} bytes) is over RocketMQ's maximum "
+        f"message size of {MAX_MESSAGE_BYTES} bytes"
+        for body in bodies
+    ]
+    one_over = pa.concat_tables([at_limit.slice(0, 1), over.slice(1, 1), at_limit.slice(1, 1)])
+    problems = unsendable(one_over, stamped_bytes)
+    assert problems is not None and [p is None for p in problems.to_pylist()] == [True, False, True]
 
 
 def test_the_size_check_counts_the_stamped_properties(spark: SparkSession) -> None:
     """A message that fits only without the properties the writer stamps is flagged, by name."""
     from sluice.connectors.rocketmq.codec import MAX_PROPERTIES_BYTES
+    from sluice.connectors.rocketmq.limits import unsendable
 
     header = "h" * (MAX_PROPERTIES_BYTES - 300)
     records = make_records(spark, [Record("p", 0, "v", topic="t", headers={"big": header})])
-    assert fail_on_bad_records(StringConverter().to_messages(records), "connector 'src'").count() == 1
-    with pytest.raises(Exception, match="message properties take"):
-        flagged = StringConverter().to_messages(records, stamped_bytes=400)
-        fail_on_bad_records(flagged, "connector 'src'").collect()
+    messages = messages_of(StringConverter(), records)
+    assert unsendable(messages) is None
+    problems = unsendable(messages, stamped_bytes=400)
+    assert problems is not None
+    properties = (3 + 2 + len(header)) + (16 + 2 + 1) + (13 + 2 + 1) + (8 + 2 + 32) + (4 + 2 + 4) + 400
+    assert problems.to_pylist() == [
+        f"message properties take {properties} bytes, over RocketMQ's limit of {MAX_PROPERTIES_BYTES}"
+    ]

@@ -18,6 +18,7 @@ from sluice.connectors.converters import JsonConverter
 from sluice.connectors.records import ERROR_COLUMN, Record, make_records
 from sluice.connectors.transforms import apply_chain, build_chain, value_read
 from tests.connectors.decoding import records_of
+from tests.connectors.encoding import messages_of
 from tests.connectors.test_converters import KAFKA_ENVELOPE, as_messages, raw_messages
 from tests.connectors.test_extract_new_record_state import _records
 
@@ -47,7 +48,7 @@ def _converter(*, key_envelopes: bool = False) -> JsonConverter:
 
 
 def _envelope_messages(spark: SparkSession, records: DataFrame) -> DataFrame:
-    return as_messages(spark, _converter(key_envelopes=True).to_messages(records))
+    return as_messages(spark, messages_of(_converter(key_envelopes=True), records))
 
 
 def _decoded(converter: JsonConverter, messages: DataFrame, narrow: Narrow | None) -> pa.Table:
@@ -97,7 +98,7 @@ def test_a_value_that_is_not_an_envelope_is_decoded_whole_beside_one_that_is(spa
     plain = make_records(spark, [Record("other", 0, "x", topic="plain")])
     plain = plain.withColumn("value", F.struct(F.lit(7).alias("n"), F.lit("seven").alias("word")))
     converter = _converter()
-    messages = as_messages(spark, converter.to_messages(events).unionByName(converter.to_messages(plain)))
+    messages = as_messages(spark, messages_of(converter, events, plain))
     chain = build_chain(UNWRAP)
     whole = records_of(_converter(), messages)
     narrowed = _decoded(_converter(), messages, value_read(chain))
@@ -127,9 +128,7 @@ def test_an_envelope_with_a_known_schema_decodes_as_one_laid_out_otherwise(spark
     assert rows[0][ERROR_COLUMN] is None and rows[1][ERROR_COLUMN] is None
     assert (rows[2]["value"], rows[2][ERROR_COLUMN]) == (None, NOT_ITS_TYPE)
     # a second batch meets the schema as one seen before: the same values again
-    again = records_of(
-        converter, raw_messages(spark, [KAFKA_ENVELOPE.encode(), broken.encode()])
-    ).to_pylist()
+    again = records_of(converter, raw_messages(spark, [KAFKA_ENVELOPE.encode(), broken.encode()])).to_pylist()
     assert again[0]["value"] == rows[0]["value"] and again[0][ERROR_COLUMN] is None
     assert (again[1]["value"], again[1][ERROR_COLUMN]) == (None, NOT_ITS_TYPE)
 

@@ -60,12 +60,6 @@ CASES: list[tuple[str, BaseException, int, FailureKind]] = [
     ("message too large", MessageTooLargeError("rocketmq: message over 4194304"), 1, DATA),
     ("undecodable text", UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"), 1, DATA),
     (
-        "bad record raised in a Spark job",
-        RemoteFailure("...[USER_RAISED_EXCEPTION] sluice bad record<<connector c: bad record at x>> ..."),
-        1,
-        DATA,
-    ),
-    (
         "too large, from a Spark worker",
         remote("sluice.connectors.rocketmq.errors.MessageTooLargeError: rocketmq sink: record at offset 9"),
         1,
@@ -112,11 +106,6 @@ CASES: list[tuple[str, BaseException, int, FailureKind]] = [
 @pytest.mark.parametrize(("exc", "attempt", "kind"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_classify(exc: BaseException, attempt: int, kind: FailureKind) -> None:
     assert classify(exc, attempt).kind is kind
-
-
-def test_a_bad_record_raised_in_spark_keeps_only_its_own_message() -> None:
-    failure = classify(RemoteFailure("x" * 50_000 + "sluice bad record<<connector c: offset 7: why>>"))
-    assert failure.message == "connector c: offset 7: why"
 
 
 def test_a_worker_traceback_is_reduced_to_its_raised_line() -> None:

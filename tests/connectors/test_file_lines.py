@@ -13,7 +13,7 @@ from sluice.connectors.api import open_source_task
 from sluice.connectors.file.lines import split_lines
 from sluice.connectors.file.source import FileSourceConnector
 from sluice.connectors.model import PartitionRange
-from sluice.connectors.records import ERROR_COLUMN, RAW_COLUMN, RecordError, fail_on_bad_records
+from sluice.connectors.records import ERROR_COLUMN, RAW_COLUMN, RecordError, good_arrow_records
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -55,8 +55,8 @@ def test_read_flags_the_bad_line_and_keeps_the_others(
         (str(path), 7, "two", None),
     ]
     assert rows[2][3].startswith(f"line is not {encoding}: ")
-    with pytest.raises(Exception) as info:
-        fail_on_bad_records(df, "connector lines").collect()
-    text = str(info.value)
-    assert "bad record at topic 't' partition" in text and "offset 4: line is not" in text
-    assert RecordError.__mro__[1].__name__ == "ConnectorDataError"
+    with pytest.raises(RecordError) as info:
+        good_arrow_records(df.toArrow(), "connector lines")
+    assert f"connector lines: bad record at topic 't' partition '{path}' offset 4: line is not" in str(
+        info.value
+    )

@@ -229,11 +229,16 @@ def test_config_rules(raw, fields) -> None:
     ],
 )
 def test_connect_decimal_bytes_are_kafkas(value: str, scale: int, hex_bytes: str) -> None:
+    import base64
+    import json
     from decimal import Decimal
 
-    from sluice.connectors.connect_json import _unscaled_bytes
+    import pyarrow as pa
 
-    assert _unscaled_bytes(Decimal(value), scale).hex() == hex_bytes
+    from sluice.connectors.arrow_messages import connect_payloads
+
+    payload = connect_payloads(pa.array([Decimal(value)], pa.decimal128(38, scale))).to_pylist()[0]
+    assert base64.b64decode(json.loads(payload)).hex() == hex_bytes
 
 
 def test_connect_decimal_schema_both_ways() -> None:

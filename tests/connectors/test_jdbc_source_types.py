@@ -12,7 +12,6 @@ from decimal import Context, Decimal
 import pyarrow as pa
 import pytest
 
-from sluice.activities.spark_binding import source_frame
 from sluice.connectors.api import open_source_task
 from sluice.connectors.converters import JsonConverter
 from sluice.connectors.jdbc.records import RecordShape
@@ -20,6 +19,7 @@ from sluice.connectors.jdbc.source import JdbcSourceConnector
 from sluice.connectors.model import PartitionRange
 from sluice.connectors.records import ERROR_COLUMN
 from tests.connectors.decoding import records_of
+from tests.connectors.encoding import messages_of
 from tests.connectors.jdbc_dbs import Db
 from tests.connectors.test_converters import as_messages
 from tests.connectors.test_jdbc_source_offsets import old_frame, spark_frame
@@ -73,10 +73,10 @@ def test_types_round_trip_through_the_json_converter(spark, db: Db) -> None:
     try:
         latest = task.latest_positions({})["items"]
         read = task.read([PartitionRange("items", task.earliest_positions()["items"], latest)])
-        records = source_frame(spark, read)  # the splits read by Spark tasks
+        records = read.to_table()  # the splits read as their tasks read them
         converter = JsonConverter(schemas_enable=True)
-        messages = converter.to_messages(records)
-        bodies = {json.loads(r["body"])["payload"]["s"]: json.loads(r["body"]) for r in messages.collect()}
+        messages = messages_of(converter, records)
+        bodies = {json.loads(b)["payload"]["s"]: json.loads(b) for b in messages.column("body").to_pylist()}
         envelope = bodies["😀 ü"]
         fields = {f["field"]: f for f in envelope["schema"]["fields"]}
         assert fields["big"]["name"] == "org.apache.kafka.connect.data.Decimal"

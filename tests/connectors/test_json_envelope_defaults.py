@@ -13,6 +13,7 @@ from sluice.connectors.config import COMMON_SINK_FIELDS, ConfigDef
 from sluice.connectors.converters import KEY_SCHEMA_HEADER, VALUE_SCHEMA_HEADER, JsonConverter, converter_for
 from sluice.connectors.records import ERROR_COLUMN, Record, make_records
 from tests.connectors.decoding import records_of
+from tests.connectors.encoding import messages_of
 from tests.connectors.test_converters import BORN, READ_SCHEMA, as_messages
 
 if TYPE_CHECKING:
@@ -65,9 +66,9 @@ def test_struct_keys_travel_as_envelopes_and_come_back_typed(spark: SparkSession
         spark, [Record("p", 7, {"id": 7, "name": "ann"}, topic="a"), Record("p", 8, None, topic="a")], value
     ).withColumn("key", F.struct(F.col("offset").alias("id")))
     converter = converter_for({"key.converter": KAFKA_JSON, "value.converter": KAFKA_JSON})
-    messages = converter.to_messages(records).orderBy("offset").collect()
-    assert messages[0]["keys"] == KEY_ENVELOPE
-    back = records_of(converter, as_messages(spark, converter.to_messages(records)))
+    messages = messages_of(converter, records)
+    assert messages.column("keys").to_pylist()[0] == KEY_ENVELOPE
+    back = records_of(converter, as_messages(spark, messages))
     assert back.schema.field("key").type == pa.struct([pa.field("id", pa.int64(), True)])
     assert [(r["key"], r["value"], r[ERROR_COLUMN]) for r in back.to_pylist()] == [
         ({"id": 7}, {"id": 7, "name": "ann"}, None),

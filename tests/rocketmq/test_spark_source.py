@@ -272,51 +272,22 @@ def test_plan_json_round_trip() -> None:
     assert plan_from_json(plan_to_json(ranges)) == ranges
 
 
-def test_send_frame_and_read_frame_match_the_data_source(
-    rspark: SparkSession, stack_config: StackConfig, client: SyncRocketMQClient, topic_name: str
-) -> None:
-    """The runtime's mapInArrow jobs store what the writer stores (keys in one queue each, in
-    order) and read back exactly the rows the data source reads, for the same plan."""
-    from sluice.connectors.rocketmq.spark_source import read_frame, send_frame
-
-    rows = [(body_of(i), f"k{i % 5}", f"k{i % 5}") for i in range(300)]
-    df = rspark.createDataFrame(rows, "body binary, keys string, sharding_key string").coalesce(1)
-    summary = send_frame(df, {"namesrv": stack_config.namesrv_address, "topic": topic_name})
-
-    latest = latest_offsets(client, topic_name)
-    assert summary.topic == topic_name and summary.count == len(rows)
-    assert {w.partition: w.first_offset + w.count for w in summary.written} == {
-        k: v for k, v in latest.items() if v
-    }
-    plan = full_plan(client, topic_name)
-    options = {"namesrv": stack_config.namesrv_address, "plan": plan_to_json(plan)}
-    ours = read_frame(rspark, options).orderBy("partition", "queue_offset").collect()
-    theirs = read(rspark, stack_config, plan).orderBy("partition", "queue_offset").collect()
-    assert ours == theirs
-    by_key: dict[str, list[bytes]] = {}
-    for row in ours:
-        by_key.setdefault(row["keys"], []).append(bytes(row["body"]))
-    assert by_key == {f"k{k}": [body_of(i) for i in range(k, 300, 5)] for k in range(5)}
-    assert len({row["partition"] for row in ours if row["keys"] == "k1"}) == 1
-    empty = read_frame(rspark, {**options, "plan": plan_to_json(())})
-    assert empty.collect() == []
-    assert empty.schema == read(rspark, stack_config, plan).schema
-
-
 def test_a_bound_write_stamps_each_jobs_own_properties(
     rspark: SparkSession, stack_config: StackConfig, client: SyncRocketMQClient, topic_name: str
 ) -> None:
     """One planned send, run twice, stamps each job's bound properties on every message it sends
     (a source's batch reference), and refuses to send with none bound or a reserved one."""
-    from sluice.connectors.rocketmq.spark_writer import bound_properties, send_plan
+    from pyspark.sql import functions as F
+
+    from sluice.connectors.rocketmq.spark_writer import WRITTEN_SCHEMA, RocketMQWriter, bound_properties
 
     rows = [(body_of(i), f"k{i % 3}") for i in range(30)]
     df = rspark.createDataFrame(rows, "body binary, sharding_key string").coalesce(1)
     options = {"namesrv": stack_config.namesrv_address, "topic": topic_name, "boundProperties": "true"}
-    plan = send_plan(df, options)
+    plan = df.mapInArrow(RocketMQWriter(options, df.schema).write_batches, WRITTEN_SCHEMA)
     for batch in ("c/0/1", "c/0/2"):
         with bound_properties(rspark, {"sluice.batch": batch}):
-            assert plan.run().count == 30
+            assert plan.select(F.sum("count")).collect()[0][0] == 30
     stamped: dict[str, list[bytes]] = {}
     for r in full_plan(client, topic_name):
         mq = next(q for q in client.queues(topic_name) if q.key == r.partition)
@@ -326,6 +297,6 @@ def test_a_bound_write_stamps_each_jobs_own_properties(
         b: sorted(body_of(i) for i in range(30)) for b in ("c/0/1", "c/0/2")
     }
     with pytest.raises(Exception, match="no properties bound"):
-        plan.run()
+        plan.collect()
     with bound_properties(rspark, {"KEYS": "x"}), pytest.raises(Exception, match="'KEYS' is reserved"):
-        plan.run()
+        plan.collect()

@@ -16,9 +16,10 @@ import pytest
 from sluice.activities.sink_runner import QueueView
 from sluice.connectors.converters import TOMBSTONE_PROPERTY, BytesConverter, Converter, StringConverter
 from sluice.connectors.planner import PlanRequest, plan_next
-from sluice.connectors.records import ERROR_COLUMN, Record, make_records
+from sluice.connectors.records import ERROR_COLUMN, Record
 from sluice.connectors.rocketmq.spark_source import plan_to_json, register
 from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
+from sluice.connectors.source_reads import records_table
 from sluice.deploy.local.config import StackConfig
 from tests.connectors.decoding import records_of
 
@@ -39,15 +40,20 @@ if TYPE_CHECKING:
 def test_null_and_empty_values_survive_the_broker_apart(
     spark: SparkSession, stack_config: StackConfig, topic_name: str, converter: Converter, values: list[Any]
 ) -> None:
-    from pyspark.sql import types as T
+    import pyarrow as pa
 
     register(spark)
-    value_type = T.BinaryType() if isinstance(values[2], bytes) else T.StringType()
+    value_type = pa.binary() if isinstance(values[2], bytes) else pa.string()
     sent = [Record("src:0", i, v, topic=topic_name, key=f"k{i}") for i, v in enumerate(values)]
-    messages = converter.to_messages(make_records(spark, sent, value_type))
-    assert [r["body"] == b"" for r in messages.orderBy("keys").collect()] == [
-        v in (None, "", b"") for v in values
+    records = records_table(sent, value_type)
+    made = converter.arrow_encoder(records.schema).encode(records)
+    assert made.column("body").to_pylist() == [
+        b"" if v is None else (v if isinstance(v, bytes) else v.encode()) for v in values
     ], "a tombstone's body is empty (a message needs one)"
+    assert [dict(p).get(TOMBSTONE_PROPERTY) for p in made.column("properties").to_pylist()] == [
+        "true" if v is None else None for v in values
+    ]
+    messages = spark.createDataFrame(made)
 
     with SyncRocketMQClient(stack_config.namesrv_address) as client:
         messages.write.format("rocketmq").option("namesrv", stack_config.namesrv_address).option(

@@ -313,7 +313,7 @@ async def _tolerant_pipeline(tmp_path: Path, start_worker, sluice, topic: str, d
 async def test_with_tolerance_bad_source_lines_go_to_the_dead_letter_topic(
     tmp_path: Path, start_worker, sluice, topic_name, stack_config
 ) -> None:
-    from sluice.activities.dead_letters import MAX_DEAD_LETTER_BODY
+    from sluice.connectors.dead_letter_messages import MAX_DEAD_LETTER_BODY
     from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
 
     dlq = f"DLQ_{uuid.uuid4().hex[:8]}"
