@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property, partial
@@ -37,9 +38,13 @@ from sluice.activities.spark_binding import (
 from sluice.connectors.api import (
     KnowsEmptyRanges,
     KnowsSendOrder,
+    PinsQueues,
     ReportsWaiting,
     RoutesTopics,
     SendOrder,
+    SendsToCluster,
+    ShapesTopics,
+    TopicShape,
 )
 from sluice.connectors.barriers import BARRIER_HEADER
 from sluice.connectors.converters import OFFSET_PROPERTY, PARTITION_PROPERTY
@@ -58,6 +63,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from sluice.connectors.api import SourceTask
+    from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +71,8 @@ BATCH_PROPERTY = "sluice.batch"
 #: Read layouts whose jobs a task keeps (``SourceRunner._bound_job``): a task's batches have a
 #: handful (a table's split count, a file's lines with and without undecodable ones).
 MAX_BOUND_PLANS = 8
+#: How often the topics of a ShapesTopics task are checked against their shape.
+SHAPE_CHECK_S = 30.0
 
 
 def batch_ref(plan: BatchPlan) -> str:
@@ -93,12 +101,27 @@ class SourceRunner:
         #: the units the last new batch was planned for: at most its records (a byte counts at least one)
         self._budget: int | None = None
         #: each topic's stages for an order (``_stages``)
-        self._topic_stages: dict[tuple[str, SendOrder, tuple[str, ...]], SourceStages] = {}
+        self._topic_stages: dict[tuple[object, ...], SourceStages] = {}
         #: each read layout's job, built once (``_bound_job``)
         self._bound_jobs: dict[tuple[object, ...], DataFrame] = {}
+        self._target = task.target_cluster() if isinstance(task, SendsToCluster) else None
+        self._cluster = (self._target.cluster or None) if self._target is not None else None
+        self._shapes = task if isinstance(task, ShapesTopics) else None
+        self._pins = task if isinstance(task, PinsQueues) else None
+        self._shaped_at = 0.0
+
+    @cached_property
+    def client(self) -> SyncRocketMQClient:
+        """The client of the cluster the messages go to: the worker's, or the task's own target
+        (SendsToCluster: a replicator's), closed with the runner."""
+        if self._target is None:
+            return self.ctx.rocketmq
+        from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
+
+        return SyncRocketMQClient(self._target.namesrv, **self._target.client_options())
 
     def ensure_topic(self) -> None:
-        client = self.ctx.rocketmq
+        client = self.client
         for topic in self.topics:
             if client.topic_exists(topic):
                 continue
@@ -106,7 +129,36 @@ class SourceRunner:
                 raise LookupError(
                     f"connector {self.connector}: topic {topic} does not exist and topic.auto.create is false"
                 )
-            client.create_topic(topic, queue_count=int(self.config.get("topic.queues", 4)))
+            shape = self._shape(topic)
+            client.create_topic(topic, queue_count=shape.queues, perm=shape.perm, cluster=self._cluster)
+        self._shaped_at = time.monotonic()
+
+    def _shape(self, topic: str) -> TopicShape:
+        if self._shapes is not None:
+            return self._shapes.topic_shape(topic)
+        return TopicShape(int(self.config.get("topic.queues", 4)))
+
+    def _follow_shapes(self) -> None:
+        """Topics a ShapesTopics task writes grow with their shape (a source topic's new queues),
+        looked at every SHAPE_CHECK_S; new topics (a RoutesTopics task's) are created."""
+        if self._shapes is None or time.monotonic() - self._shaped_at < SHAPE_CHECK_S:
+            return
+        if self.routing is not None:
+            self.topics = self.routing.topics()
+        self.ensure_topic()
+        for topic in self.topics:
+            shape, now = self._shapes.topic_shape(topic), len(self.client.queues(topic))
+            if shape.queues > now:
+                log.info(
+                    "connector %s: topic %s grows from %d to %d queues",
+                    self.connector,
+                    topic,
+                    now,
+                    shape.queues,
+                )
+                self.client.create_topic(
+                    topic, queue_count=shape.queues, perm=shape.perm, cluster=self._cluster
+                )
 
     def _queue_key(self, topic: str, key: str) -> str:
         """How the plan's ``queue_ends`` name a queue: ``broker:queue``, prefixed by the topic when
@@ -123,7 +175,8 @@ class SourceRunner:
         if plan is None or rerun:
             return plan, rerun
         self.planned += 1
-        client = self.ctx.rocketmq
+        self._follow_shapes()
+        client = self.client
         queue_ends = {
             self._queue_key(topic, mq.key): client.max_offset(mq)
             for topic in self.topics
@@ -133,7 +186,11 @@ class SourceRunner:
         return self.ctx.store.record_plan(plan), False
 
     def close(self) -> None:
-        self.task.close()
+        try:
+            self.task.close()
+        finally:
+            if self._target is not None and "client" in self.__dict__:
+                self.client.close()
 
     def waiting_for(self) -> str:
         return self._waits.waiting_for() if self._waits is not None else ""
@@ -183,12 +240,13 @@ class SourceRunner:
         """The source's stages for ``topic`` (every batch of one topic and order shares them, and
         with them the encoders planned for its record shapes)."""
         queues = self._queues(topic)
-        key = (topic, order, queues)
+        pinned = tuple(sorted(self._pins.pinned_queues(topic, len(queues)).items())) if self._pins else ()
+        key = (topic, order, queues, pinned)
         if key not in self._topic_stages:
             chain = () if self._spark_chain else tuple(self.setup.chain)
             self._topic_stages[key] = SourceStages(
                 chain, self.setup.converter, queues, order, self.connector, self._stamped_bytes,
-                tolerates=self.config.get("errors.tolerance") == "all",
+                tolerates=self.config.get("errors.tolerance") == "all", pinned=dict(pinned),
             )  # fmt: skip
         return self._topic_stages[key]
 
@@ -275,7 +333,7 @@ class SourceRunner:
 
     def _queues(self, topic: str) -> tuple[str, ...]:
         """The topic's queues in the writer's order: index i is the i-th."""
-        return tuple(q.key for q in sorted(self.ctx.rocketmq.queues(topic), key=lambda q: natural_key(q.key)))
+        return tuple(q.key for q in sorted(self.client.queues(topic), key=lambda q: natural_key(q.key)))
 
     def _send_order(self, ranges: Sequence[PartitionRange]) -> SendOrder:
         """The task's own word on its read's order (KnowsSendOrder) when nothing transforms it."""
@@ -284,13 +342,16 @@ class SourceRunner:
         return SendOrder.SORTED
 
     def _send_options(self, topic: str) -> dict[str, str]:
-        return {"namesrv": self.ctx.settings.namesrv, "topic": topic}
+        if self._target is None:
+            return {"namesrv": self.ctx.settings.namesrv, "topic": topic}
+        keys = {"accessKey": self._target.access_key, "secretKey": self._target.secret_key}
+        return {"namesrv": self._target.namesrv, "topic": topic, **(keys if self._target.access_key else {})}
 
     def _sent_keys(self, plan: BatchPlan, topic: str) -> set[str]:
         """What an earlier attempt of the re-run ``plan`` sent to ``topic`` (``sent_key``s), found by
         its batch reference in the queues past the ends the plan recorded."""
         ref = batch_ref(plan)
-        client = self.ctx.rocketmq
+        client = self.client
         starts: dict[str, int] = json.loads(plan.sink_state.get("queue_ends", "{}"))
         found: set[str] = set()
         for mq in client.queues(topic):

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
@@ -451,6 +451,71 @@ class RoutesTopics(Protocol):
     def topic_of(self, partition: str) -> str: ...
 
     def topics(self) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class TargetCluster:
+    """A RocketMQ cluster other than the worker's own (a replicator's source or target): its name
+    servers, the keys that sign every request to it, the cluster new topics are created on, and
+    how errors and the Replicator's properties name it."""
+
+    namesrv: str
+    access_key: str = field(default="", repr=False)
+    secret_key: str = field(default="", repr=False)
+    #: the cluster whose masters new topics are created on ("": every master the name server knows)
+    cluster: str = ""
+    #: ``cloud_cluster_region`` (the Replicator's REPLICATOR-BORN-SOURCE entries)
+    label: str = ""
+    #: how errors name it ("target cluster DR (127.0.0.1:29876)")
+    name: str = ""
+
+    def client_options(self) -> dict[str, str]:
+        """Keyword arguments of a RocketMQ client of this cluster (its keys, when it has them)."""
+        return {"access_key": self.access_key, "secret_key": self.secret_key} if self.access_key else {}
+
+
+@dataclass(frozen=True)
+class TopicShape:
+    """How a topic a source writes is created: its queue count and permission (RocketMQ's perm
+    bits: 2 write, 4 read)."""
+
+    queues: int
+    perm: int = 6
+
+
+@runtime_checkable
+class SendsToCluster(Protocol):
+    """Optional ability of a source task: its messages go to another RocketMQ cluster than the
+    worker's (a replicator's target), with the same exactly-once send."""
+
+    def target_cluster(self) -> TargetCluster: ...
+
+
+@runtime_checkable
+class ShapesTopics(Protocol):
+    """Optional ability of a source task: the topics it writes are created with a shape of its own
+    (a replicator's: the source topic's), and grow when that shape grows (checked now and then)."""
+
+    def topic_shape(self, topic: str) -> TopicShape: ...
+
+
+@runtime_checkable
+class PinsQueues(Protocol):
+    """Optional ability of a source task: partitions whose records all go to one queue of their
+    topic (a replicator's source queue i to target queue i), by index into the topic's queues in
+    natural order, for a topic of ``queue_count`` queues; other partitions' records are sharded
+    by key."""
+
+    def pinned_queues(self, topic: str, queue_count: int) -> Mapping[str, int]: ...
+
+
+@runtime_checkable
+class ReportsLagSeconds(Protocol):
+    """Optional ability of a source task: how many seconds each partition is behind, given the
+    committed offsets (a replicator's queue: since its oldest message not copied yet was stored);
+    status, the CLI, the REST API and the metrics show it."""
+
+    def lag_seconds(self, committed: Mapping[str, Position]) -> dict[str, float]: ...
 
 
 def delivery_of(task: SinkTask) -> Delivery:

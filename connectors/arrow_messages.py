@@ -353,16 +353,22 @@ def _properties(
     return pa.MapArray.from_arrays(pa.array(offsets), flat_keys, flat_values)
 
 
-def sharded(messages: pa.Table, queues: tuple[str, ...]) -> pa.Table:
-    """``messages`` with the ``queue`` each goes to (an index into ``queues``): ``crc32(key) %
-    queues`` for a keyed message (its source partition's for a keyless one), and every queue for a
-    barrier, each copy labelled ``<i>/<n>`` with the list of queues sent to (connectors.barriers)."""
+def sharded(messages: pa.Table, queues: tuple[str, ...], pinned: Mapping[str, int] | None = None) -> pa.Table:
+    """``messages`` with the ``queue`` each goes to (an index into ``queues``): its partition's
+    where ``pinned`` names one, else ``crc32(key) % queues`` for a keyed message (its source
+    partition's for a keyless one), and every queue for a barrier, each copy labelled ``<i>/<n>``
+    with the list of queues sent to (connectors.barriers)."""
     count = len(queues)
     n = messages.num_rows
     if n == 0:
         return messages.append_column("queue", pa.array([], pa.int32()))
     keys = pc.coalesce(messages.column("keys"), messages.column("partition")).combine_chunks()
     slots = key_slots(keys, count).astype(np.int32)
+    if pinned:
+        names, indexes = zip(*sorted(pinned.items()), strict=True)
+        partitions = messages.column("partition").combine_chunks()
+        at = np.asarray(pc.fill_null(pc.index_in(partitions, value_set=pa.array(names, pa.string())), -1))
+        slots = np.where(at >= 0, np.asarray(indexes, np.int32)[np.maximum(at, 0)], slots)
     properties = _single(messages.column("properties"))
     offsets = properties.offsets.to_numpy()
     start, end = int(offsets[0]), int(offsets[-1])

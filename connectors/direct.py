@@ -56,6 +56,7 @@ TASK_CLASS_ALIASES: Final = {
     "io.debezium.connector.postgresql.PostgresConnectorTask": "postgres-cdc",
     "io.confluent.connect.elasticsearch.ElasticsearchSinkTask": "opensearch-sink",
     "org.apache.iceberg.connect.IcebergSinkTask": "iceberg-sink",
+    "org.apache.rocketmq.replicator.ReplicatorSourceTask": "rocketmq-replicator",
 }
 
 

@@ -61,6 +61,9 @@ BUILTIN_CONNECTORS: Final = {
     "opensearch-sink": "sluice.connectors.opensearch.sink:OpenSearchSinkConnector",
     "delta-sink": "sluice.connectors.lake.sink:DeltaSinkConnector",
     "iceberg-sink": "sluice.connectors.lake.sink:IcebergSinkConnector",
+    "rocketmq-replicator": "sluice.connectors.replicator.source:ReplicatorSourceConnector",
+    "rocketmq-replicator-checkpoint": "sluice.connectors.replicator.checkpoint:ReplicatorCheckpointConnector",
+    "rocketmq-replicator-heartbeat": "sluice.connectors.replicator.heartbeat:ReplicatorHeartbeatConnector",
 }
 
 #: Connector class names from Kafka Connect's and RocketMQ Connect's configs, and the built-in
@@ -86,6 +89,9 @@ CONNECTOR_ALIASES: Final = {
     "org.apache.iceberg.connect.IcebergSinkConnector": "iceberg-sink",
     "io.tabular.iceberg.connect.IcebergSinkConnector": "iceberg-sink",
     "org.apache.rocketmq.connect.elasticsearch.connector.ElasticsearchSinkConnector": "opensearch-sink",
+    "org.apache.rocketmq.replicator.ReplicatorSourceConnector": "rocketmq-replicator",
+    "org.apache.rocketmq.replicator.ReplicatorCheckpointConnector": "rocketmq-replicator-checkpoint",
+    "org.apache.rocketmq.replicator.ReplicatorHeartbeatConnector": "rocketmq-replicator-heartbeat",
 }
 
 

@@ -65,6 +65,8 @@ class SourceStages:
     tolerates: bool = False
     #: a re-run plan's messages an earlier attempt sent (``sent_key``): not sent again
     already_sent: frozenset[str] = frozenset()
+    #: partitions whose messages all go to one queue, by index into ``queues`` (api.PinsQueues)
+    pinned: dict[str, int] = field(default_factory=dict)
     #: each record shape's encoder, planned on the driver (``planned``) so tasks only encode
     encoders: dict[Shape, MessageEncoder] = field(default_factory=dict, compare=False)
 
@@ -100,7 +102,7 @@ class SourceStages:
             bad = _with_errors(records.filter(failed), column(messages, ERROR_COLUMN).filter(failed))
             if bad.num_rows:
                 dead.append(record_dead_letters(bad, self.connector))
-        messages = sharded(_concat(made), self.queues)
+        messages = sharded(_concat(made), self.queues, self.pinned)
         if self.already_sent:
             keys = sent_keys(messages)
             messages = messages.filter(

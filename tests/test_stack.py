@@ -121,8 +121,11 @@ _PORT_OFFSETS = {
     "mariadb_port": 9,
     "opensearch_port": 10,
     "temporal_port": 20,
+    "replica_namesrv_port": 11,
+    "replica_broker_port": 14,
+    "replica_proxy_port": 16,
 }
-_DERIVED_OFFSETS = (3, 6, 8, 30, 31, 110)
+_DERIVED_OFFSETS = (3, 6, 8, 12, 15, 17, 30, 31, 110)
 
 
 def _bindable(port: int) -> bool:

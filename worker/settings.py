@@ -48,6 +48,9 @@ def _local_stack(data: dict[str, Any]) -> StackConfig:
         broker_port=data["broker_port"],
         proxy_port=data["proxy_port"],
         mariadb_port=data["mariadb_port"],
+        replica_namesrv_port=data["replica_namesrv_port"],
+        replica_broker_port=data["replica_broker_port"],
+        replica_proxy_port=data["replica_proxy_port"],
         opensearch_port=data["opensearch_port"],
         spark_master=data["spark_master"],
         temporal_namespace=data["temporal_namespace"],
@@ -82,6 +85,10 @@ class Settings(BaseSettings):
     proxy_port: Port = 18081
     mariadb_port: Port = 13306
     opensearch_port: Port = 19200  # HTTP; the node's transport port is this + 100
+    #: The local stack's second RocketMQ cluster (the replicator's target; docs/replicator.md).
+    replica_namesrv_port: Port = 29876
+    replica_broker_port: Port = 20911
+    replica_proxy_port: Port = 28081
     spark_master: str = Field(default="local[2]", min_length=1)
     spark_driver_memory: str = Field(default="2g", pattern=r"(?i)^\d+([kmgtp]b?)?$")
     #: Jars for the worker's SparkSession, comma-separated files or folders (every ``*.jar`` in

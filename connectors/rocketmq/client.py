@@ -61,6 +61,8 @@ DEFAULT_TOPIC = "TBW102"
 PULL_SYSFLAG_SUBSCRIPTION = 0x4
 PULL_SYSFLAG_SUSPEND = 0x2  # PullSysFlag.FLAG_SUSPEND: the broker holds the pull until a message arrives
 SUBSCRIPTION_GROUP_NOT_EXIST = 26
+#: GET_CONSUMER_CONNECTION_LIST's answer for a group with no consumer connected.
+CONSUMER_NOT_ONLINE = 206
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 # Pauses before re-checking an offset past the queue's end (consume-queue dispatch lag).
 _DISPATCH_GRACE_S = (0.05, 0.1, 0.2, 0.4)
@@ -73,14 +75,14 @@ def retry_topic(group: str) -> str:
     return RETRY_GROUP_TOPIC_PREFIX + group
 
 
-def _topic_fields(topic: str, queue_count: int) -> dict[str, object]:
-    """Header of UPDATE_AND_CREATE_TOPIC: read/write queues, perm 6 (read + write)."""
+def _topic_fields(topic: str, queue_count: int, perm: int = 6) -> dict[str, object]:
+    """Header of UPDATE_AND_CREATE_TOPIC: read/write queues, perm (6: read + write)."""
     return {
         "topic": topic,
         "defaultTopic": DEFAULT_TOPIC,
         "readQueueNums": queue_count,
         "writeQueueNums": queue_count,
-        "perm": 6,
+        "perm": perm,
         "topicFilterType": "SINGLE_TAG",
         "topicSysFlag": 0,
         "order": False,
@@ -111,7 +113,9 @@ class RocketMQClient(Transport):
             raise ValueError(f"rocketmq: the name server's topic list is not JSON: {exc}") from None
         return sorted(str(t) for t in listed)
 
-    async def create_topic(self, topic: str, *, queue_count: int = 4, cluster: str | None = None) -> None:
+    async def create_topic(
+        self, topic: str, *, queue_count: int = 4, cluster: str | None = None, perm: int = 6
+    ) -> None:
         """Create (or update) the topic on every master of ``cluster`` (default: every known broker)."""
         if queue_count < 1:
             raise ValueError(f"rocketmq: topic {topic!r}: queue_count must be >= 1, got {queue_count}")
@@ -127,7 +131,7 @@ class RocketMQClient(Transport):
             )
         if not brokers:
             raise BrokerUnavailableError(f"rocketmq: cannot create topic {topic!r}: no live master broker")
-        fields = _topic_fields(topic, queue_count)
+        fields = _topic_fields(topic, queue_count, perm)
         for name in brokers:
             what = f"create topic {topic!r} on broker {name}"
             await self._admin_call(
@@ -315,6 +319,19 @@ class RocketMQClient(Transport):
             address, BROKER, request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body)
         )
         self._check(resp, f"create consumer group {group!r}", address, BROKER)
+
+    async def group_online(self, group: str, topic: str) -> bool:
+        """Whether a consumer of ``group`` is connected to a broker of ``topic`` (what
+        ``mqadmin consumerConnection`` shows)."""
+        route = await self.topic_route(topic)
+        for broker in sorted({q.broker_name for q in route.queues}):
+            resp, _ = await self._broker_call(
+                topic, broker, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group},
+                f"connections of group {group!r}", accept=frozenset({CONSUMER_NOT_ONLINE}),
+            )  # fmt: skip
+            if resp.code == ResponseCode.SUCCESS:
+                return True
+        return False
 
     async def query_consumer_offset(self, group: str, mq: MessageQueue) -> int | None:
         """The group's committed offset on the queue, or None when it never committed one."""

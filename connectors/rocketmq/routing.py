@@ -84,6 +84,7 @@ def parse_topic_route(topic: str, body: bytes) -> TopicRoute:
     masters = _master_addresses(doc.get("brokerDatas") or [], f"route of topic {topic!r}")
     queues: list[MessageQueue] = []
     writable: list[MessageQueue] = []
+    perms = 0
     queue_datas = doc.get("queueDatas")
     queue_datas = [] if queue_datas is None else queue_datas
     if not isinstance(queue_datas, list):
@@ -97,11 +98,12 @@ def parse_topic_route(topic: str, body: bytes) -> TopicRoute:
         assert isinstance(perm, int) and isinstance(reads, int) and isinstance(writes, int)
         if name not in masters:
             continue  # no master: its queues cannot be read by offset from this client
+        perms |= perm
         if perm & PERM_READ:
             queues += [MessageQueue(topic, name, q) for q in range(reads)]
         if perm & PERM_WRITE:
             writable += [MessageQueue(topic, name, q) for q in range(writes)]
-    return TopicRoute(topic, tuple(queues), masters, tuple(writable))
+    return TopicRoute(topic, tuple(queues), masters, tuple(writable), perms or 6)
 
 
 @dataclass(frozen=True)

@@ -14,17 +14,11 @@ Options:
 - ``pullConcurrency`` (default 4): pull requests in flight per task.
 - ``accessKey``/``secretKey``, ``requestTimeoutSeconds``: passed to the client.
 
-Lifecycle of one input partition (on an executor), for each of its ranges in turn:
-1. Get the process's shared SyncRocketMQClient (created lazily; nothing unpicklable is shipped).
-2. Ask the queue's min/max offsets and run ``check_data_loss`` on the range: a vanished queue, a
-   start below the min (retention) or an end beyond the max (planned messages missing, e.g. lost by
-   an async-flush broker crash) fails with DataLossError naming topic, queue and offsets, or with
-   ``failOnDataLoss=false`` is clipped to what exists with a warning. A plan only ever covers
-   offsets that existed when it was made, so a short queue is data loss, not "not yet written".
-3. Pull ``[start, end)`` in chunks, never past ``end`` even if the queue holds more, and yield one
-   Arrow RecordBatch per chunk (about 2.4x faster into Spark than tuples), built column-wise from
-   the decoded fields without a Python object per message (arrow_decode.to_record_batch).
-4. If retention races the read (a pull raises OffsetOutOfRangeError), the same check decides.
+Lifecycle of one input partition (on an executor), for each of its ranges in turn: get the
+process's shared SyncRocketMQClient (created lazily; nothing unpicklable is shipped), pull the
+range whole with the data-loss policy applied (connectors.rocketmq.queue_ranges: ``failOnDataLoss``
+false is policy skip), and yield one Arrow RecordBatch per chunk (about 2.4x faster into Spark than
+tuples), built column-wise without a Python object per message (arrow_decode.to_record_batch).
 """
 
 from __future__ import annotations
@@ -35,11 +29,10 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from sluice.connectors.model import DataLossPolicy, PartitionRange, parse_queue_partition
+from sluice.connectors.model import DataLossPolicy, parse_queue_partition
 from sluice.connectors.planning import pack_splits, split_ranges
 from sluice.connectors.rocketmq.arrow_decode import to_record_batch
-from sluice.connectors.rocketmq.errors import OffsetOutOfRangeError
-from sluice.connectors.rocketmq.offsets import check_data_loss
+from sluice.connectors.rocketmq.queue_ranges import queue_range_columns
 from sluice.connectors.rocketmq.spark_options import (
     bool_option,
     client_options,
@@ -127,28 +120,8 @@ class RocketMQReader(DataSourceReader):
         client = executor_client(self.namesrv, self.client_options)
         broker, queue_id = parse_queue_partition(partition.partition)
         mq = MessageQueue(partition.topic, broker, queue_id)
-        planned = PartitionRange.offsets(partition.partition, partition.start, partition.end, partition.topic)
-        if mq not in client.queues(mq.topic):  # the queue vanished (topic recreated with fewer queues)
-            check_data_loss([planned], {}, self.policy)
-            return
-        lo, hi = client.min_offset(mq), client.max_offset(mq)
-        (current,) = check_data_loss([planned], {mq.key: lo}, self.policy, max_offsets={mq.key: hi})
-        offset, end = current.start.offset, current.end.offset
-        while offset < end:
-            chunk_end = min(offset + ARROW_CHUNK, end)
-            try:
-                columns = client.pull_range_columns(
-                    mq, offset, chunk_end, max_per_request=self.pull_batch, concurrency=self.concurrency
-                )
-            except OffsetOutOfRangeError as exc:
-                rest = PartitionRange.offsets(mq.key, offset, end, mq.topic)
-                (rest,) = check_data_loss(
-                    [rest], {mq.key: exc.min_offset}, self.policy, max_offsets={mq.key: exc.max_offset}
-                )
-                if (rest.start.offset, rest.end.offset) == (offset, end):
-                    raise  # not data loss after all (e.g. a broker hiccup): let Spark retry the task
-                offset, end = rest.start.offset, rest.end.offset
-                continue
-            if len(columns):
-                yield to_record_batch(columns, mq)
-            offset = chunk_end
+        for columns in queue_range_columns(
+            client, mq, partition.start, partition.end, self.policy,
+            pull_batch=self.pull_batch, concurrency=self.concurrency, chunk=ARROW_CHUNK,
+        ):  # fmt: skip
+            yield to_record_batch(columns, mq)

@@ -128,8 +128,10 @@ class SyncRocketMQClient:
         result: list[MessageQueue] = self._run("queues", topic)
         return result
 
-    def create_topic(self, topic: str, *, queue_count: int = 4, cluster: str | None = None) -> None:
-        self._run("create_topic", topic, queue_count=queue_count, cluster=cluster)
+    def create_topic(
+        self, topic: str, *, queue_count: int = 4, cluster: str | None = None, perm: int = 6
+    ) -> None:
+        self._run("create_topic", topic, queue_count=queue_count, cluster=cluster, perm=perm)
 
     def cluster_info(self, *, timeout_s: float | None = None) -> ClusterInfo:
         """RocketMQClient.cluster_info; ``timeout_s`` bounds the whole call (RequestTimeoutError)."""
@@ -200,6 +202,9 @@ class SyncRocketMQClient:
 
     def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
         self._run("update_consumer_offset", group, mq, offset)
+
+    def group_online(self, group: str, topic: str) -> bool:
+        return bool(self._run("group_online", group, topic))
 
     def query_consumer_offset(self, group: str, mq: MessageQueue) -> int | None:
         result: int | None = self._run("query_consumer_offset", group, mq)

@@ -144,3 +144,5 @@ class TopicRoute:
     queues: tuple[MessageQueue, ...]
     broker_addresses: dict[str, str]
     writable_queues: tuple[MessageQueue, ...] = ()
+    #: the topic's permission bits on its brokers, joined (2 write, 4 read)
+    perm: int = 6

@@ -28,6 +28,10 @@ class StackConfig:
     proxy_port: int
     spark_master: str
     mariadb_port: int = 13306
+    #: The second RocketMQ cluster (a replicator's target): its name server, broker and proxy.
+    replica_namesrv_port: int = 29876
+    replica_broker_port: int = 20911
+    replica_proxy_port: int = 28081
     #: OpenSearch's HTTP port; its transport port (node to node, unused by clients) is this + 100.
     opensearch_port: int = 19200
     host: str = "127.0.0.1"
@@ -72,6 +76,18 @@ class StackConfig:
     @property
     def proxy_address(self) -> str:
         return f"{self.host}:{self.proxy_port}"
+
+    @property
+    def replica_namesrv_address(self) -> str:
+        return f"{self.host}:{self.replica_namesrv_port}"
+
+    @property
+    def replica_broker_address(self) -> str:
+        return f"{self.host}:{self.replica_broker_port}"
+
+    @property
+    def replica_proxy_address(self) -> str:
+        return f"{self.host}:{self.replica_proxy_port}"
 
     @property
     def opensearch_url(self) -> str:

@@ -1,5 +1,9 @@
 """Apache RocketMQ 5.x (name server, broker with the gRPC proxy in local mode) from Maven Central jars.
 
+The stack runs two clusters (``Layout``): the worker's own (``DefaultCluster``) and a second one,
+``ReplicaCluster``, with its own name server, broker, ports and store, that the replicator copies
+into (docs/replicator.md). Both share the jars.
+
 The jars are resolved by Maven from ``deploy/rocketmq/pom.xml`` into ``<state>/rocketmq/lib`` and run
 with ``java -cp``; no release archive is downloaded. The broker runs inside the proxy process in
 *local* mode (``ProxyStartup -pm Local``), which serves the remoting protocol Sluice speaks on the
@@ -12,6 +16,7 @@ import json
 import os
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from sluice.connectors.rocketmq.errors import RocketMQError
@@ -23,6 +28,8 @@ from sluice.deploy.local.process import ManagedProcess, StackError, ensure_port_
 POM = REPO_ROOT / "deploy" / "rocketmq" / "pom.xml"
 BROKER_NAME = "broker-a"
 CLUSTER_NAME = "DefaultCluster"
+REPLICA_CLUSTER_NAME = "ReplicaCluster"
+REPLICA_BROKER_NAME = "broker-r"
 #: How long the broker's health check waits for the name server's cluster info.
 REGISTERED_TIMEOUT_S = 3.0
 
@@ -52,6 +59,48 @@ def home(cfg: StackConfig) -> Path:
     return cfg.state_dir / "rocketmq"
 
 
+@dataclass(frozen=True)
+class Layout:
+    """One cluster of the stack: its service names, cluster and broker names, ports and store."""
+
+    service: str  # "rocketmq" or "rocketmq-replica": "<service>-namesrv", "<service>-broker"
+    cluster: str
+    broker: str
+    namesrv_port: int
+    broker_port: int
+    proxy_port: int
+    env_prefix: str  # of the port settings, for the error naming a taken port
+    host: str
+
+    @property
+    def namesrv_address(self) -> str:
+        return f"{self.host}:{self.namesrv_port}"
+
+    @property
+    def broker_address(self) -> str:
+        return f"{self.host}:{self.broker_port}"
+
+    @property
+    def proxy_address(self) -> str:
+        return f"{self.host}:{self.proxy_port}"
+
+    def home(self, cfg: StackConfig) -> Path:
+        """Its config and store (the jars are shared: ``lib_dir``)."""
+        return cfg.state_dir / self.service
+
+
+def primary(cfg: StackConfig) -> Layout:
+    """The worker's own cluster."""
+    return Layout("rocketmq", CLUSTER_NAME, BROKER_NAME, cfg.namesrv_port, cfg.broker_port, cfg.proxy_port,
+                  "SLUICE_", cfg.host)  # fmt: skip
+
+
+def replica(cfg: StackConfig) -> Layout:
+    """The second cluster, a replicator's target."""
+    return Layout("rocketmq-replica", REPLICA_CLUSTER_NAME, REPLICA_BROKER_NAME, cfg.replica_namesrv_port,
+                  cfg.replica_broker_port, cfg.replica_proxy_port, "SLUICE_REPLICA_", cfg.host)  # fmt: skip
+
+
 def lib_dir(cfg: StackConfig) -> Path:
     return home(cfg) / "lib"
 
@@ -61,7 +110,7 @@ def ensure_jars(cfg: StackConfig) -> Path:
     return copy_dependencies("rocketmq", POM, lib_dir(cfg))
 
 
-def _jvm(cfg: StackConfig, heap: str) -> list[str]:
+def _jvm(cfg: StackConfig, heap: str, layout: Layout | None = None) -> list[str]:
     return [
         java_binary(),
         f"-Xms{heap}",
@@ -69,8 +118,8 @@ def _jvm(cfg: StackConfig, heap: str) -> list[str]:
         "-XX:+UseG1GC",
         "-XX:MaxDirectMemorySize=1g",
         *_JAVA_OPENS,
-        f"-Drocketmq.home.dir={home(cfg)}",
-        f"-Duser.home={home(cfg)}",
+        f"-Drocketmq.home.dir={(layout or primary(cfg)).home(cfg)}",
+        f"-Duser.home={(layout or primary(cfg)).home(cfg)}",
         "-cp",
         f"{lib_dir(cfg)}/*",
     ]
@@ -90,8 +139,11 @@ def java_tool(
     )
 
 
-def mqadmin(cfg: StackConfig, *args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
-    """RocketMQ's admin tool: ``mqadmin(cfg, "updateTopic", "-t", "T", "-c", "DefaultCluster")``."""
+def mqadmin(
+    cfg: StackConfig, *args: str, timeout_s: float = 60, namesrv: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """RocketMQ's admin tool: ``mqadmin(cfg, "updateTopic", "-t", "T", "-c", "DefaultCluster")``
+    (``namesrv``: another cluster's, the replica's)."""
     if not args:
         raise ValueError("mqadmin needs a sub-command")
     return java_tool(
@@ -99,7 +151,7 @@ def mqadmin(cfg: StackConfig, *args: str, timeout_s: float = 60) -> subprocess.C
         "org.apache.rocketmq.tools.command.MQAdminStartup",
         *args,
         "-n",
-        cfg.namesrv_address,
+        namesrv or cfg.namesrv_address,
         timeout_s=timeout_s,
     )
 
@@ -120,25 +172,29 @@ def _write_properties(path: Path, values: dict[str, object]) -> None:
 
 
 class NameServer:
-    def __init__(self, cfg: StackConfig) -> None:
+    def __init__(self, cfg: StackConfig, layout: Layout | None = None) -> None:
         self.cfg = cfg
-        self.proc = ManagedProcess("rocketmq-namesrv", cfg.state_dir)
+        self.layout = layout or primary(cfg)
+        self.proc = ManagedProcess(f"{self.layout.service}-namesrv", cfg.state_dir)
 
     def start(self) -> None:
         if self.healthy():
             return
         ensure_jars(self.cfg)
-        ensure_port_free("rocketmq name server", self.cfg.host, self.cfg.namesrv_port, "SLUICE_NAMESRV_PORT")
-        conf = home(self.cfg) / "conf" / "namesrv.properties"
-        _write_properties(conf, {"listenPort": self.cfg.namesrv_port, "bindAddress": self.cfg.host})
+        ensure_port_free(
+            f"{self.layout.service} name server", self.cfg.host, self.layout.namesrv_port,
+            f"{self.layout.env_prefix}NAMESRV_PORT",
+        )  # fmt: skip
+        conf = self.layout.home(self.cfg) / "conf" / "namesrv.properties"
+        _write_properties(conf, {"listenPort": self.layout.namesrv_port, "bindAddress": self.cfg.host})
         self.proc.start(
-            [*_jvm(self.cfg, "256m"), "org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(conf)],
-            env={"ROCKETMQ_HOME": str(home(self.cfg))},
+            [*_jvm(self.cfg, "256m", self.layout), "org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(conf)],
+            env={"ROCKETMQ_HOME": str(self.layout.home(self.cfg))},
         )
-        wait_until(self.healthy, service="rocketmq name server", proc=self.proc, timeout_s=60)
+        wait_until(self.healthy, service=f"{self.layout.service} name server", proc=self.proc, timeout_s=60)
 
     def healthy(self) -> bool:
-        return self.proc.is_running() and port_open(self.cfg.host, self.cfg.namesrv_port)
+        return self.proc.is_running() and port_open(self.cfg.host, self.layout.namesrv_port)
 
     def stop(self) -> None:
         self.proc.stop()
@@ -147,24 +203,30 @@ class NameServer:
 class Broker:
     """Broker + gRPC proxy (local mode) in one JVM."""
 
-    def __init__(self, cfg: StackConfig) -> None:
+    def __init__(self, cfg: StackConfig, layout: Layout | None = None) -> None:
         self.cfg = cfg
-        self.proc = ManagedProcess("rocketmq-broker", cfg.state_dir)
+        self.layout = layout or primary(cfg)
+        self.proc = ManagedProcess(f"{self.layout.service}-broker", cfg.state_dir)
+
+    @property
+    def _heap(self) -> str:
+        """The replica carries copies only (tests, demos, the benchmark): half the heap."""
+        return "1g" if self.layout.service == "rocketmq" else "512m"
 
     def _write_config(self) -> tuple[Path, Path]:
-        store = home(self.cfg) / "store"
-        broker_conf = home(self.cfg) / "conf" / "broker.properties"
+        store = self.layout.home(self.cfg) / "store"
+        broker_conf = self.layout.home(self.cfg) / "conf" / "broker.properties"
         _write_properties(
             broker_conf,
             {
-                "brokerClusterName": CLUSTER_NAME,
-                "brokerName": BROKER_NAME,
+                "brokerClusterName": self.layout.cluster,
+                "brokerName": self.layout.broker,
                 "brokerId": 0,
                 "brokerIP1": self.cfg.host,
                 "bindAddress": self.cfg.host,
-                "listenPort": self.cfg.broker_port,
-                "haListenPort": self.cfg.broker_port + 1,
-                "namesrvAddr": self.cfg.namesrv_address,
+                "listenPort": self.layout.broker_port,
+                "haListenPort": self.layout.broker_port + 1,
+                "namesrvAddr": self.layout.namesrv_address,
                 "storePathRootDir": store,
                 "storePathCommitLog": store / "commitlog",
                 "autoCreateTopicEnable": "false",
@@ -193,14 +255,14 @@ class Broker:
                 "maxTransferBytesOnMessageInDisk": 8 * 1024 * 1024,
             },
         )
-        proxy_conf = home(self.cfg) / "conf" / "rmq-proxy.json"
+        proxy_conf = self.layout.home(self.cfg) / "conf" / "rmq-proxy.json"
         proxy_conf.write_text(
             json.dumps(
                 {
-                    "rocketMQClusterName": CLUSTER_NAME,
-                    "namesrvAddr": self.cfg.namesrv_address,
-                    "grpcServerPort": self.cfg.proxy_port,
-                    "remotingListenPort": self.cfg.proxy_port + 1,
+                    "rocketMQClusterName": self.layout.cluster,
+                    "namesrvAddr": self.layout.namesrv_address,
+                    "grpcServerPort": self.layout.proxy_port,
+                    "remotingListenPort": self.layout.proxy_port + 1,
                 }
             )
         )
@@ -213,17 +275,17 @@ class Broker:
         # The broker also listens on its port - 2 (the "fast" remoting port) and + 1 (HA), the proxy
         # on its port + 1 (remoting): a taken one kills the JVM with a bind error, so name it first.
         for service, port, env_var in (
-            ("rocketmq broker", self.cfg.broker_port, "SLUICE_BROKER_PORT"),
-            ("rocketmq broker (fast remoting, its port - 2)", self.cfg.broker_port - 2, "SLUICE_BROKER_PORT"),
-            ("rocketmq broker (HA, its port + 1)", self.cfg.broker_port + 1, "SLUICE_BROKER_PORT"),
-            ("rocketmq proxy", self.cfg.proxy_port, "SLUICE_PROXY_PORT"),
-            ("rocketmq proxy (remoting, its port + 1)", self.cfg.proxy_port + 1, "SLUICE_PROXY_PORT"),
+            (f"{self.layout.service} broker", self.layout.broker_port, f"{self.layout.env_prefix}BROKER_PORT"),
+            (f"{self.layout.service} broker (fast remoting, its port - 2)", self.layout.broker_port - 2, f"{self.layout.env_prefix}BROKER_PORT"),
+            (f"{self.layout.service} broker (HA, its port + 1)", self.layout.broker_port + 1, f"{self.layout.env_prefix}BROKER_PORT"),
+            (f"{self.layout.service} proxy", self.layout.proxy_port, f"{self.layout.env_prefix}PROXY_PORT"),
+            (f"{self.layout.service} proxy (remoting, its port + 1)", self.layout.proxy_port + 1, f"{self.layout.env_prefix}PROXY_PORT"),
         ):
             ensure_port_free(service, self.cfg.host, port, env_var)
         broker_conf, proxy_conf = self._write_config()
         self.proc.start(
             [
-                *_jvm(self.cfg, "1g"),
+                *_jvm(self.cfg, self._heap, self.layout),
                 "org.apache.rocketmq.proxy.ProxyStartup",
                 "-pm",
                 "Local",
@@ -232,11 +294,11 @@ class Broker:
                 "-pc",
                 str(proxy_conf),
                 "-n",
-                self.cfg.namesrv_address,
+                self.layout.namesrv_address,
             ],
-            env={"ROCKETMQ_HOME": str(home(self.cfg))},
+            env={"ROCKETMQ_HOME": str(self.layout.home(self.cfg))},
         )
-        wait_until(self.healthy, service="rocketmq broker", proc=self.proc, timeout_s=120, interval_s=1)
+        wait_until(self.healthy, service=f"{self.layout.service} broker", proc=self.proc, timeout_s=120, interval_s=1)
 
     def registered(self, timeout_s: float = REGISTERED_TIMEOUT_S) -> bool:
         """The broker is listed by the name server (what clients need to find it): the name
@@ -246,7 +308,7 @@ class Broker:
         Asked with Sluice's own client, not ``mqadmin``: a health check must not start a JVM.
         """
         client = SyncRocketMQClient(
-            self.cfg.namesrv_address, connect_timeout_s=timeout_s, request_timeout_s=timeout_s, max_retries=0
+            self.layout.namesrv_address, connect_timeout_s=timeout_s, request_timeout_s=timeout_s, max_retries=0
         )
         try:
             info = client.cluster_info(timeout_s=timeout_s)
@@ -254,13 +316,13 @@ class Broker:
             return False
         finally:
             client.close()
-        return self.cfg.broker_address in info.masters.values()
+        return self.layout.broker_address in info.masters.values()
 
     def healthy(self) -> bool:
         return (
             self.proc.is_running()
-            and port_open(self.cfg.host, self.cfg.broker_port)
-            and port_open(self.cfg.host, self.cfg.proxy_port)
+            and port_open(self.cfg.host, self.layout.broker_port)
+            and port_open(self.cfg.host, self.layout.proxy_port)
             and self.registered()
         )
 

@@ -17,7 +17,7 @@ from sluice.deploy.local.mariadb import MariaDB
 from sluice.deploy.local.opensearch import OpenSearch
 from sluice.deploy.local.postgres import Postgres
 from sluice.deploy.local.process import StackError
-from sluice.deploy.local.rocketmq import Broker, NameServer, ensure_jars
+from sluice.deploy.local.rocketmq import Broker, NameServer, ensure_jars, replica
 from sluice.deploy.local.temporal import Temporal
 
 
@@ -27,7 +27,10 @@ class Service(Protocol):
     def healthy(self) -> bool: ...
 
 
-SERVICE_NAMES = ("postgres", "mariadb", "temporal", "rocketmq-namesrv", "rocketmq-broker", "opensearch")
+SERVICE_NAMES = (
+    "postgres", "mariadb", "temporal", "rocketmq-namesrv", "rocketmq-broker", "rocketmq-replica-namesrv",
+    "rocketmq-replica-broker", "opensearch",
+)  # fmt: skip
 
 
 def services(cfg: StackConfig) -> dict[str, Service]:
@@ -37,6 +40,8 @@ def services(cfg: StackConfig) -> dict[str, Service]:
         "temporal": Temporal(cfg),
         "rocketmq-namesrv": NameServer(cfg),
         "rocketmq-broker": Broker(cfg),
+        "rocketmq-replica-namesrv": NameServer(cfg, replica(cfg)),
+        "rocketmq-replica-broker": Broker(cfg, replica(cfg)),
         "opensearch": OpenSearch(cfg),
     }
 
@@ -56,6 +61,8 @@ def _address(cfg: StackConfig, name: str) -> str:
         "temporal": f"{cfg.temporal_address} (UI {cfg.temporal_ui_url})",
         "rocketmq-namesrv": cfg.namesrv_address,
         "rocketmq-broker": f"{cfg.broker_address} (gRPC proxy {cfg.proxy_address})",
+        "rocketmq-replica-namesrv": cfg.replica_namesrv_address,
+        "rocketmq-replica-broker": f"{cfg.replica_broker_address} (gRPC proxy {cfg.replica_proxy_address})",
         "opensearch": cfg.opensearch_url,
     }[name]
 
@@ -138,8 +145,7 @@ def _report(cfg: StackConfig, health: dict[str, bool]) -> list[ServiceStatus]:
 
 def restart_service(cfg: StackConfig, name: str) -> None:
     """Stop and start one service (fault-injection tests); waits until it is healthy again."""
-    if name == "broker":
-        name = "rocketmq-broker"
+    name = {"broker": "rocketmq-broker", "replica-broker": "rocketmq-replica-broker"}.get(name, name)
     svc = services(cfg)[name]
     svc.stop()
     svc.start()
