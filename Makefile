@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv up down status demo demo-cdc demo-search demo-lake demo-file test test-fast lint bench-rocketmq bench-pipeline bench-db bench-cdc bench-cdc-batch bench-binlog bench-scale bench-search bench-lake bench-cold-job clean-state
+.PHONY: venv up down status demo demo-cdc demo-search demo-lake demo-file test test-fast lint bench-rocketmq bench-pipeline bench-db bench-cdc bench-cdc-batch bench-binlog bench-scale bench-search bench-lake bench-cold-job bench-replicator clean-state
 
 $(STAMP): pyproject.toml
 	@command -v java >/dev/null || (apt-get update -q && apt-get install -y -q openjdk-17-jdk-headless)
@@ -73,6 +73,9 @@ bench-pipeline: up
 
 bench-db: up
 	$(BIN)/python -m bench.db_bench $(BENCH_ROWS)
+
+bench-replicator: up
+	$(BIN)/python -m bench.replicator_bench $(BENCH_MESSAGES)
 
 bench-cold-job: up
 	$(BIN)/python -m bench.cold_job $(BENCH_ROWS)

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from temporalio import activity
@@ -33,6 +34,7 @@ from sluice.activities.task_metrics import BatchMeter, partition_lag
 from sluice.activities.validation import secret_fields, validate_config
 from sluice.activities.warm_up import task_started
 from sluice.connectors.api import (
+    ReportsLagSeconds,
     SinkConnector,
     SourceConnector,
     TransactionalSink,
@@ -191,7 +193,7 @@ class ConnectorActivities:
                     self._report(inp, waiting)
                     reported = waiting
                 if plan is None:
-                    self._report_metrics(inp, meter.idle(runner.setup.backlog))
+                    self._report_metrics(inp, meter.idle(runner.setup.backlog), runner)
                     meters.lag(partition_lag(runner.setup.backlog, None))
                     meters.phase(TaskPhase.IDLE)
                     hb.progress.phase = "idle"
@@ -227,7 +229,7 @@ class ConnectorActivities:
                 hb.progress.lag = lag or {}
                 hb.beat()
                 meters.committed(records, ran, lag)
-                self._report_metrics(inp, meter.committed(plan, records, runner.setup.backlog))
+                self._report_metrics(inp, meter.committed(plan, records, runner.setup.backlog), runner)
             outcome = TaskOutcome(inp.task_id, hb.progress.batches, hb.progress.records)
         if activity.is_cancelled():
             raise CancelledError("task stopped between batches")
@@ -248,9 +250,17 @@ class ConnectorActivities:
             info = activity.info()
             reporter.send(info.workflow_id or "", TaskReport(inp.task_id, inp.generation, detail))
 
-    def _report_metrics(self, inp: TaskInput, metrics: TaskMetrics | None) -> None:
-        """Last batch, records/s and lag for status and the Temporal UI (when a report is due)."""
+    def _report_metrics(self, inp: TaskInput, metrics: TaskMetrics | None, runner: BatchRunner) -> None:
+        """Last batch, records/s and lag for status and the Temporal UI (when a report is due),
+        each partition's lag in records and seconds for a task that tells it (ReportsLagSeconds)."""
         reporter = self.ctx.reporter
+        task = getattr(runner, "task", None)
+        if metrics is not None and isinstance(task, ReportsLagSeconds):
+            setup = runner.setup
+            seconds = task.lag_seconds({str(k): p for k, p in setup.positions.committed.items()})
+            records = partition_lag(setup.backlog, None) or {}
+            setup.meters.partition_lag(records, seconds)
+            metrics = replace(metrics, partition_lag=records, lag_seconds=seconds)
         if reporter is not None and metrics is not None:
             info = activity.info()
             reporter.send(info.workflow_id or "", TaskReport(inp.task_id, inp.generation, metrics=metrics))

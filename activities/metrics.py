@@ -45,6 +45,17 @@ SOURCE_LAG = Gauge(
     "Units (records, bytes, change events) the source task is behind, as last planned.",
     (*TASK_LABELS, "unit"),
 )
+PARTITION_LAG_SECONDS = Gauge(
+    "sluice_partition_lag_seconds",
+    "Seconds a source partition is behind, for tasks that tell (a replicator's source queue: since "
+    "its oldest message not copied yet was stored; a heartbeat task: end to end).",
+    (*TASK_LABELS, "partition"),
+)
+PARTITION_LAG = Gauge(
+    "sluice_partition_lag_records",
+    "Records a source partition is behind, for tasks that tell their lag in time (a replicator's queue).",
+    (*TASK_LABELS, "partition"),
+)
 SINK_RECORDS = Counter(
     "sluice_sink_records",
     "Messages a sink task read from RocketMQ and wrote in committed batches (sink-record-read-total).",
@@ -153,6 +164,13 @@ class TaskMeters:
         OFFSET_COMMITS.labels(*self.labels, "success").inc()
         LAST_COMMIT.labels(*self.labels).set(time.time())
         self.lag(lag)
+
+    def partition_lag(self, records: Mapping[str, int], seconds: Mapping[str, float]) -> None:
+        """Per partition, for a task that tells its lag in time (api.ReportsLagSeconds)."""
+        for partition, units in records.items():
+            PARTITION_LAG.labels(*self.labels, partition).set(units)
+        for partition, behind in seconds.items():
+            PARTITION_LAG_SECONDS.labels(*self.labels, partition).set(behind)
 
     def failed(self) -> None:
         """A batch raised before its commit (the task fails or retries it)."""

@@ -85,7 +85,7 @@ def stack_command(
         print(json.dumps({"healthy": healthy, "services": local.status_as_dicts(statuses)}, indent=2))
     else:
         for s in statuses:
-            print(f"{s.name:<18} {'up' if s.healthy else 'DOWN':<5} {s.address}")
+            print(f"{s.name:<24} {'up' if s.healthy else 'DOWN':<5} {s.address}")
         print(f"Temporal UI: {cfg.temporal_ui_url}")
     if action == "up" and (warning := local.stack_disk_warning(cfg)):
         print(f"{STATE.prog}: warning: {warning}", file=sys.stderr)

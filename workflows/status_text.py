@@ -31,6 +31,12 @@ def _figures(m: TaskMetrics, running: bool) -> str:
     if running:
         parts.append(f"{m.records_per_s:,.1f} records/s")
     parts.append(f"lag {m.lag:,} {m.lag_unit}" if m.lag >= 0 else "lag unknown")
+    if m.lag_seconds:  # a replicator's queues, a heartbeat's end-to-end lag
+        each = (
+            f"{p} {m.partition_lag.get(p, 0):,} {m.lag_unit}/{s:,.1f} s"
+            for p, s in sorted(m.lag_seconds.items())
+        )
+        parts.append("behind: " + ", ".join(each))
     return "; ".join(parts)
 
 

@@ -120,6 +120,10 @@ class TaskMetrics:
     records_per_s: float = 0.0  # since the previous report
     lag: int = -1  # units between the committed and the latest positions; -1: unknown
     lag_unit: str = "records"  # or "bytes" (file sources count bytes)
+    #: per partition, for a task that tells its lag in time (a replicator's source queues): units
+    #: and seconds behind (since the oldest message not copied yet was stored)
+    partition_lag: dict[str, int] = field(default_factory=dict)
+    lag_seconds: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

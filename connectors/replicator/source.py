@@ -31,7 +31,14 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from sluice.connectors.api import SourceConnector, SourceTask, TargetCluster, TopicShape
-from sluice.connectors.config import ConfigDef, ConfigField, FieldError, at_least, non_empty
+from sluice.connectors.config import (
+    ConfigDef,
+    ConfigField,
+    FieldError,
+    at_least,
+    idle_backoff_field,
+    non_empty,
+)
 from sluice.connectors.model import BatchPlan, DataLossPolicy, PartitionRange
 from sluice.connectors.planning import natural_key
 from sluice.connectors.positions import Position, offset_batch_end
@@ -80,6 +87,7 @@ def _property_filter(value: Any) -> str | None:
 
 REPLICATOR_FIELDS: Final = (
     *CLUSTER_FIELDS,
+    idle_backoff_field(200, "200 ms: a replicator's lag is the window a failover loses to it"),
     ConfigField("src.topictags", str, doc="topics and tags copied: 'topic,TagA||TagB;topic2,*'",
                 validator=_topic_tags),
     ConfigField("dest.topic", str, "", doc="one topic every source topic is copied into (default: "
@@ -207,6 +215,8 @@ class ReplicatorSourceTask(SourceTask):
         self._syncs = SyncWriter(self._dest, str(config["offset.syncs.topic"]), self.name)
         #: the source queues of each copied topic, looked up at each planning
         self._queues: dict[str, list[MessageQueue]] = {}
+        #: each queue's end at the last planning (``lag_seconds``)
+        self._latest: dict[str, Position] = {}
 
     @property
     def client(self) -> SyncRocketMQClient:
@@ -247,7 +257,23 @@ class ReplicatorSourceTask(SourceTask):
         }
 
     def latest_positions(self, committed: Mapping[str, Position]) -> dict[str, Position]:
-        return {p: Position((self.client.max_offset(self._queue(p)),)) for p in self.partitions()}
+        self._latest = {p: Position((self.client.max_offset(self._queue(p)),)) for p in self.partitions()}
+        return self._latest
+
+    def lag_seconds(self, committed: Mapping[str, Position]) -> dict[str, float]:
+        """ReportsLagSeconds: per source queue, how long its oldest message not copied yet has
+        been stored (0 when the queue is copied through)."""
+        now_ms = time.time() * 1000
+        out: dict[str, float] = {}
+        for partition, latest in self._latest.items():
+            done = committed.get(partition)
+            start = done.offset if done is not None else latest.offset
+            behind = 0.0
+            if start < latest.offset:
+                pulled = self.client.pull(self._queue(partition), start, 1).messages
+                behind = max(0.0, (now_ms - pulled[0].store_timestamp_ms) / 1000) if pulled else 0.0
+            out[partition] = round(behind, 3)
+        return out
 
     def batch_end(self, partition: str, start: Position, latest: Position, budget: int | None) -> Position:
         """At most what ``sync.tps`` allows now (``_Tokens``)."""

@@ -188,7 +188,12 @@ class NameServer:
         conf = self.layout.home(self.cfg) / "conf" / "namesrv.properties"
         _write_properties(conf, {"listenPort": self.layout.namesrv_port, "bindAddress": self.cfg.host})
         self.proc.start(
-            [*_jvm(self.cfg, "256m", self.layout), "org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(conf)],
+            [
+                *_jvm(self.cfg, "256m", self.layout),
+                "org.apache.rocketmq.namesrv.NamesrvStartup",
+                "-c",
+                str(conf),
+            ],
             env={"ROCKETMQ_HOME": str(self.layout.home(self.cfg))},
         )
         wait_until(self.healthy, service=f"{self.layout.service} name server", proc=self.proc, timeout_s=60)
@@ -275,11 +280,27 @@ class Broker:
         # The broker also listens on its port - 2 (the "fast" remoting port) and + 1 (HA), the proxy
         # on its port + 1 (remoting): a taken one kills the JVM with a bind error, so name it first.
         for service, port, env_var in (
-            (f"{self.layout.service} broker", self.layout.broker_port, f"{self.layout.env_prefix}BROKER_PORT"),
-            (f"{self.layout.service} broker (fast remoting, its port - 2)", self.layout.broker_port - 2, f"{self.layout.env_prefix}BROKER_PORT"),
-            (f"{self.layout.service} broker (HA, its port + 1)", self.layout.broker_port + 1, f"{self.layout.env_prefix}BROKER_PORT"),
+            (
+                f"{self.layout.service} broker",
+                self.layout.broker_port,
+                f"{self.layout.env_prefix}BROKER_PORT",
+            ),
+            (
+                f"{self.layout.service} broker (fast remoting, its port - 2)",
+                self.layout.broker_port - 2,
+                f"{self.layout.env_prefix}BROKER_PORT",
+            ),
+            (
+                f"{self.layout.service} broker (HA, its port + 1)",
+                self.layout.broker_port + 1,
+                f"{self.layout.env_prefix}BROKER_PORT",
+            ),
             (f"{self.layout.service} proxy", self.layout.proxy_port, f"{self.layout.env_prefix}PROXY_PORT"),
-            (f"{self.layout.service} proxy (remoting, its port + 1)", self.layout.proxy_port + 1, f"{self.layout.env_prefix}PROXY_PORT"),
+            (
+                f"{self.layout.service} proxy (remoting, its port + 1)",
+                self.layout.proxy_port + 1,
+                f"{self.layout.env_prefix}PROXY_PORT",
+            ),
         ):
             ensure_port_free(service, self.cfg.host, port, env_var)
         broker_conf, proxy_conf = self._write_config()
@@ -298,7 +319,9 @@ class Broker:
             ],
             env={"ROCKETMQ_HOME": str(self.layout.home(self.cfg))},
         )
-        wait_until(self.healthy, service=f"{self.layout.service} broker", proc=self.proc, timeout_s=120, interval_s=1)
+        wait_until(
+            self.healthy, service=f"{self.layout.service} broker", proc=self.proc, timeout_s=120, interval_s=1
+        )
 
     def registered(self, timeout_s: float = REGISTERED_TIMEOUT_S) -> bool:
         """The broker is listed by the name server (what clients need to find it): the name
@@ -308,7 +331,10 @@ class Broker:
         Asked with Sluice's own client, not ``mqadmin``: a health check must not start a JVM.
         """
         client = SyncRocketMQClient(
-            self.layout.namesrv_address, connect_timeout_s=timeout_s, request_timeout_s=timeout_s, max_retries=0
+            self.layout.namesrv_address,
+            connect_timeout_s=timeout_s,
+            request_timeout_s=timeout_s,
+            max_retries=0,
         )
         try:
             info = client.cluster_info(timeout_s=timeout_s)

@@ -121,8 +121,17 @@ async def test_a_replicator_copies_each_queue_exactly_once_in_order_through_a_wo
         assert {e["REPLICATOR-source-topic"] for e in ext} == {topic}
         assert {e["REPLICATOR-BORN-SOURCE"] for e in ext} == {f"local_{CLUSTER_NAME}_here,"}
     assert copies() == total  # nothing more arrives: no message doubled
+    queues = {f"{topic}/broker-a:{q}" for q in range(4)}
+
+    async def lag_shown() -> bool:  # each source queue's lag, in messages and seconds, in status
+        status = await sluice.status(name)
+        shown = {p for t in status.tasks if t.metrics for p in t.metrics.lag_seconds}
+        return shown == queues
+
+    await wait_for(lag_shown, 60, "every source queue's lag in the connector's status")
     status = await sluice.status(name)
     assert status.kind == "source" and not [t for t in status.tasks if t.error]
+    assert all(s >= 0 for t in status.tasks if t.metrics for s in t.metrics.lag_seconds.values())
     await sluice.delete(name)
 
 

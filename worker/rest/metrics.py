@@ -70,6 +70,11 @@ def state_families(statuses: list[ConnectorStatus]) -> list[Metric]:
         "Lag the task last reported, in its unit.",
         labels=["connector", "task", "unit"],
     )
+    behind = GaugeMetricFamily(
+        "sluice_task_reported_lag_seconds",
+        "Seconds each partition was behind as the task last reported (a replicator's source queues).",
+        labels=["connector", "task", "partition"],
+    )
     for s in statuses:
         connector.add_metric([s.name, s.state.value], 1)
         for t in s.tasks:
@@ -79,7 +84,9 @@ def state_families(statuses: list[ConnectorStatus]) -> list[Metric]:
                 rate.add_metric([s.name, str(t.task_id)], m.records_per_s)
                 if m.lag >= 0:
                     lag.add_metric([s.name, str(t.task_id), m.lag_unit], m.lag)
-    return [connector, task, rate, lag]
+                for partition, seconds in m.lag_seconds.items():
+                    behind.add_metric([s.name, str(t.task_id), partition], seconds)
+    return [connector, task, rate, lag, behind]
 
 
 @router.get("/metrics", dependencies=[Depends(reader)], response_class=Response)

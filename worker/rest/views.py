@@ -51,8 +51,21 @@ def task_ids(status: ConnectorStatus) -> list[dict[str, Any]]:
 
 
 # ---- RocketMQ Connect ------------------------------------------------------------------------
+def partition_lag(task: TaskStatus) -> dict[str, dict[str, float]] | None:
+    """Each partition's lag in records and seconds, for a task that tells it (a replicator's
+    source queues): an extra field of the task's status, which Connect clients pass over."""
+    m = task.metrics
+    if m is None or not m.lag_seconds:
+        return None
+    return {
+        p: {"records": m.partition_lag.get(p, -1), "seconds": s} for p, s in sorted(m.lag_seconds.items())
+    }
+
+
 def rmq_task_status(task: TaskStatus, worker: str) -> dict[str, Any]:
-    return {"state": str(task.state), "trace": trace(task), "workerId": worker, "id": task.task_id}
+    doc = {"state": str(task.state), "trace": trace(task), "workerId": worker, "id": task.task_id}
+    lag = partition_lag(task)
+    return {**doc, "lag": lag} if lag else doc
 
 
 def rmq_status(status: ConnectorStatus, worker: str) -> dict[str, Any]:
@@ -108,6 +121,9 @@ def kafka_task_status(task: TaskStatus, worker: str) -> dict[str, Any]:
     doc: dict[str, Any] = {"id": task.task_id, "state": str(task.state), "worker_id": worker}
     if task.error:
         doc["trace"] = task.error
+    lag = partition_lag(task)
+    if lag:
+        doc["lag"] = lag
     return doc
 
 
