@@ -16,8 +16,8 @@ With ``sync.group.offsets.enabled=true`` the translated offsets are committed to
 the target cluster once the checkpoint is committed, while no consumer of the group is online
 there, and never backwards: a consumer switched to the target then resumes where it stopped.
 
-A round is the partition ``checkpoints`` at position ``round`` (wall-clock milliseconds over the
-interval); a re-run round reads the groups' offsets again (they only move forward).
+A round (connectors.replicator.rounds) that is re-run reads the groups' offsets again: they only
+move forward.
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from sluice.connectors.api import SourceConnector, SourceTask, TargetCluster
+from sluice.connectors.api import SourceConnector, TargetCluster
 from sluice.connectors.config import ConfigDef, ConfigField, at_least, non_empty
 from sluice.connectors.model import BatchPlan, PartitionRange
 from sluice.connectors.planning import natural_key
-from sluice.connectors.positions import Position
 from sluice.connectors.replicator.cluster import CLUSTER_FIELDS, client_of, dest_cluster, source_cluster
+from sluice.connectors.replicator.rounds import RoundsTask
 from sluice.connectors.replicator.syncs import read_syncs
 from sluice.connectors.replicator.topics import copied_topics
 from sluice.connectors.replicator.translation import Copy, SyncIndex, first_after, forward_only, least
@@ -72,17 +72,16 @@ class ReplicatorCheckpointConnector(SourceConnector):
         return [dict(config)]  # one task, as RocketMQ Connect's
 
 
-class ReplicatorCheckpointTask(SourceTask):
+class ReplicatorCheckpointTask(RoundsTask):
     """See the module docstring."""
 
-    position_unit = "records"
+    rounds = ROUNDS
 
     def __init__(self, config: Mapping[str, Any], task_id: int) -> None:
-        super().__init__(config, task_id)
+        super().__init__(config, task_id, int(config["checkpoint.interval.ms"]))
         self._source, self._dest = source_cluster(config), dest_cluster(config)
         self._topics = copied_topics(config)
         self._groups = [str(g) for g in config["sync.gids"]]
-        self._interval_ms = int(config["checkpoint.interval.ms"])
         self._commits = bool(config.get("sync.group.offsets.enabled"))
         self._sync_topic = str(config["offset.syncs.topic"])
         self._index = SyncIndex()
@@ -106,21 +105,6 @@ class ReplicatorCheckpointTask(SourceTask):
 
     def target_cluster(self) -> TargetCluster:
         return self._dest
-
-    def partitions(self) -> list[str]:
-        return [ROUNDS]
-
-    def _round(self) -> int:
-        return int(time.time() * 1000) // self._interval_ms
-
-    def earliest_positions(self) -> dict[str, Position]:
-        return {ROUNDS: Position((0,))}  # the first batch is one round, however late it starts
-
-    def latest_positions(self, committed: Mapping[str, Position]) -> dict[str, Position]:
-        return {ROUNDS: Position((self._round(),))}
-
-    def batch_end(self, partition: str, start: Position, latest: Position, budget: int | None) -> Position:
-        return latest  # one checkpoint of every group per round, however many rounds passed
 
     def read(self, ranges: Sequence[PartitionRange]) -> SourceRead:
         """This round's checkpoints, translated now (module docstring)."""

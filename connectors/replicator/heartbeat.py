@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
 
-from sluice.connectors.api import SourceConnector, SourceTask, TargetCluster
+from sluice.connectors.api import SourceConnector, TargetCluster
 from sluice.connectors.config import ConfigDef, ConfigField, at_least, non_empty
 from sluice.connectors.model import PartitionRange
 from sluice.connectors.positions import Position
 from sluice.connectors.replicator.cluster import CLUSTER_FIELDS, client_of, dest_cluster, source_cluster
+from sluice.connectors.replicator.rounds import RoundsTask
 from sluice.connectors.replicator.topics import target_topic
 from sluice.connectors.source_reads import SourceRead, record_table
 
@@ -50,15 +51,14 @@ class ReplicatorHeartbeatConnector(SourceConnector):
         return [dict(config)]  # one task, as RocketMQ Connect's
 
 
-class ReplicatorHeartbeatTask(SourceTask):
+class ReplicatorHeartbeatTask(RoundsTask):
     """See the module docstring."""
 
-    position_unit = "records"
+    rounds = BEATS
 
     def __init__(self, config: Mapping[str, Any], task_id: int) -> None:
-        super().__init__(config, task_id)
+        super().__init__(config, task_id, int(config["heartbeat.interval.ms"]))
         self._source, self._dest = source_cluster(config), dest_cluster(config)
-        self._interval_ms = int(config["heartbeat.interval.ms"])
         self._topic = str(config["heartbeat.topic"])
         self._copies = target_topic(self._topic, config)
         self._dst: SyncRocketMQClient | None = None
@@ -75,21 +75,6 @@ class ReplicatorHeartbeatTask(SourceTask):
 
     def topic_of(self, partition: str) -> str:
         return self._topic
-
-    def partitions(self) -> list[str]:
-        return [BEATS]
-
-    def _round(self) -> int:
-        return int(time.time() * 1000) // self._interval_ms
-
-    def earliest_positions(self) -> dict[str, Position]:
-        return {BEATS: Position((0,))}
-
-    def latest_positions(self, committed: Mapping[str, Position]) -> dict[str, Position]:
-        return {BEATS: Position((self._round(),))}
-
-    def batch_end(self, partition: str, start: Position, latest: Position, budget: int | None) -> Position:
-        return latest
 
     def read(self, ranges: Sequence[PartitionRange]) -> SourceRead:
         rows = [r for r in ranges if not r.is_empty]
@@ -123,7 +108,7 @@ class ReplicatorHeartbeatTask(SourceTask):
                     self._sent_ms = [t for t in self._sent_ms if t > int(started)]
             self._read_to[mq.key] = end
         waiting = (time.time() * 1000 - self._sent_ms[0]) / 1000 if self._sent_ms else 0.0
-        lag = max(self._lag_s or 0.0, waiting if waiting > self._interval_ms / 1000 else 0.0)
+        lag = max(self._lag_s or 0.0, waiting if waiting > self.interval_ms / 1000 else 0.0)
         return {LAG: round(lag, 3)}
 
     def close(self) -> None:

@@ -184,3 +184,44 @@ async def test_a_group_moved_to_the_target_after_a_checkpoint_resumes_where_it_s
         assert _content(_queue(replica_admin, topic, q, offset)) == _content(left)
     await sluice.delete(f"{name}-checkpoint")
     await sluice.delete(name)
+
+
+@pytest.mark.timeout(300)
+async def test_heartbeats_copied_by_a_replicator_show_the_lag_end_to_end(
+    start_worker, sluice, stack_config: StackConfig, replica_admin: SyncRocketMQClient
+) -> None:
+    beats = f"HB_{uuid.uuid4().hex[:10]}"
+    start_worker()
+    name = f"heartbeat-{uuid.uuid4().hex[:8]}"
+    await sluice.create(name, {
+        "connector.class": "org.apache.rocketmq.replicator.ReplicatorHeartbeatConnector",
+        **_clusters(stack_config), "heartbeat.topic": beats, "heartbeat.interval.ms": "300",
+        "poll.interval.ms": "100", **FAST_HEARTBEAT,
+    })  # fmt: skip
+    await sluice.create(
+        f"{name}-copy", _replicator(stack_config, beats, **{"consumefromwhere": "CONSUME_FROM_FIRST_OFFSET"})
+    )
+
+    async def lag_shown() -> bool:
+        status = await sluice.status(name)
+        return any(t.metrics and "end-to-end" in t.metrics.lag_seconds for t in status.tasks)
+
+    await wait_for(
+        lambda: replica_admin.topic_exists(beats) and _total_of(replica_admin, beats) >= 3,
+        120,
+        "copied heartbeats",
+    )
+    await wait_for(lag_shown, 60, "the heartbeat's end-to-end lag in status")
+    copy = next(m for q in range(4) for m in _queue(replica_admin, beats, q))
+    assert copy.body == b"ping" and copy.properties["heartbeatStartAt"].isdigit()
+    status = await sluice.status(name)
+    (lag,) = [
+        t.metrics.lag_seconds["end-to-end"] for t in status.tasks if t.metrics and t.metrics.lag_seconds
+    ]
+    assert 0 <= lag < 30
+    await sluice.delete(f"{name}-copy")
+    await sluice.delete(name)
+
+
+def _total_of(client: SyncRocketMQClient, topic: str) -> int:
+    return sum(client.max_offset(mq) for mq in client.queues(topic))
