@@ -11,12 +11,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
-from sluice.connectors.record_tables import has_header
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 BORN_SOURCE: Final = "REPLICATOR-BORN-SOURCE"
 #: as RocketMQ Connect's copies carry it on the wire (connectors.replicator.reads)
@@ -55,6 +53,9 @@ def copied(
     target_label: str,
 ) -> pa.Array:
     """Per message, whether it is copied (module docstring)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     n = len(tags)
     keep = pa.array([True] * n, pa.bool_())
     if wanted_tags is not None:
@@ -76,6 +77,11 @@ def copied(
 
 
 def _holds(properties: pa.Array, name: str, value: str | None) -> pa.Array:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from sluice.connectors.record_tables import has_header
+
     if value is None:
         return has_header(properties, name)
     if not len(properties):

@@ -16,8 +16,6 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-import pyarrow as pa
-
 from sluice.connectors.api import SourceConnector, TargetCluster
 from sluice.connectors.config import ConfigDef, ConfigField, at_least, non_empty
 from sluice.connectors.model import PartitionRange
@@ -80,6 +78,8 @@ class ReplicatorHeartbeatTask(RoundsTask):
         rows = [r for r in ranges if not r.is_empty]
         if not rows:
             return SourceRead()
+        import pyarrow as pa
+
         now = int(time.time() * 1000)
         self._sent_ms.append(now)
         headers = pa.array(

@@ -49,12 +49,12 @@ from sluice.connectors.replicator.cluster import (
     source_cluster,
 )
 from sluice.connectors.replicator.filters import PropertyFilter, parse_property_filter
-from sluice.connectors.replicator.reads import QueueRead, read_queue, replicated_schema
 from sluice.connectors.replicator.syncs import SyncWriter
 from sluice.connectors.replicator.topics import CopiedTopic, copied_topics, parse_topic_tags
 from sluice.connectors.source_reads import ArrowSplits, SourceRead
 
 if TYPE_CHECKING:
+    from sluice.connectors.replicator.reads import QueueRead
     from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
     from sluice.connectors.rocketmq.values import MessageQueue, TopicRoute
 
@@ -325,12 +325,16 @@ class ReplicatorSourceTask(SourceTask):
 
     # ---- reading --------------------------------------------------------------------------------
     def read(self, ranges: Sequence[PartitionRange]) -> SourceRead:
+        from sluice.connectors.replicator.reads import read_queue, replicated_schema
+
         splits = tuple(self._read_of(r) for r in ranges if not r.is_empty)
         if not splits:
             return SourceRead()
         return SourceRead(splits=(ArrowSplits(replicated_schema(), splits, partial(read_queue)),))
 
     def _read_of(self, r: PartitionRange) -> QueueRead:
+        from sluice.connectors.replicator.reads import QueueRead
+
         mq = self._queue(r.partition)
         copied = self._topics[mq.topic]
         return QueueRead(

@@ -87,6 +87,9 @@ def test_third_party_entry_point() -> None:
         "opensearch-sink",
         "postgres-cdc",
         "postgres-sink",
+        "rocketmq-replicator",
+        "rocketmq-replicator-checkpoint",
+        "rocketmq-replicator-heartbeat",
     ]
     assert load_transform_class("AcmeTransform", extra=THIRD_PARTY) is ThirdPartyTransform
     assert load_transform_class("AcmeTransform$Key", extra=THIRD_PARTY) is ThirdPartyTransform
@@ -98,7 +101,7 @@ def test_unknown_connector_lists_known_names() -> None:
     assert str(info.value) == (
         "unknown connector 'mongodb-source'; known: delta-sink, dummy-sink, dummy-source, file-sink, "
         "file-source, iceberg-sink, jdbc-sink, jdbc-source, mysql-cdc, opensearch-sink, postgres-cdc, "
-        "postgres-sink "
+        "postgres-sink, rocketmq-replicator, rocketmq-replicator-checkpoint, rocketmq-replicator-heartbeat "
         "(or a 'package.module:Class' path)"
     )
 
