@@ -468,10 +468,14 @@ class TargetCluster:
     label: str = ""
     #: how errors name it ("target cluster DR (127.0.0.1:29876)")
     name: str = ""
+    #: the config keys that hold its access key, or that would turn signing on ("dest.access.key")
+    keys_named: str = ""
 
     def client_options(self) -> dict[str, str]:
-        """Keyword arguments of a RocketMQ client of this cluster (its keys, when it has them)."""
-        return {"access_key": self.access_key, "secret_key": self.secret_key} if self.access_key else {}
+        """Keyword arguments of a RocketMQ client of this cluster: its keys, when it has them, and
+        how a refusal names the cluster and the key."""
+        signed = {"access_key": self.access_key, "secret_key": self.secret_key} if self.access_key else {}
+        return {**signed, "label": f"{self.name} ({self.keys_named}):"} if self.name else signed
 
 
 @dataclass(frozen=True)

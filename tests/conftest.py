@@ -136,6 +136,15 @@ def rocketmq_admin(stack_config: StackConfig) -> Iterator[SyncRocketMQClient]:
         yield client
 
 
+@pytest.fixture(scope="session")
+def replica_admin(stack_config: StackConfig) -> Iterator[SyncRocketMQClient]:
+    """``rocketmq_admin`` of the stack's second cluster (what replicators copy into)."""
+    from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
+
+    with SyncRocketMQClient(stack_config.replica_namesrv_address) as client:
+        yield client
+
+
 @pytest.fixture
 def topic_name(rocketmq_admin: SyncRocketMQClient) -> str:
     """A fresh topic with 4 read and 4 write queues on every master of the local cluster, like

@@ -62,6 +62,7 @@ PATCH_PUBLISH_ON_CHANGE = "sluice-publish-on-change"
 PATCH_TYPED_OPTIONS = "sluice-typed-options"
 PATCH_LOST_WORKER_RETRY = "sluice-lost-worker-retries-at-once"
 PATCH_NUDGE_TASKS = "sluice-nudge-tasks-before-waiting-for-them"
+PATCH_RECONFIGURE_STARTS_FAILED = "sluice-reconfigure-starts-a-failed-connector"
 NUDGE_TIMEOUT = timedelta(seconds=5)
 
 # One attempt: the workflow retries the task itself (workflows/tasks.py) so status tells the truth.
@@ -443,7 +444,14 @@ class ConnectorWorkflow(OffsetUpdates):
         self.s.generation += 1
         self.s.restart_all = previous == ConnectorState.RUNNING
         self._apply_validation(result)
-        if previous != ConnectorState.RUNNING:
+        if previous == ConnectorState.FAILED and workflow.patched(PATCH_RECONFIGURE_STARTS_FAILED):
+            # A new config is how a failed connector is usually fixed (data.loss=skip, a corrected
+            # address): as in Kafka Connect, its tasks start again with it.
+            for task in self.s.tasks:
+                task.state = TaskState.RUNNING
+                task_rules.reset(task)
+            self.s.state, self.s.error = ConnectorState.RUNNING, ""
+        elif previous != ConnectorState.RUNNING:
             for task in self.s.tasks:
                 task.state = TaskState.STOPPED if previous == ConnectorState.STOPPED else TaskState.PAUSED
         self._poke()

@@ -53,6 +53,7 @@ def _cluster(config: Mapping[str, Any], side: str) -> TargetCluster:
         cluster=str(config.get(f"{side}.cluster") or ""),
         label=label,
         name=_name(config, side),
+        keys_named=f"signed with {side}.access.key" if signed else f"unsigned: {side}.acl.enable is false",
     )
 
 

@@ -587,8 +587,9 @@ class RocketMQClient(Transport):
         }
         what = f"send {len(group)} messages to {mq}"
         resp, _ = await self._broker_call(
-            mq.topic, mq.broker_name, RequestCode.SEND_BATCH_MESSAGE, fields, what, body=bytes(group.data)
-        )
+            mq.topic, mq.broker_name, RequestCode.SEND_BATCH_MESSAGE, fields, what, body=bytes(group.data),
+            once=True,
+        )  # fmt: skip
         return header_int(resp, "queueOffset", what)
 
 

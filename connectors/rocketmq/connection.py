@@ -26,6 +26,7 @@ from sluice.connectors.rocketmq.errors import (
     ProtocolError,
     RequestTimeoutError,
     RetriableError,
+    UnansweredError,
 )
 from sluice.connectors.rocketmq.remoting import RemotingCommand, decode_payload, encode_frame, frame_length
 
@@ -55,8 +56,13 @@ class Connection:
         self._closed_reason: str | None = None
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
 
-    def _unavailable(self, detail: str) -> RetriableError:
-        cls = NameServerUnavailableError if self.service == "name server" else BrokerUnavailableError
+    def _unavailable(self, detail: str, *, written: bool = False) -> RetriableError:
+        """The error for a lost connection; ``written``: a request was on it, so the broker may have
+        carried it out (UnansweredError)."""
+        if self.service == "name server":
+            cls: type[RetriableError] = NameServerUnavailableError
+        else:
+            cls = UnansweredError if written else BrokerUnavailableError
         return cls(f"rocketmq: {self.service} {self.address} {detail}")
 
     @classmethod
@@ -104,7 +110,7 @@ class Connection:
             ) from None
         except (ConnectionError, OSError) as exc:
             self._fail_all(f"write failed: {exc}")
-            raise self._unavailable(f"dropped the connection: {exc}") from None
+            raise self._unavailable(f"dropped the connection: {exc}", written=True) from None
         finally:
             self._pending.pop(cmd.opaque, None)
 
@@ -138,7 +144,7 @@ class Connection:
             self._closed_reason = reason
         for fut in list(self._pending.values()):
             if not fut.done():
-                fut.set_exception(self._unavailable(reason))
+                fut.set_exception(self._unavailable(reason, written=True))
         self._pending.clear()
 
     async def close(self) -> None:

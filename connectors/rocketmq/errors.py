@@ -35,6 +35,17 @@ class RequestTimeoutError(RetriableError):
     """A request got no response within the request timeout."""
 
 
+class UnansweredError(BrokerUnavailableError):
+    """A broker dropped the connection after a request was written and before it answered: the
+    broker may have carried the request out."""
+
+
+class SendOutcomeUnknownError(RetriableError):
+    """A send was written but never answered (timeout, dropped connection): the broker may have
+    stored it. Not retried in place, where a stored send would be stored twice; the batch fails and
+    its re-run leaves out what the broker did store (activities.source_runner's already-sent keys)."""
+
+
 class TopicNotFoundError(RocketMQError):
     """The name server or broker does not know the topic (topic auto-creation is off)."""
 

@@ -26,9 +26,12 @@ from sluice.connectors.rocketmq.errors import (
     MessageTooLargeError,
     NameServerUnavailableError,
     ProtocolError,
+    RequestTimeoutError,
     RetriableError,
     RocketMQError,
+    SendOutcomeUnknownError,
     TopicNotFoundError,
+    UnansweredError,
 )
 from sluice.connectors.rocketmq.remoting import RemotingCommand, RequestCode, ResponseCode, request, sign
 from sluice.connectors.rocketmq.routing import parse_topic_route
@@ -67,6 +70,7 @@ class Transport:
         max_message_bytes: int = 4 * 1024 * 1024,
         consumer_group: str = "SLUICE_READER",
         producer_group: str = "SLUICE_PRODUCER",
+        label: str = "",
     ) -> None:
         self._namesrvs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
         if not self._namesrvs:
@@ -83,6 +87,9 @@ class Transport:
         self.max_message_bytes = max_message_bytes
         self.consumer_group = consumer_group
         self.producer_group = producer_group
+        #: how a refusal names these servers and the keys that signed for them (a replicator's
+        #: "target cluster DR (127.0.0.1:29876), signed with dest.access.key"); "" for the worker's own
+        self.label = label
         self._conns: dict[str, Connection] = {}
         self._conn_locks: dict[str, asyncio.Lock] = {}
         self._routes: dict[str, tuple[float, TopicRoute]] = {}
@@ -147,7 +154,9 @@ class Transport:
         if code == ResponseCode.NO_PERMISSION or any(
             w in low for w in ("accesskey", "signature", "acl", "auth")
         ):
-            raise AuthError(f"rocketmq: permission denied for {detail}")
+            raise AuthError(
+                f"rocketmq: {self.label + ' ' if self.label else ''}permission denied for {detail}"
+            )
         # Brokers report an oversized message as MESSAGE_ILLEGAL from the send checks, or as
         # SYSTEM_ERROR "message body size exceeded" from the store's encoder (batch path).
         if (
@@ -184,11 +193,15 @@ class Transport:
         body: bytes = b"",
         accept: frozenset[int] = frozenset(),
         timeout_s: float | None = None,
+        once: bool = False,
     ) -> tuple[RemotingCommand, str]:
         """Send to the master of ``broker_name`` (from the topic's route) with retries.
 
         Response codes in ``accept`` are returned to the caller; other failures raise. ``timeout_s``
-        replaces the request timeout (a long poll is answered only after its hold).
+        replaces the request timeout (a long poll is answered only after its hold). ``once``: a
+        request carried out twice would do harm (a send); one written but never answered is raised
+        as SendOutcomeUnknownError instead of retried, while a refusal the broker answered, or a
+        connection that failed before the request was written, is retried as any other.
         """
         last: Exception | None = None
         for attempt in range(self.max_retries + 1):
@@ -199,6 +212,8 @@ class Transport:
                     self._check(resp, what, address, BROKER, topic)
                 return resp, address
             except RetriableError as exc:
+                if once and isinstance(exc, (RequestTimeoutError, UnansweredError)):
+                    raise SendOutcomeUnknownError(f"rocketmq: {what}: outcome unknown: {exc}") from None
                 last = exc
                 log.info("rocketmq: retrying %s after: %s", what, exc)
                 if attempt < self.max_retries:

@@ -3,7 +3,8 @@
 A tiny asyncio TCP server speaking Sluice's own frame encoding plays the peer: one that answers out
 of order (responses must still reach the right request, matched by opaque), one that never answers
 (RequestTimeoutError naming the service and address), one that sends garbage (every waiting request
-fails with the unavailable error, never hangs) and one that is not listening at all.
+fails with the unavailable error, never hangs), one that is not listening at all, and one that
+takes a send and never answers it (stored or not, nobody knows: the client must not send it again).
 """
 
 from __future__ import annotations
@@ -14,11 +15,15 @@ from contextlib import asynccontextmanager
 
 import pytest
 
+from sluice.connectors.rocketmq.client import RocketMQClient
 from sluice.connectors.rocketmq.connection import Connection
 from sluice.connectors.rocketmq.errors import (
+    AuthError,
     BrokerUnavailableError,
     NameServerUnavailableError,
     RequestTimeoutError,
+    SendOutcomeUnknownError,
+    UnansweredError,
 )
 from sluice.connectors.rocketmq.remoting import (
     FLAG_RESPONSE,
@@ -28,6 +33,7 @@ from sluice.connectors.rocketmq.remoting import (
     frame_length,
     request,
 )
+from sluice.connectors.rocketmq.values import MessageQueue, OutgoingMessage
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -118,3 +124,89 @@ async def test_refused_connection_names_the_service() -> None:
         pass  # the port is now closed
     with pytest.raises(NameServerUnavailableError, match=f"cannot connect to name server {address}"):
         await Connection.open(address, service="name server", timeout_s=2)
+
+
+async def test_a_peer_that_hangs_up_on_a_written_request_leaves_its_outcome_unknown() -> None:
+    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_command(reader)
+        writer.close()
+
+    async with serve(hang_up) as address:
+        conn = await Connection.open(address, service="broker", timeout_s=5)
+        try:
+            with pytest.raises(UnansweredError, match=f"broker {address}"):
+                await conn.request(request(320, {"b": "T"}), 5)
+        finally:
+            await conn.close()
+
+
+@pytest.mark.parametrize("answers", ["never", "hangs up"])
+async def test_an_unanswered_send_is_not_sent_again(answers: str) -> None:
+    """A send the broker may have stored is raised, not retried (a retry would store it twice);
+    the batch's re-run finds what was stored. Reads are retried as before."""
+    received: list[int] = []
+
+    async def taker(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                cmd = await read_command(reader)
+            except asyncio.IncompleteReadError:
+                return
+            received.append(cmd.code)
+            if answers == "hangs up":
+                writer.close()
+                return
+
+    async with serve(taker) as address:
+        client = RocketMQClient("127.0.0.1:1", request_timeout_s=0.3, max_retries=3, retry_backoff_s=0.01)
+
+        async def at_the_peer(topic: str, broker_name: str, *, refresh: bool = False) -> str:
+            return address
+
+        client._broker_address = at_the_peer  # type: ignore[method-assign]
+        try:
+            with pytest.raises(SendOutcomeUnknownError, match="outcome unknown"):
+                await client.send_batch(MessageQueue("T", "b", 0), [OutgoingMessage(b"x")])
+            assert len(received) == 1  # sent once, never again
+            received.clear()
+            with pytest.raises(BrokerUnavailableError, match="after 4 attempts"):
+                await client.max_offset(MessageQueue("T", "b", 0))
+            assert len(received) == 4  # a read is retried
+        finally:
+            await client.close()
+
+
+async def test_a_refusal_names_the_cluster_and_the_key() -> None:
+    """A replicator's client names which cluster refused and which key signed (connectors.replicator
+    .cluster): the peer answers as a broker with ACL on answers an unknown access key."""
+    from sluice.connectors.replicator.cluster import dest_cluster
+
+    async def refuses(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                req = await read_command(reader)
+            except asyncio.IncompleteReadError:
+                return
+            writer.write(encode_frame(RemotingCommand(
+                code=16, opaque=req.opaque, flag=FLAG_RESPONSE, remark="No accessKey is configured"
+            )))  # fmt: skip
+
+    async with serve(refuses) as address:
+        cluster = dest_cluster({
+            "dest.endpoint": address, "dest.cluster": "DR", "dest.acl.enable": "true",
+            "dest.access.key": "AK", "dest.secret.key": "SK",
+        })  # fmt: skip
+        client = RocketMQClient(cluster.namesrv, **cluster.client_options())
+
+        async def at_the_peer(topic: str, broker_name: str, *, refresh: bool = False) -> str:
+            return address
+
+        client._broker_address = at_the_peer  # type: ignore[method-assign]
+        try:
+            with pytest.raises(AuthError) as refused:
+                await client.send_batch(MessageQueue("T", "b", 0), [OutgoingMessage(b"x")])
+        finally:
+            await client.close()
+    message = str(refused.value)
+    assert f"target cluster DR ({address}) (signed with dest.access.key)" in message, message
+    assert "No accessKey is configured" in message and "SK" not in message

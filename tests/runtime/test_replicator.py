@@ -8,80 +8,15 @@ it stopped on the source.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
-from sluice.connectors.rocketmq.values import MessageQueue, OutgoingMessage
+from sluice.connectors.rocketmq.values import MessageQueue
 from sluice.deploy.local.config import StackConfig
-from sluice.deploy.local.rocketmq import CLUSTER_NAME, REPLICA_CLUSTER_NAME
+from sluice.deploy.local.rocketmq import CLUSTER_NAME
 from tests.runtime.helpers import FAST_HEARTBEAT, wait_for
-
-TAGS = ("a", "b", "skip")
-
-
-@pytest.fixture(scope="module")
-def replica_admin(stack_config: StackConfig) -> Iterator[SyncRocketMQClient]:
-    with SyncRocketMQClient(stack_config.replica_namesrv_address) as client:
-        yield client
-
-
-def _clusters(stack_config: StackConfig) -> dict[str, str]:
-    return {
-        "src.endpoint": stack_config.namesrv_address, "src.cluster": CLUSTER_NAME,
-        "src.cloud": "local", "src.region": "here",
-        "dest.endpoint": stack_config.replica_namesrv_address, "dest.cluster": REPLICA_CLUSTER_NAME,
-        "dest.cloud": "local", "dest.region": "there", "src.acl.enable": "false", "dest.acl.enable": "false",
-    }  # fmt: skip
-
-
-def _replicator(stack_config: StackConfig, topictags: str, **extra: str) -> dict[str, str]:
-    """As a RocketMQ Connect user writes it (apache/rocketmq-connect's replicator README keys)."""
-    return {
-        "connector.class": "org.apache.rocketmq.replicator.ReplicatorSourceConnector",
-        **_clusters(stack_config),
-        "src.topictags": topictags,
-        "consumefromwhere": "CONSUME_FROM_FIRST_OFFSET",
-        "sync.tps": "100000",
-        "batch.max.records": "300",
-        "poll.interval.ms": "200",
-        **FAST_HEARTBEAT,
-        **extra,
-    }
-
-
-def _send(client: SyncRocketMQClient, topic: str, queues: int, start: int, count: int) -> None:
-    """``count`` messages to each queue: keys, a tag of TAGS in turn, properties, a binary body."""
-    for q in range(queues):
-        mq = next(m for m in client.queues(topic) if m.queue_id == q)
-        batch = [
-            OutgoingMessage(
-                bytes([q, i % 256]) + f"body-{q}-{i}".encode(),
-                keys=f"k{i % 7}",
-                tags=TAGS[i % 3],
-                properties={"n": str(i), "color": ("red", "blue")[i % 2]},
-            )
-            for i in range(start, start + count)
-        ]
-        for lo in range(0, len(batch), 100):
-            client.send_batch(mq, batch[lo : lo + 100])
-
-
-def _queue(client: SyncRocketMQClient, topic: str, queue: int, start: int = 0) -> list[Any]:
-    mq = next(m for m in client.queues(topic) if m.queue_id == queue)
-    return client.pull_range(mq, start, client.max_offset(mq), max_per_request=512)
-
-
-def _content(messages: list[Any]) -> list[tuple[object, ...]]:
-    return [(m.body, m.keys, m.tags, m.properties.get("n"), m.properties.get("color")) for m in messages]
-
-
-def _copied(
-    source: SyncRocketMQClient, topic: str, queues: int, tags: tuple[str, ...]
-) -> dict[int, list[Any]]:
-    return {q: [m for m in _queue(source, topic, q) if m.tags in tags] for q in range(queues)}
+from tests.runtime.replication import clusters, content, expected_copies, queue, replicator, send, total_of
 
 
 @pytest.mark.fault
@@ -93,28 +28,26 @@ async def test_a_replicator_copies_each_queue_exactly_once_in_order_through_a_wo
 ) -> None:  # fmt: skip
     topic = f"R_{uuid.uuid4().hex[:10]}"
     rocketmq_admin.create_topic(topic, queue_count=4, cluster=CLUSTER_NAME)
-    _send(rocketmq_admin, topic, 4, 0, 600)
+    send(rocketmq_admin, topic, 4, 0, 600)
     name = f"replicator-{uuid.uuid4().hex[:8]}"
     first = start_worker()
-    await sluice.create(name, _replicator(stack_config, f"{topic},a||b", **{"max.tasks": "2"}))
+    await sluice.create(name, replicator(stack_config, f"{topic},a||b", **{"max.tasks": "2"}))
 
     def copies() -> int:
-        if not replica_admin.topic_exists(topic):
-            return 0
-        return sum(replica_admin.max_offset(mq) for mq in replica_admin.queues(topic))
+        return total_of(replica_admin, topic)
 
     await wait_for(lambda: copies() >= 300, 180, "the first copies in the target cluster")
     first.kill()  # SIGKILL mid-run: a batch in flight is abandoned half-way
     start_worker()
-    _send(rocketmq_admin, topic, 4, 600, 150)
-    expected = _copied(rocketmq_admin, topic, 4, ("a", "b"))
+    send(rocketmq_admin, topic, 4, 600, 150)
+    expected = expected_copies(rocketmq_admin, topic, 4, ("a", "b"))
     total = sum(len(v) for v in expected.values())
     await wait_for(lambda: copies() >= total, 300, "every copy in the target cluster")
 
     assert len(replica_admin.queues(topic)) == 4  # created with the source's queue count
     for q in range(4):
-        copied = _queue(replica_admin, topic, q)
-        assert _content(copied) == _content(expected[q])  # queue i to queue i, in order, once
+        copied = queue(replica_admin, topic, q)
+        assert content(copied) == content(expected[q])  # queue i to queue i, in order, once
         # the Replicator's properties, as RocketMQ Connect's copies carry them
         ext = [{k.removeprefix("connect-ext-"): v for k, v in m.properties.items()} for m in copied]
         assert [e["EXTEND_UNIQ_INFO"] for e in ext] == [m.msg_id for m in expected[q]]
@@ -142,17 +75,17 @@ async def test_a_group_moved_to_the_target_after_a_checkpoint_resumes_where_it_s
 ) -> None:  # fmt: skip
     topic, group = f"C_{uuid.uuid4().hex[:10]}", f"G_{uuid.uuid4().hex[:8]}"
     rocketmq_admin.create_topic(topic, queue_count=2, cluster=CLUSTER_NAME)
-    _send(rocketmq_admin, topic, 2, 0, 240)
+    send(rocketmq_admin, topic, 2, 0, 240)
     start_worker()
     name = f"replicator-{uuid.uuid4().hex[:8]}"
-    await sluice.create(name, _replicator(stack_config, f"{topic},a||b"))
+    await sluice.create(name, replicator(stack_config, f"{topic},a||b"))
     # the group consumed part of each queue on the source cluster (it copies only tags a and b)
     consumed = {0: 37, 1: 200}
     for q, offset in consumed.items():
         rocketmq_admin.update_consumer_offset(group, MessageQueue(topic, "broker-a", q), offset)
     checkpoint = {
         "connector.class": "org.apache.rocketmq.replicator.ReplicatorCheckpointConnector",
-        **_clusters(stack_config),
+        **clusters(stack_config),
         "src.topictags": f"{topic},a||b",
         "sync.gids": group,
         "checkpoint.interval.ms": "500",
@@ -161,7 +94,7 @@ async def test_a_group_moved_to_the_target_after_a_checkpoint_resumes_where_it_s
         **FAST_HEARTBEAT,
     }
     await sluice.create(f"{name}-checkpoint", checkpoint)
-    total = sum(len(v) for v in _copied(rocketmq_admin, topic, 2, ("a", "b")).values())
+    total = sum(len(v) for v in expected_copies(rocketmq_admin, topic, 2, ("a", "b")).values())
 
     def target_offsets() -> dict[int, int | None]:
         return {
@@ -169,19 +102,15 @@ async def test_a_group_moved_to_the_target_after_a_checkpoint_resumes_where_it_s
         }
 
     await wait_for(
-        lambda: (
-            replica_admin.topic_exists(topic)
-            and sum(replica_admin.max_offset(mq) for mq in replica_admin.queues(topic)) >= total
-            and None not in target_offsets().values()
-        ),
+        lambda: total_of(replica_admin, topic) >= total and None not in target_offsets().values(),
         240,
         "every copy and the group's translated offsets in the target cluster",
     )
     for q, offset in target_offsets().items():
         assert offset is not None
         # what the group has left to consume is the same on both sides: nothing lost, nothing again
-        left = [m for m in _queue(rocketmq_admin, topic, q, consumed[q]) if m.tags in ("a", "b")]
-        assert _content(_queue(replica_admin, topic, q, offset)) == _content(left)
+        left = [m for m in queue(rocketmq_admin, topic, q, consumed[q]) if m.tags in ("a", "b")]
+        assert content(queue(replica_admin, topic, q, offset)) == content(left)
     await sluice.delete(f"{name}-checkpoint")
     await sluice.delete(name)
 
@@ -195,11 +124,11 @@ async def test_heartbeats_copied_by_a_replicator_show_the_lag_end_to_end(
     name = f"heartbeat-{uuid.uuid4().hex[:8]}"
     await sluice.create(name, {
         "connector.class": "org.apache.rocketmq.replicator.ReplicatorHeartbeatConnector",
-        **_clusters(stack_config), "heartbeat.topic": beats, "heartbeat.interval.ms": "300",
+        **clusters(stack_config), "heartbeat.topic": beats, "heartbeat.interval.ms": "300",
         "poll.interval.ms": "100", **FAST_HEARTBEAT,
     })  # fmt: skip
     await sluice.create(
-        f"{name}-copy", _replicator(stack_config, beats, **{"consumefromwhere": "CONSUME_FROM_FIRST_OFFSET"})
+        f"{name}-copy", replicator(stack_config, beats, **{"consumefromwhere": "CONSUME_FROM_FIRST_OFFSET"})
     )
 
     async def lag_shown() -> bool:
@@ -207,12 +136,12 @@ async def test_heartbeats_copied_by_a_replicator_show_the_lag_end_to_end(
         return any(t.metrics and "end-to-end" in t.metrics.lag_seconds for t in status.tasks)
 
     await wait_for(
-        lambda: replica_admin.topic_exists(beats) and _total_of(replica_admin, beats) >= 3,
+        lambda: total_of(replica_admin, beats) >= 3,
         120,
         "copied heartbeats",
     )
     await wait_for(lag_shown, 60, "the heartbeat's end-to-end lag in status")
-    copy = next(m for q in range(4) for m in _queue(replica_admin, beats, q))
+    copy = next(m for q in range(4) for m in queue(replica_admin, beats, q))
     assert copy.body == b"ping" and copy.properties["heartbeatStartAt"].isdigit()
     status = await sluice.status(name)
     (lag,) = [
@@ -221,7 +150,3 @@ async def test_heartbeats_copied_by_a_replicator_show_the_lag_end_to_end(
     assert 0 <= lag < 30
     await sluice.delete(f"{name}-copy")
     await sluice.delete(name)
-
-
-def _total_of(client: SyncRocketMQClient, topic: str) -> int:
-    return sum(client.max_offset(mq) for mq in client.queues(topic))

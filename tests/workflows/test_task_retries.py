@@ -14,7 +14,7 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from sluice.worker.client import SluiceClient
 from sluice.workflows.connector import ConnectorWorkflow
 from sluice.workflows.failures import MAX_ERROR_CHARS
-from sluice.workflows.types import ConnectorState, TaskReport, TaskState, TaskStatus
+from sluice.workflows.types import ConnectorState, Reconfigure, TaskReport, TaskState, TaskStatus
 from tests.workflows.conftest import WorkerFactory, wait_for
 from tests.workflows.stand_ins import STAND_INS, starts_of
 from tests.workflows.test_connector_workflow import _start
@@ -76,6 +76,23 @@ async def test_non_retryable_error_fails_the_task_at_once(sluice: SluiceClient) 
     assert task.state == TaskState.FAILED and "lines/broker-a:0@42" in task.error
     assert task.last_error == task.error and task.last_error_time and not task.retrying
     assert len(starts_of(name)) == 1, "a non-retryable error was retried"
+    await sluice.delete(name)
+
+
+async def test_a_failed_connector_given_a_new_config_runs_again_with_it(sluice: SluiceClient) -> None:
+    """As in Kafka Connect, a new config restarts a failed connector's tasks: the usual fix of a
+    failure is a changed key (data.loss=skip, a corrected address)."""
+    name = _name()
+    await _start(sluice, name, {"tasks.max": "1", "fail.task": "0"})
+    await wait_for(lambda: _state_is(sluice, name, ConnectorState.FAILED), 20, "connector FAILED")
+    fixed = Reconfigure({"connector.class": "stand-in", "tasks.max": "1", "fixed": "1"})
+    await sluice.handle(name).execute_update(ConnectorWorkflow.reconfigure, fixed)
+    await wait_for(lambda: _state_is(sluice, name, ConnectorState.RUNNING), 20, "connector RUNNING")
+    await wait_for(lambda: len(starts_of(name)) == 2, 20, "the task to start again")
+    status = await sluice.status(name)
+    assert status.error == "" and status.config["fixed"] == "1"
+    (task,) = status.tasks
+    assert task.state == TaskState.RUNNING and task.error == ""
     await sluice.delete(name)
 
 
