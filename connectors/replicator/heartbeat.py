@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 BEATS: Final = "heartbeats"
 STARTED_AT: Final = "heartbeatStartAt"
 LAG: Final = "end-to-end"
+MAX_UNCOPIED: Final = 4096
 
 HEARTBEAT_FIELDS: Final = (
     *CLUSTER_FIELDS,
@@ -63,6 +64,8 @@ class ReplicatorHeartbeatTask(RoundsTask):
         #: per target queue, the next copy to read
         self._read_to: dict[str, int] = {}
         self._lag_s: float | None = None
+        #: send times of heartbeats not seen copied yet, oldest first: only the oldest counts, and
+        #: the first MAX_UNCOPIED are kept (a replicator stopped for days must not grow it forever)
         self._sent_ms: list[int] = []
 
     def target_cluster(self) -> TargetCluster:
@@ -81,7 +84,8 @@ class ReplicatorHeartbeatTask(RoundsTask):
         import pyarrow as pa
 
         now = int(time.time() * 1000)
-        self._sent_ms.append(now)
+        if len(self._sent_ms) < MAX_UNCOPIED:
+            self._sent_ms.append(now)
         headers = pa.array(
             [[("src", self._source.label), ("dest", self._dest.label), (STARTED_AT, str(now))]],
             pa.map_(pa.string(), pa.string()),
