@@ -219,10 +219,11 @@ class SourceRunner:
     def _run_ranges(self, plan: BatchPlan, rerun: bool, ranges: Sequence[PartitionRange], topic: str) -> int:
         """One path: the read's shares through the source's stages (connectors.source_stages) and
         sent, wherever they run (``_outcomes``); a re-run's stages leave out what an earlier
-        attempt of the plan sent."""
+        attempt of the plan sent, when the source re-reads the same records (``replays_exactly``)."""
         read = self.task.read(ranges)
         order = self._send_order(ranges)
-        sent = frozenset(self._sent_keys(plan, topic)) if rerun else frozenset()
+        exact = rerun and self.task.replays_exactly
+        sent = frozenset(self._sent_keys(plan, topic)) if exact else frozenset()
         stages = replace(self._stages(topic, order), already_sent=sent)
         sent_count, dead = 0, []
         for outcome in self._outcomes(plan, read, stages, topic, cached=not sent):

@@ -125,6 +125,11 @@ class SourceTask(ABC):
     """
 
     position_unit: ClassVar[str] = "records"  # or "bytes": which unit batch limits count
+    #: whether a re-read of a range gives the same records (a file, a table, a queue): a re-run
+    #: after a crash then leaves out what an earlier attempt sent, for exactly once. False for a
+    #: source that is handed its records again (an MQTT session's unacknowledged messages): a
+    #: re-run sends all it reads, at least once.
+    replays_exactly: ClassVar[bool] = True
 
     def __init__(self, config: Mapping[str, Any], task_id: int) -> None:
         self.config = dict(config)

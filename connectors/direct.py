@@ -57,6 +57,8 @@ TASK_CLASS_ALIASES: Final = {
     "io.confluent.connect.elasticsearch.ElasticsearchSinkTask": "opensearch-sink",
     "org.apache.iceberg.connect.IcebergSinkTask": "iceberg-sink",
     "org.apache.rocketmq.replicator.ReplicatorSourceTask": "rocketmq-replicator",
+    "org.apache.rocketmq.connect.mqtt.connector.MqttSourceTask": "mqtt-source",
+    "org.apache.rocketmq.connect.mqtt.connector.MqttSinkTask": "mqtt-sink",
 }
 
 

@@ -64,6 +64,8 @@ BUILTIN_CONNECTORS: Final = {
     "rocketmq-replicator": "sluice.connectors.replicator.source:ReplicatorSourceConnector",
     "rocketmq-replicator-checkpoint": "sluice.connectors.replicator.checkpoint:ReplicatorCheckpointConnector",
     "rocketmq-replicator-heartbeat": "sluice.connectors.replicator.heartbeat:ReplicatorHeartbeatConnector",
+    "mqtt-source": "sluice.connectors.mqtt.source:MqttSourceConnector",
+    "mqtt-sink": "sluice.connectors.mqtt.sink:MqttSinkConnector",
 }
 
 #: Connector class names from Kafka Connect's and RocketMQ Connect's configs, and the built-in
@@ -92,6 +94,8 @@ CONNECTOR_ALIASES: Final = {
     "org.apache.rocketmq.replicator.ReplicatorSourceConnector": "rocketmq-replicator",
     "org.apache.rocketmq.replicator.ReplicatorCheckpointConnector": "rocketmq-replicator-checkpoint",
     "org.apache.rocketmq.replicator.ReplicatorHeartbeatConnector": "rocketmq-replicator-heartbeat",
+    "org.apache.rocketmq.connect.mqtt.connector.MqttSourceConnector": "mqtt-source",
+    "org.apache.rocketmq.connect.mqtt.connector.MqttSinkConnector": "mqtt-sink",
 }
 
 

@@ -105,6 +105,10 @@ def test_status_json_reports_every_service_healthy(stack_config: StackConfig) ->
         "temporal",
         "rocketmq-namesrv",
         "rocketmq-broker",
+        "rocketmq-replica-namesrv",
+        "rocketmq-replica-broker",
+        "opensearch",
+        "mosquitto",
     }
     assert "local" in next(s for s in report["services"] if s["name"] == "spark")["address"]
 
@@ -124,6 +128,8 @@ _PORT_OFFSETS = {
     "replica_namesrv_port": 11,
     "replica_broker_port": 14,
     "replica_proxy_port": 16,
+    "mqtt_port": 18,
+    "mqtt_tls_port": 19,
 }
 _DERIVED_OFFSETS = (3, 6, 8, 12, 15, 17, 30, 31, 110)
 
@@ -194,6 +200,7 @@ def test_stack_from_nothing_then_down_and_up_keeps_state(private_stack: StackCon
         conn.execute(text("INSERT INTO survivor VALUES ('still here 😀')"))
     maria.dispose()
     create_topic(cfg, "SurvivorTopic", queues=2)
+    _mqtt_retained(cfg, "survivor", b"still here \x00\xff")
 
     stack.down(cfg)
     assert not any(s.healthy for s in stack.status(cfg) if s.name != "spark")
@@ -209,6 +216,26 @@ def test_stack_from_nothing_then_down_and_up_keeps_state(private_stack: StackCon
     maria.dispose()
     listed = mqadmin(cfg, "topicList")
     assert "SurvivorTopic" in listed.stdout
+    assert _mqtt_retained(cfg, "survivor") == b"still here \x00\xff"  # Mosquitto's persistence file
+
+
+def _mqtt_retained(cfg: StackConfig, topic: str, payload: bytes | None = None) -> bytes | None:
+    """Publish ``payload`` retained on ``topic`` (QoS 1, acknowledged), or read what is retained there."""
+    import paho.mqtt.client as mqtt
+    import paho.mqtt.subscribe
+
+    auth = {"username": cfg.mqtt_user, "password": cfg.mqtt_password}
+    if payload is not None:
+        client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv311)
+        client.username_pw_set(cfg.mqtt_user, cfg.mqtt_password)
+        client.connect(cfg.host, cfg.mqtt_port)
+        client.loop_start()
+        client.publish(topic, payload, qos=1, retain=True).wait_for_publish(timeout=10)
+        client.disconnect()
+        client.loop_stop()
+        return None
+    message = paho.mqtt.subscribe.simple(topic, qos=1, hostname=cfg.host, port=cfg.mqtt_port, auth=auth)
+    return message.payload if isinstance(message, mqtt.MQTTMessage) else None
 
 
 def test_port_taken_fails_clearly_and_leaves_nothing_half_started(stack_config: StackConfig) -> None:

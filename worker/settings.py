@@ -52,6 +52,8 @@ def _local_stack(data: dict[str, Any]) -> StackConfig:
         replica_broker_port=data["replica_broker_port"],
         replica_proxy_port=data["replica_proxy_port"],
         opensearch_port=data["opensearch_port"],
+        mqtt_port=data["mqtt_port"],
+        mqtt_tls_port=data["mqtt_tls_port"],
         spark_master=data["spark_master"],
         temporal_namespace=data["temporal_namespace"],
     )
@@ -89,6 +91,9 @@ class Settings(BaseSettings):
     replica_namesrv_port: Port = 29876
     replica_broker_port: Port = 20911
     replica_proxy_port: Port = 28081
+    #: The local stack's MQTT broker (Mosquitto; docs/mqtt.md): plain MQTT and MQTT over TLS.
+    mqtt_port: Port = 11883
+    mqtt_tls_port: Port = 18883
     spark_master: str = Field(default="local[2]", min_length=1)
     spark_driver_memory: str = Field(default="2g", pattern=r"(?i)^\d+([kmgtp]b?)?$")
     #: Jars for the worker's SparkSession, comma-separated files or folders (every ``*.jar`` in

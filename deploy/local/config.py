@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 # Not Path.resolve(): Temporal's workflow sandbox forbids it, and test workflows import this module.
 REPO_ROOT = Path(os.path.abspath(__file__)).parents[2]
@@ -34,6 +35,9 @@ class StackConfig:
     replica_proxy_port: int = 28081
     #: OpenSearch's HTTP port; its transport port (node to node, unused by clients) is this + 100.
     opensearch_port: int = 19200
+    #: Mosquitto (the MQTT broker): plain MQTT, and MQTT over TLS (the stack's own CA: mqtt_ca_file).
+    mqtt_port: int = 11883
+    mqtt_tls_port: int = 18883
     host: str = "127.0.0.1"
     pg_user: str = "sluice"
     pg_database: str = "sluice"
@@ -43,6 +47,10 @@ class StackConfig:
     mariadb_user: str = "sluice"
     mariadb_password: str = "sluice"
     mariadb_database: str = "sluice"
+    #: The local Mosquitto's one user (anonymous clients are refused). A fixed, documented local
+    #: development credential like MariaDB's: the broker listens on 127.0.0.1 only.
+    mqtt_user: str = "sluice"
+    mqtt_password: str = "sluice"
 
     @property
     def database_url(self) -> str:
@@ -56,6 +64,19 @@ class StackConfig:
             f"mysql+pymysql://{self.mariadb_user}:{password}@{self.host}:{self.mariadb_port}/"
             f"{database or self.mariadb_database}"
         )
+
+    def mqtt_url(self, *, hide_password: bool = False, tls: bool = False) -> str:
+        """URL of the local MQTT broker with the stack's user: ``mqtt://`` on ``mqtt_port``, or
+        ``mqtts://`` on ``mqtt_tls_port`` (verify it with ``mqtt_ca_file``)."""
+        password = "***" if hide_password else quote(self.mqtt_password, safe="")
+        scheme, port = ("mqtts", self.mqtt_tls_port) if tls else ("mqtt", self.mqtt_port)
+        return f"{scheme}://{quote(self.mqtt_user, safe='')}:{password}@{self.host}:{port}"
+
+    @property
+    def mqtt_ca_file(self) -> Path:
+        """The CA certificate (PEM) that signed the local broker's TLS certificate; written by the
+        first `sluice stack up` and kept (deploy/local/mosquitto.py)."""
+        return self.state_dir / "mosquitto" / "tls" / "ca.crt"
 
     @property
     def temporal_address(self) -> str:

@@ -14,6 +14,7 @@ from typing import Protocol
 from sluice.deploy.local import lake
 from sluice.deploy.local.config import StackConfig
 from sluice.deploy.local.mariadb import MariaDB
+from sluice.deploy.local.mosquitto import Mosquitto
 from sluice.deploy.local.opensearch import OpenSearch
 from sluice.deploy.local.postgres import Postgres
 from sluice.deploy.local.process import StackError
@@ -29,7 +30,7 @@ class Service(Protocol):
 
 SERVICE_NAMES = (
     "postgres", "mariadb", "temporal", "rocketmq-namesrv", "rocketmq-broker", "rocketmq-replica-namesrv",
-    "rocketmq-replica-broker", "opensearch",
+    "rocketmq-replica-broker", "opensearch", "mosquitto",
 )  # fmt: skip
 
 
@@ -43,6 +44,7 @@ def services(cfg: StackConfig) -> dict[str, Service]:
         "rocketmq-replica-namesrv": NameServer(cfg, replica(cfg)),
         "rocketmq-replica-broker": Broker(cfg, replica(cfg)),
         "opensearch": OpenSearch(cfg),
+        "mosquitto": Mosquitto(cfg),
     }
 
 
@@ -64,6 +66,10 @@ def _address(cfg: StackConfig, name: str) -> str:
         "rocketmq-replica-namesrv": cfg.replica_namesrv_address,
         "rocketmq-replica-broker": f"{cfg.replica_broker_address} (gRPC proxy {cfg.replica_proxy_address})",
         "opensearch": cfg.opensearch_url,
+        "mosquitto": (
+            f"{cfg.mqtt_url(hide_password=True)} "
+            f"(TLS mqtts://{cfg.host}:{cfg.mqtt_tls_port}, CA {cfg.mqtt_ca_file})"
+        ),
     }[name]
 
 
@@ -145,7 +151,8 @@ def _report(cfg: StackConfig, health: dict[str, bool]) -> list[ServiceStatus]:
 
 def restart_service(cfg: StackConfig, name: str) -> None:
     """Stop and start one service (fault-injection tests); waits until it is healthy again."""
-    name = {"broker": "rocketmq-broker", "replica-broker": "rocketmq-replica-broker"}.get(name, name)
+    aliases = {"broker": "rocketmq-broker", "replica-broker": "rocketmq-replica-broker", "mqtt": "mosquitto"}
+    name = aliases.get(name, name)
     svc = services(cfg)[name]
     svc.stop()
     svc.start()

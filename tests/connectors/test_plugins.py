@@ -83,6 +83,8 @@ def test_third_party_entry_point() -> None:
         "iceberg-sink",
         "jdbc-sink",
         "jdbc-source",
+        "mqtt-sink",
+        "mqtt-source",
         "mysql-cdc",
         "opensearch-sink",
         "postgres-cdc",
@@ -100,7 +102,8 @@ def test_unknown_connector_lists_known_names() -> None:
         load_connector_class("mongodb-source")
     assert str(info.value) == (
         "unknown connector 'mongodb-source'; known: delta-sink, dummy-sink, dummy-source, file-sink, "
-        "file-source, iceberg-sink, jdbc-sink, jdbc-source, mysql-cdc, opensearch-sink, postgres-cdc, "
+        "file-source, iceberg-sink, jdbc-sink, jdbc-source, mqtt-sink, mqtt-source, mysql-cdc, "
+        "opensearch-sink, postgres-cdc, "
         "postgres-sink, rocketmq-replicator, rocketmq-replicator-checkpoint, rocketmq-replicator-heartbeat "
         "(or a 'package.module:Class' path)"
     )

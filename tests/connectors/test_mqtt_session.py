@@ -1,0 +1,88 @@
+"""The MQTT connection a task holds, against the local stack's Mosquitto: refused credentials and a
+failed TLS handshake name the broker and the reason; a broker that is not there is waited for and
+said so; TLS with the stack's CA connects; and a source task whose broker is down plans nothing and
+says what it waits for."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from sluice.connectors.mqtt.broker import broker_of
+from sluice.connectors.mqtt.session import MqttConnection, MqttRefusedError
+from sluice.connectors.mqtt.source import MqttSourceConnector
+from sluice.deploy.local.config import StackConfig
+
+
+def _connection(url: str, user: str, password: str, ca: str = "") -> MqttConnection:
+    config = {
+        "mqtt.broker.url": url,
+        "mqtt.username": user,
+        "mqtt.password": password,
+        "mqtt.tls.ca.file": ca,
+    }
+    return MqttConnection(broker_of(config, "sluice-test-session"), persistent=False)
+
+
+def _refusal(connection: MqttConnection) -> str:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            connection.check()
+        except MqttRefusedError as exc:
+            return str(exc)
+        time.sleep(0.05)
+    return ""
+
+
+def test_wrong_credentials_are_refused_naming_the_broker_and_the_reason(stack_config: StackConfig) -> None:
+    url = f"tcp://{stack_config.host}:{stack_config.mqtt_port}"
+    connection = _connection(url, stack_config.mqtt_user, "not-the-password")
+    connection.start()
+    try:
+        refused = _refusal(connection)
+    finally:
+        connection.close()
+    assert f"MQTT broker {url} refused client 'sluice-test-session'" in refused, refused
+    assert "authorized" in refused.lower() or "password" in refused.lower(), refused
+    assert "not-the-password" not in refused
+
+
+def test_tls_needs_the_brokers_ca(stack_config: StackConfig) -> None:
+    url = f"ssl://{stack_config.host}:{stack_config.mqtt_tls_port}"
+    without = _connection(url, stack_config.mqtt_user, stack_config.mqtt_password)
+    with pytest.raises(MqttRefusedError, match=f"MQTT broker {url}: TLS failed: CERTIFICATE_VERIFY_FAILED"):
+        without.start()
+    trusted = _connection(
+        url, stack_config.mqtt_user, stack_config.mqtt_password, str(stack_config.mqtt_ca_file)
+    )
+    trusted.start()
+    try:
+        assert trusted.wait_connected(10) and trusted.waiting_for() == ""
+    finally:
+        trusted.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_source_whose_broker_is_down_waits_and_says_so(stack_config: StackConfig) -> None:
+    url = f"tcp://127.0.0.1:{_free_port()}"
+    connector = MqttSourceConnector()
+    config = connector.parse({
+        "connector.class": "mqtt-source", "name": "iot", "mqtt.broker.url": url, "mqtt.topics": "a/#",
+        "topic": "T",
+    })  # fmt: skip
+    task = MqttSourceConnector.task_class(config, 0)
+    try:
+        (partition,) = task.partitions()
+        assert task.latest_positions({}) == task.earliest_positions()  # nothing to plan
+        assert task.waiting_for() == f"MQTT broker {url} unreachable (Connection refused); retrying"
+    finally:
+        task.close()
+    assert partition == "task0:a/#"
