@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv up down status demo demo-cdc demo-search demo-lake demo-file test test-fast lint bench-rocketmq bench-pipeline bench-db bench-cdc bench-cdc-batch bench-binlog bench-scale bench-search bench-lake bench-cold-job bench-replicator clean-state
+.PHONY: venv up down status demo demo-cdc demo-search demo-lake demo-mqtt demo-file test test-fast lint bench-rocketmq bench-pipeline bench-db bench-cdc bench-cdc-batch bench-binlog bench-scale bench-search bench-lake bench-cold-job bench-replicator clean-state
 
 $(STAMP): pyproject.toml
 	@command -v java >/dev/null || (apt-get update -q && apt-get install -y -q openjdk-17-jdk-headless)
@@ -37,6 +37,9 @@ demo-search: up
 
 demo-lake: up
 	$(BIN)/python -m sluice.worker.demo.lake $(DEMO_ARGS)
+
+demo-mqtt: up
+	$(BIN)/python -m sluice.worker.demo.mqtt $(DEMO_ARGS)
 
 demo-file: up
 	$(BIN)/python -m sluice.worker.demo.file
@@ -76,6 +79,9 @@ bench-db: up
 
 bench-replicator: up
 	$(BIN)/python -m bench.replicator_bench $(BENCH_MESSAGES)
+
+bench-mqtt: up
+	$(BIN)/python -m bench.mqtt_bench $(BENCH_MESSAGES)
 
 bench-cold-job: up
 	$(BIN)/python -m bench.cold_job $(BENCH_ROWS)

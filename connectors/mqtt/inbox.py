@@ -51,6 +51,7 @@ class Inbox:
         self._changed = threading.Condition()
         #: packet ids of held QoS 1/2 messages (the broker reuses none until it is acknowledged)
         self._held_ids: set[int] = set()
+        self._waiting = 0  # takes waiting for messages (a re-run): only they need waking
 
     def rebase(self, route: int, committed: int) -> None:
         """Number what arrives next from ``committed`` when nothing is held below it."""
@@ -72,7 +73,8 @@ class Inbox:
                 Received(r.next_seq, topic, payload, qos, mid, retain, properties, int(time.time() * 1000))
             )
             r.next_seq += 1
-            self._changed.notify_all()
+            if self._waiting:
+                self._changed.notify_all()
             return True
 
     def forget_ids(self) -> None:
@@ -107,7 +109,11 @@ class Inbox:
         with self._changed:
             r = self._routes[route]
             while r.next_seq < end and (left := deadline - time.monotonic()) > 0:
-                self._changed.wait(left)
+                self._waiting += 1
+                try:
+                    self._changed.wait(left)
+                finally:
+                    self._waiting -= 1
             r.next_seq = max(r.next_seq, end)
             return [m for m in r.held if start <= m.seq < end]
 

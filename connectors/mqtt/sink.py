@@ -17,6 +17,7 @@ is published again whole.
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
     from sluice.connectors.mqtt.session import MqttConnection
 
 _PLACEHOLDER: Final = re.compile(r"\$\{(topic|key)\}")
+#: Publishes waiting for their acknowledgement at most: MQTT packet ids are 16 bits, and paho refuses
+#: a publish whose id is still outstanding.
+MAX_OUTSTANDING: Final = 50_000
 
 
 def template_problem(value: Any) -> str | None:
@@ -97,7 +101,7 @@ class MqttSinkTask(SinkTask):
             records.column("offset").to_pylist(), _keys(records.column("key")),
             records.column("headers").to_pylist(), payloads(records.column("value")).to_pylist(), strict=True,
         )  # fmt: skip
-        sent = []
+        pending: deque[Any] = deque()
         for topic, partition, offset, key, headers, payload in rows:
             target = dict(headers or ()).get(self._property) if self._property else None
             target = target or self._template.replace("${topic}", topic or "").replace("${key}", key or "")
@@ -106,15 +110,25 @@ class MqttSinkTask(SinkTask):
                     f"connector {self.name}: record at {position(topic, partition, offset)}: "
                     f"{target!r} is not an MQTT topic to publish to"
                 )
-            sent.append(connection.client.publish(target, payload, qos=self._qos, retain=self._retain))
-        for info in sent:  # PUBACK / PUBCOMP for every message before the positions commit
+            if len(pending) >= MAX_OUTSTANDING:  # packet ids are 16 bits: paho refuses a reused one
+                self._acknowledged(pending.popleft(), connection)
+            pending.append(connection.client.publish(target, payload, qos=self._qos, retain=self._retain))
+        while pending:  # PUBACK / PUBCOMP for every message before the positions commit
+            self._acknowledged(pending.popleft(), connection)
+
+    def _acknowledged(self, info: Any, connection: MqttConnection) -> None:
+        """Wait for one publish's acknowledgement; a batch the broker did not take fails whole."""
+        try:
             info.wait_for_publish(self._timeout_s)
-            if not info.is_published() and self._qos:
-                connection.check()
-                raise ConnectionError(
-                    f"connector {self.name}: {connection.broker.describe} did not acknowledge a publish "
-                    f"within {self._timeout_s:g} s; the batch is published again"
-                )
+        except (RuntimeError, ValueError) as exc:  # not connected, or not queued
+            connection.check()
+            raise ConnectionError(f"connector {self.name}: {connection.broker.describe}: {exc}") from None
+        if not info.is_published() and self._qos:
+            connection.check()
+            raise ConnectionError(
+                f"connector {self.name}: {connection.broker.describe} did not acknowledge a publish "
+                f"within {self._timeout_s:g} s; the batch is published again"
+            )
 
     def close(self) -> None:
         if self._connection is not None:

@@ -60,6 +60,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: MQTT topics whose route is remembered at most (devices x topics; forgotten all at once past it)
+MAX_ROUTED_TOPICS: Final = 100_000
 #: How many tasks share the filters (each subscribes through ``$share/<group>/``).
 TASK_COUNT_KEY: Final = "mqtt.task.count"
 
@@ -132,6 +134,8 @@ class MqttSourceTask(SourceTask):
         self._inbox = Inbox(len(self._rules))
         self._connection: MqttConnection | None = None
         self._unrouted = 0
+        #: each MQTT topic's route, found once (a device publishes to the same topic again and again)
+        self._routes: dict[str, int | None] = {}
 
     # -- the connection -----------------------------------------------------------------------
 
@@ -158,7 +162,11 @@ class MqttSourceTask(SourceTask):
 
     def _received(self, msg: paho.MQTTMessage) -> None:
         """paho's network thread: number the message on its route (acknowledged at commit)."""
-        route = route_of(self._rules, msg.topic)
+        route = self._routes.get(msg.topic, -1)
+        if route == -1:
+            if len(self._routes) > MAX_ROUTED_TOPICS:
+                self._routes.clear()
+            route = self._routes[msg.topic] = route_of(self._rules, msg.topic)
         if route is None:  # a retained or overlapping delivery no rule asked for
             self._unrouted += 1
             if msg.qos:
@@ -234,28 +242,39 @@ def _properties(msg: paho.MQTTMessage) -> tuple[tuple[str, str], ...]:
 
 
 def _records(partition: str, topic: str, got: list[Received], key_is_topic: bool) -> pa.Table:
+    import numpy as np
     import pyarrow as pa
 
     from sluice.connectors.source_reads import record_table
 
-    headers = pa.array(
-        [
-            [("mqtt.topic", m.topic), ("mqtt.qos", str(m.qos)), ("mqtt.retain", str(m.retain).lower()),
-             *m.properties]
-            for m in got
-        ],
-        pa.map_(pa.string(), pa.string()),
-    )  # fmt: skip
+    topics = [m.topic for m in got]
+    names: list[str] = []
+    values: list[str] = []
+    counts = np.empty(len(got), np.int32)
+    for i, m in enumerate(got):
+        names += ("mqtt.topic", "mqtt.qos", "mqtt.retain")
+        values += (m.topic, _QOS[m.qos], "true" if m.retain else "false")
+        for k, v in m.properties:
+            names.append(k)
+            values.append(v)
+        counts[i] = 3 + len(m.properties)
+    offsets = np.zeros(len(got) + 1, np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    headers = pa.MapArray.from_arrays(
+        pa.array(offsets), pa.array(names, pa.string()), pa.array(values, pa.string())
+    )
     return record_table(
         partition,
         [m.seq for m in got],
         [m.payload for m in got],
         topic=topic,
-        keys=[m.topic for m in got] if key_is_topic else None,
+        keys=topics if key_is_topic else None,
         headers=headers,
         timestamps=pa.array([m.at_ms * 1000 for m in got], pa.timestamp("us", tz="UTC")),
         value_type=pa.binary(),
     )
 
+
+_QOS: Final = ("0", "1", "2")
 
 MqttSourceConnector.task_class = MqttSourceTask

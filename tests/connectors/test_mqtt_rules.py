@@ -196,3 +196,20 @@ def test_a_rerun_waits_for_messages_delivered_again_then_numbers_past_its_range(
     assert [m.seq for m in inbox.take(0, 12, 15, 0.1)] == []
     inbox.put(0, "t", b"y", 1, 9, False, ())
     assert inbox.end(0) == 16
+
+
+def test_a_message_handed_again_on_the_same_session_is_held_once() -> None:
+    inbox = Inbox(1)
+    assert inbox.put(0, "t", b"a", 1, 5, False, ())
+    assert not inbox.put(0, "t", b"a", 1, 5, False, (), dup=True)  # the broker resent it: held already
+    assert inbox.end(0) == 1
+    assert [m.mid for m in inbox.release(0, 1)] == [5]
+    assert inbox.put(0, "t", b"b", 1, 5, False, (), dup=True)  # id 5 acknowledged: this one is new
+
+
+def test_a_new_session_voids_the_packet_ids_held() -> None:
+    inbox = Inbox(1)
+    inbox.put(0, "t", b"a", 1, 5, False, ())
+    inbox.forget_ids()  # the old session expired: id 5 may name another message now
+    assert inbox.put(0, "t", b"c", 1, 5, False, (), dup=True)
+    assert [(m.payload, m.mid) for m in inbox.release(0, 2)] == [(b"a", 0), (b"c", 5)]

@@ -167,3 +167,78 @@ async def test_mqtt_sink_publishes_each_record_in_order_after_its_acknowledgemen
     await sluice.delete(name)
     subscriber.loop_stop()
     subscriber.disconnect()
+
+
+def _v5_client(cfg: StackConfig) -> Any:
+    import paho.mqtt.client as paho
+
+    client = paho.Client(paho.CallbackAPIVersion.VERSION2, protocol=paho.MQTTv5)
+    client.username_pw_set(cfg.mqtt_user, cfg.mqtt_password)
+    client.connect(cfg.host, cfg.mqtt_port)
+    client.loop_start()
+    deadline = time.monotonic() + 10
+    while not client.is_connected() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return client
+
+
+@pytest.mark.timeout(300)
+async def test_tasks_share_a_filter_and_mqtt5_properties_and_oversized_payloads_are_kept(
+    start_worker, sluice, stack_config: StackConfig, rocketmq_admin: SyncRocketMQClient, topic_name: str
+) -> None:
+    """Two tasks share the filter ($share/<connector>/...): each message reaches RocketMQ through one
+    of them; MQTT 5 user properties and content type become message properties; a payload over
+    RocketMQ's 4 MiB goes to the dead-letter topic under errors.tolerance=all, the rest flows."""
+    from paho.mqtt.packettypes import PacketTypes
+    from paho.mqtt.properties import Properties
+
+    prefix, dead = f"sh-{uuid.uuid4().hex[:8]}", f"DLQ_{uuid.uuid4().hex[:10]}"
+    name = f"mqtt-{uuid.uuid4().hex[:8]}"
+    start_worker()
+    await sluice.create(name, {
+        "connector.class": "mqtt-source", "mqtt.broker.url": f"tcp://{stack_config.host}:{stack_config.mqtt_port}",
+        "mqtt.username": stack_config.mqtt_user, "mqtt.password": stack_config.mqtt_password,
+        "mqtt.topics": f"{prefix}/#", "topic": topic_name, "tasks.max": "2", "value.converter": "bytes",
+        "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dead, **FAST_HEARTBEAT,
+    })  # fmt: skip
+    device = _v5_client(stack_config)
+
+    async def subscribed() -> bool:  # both tasks' sessions exist once probes reach RocketMQ twice over
+        device.publish(f"{prefix}/probe", b"probe", qos=1).wait_for_publish(10)
+        parts = {m.properties.get("sluice.partition") for m in _messages(rocketmq_admin, topic_name)}
+        return len(parts) == 2
+
+    await wait_for(subscribed, 120, "both tasks' shared subscriptions", interval_s=0.5)
+    props = Properties(PacketTypes.PUBLISH)
+    props.UserProperty = [("site", "north"), ("unit", "°C")]
+    props.ContentType = "application/octet-stream"
+    sent = {}
+    for i in range(2000):
+        body = i.to_bytes(4, "big") + b"\xff\x00"
+        sent[body] = f"{prefix}/{i % 3}"
+        device.publish(sent[body], body, qos=1, properties=props)
+    big = b"\x01" * (5 * 1024 * 1024)
+    device.publish(f"{prefix}/big", big, qos=1).wait_for_publish(30)
+
+    def arrived() -> bool:
+        return {m.body for m in _messages(rocketmq_admin, topic_name)} >= set(sent)
+
+    await wait_for(arrived, 180, "every message through one task or the other")
+    got = [m for m in _messages(rocketmq_admin, topic_name) if m.body in sent]
+    assert sorted(m.body for m in got) == sorted(sent)  # each once, byte-exact
+    assert {m.properties["sluice.partition"].split(":")[0] for m in got} == {"task0", "task1"}
+    assert all(m.properties["site"] == "north" and m.properties["unit"] == "°C" for m in got)
+    assert all(m.properties["mqtt.content.type"] == "application/octet-stream" for m in got)
+    await wait_for(
+        lambda: rocketmq_admin.topic_exists(dead) and _messages(rocketmq_admin, dead), 60, "the dead letter"
+    )
+    (letter,) = _messages(rocketmq_admin, dead)
+    assert (
+        letter.properties["sluice.original.size"] == str(len(big)) and letter.body == big[: len(letter.body)]
+    )
+    assert "maximum message size" in letter.properties["sluice.error"]
+    status = await sluice.status(name)
+    assert [t.state for t in status.tasks] == ["RUNNING", "RUNNING"], status
+    device.loop_stop()
+    device.disconnect()
+    await sluice.delete(name)
