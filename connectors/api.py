@@ -412,7 +412,8 @@ class RestatesPlans(Protocol):
 @runtime_checkable
 class ReportsWaiting(Protocol):
     """Optional ability of a source task: say what it waits for when it cannot read (a file that does
-    not exist yet); the runtime shows it per task in status and the Temporal UI."""
+    not exist yet), or a state worth showing (an MQTT session: its broker and subscriptions); the
+    runtime shows it per task in status and the Temporal UI, reported when it changes."""
 
     def waiting_for(self) -> str:
         """A short text naming what is missing, or "" when nothing is."""

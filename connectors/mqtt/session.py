@@ -146,9 +146,13 @@ class MqttConnection:
             raise MqttRefusedError(refused)
 
     def waiting_for(self) -> str:
-        """What the connection waits for ("" when connected)."""
+        """What the connection waits for, or its session and subscriptions once connected."""
         if self._connected.is_set():
-            return ""
+            subscribed = ", ".join(f"{f} (QoS {q})" for f, q in self._subscriptions)
+            session = "session resumed" if self.session_present else "new session"
+            return f"{self.broker.describe}: {session}" + (
+                f", subscribed to {subscribed}" if subscribed else ""
+            )
         with self._lock:
             return self._refused or self._problem
 

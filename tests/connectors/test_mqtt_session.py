@@ -60,7 +60,8 @@ def test_tls_needs_the_brokers_ca(stack_config: StackConfig) -> None:
     )
     trusted.start()
     try:
-        assert trusted.wait_connected(10) and trusted.waiting_for() == ""
+        assert trusted.wait_connected(10)
+        assert trusted.waiting_for() == f"MQTT broker {url}: new session"
     finally:
         trusted.close()
 

@@ -239,6 +239,8 @@ async def test_tasks_share_a_filter_and_mqtt5_properties_and_oversized_payloads_
     assert "maximum message size" in letter.properties["sluice.error"]
     status = await sluice.status(name)
     assert [t.state for t in status.tasks] == ["RUNNING", "RUNNING"], status
+    shared = f"subscribed to $share/{name}/{prefix}/# (QoS 1)"  # the session, shown per task
+    assert all(shared in t.detail for t in status.tasks), [t.detail for t in status.tasks]
     device.loop_stop()
     device.disconnect()
     await sluice.delete(name)
