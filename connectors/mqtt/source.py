@@ -173,8 +173,9 @@ class MqttSourceTask(SourceTask):
                 assert self._connection is not None
                 self._connection.client.ack(msg.mid, msg.qos)
             return
+        payload, properties = bytes(msg.payload), _properties(msg)
         self._inbox.put(
-            route, msg.topic, bytes(msg.payload), msg.qos, msg.mid, bool(msg.retain), _properties(msg)
+            route, msg.topic, payload, msg.qos, msg.mid, bool(msg.retain), properties, bool(msg.dup)
         )
 
     def waiting_for(self) -> str:

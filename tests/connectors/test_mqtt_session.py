@@ -87,3 +87,66 @@ def test_a_source_whose_broker_is_down_waits_and_says_so(stack_config: StackConf
     finally:
         task.close()
     assert partition == "task0:a/#"
+
+
+@pytest.mark.parametrize("version", ["3.1.1", "5"])
+def test_what_a_task_did_not_see_committed_comes_again_and_what_it_did_never(
+    version: str, stack_config: StackConfig
+) -> None:
+    """The persistent session over both protocol versions: messages read but never committed are
+    delivered again to the next task with the same client id; committed ones are acknowledged and
+    are not."""
+    import uuid
+
+    import paho.mqtt.client as paho
+
+    from sluice.connectors.model import BatchPlan, PartitionRange
+    from sluice.connectors.positions import Position
+
+    prefix = f"sess-{uuid.uuid4().hex[:8]}"
+    config = MqttSourceConnector().parse({
+        "connector.class": "mqtt-source", "name": f"s-{prefix}", "mqtt.version": version,
+        "mqtt.broker.url": f"tcp://{stack_config.host}:{stack_config.mqtt_port}",
+        "mqtt.username": stack_config.mqtt_user, "mqtt.password": stack_config.mqtt_password,
+        "mqtt.topics": f"{prefix}/#", "topic": "T", "mqtt.replay.wait.ms": "3000",
+    })  # fmt: skip
+    publisher = paho.Client(paho.CallbackAPIVersion.VERSION2)
+    publisher.username_pw_set(stack_config.mqtt_user, stack_config.mqtt_password)
+    publisher.connect(stack_config.host, stack_config.mqtt_port)
+    publisher.loop_start()
+
+    def positions(task: object, want: int, committed: int = 0) -> int:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            ends = task.latest_positions({partition: Position((committed,))})  # type: ignore[attr-defined]
+            (end,) = ends.values()
+            if end.offset >= want:
+                return int(end.offset)
+            time.sleep(0.05)
+        raise AssertionError(f"the task received fewer than {want} messages")
+
+    task = MqttSourceConnector.task_class(config, 0)
+    partition = f"task0:{prefix}/#"
+    positions(task, 0)
+    deadline = time.monotonic() + 10
+    while "subscribed to" not in task.waiting_for() and time.monotonic() < deadline:
+        time.sleep(0.05)  # connected and subscribing: the session exists from here on
+    time.sleep(0.2)  # the SUBACK
+    for i in range(4):
+        publisher.publish(f"{prefix}/d", f"m{i}".encode(), qos=1).wait_for_publish(5)
+    positions(task, 4)
+    read = task.read([PartitionRange(partition, Position((0,)), Position((4,)))]).to_table()
+    assert read.column("value").to_pylist() == [b"m0", b"m1", b"m2", b"m3"]
+    task.committed(BatchPlan("c", 0, 1, (PartitionRange(partition, Position((0,)), Position((2,))),)))
+    time.sleep(0.5)  # the acknowledgements reach the broker
+    task.close()  # m2 and m3 were read, never committed
+
+    again = MqttSourceConnector.task_class(config, 0)
+    try:
+        positions(again, 4, committed=2)  # numbered on from the committed position
+        read = again.read([PartitionRange(partition, Position((2,)), Position((4,)))]).to_table()
+        assert read.column("value").to_pylist() == [b"m2", b"m3"]  # only what was not committed
+    finally:
+        again.close()
+        publisher.loop_stop()
+        publisher.disconnect()

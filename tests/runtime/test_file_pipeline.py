@@ -125,6 +125,7 @@ async def test_sigkill_mid_batch_then_another_worker_resumes_exactly_once(
     appender = asyncio.create_task(_keep_appending(src, 8000, stop))
     await asyncio.sleep(0.5)
     first.kill()
+    await asyncio.sleep(0.3)  # lines the appender writes now wait for the next worker
     assert len(_read(dst)) < len(_read(src)), "the pipeline finished before the kill; the test proves nothing"
     await asyncio.to_thread(start_worker)  # lines written while no worker runs the tasks
     stop.set()
