@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
@@ -134,6 +135,10 @@ class MqttSourceTask(SourceTask):
         self._inbox = Inbox(len(self._rules))
         self._connection: MqttConnection | None = None
         self._unrouted = 0
+        #: acknowledgements of committed messages that found the connection down, by packet id: the
+        #: broker hands those messages again when it is back, and they are acknowledged then
+        self._owed: dict[int, int] = {}
+        self._owed_lock = threading.Lock()
         #: each MQTT topic's route, found once (a device publishes to the same topic again and again)
         self._routes: dict[str, int | None] = {}
 
@@ -153,15 +158,38 @@ class MqttSourceTask(SourceTask):
                 session_expiry_s=int(self.config["mqtt.session.expiry.s"]),
                 subscriptions=[(shared(r.topic_filter, group), self._qos) for r in self._rules],
                 on_message=self._received,
-                on_new_session=self._inbox.forget_ids,
+                on_new_session=self._new_session,
                 manual_ack=True,
             )
             self._connection.start()
         self._connection.check()
         return self._connection
 
+    def _new_session(self) -> None:
+        """No session on the broker (the first connection, or the old one expired): packet ids
+        held or owed mean nothing there."""
+        self._inbox.forget_ids()
+        with self._owed_lock:
+            self._owed.clear()
+
+    def _ack(self, mid: int, qos: int) -> None:
+        """Acknowledge a committed message, or owe it while the connection is down (paho drops
+        what it is asked to send then)."""
+        assert self._connection is not None
+        if self._connection.connected:
+            self._connection.client.ack(mid, qos)
+            return
+        with self._owed_lock:
+            self._owed[mid] = qos
+
     def _received(self, msg: paho.MQTTMessage) -> None:
         """paho's network thread: number the message on its route (acknowledged at commit)."""
+        if msg.dup and msg.qos:
+            with self._owed_lock:
+                owed = self._owed.pop(msg.mid, None)
+            if owed is not None:  # committed already: its acknowledgement was owed, and goes now
+                self._ack(msg.mid, msg.qos)
+                return
         route = self._routes.get(msg.topic, -1)
         if route == -1:
             if len(self._routes) > MAX_ROUTED_TOPICS:
@@ -223,7 +251,7 @@ class MqttSourceTask(SourceTask):
             if r.partition in self._partitions:
                 for m in self._inbox.release(self._partitions.index(r.partition), r.end.offset):
                     if m.qos and m.mid:  # mid 0: delivered in a session that is gone
-                        self._connection.client.ack(m.mid, m.qos)
+                        self._ack(m.mid, m.qos)
 
     def close(self) -> None:
         if self._connection is not None:
