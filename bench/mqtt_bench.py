@@ -41,7 +41,7 @@ from sluice.worker.settings import settings_or_exit
 from sluice.worker.temporal_client import connect
 
 BODY = b"x" * 100
-OUTSTANDING = 30_000
+OUTSTANDING = 1_000  # paho scans its whole queue on every PUBACK (connectors.mqtt.sink)
 MOSQUITTO_PUB = Path("/usr/bin/mosquitto_pub")
 RATE = 10_000  # messages/s
 SECONDS = 10
