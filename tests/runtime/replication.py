@@ -4,6 +4,7 @@ queue's content read back for comparison."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
@@ -40,7 +41,8 @@ def replicator(stack_config: StackConfig, topictags: str, **extra: str) -> dict[
 
 
 def send(client: SyncRocketMQClient, topic: str, queues: int, start: int, count: int) -> None:
-    """``count`` messages to each queue: keys, a tag of TAGS in turn, properties, a binary body."""
+    """``count`` messages to each queue: keys, a tag of TAGS in turn, properties, a binary body;
+    returns once each queue's end has them."""
     for q in range(queues):
         mq = next(m for m in client.queues(topic) if m.queue_id == q)
         batch = [
@@ -53,7 +55,12 @@ def send(client: SyncRocketMQClient, topic: str, queues: int, start: int, count:
             for i in range(start, start + count)
         ]
         for lo in range(0, len(batch), 100):
-            client.send_batch(mq, batch[lo : lo + 100])
+            result = client.send_batch(mq, batch[lo : lo + 100])
+        # A queue's end (what a pull or max_offset sees) follows a send by a moment (the broker
+        # dispatches its commit log to the queue): wait, so what a test reads next is all of it.
+        deadline = time.monotonic() + 10
+        while client.max_offset(mq) < result.offsets[-1] + 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
 
 
 def queue(client: SyncRocketMQClient, topic: str, queue_id: int, start: int = 0) -> list[Any]:

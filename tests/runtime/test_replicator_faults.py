@@ -62,11 +62,13 @@ async def test_a_recreated_source_topic_is_named_as_data_loss_and_skip_copies_on
     topic = f"RD_{uuid.uuid4().hex[:10]}"
     rocketmq_admin.create_topic(topic, queue_count=2, cluster=CLUSTER_NAME)
     send(rocketmq_admin, topic, 2, 0, 90)
-    before = expected_copies(rocketmq_admin, topic, 2, ("a", "b", "skip"))
     start_worker()
     name = f"replicator-{uuid.uuid4().hex[:8]}"
     await sluice.create(name, replicator(stack_config, f"{topic},*"))
     await wait_for(lambda: total_of(replica_admin, topic) >= 180, 180, "the old topic copied")
+    # read once every message is copied (so dispatched: a queue's end lags the send a moment)
+    before = expected_copies(rocketmq_admin, topic, 2, ("a", "b", "skip"))
+    assert sum(len(v) for v in before.values()) == 180
     rocketmq_admin.delete_topic(topic)
     rocketmq_admin.create_topic(topic, queue_count=2, cluster=CLUSTER_NAME)
     send(rocketmq_admin, topic, 2, 1000, 30)  # the new topic's offsets start again at 0
