@@ -134,7 +134,6 @@ class MqttSourceTask(SourceTask):
         self._replay_wait_s = int(config["mqtt.replay.wait.ms"]) / 1000
         self._inbox = Inbox(len(self._rules))
         self._connection: MqttConnection | None = None
-        self._unrouted = 0
         #: acknowledgements of committed messages that found the connection down, by packet id: the
         #: broker hands those messages again when it is back, and they are acknowledged then
         self._owed: dict[int, int] = {}
@@ -196,10 +195,8 @@ class MqttSourceTask(SourceTask):
                 self._routes.clear()
             route = self._routes[msg.topic] = route_of(self._rules, msg.topic)
         if route is None:  # a retained or overlapping delivery no rule asked for
-            self._unrouted += 1
             if msg.qos:
-                assert self._connection is not None
-                self._connection.client.ack(msg.mid, msg.qos)
+                self._ack(msg.mid, msg.qos)
             return
         payload, properties = bytes(msg.payload), _properties(msg)
         self._inbox.put(
