@@ -104,5 +104,8 @@ bench-search: up
 bench-lake: up
 	$(BIN)/python -m bench.lake_bench $(BENCH_ARGS)
 
+bench-verify: up
+	$(BIN)/python -m bench.verify_bench
+
 clean-state: down
 	rm -rf .sluice

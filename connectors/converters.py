@@ -311,12 +311,12 @@ class JsonConverter(Converter):
     def _declared_type(self) -> DataType | None:
         if not self.value_schema:
             return None
-        # pyspark: config validation imports this module (via connectors.plugins)
-        from pyspark.sql.types import _parse_datatype_string
+        # pyspark's types: config validation imports this module (via connectors.plugins)
+        from sluice.connectors.spark_ddl import parse_ddl
 
         try:
-            return _parse_datatype_string(self.value_schema)
-        except Exception as exc:
+            return parse_ddl(self.value_schema)
+        except ValueError as exc:
             raise ValueError(
                 f"json converter: value schema {self.value_schema!r} is not Spark DDL: {exc}"
             ) from exc

@@ -27,6 +27,7 @@ from sluice.connectors import arrow_json_bodies
 from sluice.connectors.arrow_json_bodies import NOT_JSON, NOT_UTF8, DeclaredJsonDecoder, JsonTextDecoder
 from sluice.connectors.converters import TOMBSTONE_PROPERTY, JsonConverter
 from sluice.connectors.records import ERROR_COLUMN, MAX_RECORD_ERROR_CHARS
+from sluice.connectors.spark_ddl import parse_ddl
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType
@@ -171,10 +172,8 @@ def test_schemaless_duplicate_keys_are_json_as_kafka_reads_them() -> None:
 
 def _declared(ddl: str, envelope: bool) -> DeclaredJsonDecoder:
     """The Arrow decoder the json converter plans for a declared ``value.converter.schema``."""
-    from pyspark.sql.types import _parse_datatype_string
-
     decoder = DeclaredJsonDecoder.plan(
-        _parse_datatype_string(ddl), envelope=envelope, tombstone=TOMBSTONE_PROPERTY
+        parse_ddl(ddl), envelope=envelope, tombstone=TOMBSTONE_PROPERTY
     )  # the type as the converter parses the setting
     assert decoder is not None
     assert JsonConverter(schemas_enable=envelope, value_schema=ddl).arrow_records().value == decoder
@@ -184,9 +183,8 @@ def _declared(ddl: str, envelope: bool) -> DeclaredJsonDecoder:
 def _arrow_type(ddl: str) -> pa.DataType:
     """The Arrow type of a declared type's values: every field, element nullable."""
     from pyspark.sql.pandas.types import to_arrow_type
-    from pyspark.sql.types import _parse_datatype_string
 
-    data_type: DataType = _parse_datatype_string(ddl)
+    data_type: DataType = parse_ddl(ddl)
     return to_arrow_type(data_type)
 
 
@@ -196,7 +194,6 @@ def _good(i: int) -> bytes:
     ).encode()
 
 
-@pytest.mark.usefixtures("spark")  # a declared type is parsed by Spark's DDL parser
 def test_bad_records_in_a_large_batch_are_found_by_halving(monkeypatch: Any) -> None:
     """A good batch is one read and no record is looked at alone; a few bad records cost a few
     reads each (halving), and every other record keeps its value."""
@@ -382,7 +379,6 @@ DECLARED_CASES: list[tuple[str, Any, Outcome]] = [
 ]
 
 
-@pytest.mark.usefixtures("spark")
 def test_declared_bodies_decode_to_their_values_or_are_flagged() -> None:
     got = _decoded(_declared(DDL, envelope=False), [body for _, body, _ in DECLARED_CASES], _arrow_type(DDL))
     _assert_outcomes(
@@ -424,7 +420,6 @@ ENVELOPE_CASES: list[tuple[str, Any, Outcome]] = [
 ]
 
 
-@pytest.mark.usefixtures("spark")
 def test_declared_envelopes_decode_to_their_payloads_or_are_flagged() -> None:
     got = _decoded(_declared(DDL, envelope=True), [body for _, body, _ in ENVELOPE_CASES], _arrow_type(DDL))
     _assert_outcomes(
@@ -474,7 +469,6 @@ def _not(ddl_type: str) -> Outcome:
         ),
     ],
 )
-@pytest.mark.usefixtures("spark")
 def test_declared_types_that_are_no_struct_are_read_inside_a_payload(
     ddl: str, cases: list[tuple[bytes, Outcome]]
 ) -> None:
@@ -501,7 +495,6 @@ DIFFERENCES: list[tuple[str, bytes, bool]] = [
 
 
 @pytest.mark.parametrize(("name", "body", "envelope"), DIFFERENCES, ids=[d[0] for d in DIFFERENCES])
-@pytest.mark.usefixtures("spark")
 def test_what_spark_read_by_coercion_is_flagged(name: str, body: bytes, envelope: bool) -> None:
     assert _decoded(_declared(DDL, envelope), [body], _arrow_type(DDL)) == [
         NOT_DDL_ENVELOPE if envelope else NOT_DDL

@@ -1,0 +1,1 @@
+"""`sluice verify`'s engine: in-database checksums of key ranges, bisection, then a row-level compare."""
