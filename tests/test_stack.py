@@ -248,7 +248,7 @@ def test_port_taken_fails_clearly_and_leaves_nothing_half_started(stack_config: 
         StackError, match=r"temporal: port 127\.0\.0\.1:\d+ is already taken.*SLUICE_TEMPORAL_PORT"
     ):
         stack.up(cfg)
-    # postgres and mariadb started first and were stopped again when temporal failed.
+    # the services started beside temporal (its wave) were stopped again when it failed.
     assert not any(s.healthy for s in stack.status(cfg) if s.name in ("postgres", "mariadb", "temporal"))
     import shutil
 
@@ -279,3 +279,12 @@ def test_opensearch_port_taken_fails_naming_the_service(stack_config: StackConfi
         StackError, match=r"opensearch: port 127\.0\.0\.1:\d+ is already taken.*SLUICE_OPENSEARCH_PORT"
     ):
         OpenSearch(cfg).start()
+
+
+def test_the_start_waves_hold_every_service_once_each_after_what_it_needs() -> None:
+    waves = [name for wave in stack.WAVES for name in wave]
+    assert sorted(waves) == sorted(stack.SERVICE_NAMES) and len(waves) == len(set(waves))
+    position = {name: i for i, wave in enumerate(stack.WAVES) for name in wave}
+    # a broker registers with its name server, so it starts in a later wave
+    assert position["rocketmq-broker"] > position["rocketmq-namesrv"]
+    assert position["rocketmq-replica-broker"] > position["rocketmq-replica-namesrv"]

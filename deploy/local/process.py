@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -149,14 +150,19 @@ def wait_until(
     )
 
 
+#: apt-get holds dpkg's lock: services of one wave (deploy.local.stack) install one at a time.
+_APT = threading.Lock()
+
+
 def apt_install(service: str, package: str, system_service: str) -> None:
     """Install Debian's ``package`` (root only), then stop the system server its install starts:
     the stack runs its own, on its own ports. Errors name the service and the failing command."""
     if os.geteuid() != 0:
         raise StackError(f"{service}: {package} is not installed; run `sudo apt-get install -y {package}`")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for argv in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", package]):
-        result = subprocess.run(argv, env=env, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise StackError(f"{service}: `{' '.join(argv)}` failed: {result.stderr.strip()[-500:]}")
-    subprocess.run(["service", system_service, "stop"], capture_output=True)
+    with _APT:
+        for argv in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", package]):
+            result = subprocess.run(argv, env=env, capture_output=True, text=True)
+            if result.returncode != 0:
+                raise StackError(f"{service}: `{' '.join(argv)}` failed: {result.stderr.strip()[-500:]}")
+        subprocess.run(["service", system_service, "stop"], capture_output=True)

@@ -2,11 +2,16 @@
 
 `up` is idempotent (healthy services are left alone) and all-or-nothing: if a service fails to
 start, the ones this call started are stopped again and the error names the service and its log.
+
+Services start and stop in waves (``WAVES``): the services of one wave do not depend on each other
+and are started together, since most of a start is waiting for a JVM or a database to answer (one
+after another, a cold `up` took 48 s here and `down` 37 s).
 """
 
 from __future__ import annotations
 
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol
@@ -32,6 +37,21 @@ SERVICE_NAMES = (
     "postgres", "mariadb", "temporal", "rocketmq-namesrv", "rocketmq-broker", "rocketmq-replica-namesrv",
     "rocketmq-replica-broker", "opensearch", "mosquitto",
 )  # fmt: skip
+
+
+#: Start order: a wave starts once the one before is up (a broker registers with its name server).
+WAVES: tuple[tuple[str, ...], ...] = (
+    (
+        "postgres",
+        "mariadb",
+        "temporal",
+        "rocketmq-namesrv",
+        "rocketmq-replica-namesrv",
+        "opensearch",
+        "mosquitto",
+    ),
+    ("rocketmq-broker", "rocketmq-replica-broker"),
+)
 
 
 def services(cfg: StackConfig) -> dict[str, Service]:
@@ -74,31 +94,45 @@ def _address(cfg: StackConfig, name: str) -> str:
 
 
 def up(cfg: StackConfig) -> list[ServiceStatus]:
-    """Start what is not healthy; each service's health is checked once before (healthy ones are
-    left alone) and, when something was started, every service once more after (a start must not
-    have disturbed one before it)."""
+    """Start what is not healthy, a wave at a time; each service's health is checked once before
+    (healthy ones are left alone) and, when something was started, every service once more after
+    (a start must not have disturbed one before it)."""
     cfg.state_dir.mkdir(parents=True, exist_ok=True)
     ensure_jars(cfg)
     lake.ensure_jars(cfg)
+    every = services(cfg)
     started: list[Service] = []
-    for name, svc in services(cfg).items():
-        if svc.healthy():
-            continue  # its start() would only check again and return
-        try:
-            svc.start()
-        except StackError:
-            for done in reversed(started):
-                done.stop()
-            raise
-        except Exception as exc:  # an unexpected failure still must not leave a half stack
-            for done in reversed(started):
-                done.stop()
-            raise StackError(f"{name}: failed to start: {exc}") from exc
-        started.append(svc)
+    for wave in WAVES:
+        idle = [(name, every[name]) for name in wave if not every[name].healthy()]
+        with ThreadPoolExecutor(max_workers=max(len(idle), 1)) as pool:
+            outcomes = list(zip(idle, pool.map(_start, (svc for _, svc in idle)), strict=True))
+        started += [svc for (_, svc), failure in outcomes if failure is None]
+        failed = [(name, failure) for (name, _), failure in outcomes if failure is not None]
+        if failed:
+            _stop_all(list(reversed(started)))
+            name, failure = failed[0]
+            if isinstance(failure, StackError):
+                raise failure
+            raise StackError(f"{name}: failed to start: {failure}") from failure
     if started:
         return status(cfg)
     # Every service passed its check just now: report that instead of checking them all again.
     return _report(cfg, dict.fromkeys(SERVICE_NAMES, True))
+
+
+def _start(svc: Service) -> BaseException | None:
+    """One service started; its failure returned, so the others of its wave finish starting and
+    can be stopped again (an unexpected failure too: it must not leave a half stack)."""
+    try:
+        svc.start()
+    except Exception as exc:  # noqa: BLE001 - returned to up(), which raises it
+        return exc
+    return None
+
+
+def _stop_all(svcs: list[Service]) -> None:
+    with ThreadPoolExecutor(max_workers=max(len(svcs), 1)) as pool:
+        list(pool.map(lambda svc: svc.stop(), svcs))
 
 
 #: Used share of the disk at which RocketMQ's broker refuses new messages (its warning level).
@@ -132,8 +166,10 @@ def stack_disk_warning(cfg: StackConfig) -> str | None:
 
 
 def down(cfg: StackConfig) -> None:
-    for svc in reversed(list(services(cfg).values())):
-        svc.stop()
+    """Stop every service, the last wave first (brokers before their name servers)."""
+    every = services(cfg)
+    for wave in reversed(WAVES):
+        _stop_all([every[name] for name in wave])
 
 
 def status(cfg: StackConfig) -> list[ServiceStatus]:
