@@ -43,7 +43,9 @@ from sluice.connectors.transforms import extract_new_record_state, fields, filte
 from sluice.connectors.transforms.base import (
     REGISTRY,
     ArrowTransform,
+    NotFollowable,
     PrunesValue,
+    RecordShape,
     SparkTransform,
     Transform,
     TransformFactory,
@@ -55,7 +57,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ArrowTransform",
+    "NotFollowable",
     "PrunesValue",
+    "RecordShape",
     "SparkTransform",
     "Transform",
     "TransformFactory",
@@ -228,3 +232,11 @@ def apply_chain(chain: Sequence[Transform], records: pa.Table) -> pa.Table:
         records = transform.apply(records)
         check_record_table(records, transform.where)
     return records
+
+
+def reshape_chain(chain: Sequence[Transform], shape: RecordShape) -> RecordShape:
+    """``shape`` as each transform of the chain leaves it, in order (``Transform.reshape``);
+    raises NotFollowable naming the first transform that cannot be followed."""
+    for transform in chain:
+        shape = transform.reshape(shape)
+    return shape

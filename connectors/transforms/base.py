@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, runtime_checkable
 
@@ -17,6 +18,34 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
     from pyspark.sql.types import DataType
+
+
+@dataclass(frozen=True)
+class RecordShape:
+    """A record as a pipeline's transforms leave it, for ``sluice verify`` to pair each target
+    column with the source column it came from: its topic, and each value field with its source
+    column (None: made by a transform, such as an inserted field: nothing in the source to compare)."""
+
+    topic: str
+    fields: tuple[tuple[str, str | None], ...]
+
+    def renamed(self, names: Mapping[str, str | None]) -> RecordShape:
+        """Fields renamed by ``names`` (a name mapped to None is dropped)."""
+        out = []
+        for name, origin in self.fields:
+            new = names.get(name, name)
+            if new is not None:
+                out.append((new, origin))
+        return replace(self, fields=tuple(out))
+
+    def added(self, *names: str) -> RecordShape:
+        """``names`` appended (or replacing a field of the same name) with no source column."""
+        kept = tuple((n, o) for n, o in self.fields if n not in names)
+        return replace(self, fields=kept + tuple((n, None) for n in names))
+
+
+class NotFollowable(ValueError):
+    """A transform whose effect on a record cannot be followed back to the source's columns."""
 
 
 class Transform(ABC):  # noqa: B024 - the two kinds below declare how a transform runs
@@ -55,6 +84,18 @@ class Transform(ABC):  # noqa: B024 - the two kinds below declare how a transfor
         """Cross-option checks after parsing; return messages (without the alias)."""
         return []
 
+    def reshape(self, shape: RecordShape) -> RecordShape:
+        """What this transform makes of a record's topic and value fields (``RecordShape``). A
+        transform on the record key leaves them as they are; one that changes values in a way no
+        column-by-column compare can follow (a filter, an extracted or hoisted field, SQL) raises
+        NotFollowable naming itself, and those that can override this."""
+        if self.target == "key":
+            return shape
+        raise NotFollowable(
+            f"{self.where}: its effect on a record cannot be followed back to the source's columns "
+            f"(follows: {', '.join(FOLLOWABLE)})"
+        )
+
 
 class ArrowTransform(Transform):
     """A transform over a batch's records in Arrow (connectors.record_tables): records it cannot
@@ -88,6 +129,12 @@ class PrunesValue(Protocol):
         or ``value_type`` itself when all of it is read."""
         ...
 
+
+#: the built-ins that override ``Transform.reshape`` (named in NotFollowable's message)
+FOLLOWABLE: Final = (
+    "InsertField", "ReplaceField", "MaskField", "Cast", "Flatten", "ValueToKey", "RegexRouter",
+    "TopicRename", "ExtractNewRecordState",
+)  # fmt: skip
 
 TransformFactory = Callable[[], Transform]
 

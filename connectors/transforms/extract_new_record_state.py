@@ -42,7 +42,7 @@ from sluice.connectors.record_tables import (
     struct_where,
 )
 from sluice.connectors.records import OP_HEADER, OP_TRUNCATE, VALUE_SCHEMA_HEADER
-from sluice.connectors.transforms.base import ArrowTransform, register
+from sluice.connectors.transforms.base import ArrowTransform, RecordShape, register
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType
@@ -116,6 +116,15 @@ class ExtractNewRecordState(ArrowTransform):
         read = {"op", "after", *(["before"] if mode == "rewrite" else [])}
         read |= {_envelope_field(name) for name in self.options["add.fields"]}
         return StructType([f for f in value_type.fields if f.name in read])
+
+    def reshape(self, shape: RecordShape) -> RecordShape:
+        """The row's own columns, and the envelope fields ``add.fields`` adds (not in the source's
+        table: not compared), ``__deleted`` too when deletes are rewritten."""
+        prefix = self.options["add.fields.prefix"]
+        added = [prefix + name.replace(".", "_") for name in self.options["add.fields"]]
+        if self._modes()[0] == "rewrite":
+            added.append(f"{prefix}deleted")
+        return shape.added(*added)
 
     def _added(self, value: pa.StructArray) -> list[tuple[str, pa.Array]]:
         """(name, values) of each ``add.fields`` entry."""

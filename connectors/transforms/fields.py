@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from sluice.connectors.config import ConfigDef, ConfigField
 from sluice.connectors.record_tables import child, column, field_names, flag, rebuilt, replaced, struct_of
-from sluice.connectors.transforms.base import ArrowTransform, register
+from sluice.connectors.transforms.base import ArrowTransform, RecordShape, register
 from sluice.connectors.transforms.values import (
     CONNECT_TYPES,
     INSTANT,
@@ -85,6 +85,14 @@ class InsertField(ArrowTransform):
                 fields = [(n, c) for n, c in fields if n != name] + [(name, values)]
         return replaced(records, self.target, rebuilt(struct, fields))
 
+    def reshape(self, shape: RecordShape) -> RecordShape:
+        if self.target == "key":
+            return shape
+        names = [
+            _field_name(self.options[f.name]) for f in self.options_def.fields if f.name.endswith(".field")
+        ]
+        return shape.added(*(n for n in names if n))
+
 
 @register("ReplaceField", "replace-field")
 class ReplaceField(ArrowTransform):
@@ -115,6 +123,21 @@ class ReplaceField(ArrowTransform):
             if name not in exclude and (not include or name in include)
         ]
         return replaced(records, self.target, rebuilt(struct, fields))
+
+    def reshape(self, shape: RecordShape) -> RecordShape:
+        if self.target == "key":
+            return shape
+        include = set(self.options["include"] or self.options["whitelist"])
+        exclude = set(self.options["exclude"] or self.options["blacklist"])
+        renames = dict(pair.split(":") for pair in self.options["renames"])
+        return shape.renamed(
+            {
+                name: None
+                if name in exclude or (include and name not in include)
+                else renames.get(name, name)
+                for name, _ in shape.fields
+            }
+        )
 
 
 def _masked(kind: pa.DataType, replacement: str, rows: int) -> pa.Array:
@@ -149,6 +172,13 @@ class MaskField(ArrowTransform):
             for name, values in _fields(struct)
         ]
         return replaced(records, self.target, rebuilt(struct, fields))
+
+    def reshape(self, shape: RecordShape) -> RecordShape:
+        """A masked field holds nothing of its source column: not compared."""
+        if self.target == "key":
+            return shape
+        masked = set(self.options["fields"])
+        return RecordShape(shape.topic, tuple((n, None if n in masked else o) for n, o in shape.fields))
 
 
 @register("Cast", "cast")
@@ -192,6 +222,10 @@ class Cast(ArrowTransform):
             fields.append((name, values))
         return replaced(records, self.target, rebuilt(struct, fields))
 
+    def reshape(self, shape: RecordShape) -> RecordShape:
+        """The same fields: a cast value is compared with its source column by value."""
+        return shape
+
 
 def _flatten(struct: pa.StructArray, prefix: str, delimiter: str) -> list[tuple[str, pa.Array]]:
     out: list[tuple[str, pa.Array]] = []
@@ -214,6 +248,10 @@ class Flatten(ArrowTransform):
         return replaced(
             records, self.target, rebuilt(struct, _flatten(struct, "", self.options["delimiter"]))
         )
+
+    def reshape(self, shape: RecordShape) -> RecordShape:
+        """The same fields for a table's flat rows (nothing nested to flatten)."""
+        return shape
 
 
 #: unix.precision -> microseconds per unit
@@ -323,3 +361,7 @@ class ValueToKey(ArrowTransform):
         _missing(struct, set(self.options["fields"]), self.where)
         key = rebuilt(struct, [(n, child(struct, n)) for n in self.options["fields"]])
         return replaced(records, "key", key)
+
+    def reshape(self, shape: RecordShape) -> RecordShape:
+        """The key is set from the value: the value's fields are unchanged."""
+        return shape

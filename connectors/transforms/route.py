@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from sluice.connectors.config import ConfigDef, ConfigField
-from sluice.connectors.transforms.base import ArrowTransform, register
+from sluice.connectors.transforms.base import ArrowTransform, RecordShape, register
 
 
 def _renamed_topics(records: pa.Table, rename: Callable[[str], str]) -> pa.Table:
@@ -86,6 +87,15 @@ class RegexRouter(ArrowTransform):
 
         return _renamed_topics(records, rename)
 
+    def reshape(self, shape: RecordShape) -> RecordShape:
+        pattern = re.compile(self.options["regex"])
+        match = pattern.fullmatch(shape.topic)
+        if match is None:
+            return shape
+        return replace(
+            shape, topic=match.expand(java_replacement(self.options["replacement"], pattern.groups) or "")
+        )
+
 
 @register("TopicRename", "topic-rename", keyed=False)
 class TopicRename(ArrowTransform):
@@ -99,8 +109,15 @@ class TopicRename(ArrowTransform):
 
     def apply(self, records: pa.Table) -> pa.Table:
         """The first matching pair renames."""
+        renames = self._renames()
+        return _renamed_topics(records, lambda topic: renames.get(topic, topic))
+
+    def _renames(self) -> dict[str, str]:
         renames: dict[str, str] = {}
         for pair in self.options["renames"]:
             old, new = pair.split(":")
             renames.setdefault(old, new)
-        return _renamed_topics(records, lambda topic: renames.get(topic, topic))
+        return renames
+
+    def reshape(self, shape: RecordShape) -> RecordShape:
+        return replace(shape, topic=self._renames().get(shape.topic, shape.topic))

@@ -59,7 +59,7 @@ from tests.workflows.stand_ins import nudge_tasks_stand_in
 
 # Markers of a process that died in interpreter finalization or leaked a traceback.
 CRASH_MARKERS = ("Fatal Python error", "Traceback", "Segmentation fault", "PyGILState")
-LOOP_ROUNDS = 51
+LOOP_ROUNDS = 33
 LANES = 3  # concurrent create/delete lanes: the 2-core CI box stays busy, not oversubscribed
 
 
