@@ -19,7 +19,7 @@ from typer._click.exceptions import ClickException, NoArgsIsHelpError
 
 from sluice.deploy.local.process import StackError
 from sluice.deploy.local.rocketmq import mqadmin as run_mqadmin
-from sluice.worker import cli_connector, cli_offsets, cli_plugins, cli_watch
+from sluice.worker import cli_connector, cli_offsets, cli_plugins, cli_verify, cli_watch
 from sluice.worker.cli_common import (
     DEBUG_HELP,
     STATE,
@@ -61,7 +61,8 @@ def stack_command(
     output: OutputOpt = Output.TEXT,
     debug: DebugOpt = False,
 ) -> None:
-    """The local stack of real services (PostgreSQL, Temporal, RocketMQ)."""
+    """The local stack of real services (PostgreSQL, MariaDB, Temporal, two RocketMQ clusters,
+    OpenSearch, Mosquitto)."""
     from sluice.deploy.local import stack as local  # the services' modules (~10 ms): only this command
 
     begin(ctx, debug)
@@ -141,6 +142,7 @@ cli_connector.app.add_typer(cli_offsets.app, name="offsets")
 cli_connector.app.command("watch")(cli_watch.watch)
 app.add_typer(cli_connector.app, name="connector")
 app.command("plugins")(cli_plugins.plugins)
+app.command("verify", epilog=cli_verify.VERIFY_EXIT_HELP)(cli_verify.verify_command)
 # Other surfaces register here, one line each (e.g. `sluice rest`: app.command("rest")(cli_rest.rest)).
 
 

@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
@@ -22,6 +22,9 @@ from rich.text import Text
 from sluice.connectors.secrets import redact
 from sluice.worker.cli_common import wide_enough
 from sluice.workflows.types import ConnectorStatus, TaskStatus
+
+if TYPE_CHECKING:
+    from sluice.worker.verify.model import VerifyReport
 
 STATE_STYLES = {
     "RUNNING": "green",
@@ -235,3 +238,30 @@ def _compact(value: Any) -> str:
     if isinstance(value, Mapping):
         return ", ".join(f"{k}={v}" for k, v in value.items())
     return json.dumps(value)
+
+
+#: differing keys listed per table and kind in `sluice verify`'s table (all of them in its JSON)
+VERIFY_SHOWN = 10
+
+
+def verify_table(report: VerifyReport) -> RenderableType:
+    """Each table's verdict, then the first differing keys of each kind."""
+    from sluice.worker.verify.model import json_key
+
+    table = Table("source", "target", "rows", "missing", "extra", "different", "seconds", "verdict")
+    details: list[RenderableType] = [table]
+    for t in report.tables:
+        verdict = Text("equal", "green") if t.equal else Text("DIFFERENT", "bold red")
+        table.add_row(t.source_table, t.target_table, f"{t.rows_compared:,}", str(len(t.missing)),
+                      str(len(t.extra)), str(len(t.different)), f"{t.seconds:.1f}", verdict)  # fmt: skip
+        for kind, keys in (("missing", t.missing), ("extra", t.extra)):
+            for key in keys[:VERIFY_SHOWN]:
+                details.append(Text(f"{t.source_table}: {kind} {_compact(json_key(key))}"))
+        for diff in t.different[:VERIFY_SHOWN]:
+            details.append(
+                Text(f"{t.source_table}: different {_compact(json_key(diff.key))}: {', '.join(diff.columns)}")
+            )
+        hidden = sum(max(len(k) - VERIFY_SHOWN, 0) for k in (t.missing, t.extra, t.different))
+        if hidden:
+            details.append(Text(f"{t.source_table}: {hidden} more (--output json lists every key)", "dim"))
+    return Group(*details)

@@ -1,0 +1,147 @@
+"""`sluice verify`: prove a copy equals its source, table by table (worker.verify).
+
+Two ways to say what to compare: a pipeline by its connectors' names (``sluice verify SOURCE SINK``,
+or one direct pipeline), followed from each source table to its target (worker.verify.pipelines);
+or two databases and their tables (``--source URL --target URL --table SOURCE[=TARGET] …``), URLs
+written as `sluice stack status` prints them or as JDBC URLs.
+
+Exit codes are the compare's own, as diff's: 0 equal, 1 differences, 2 the compare could not be
+made (a database unreachable, a table or key missing, a transform that cannot be followed).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from sluice.worker import cli_render as render
+from sluice.worker.cli_common import STATE, CommandFailed, DebugOpt, Output, OutputOpt, begin, call, describe
+
+if TYPE_CHECKING:
+    from sluice.worker.client import SluiceClient
+    from sluice.worker.verify.model import ProgressEvent, TablePair, VerifyReport
+    from sluice.worker.verify.pipelines import PipelinePlan
+
+EXIT_EQUAL, EXIT_DIFFERENT, EXIT_ERROR = 0, 1, 2
+VERIFY_EXIT_HELP = "Exit codes: 0 the tables are equal, 1 they differ, 2 the compare could not be made."
+
+
+def table_pairs(tables: list[str], keys: list[str]) -> list[TablePair]:
+    """``--table SOURCE[=TARGET]`` each, with ``--key`` columns (comma-separated) for all."""
+    from sluice.worker.verify.model import TablePair
+
+    key = tuple(k.strip() for k in ",".join(keys).split(",") if k.strip())
+    out = []
+    for spec in tables:
+        source, _, target = spec.partition("=")
+        if not source.strip():
+            raise CommandFailed(f"--table {spec!r}: expected SOURCE or SOURCE=TARGET", EXIT_ERROR)
+        out.append(TablePair(source.strip(), target.strip() or None, key_columns=key))
+    return out
+
+
+async def pipeline_plan(client: SluiceClient, source: str, sink: str | None) -> PipelinePlan:
+    """The connectors' configs (secrets resolved here, with this process's key and environment)."""
+    import asyncio
+
+    from sluice.worker.verify.from_connectors import plan_from_configs
+
+    configs = [await client.config(name) for name in (source, sink) if name]
+    providers = {"sealed": client.sealer.unseal} if client.sealer is not None else {}
+    configs = [{**c, "name": n} for c, n in zip(configs, (source, sink), strict=False)]
+    return await asyncio.to_thread(plan_from_configs, configs[0], configs[1] if sink else None, providers)
+
+
+def _progress() -> Any:
+    """A Rich progress display on stderr when it is a terminal, else nothing."""
+    if not sys.stderr.isatty():
+        return None
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                    console=Console(stderr=True), transient=True)  # fmt: skip
+
+
+def _shown(event: ProgressEvent) -> str:
+    if event.stage == "checksum":
+        differ = f"{event.differing}/{event.segments} segments differ"
+        return f"{event.table}: checksums, round {event.round}: {differ}"
+    if event.stage == "fetch":
+        return f"{event.table}: comparing {event.rows:,} rows of differing segments"
+    if event.stage == "done":
+        return f"{event.table}: {event.rows:,} rows compared"
+    return f"{event.table}: {event.stage}"
+
+
+def run_verify(source_url: str, target_url: str, pairs: list[TablePair]) -> VerifyReport:
+    from sluice.worker.verify.engine import verify
+
+    progress = _progress()
+    if progress is None:
+        return verify(source_url, target_url, pairs)
+    with progress:
+        task = progress.add_task("verify", total=None)
+        return verify(source_url, target_url, pairs,
+                      progress=lambda e: progress.update(task, description=_shown(e)))  # fmt: skip
+
+
+def verify_command(
+    ctx: typer.Context,
+    connector: Annotated[str, typer.Argument(help="a source connector, or a direct pipeline")] = "",
+    sink_connector: Annotated[str, typer.Argument(help="the sink connector reading its topics")] = "",
+    source: Annotated[str, typer.Option("--source", help="source database URL (instead of connectors)")] = "",
+    target: Annotated[str, typer.Option("--target", help="target database URL")] = "",
+    table: Annotated[list[str] | None, typer.Option("--table", help="SOURCE[=TARGET], repeatable")] = None,
+    key: Annotated[
+        list[str] | None, typer.Option("--key", help="key columns (default: the primary key)")
+    ] = None,
+    output: OutputOpt = Output.TABLE,
+    debug: DebugOpt = False,
+) -> None:
+    """Prove a copy equals its source: checksums of key ranges inside each database, bisected to rows."""
+    begin(ctx, debug)
+    from sluice.worker.verify.model import VerifyError
+
+    by_urls = bool(source or target or table)
+    if by_urls == bool(connector):
+        raise CommandFailed(
+            "give a pipeline (CONNECTOR [SINK_CONNECTOR]) or --source, --target and --table, not both",
+            EXIT_ERROR,
+        )
+    if by_urls and not (source and target and table):
+        raise CommandFailed("--source, --target and at least one --table are all needed", EXIT_ERROR)
+    try:
+        if by_urls:
+            source_url, target_url, pairs = source, target, table_pairs(table or [], key or [])
+            unread: tuple[str, ...] = ()
+        else:
+            plan = call(lambda client: pipeline_plan(client, connector, sink_connector or None))
+            source_url, target_url, pairs, unread = (
+                plan.source_url,
+                plan.target_url,
+                list(plan.pairs),
+                plan.unread,
+            )
+            if not pairs:
+                raise VerifyError(f"connector {connector!r}: no table of it is written by the sink")
+        report = run_verify(source_url, target_url, pairs)
+    except CommandFailed as exc:
+        raise CommandFailed(str(exc), EXIT_ERROR) from None
+    except VerifyError as exc:
+        raise CommandFailed(str(exc), EXIT_ERROR) from None
+    except Exception as exc:  # noqa: BLE001 - one line, exit 2 (1 means "they differ" here)
+        raise CommandFailed(str(describe(exc)), EXIT_ERROR) from None
+    if output == Output.JSON:
+        render.print_json({**report.to_json(), "not_written_by_the_sink": list(unread)})
+    else:
+        render.console().print(render.verify_table(report))
+        for name in unread:
+            print(f"{STATE.prog}: note: table {name} goes to a topic the sink does not read (not compared)")
+        for t in report.tables:
+            for warning in t.warnings:
+                print(f"{STATE.prog}: warning: {t.source_table}: {warning}", file=sys.stderr)
+    if not report.equal:
+        raise typer.Exit(EXIT_DIFFERENT)
