@@ -20,38 +20,10 @@ from sluice.worker import cli_render as render
 from sluice.worker.cli_common import STATE, CommandFailed, DebugOpt, Output, OutputOpt, begin, call, describe
 
 if TYPE_CHECKING:
-    from sluice.worker.client import SluiceClient
     from sluice.worker.verify.model import ProgressEvent, TablePair, VerifyReport
-    from sluice.worker.verify.pipelines import PipelinePlan
 
 EXIT_EQUAL, EXIT_DIFFERENT, EXIT_ERROR = 0, 1, 2
 VERIFY_EXIT_HELP = "Exit codes: 0 the tables are equal, 1 they differ, 2 the compare could not be made."
-
-
-def table_pairs(tables: list[str], keys: list[str]) -> list[TablePair]:
-    """``--table SOURCE[=TARGET]`` each, with ``--key`` columns (comma-separated) for all."""
-    from sluice.worker.verify.model import TablePair
-
-    key = tuple(k.strip() for k in ",".join(keys).split(",") if k.strip())
-    out = []
-    for spec in tables:
-        source, _, target = spec.partition("=")
-        if not source.strip():
-            raise CommandFailed(f"--table {spec!r}: expected SOURCE or SOURCE=TARGET", EXIT_ERROR)
-        out.append(TablePair(source.strip(), target.strip() or None, key_columns=key))
-    return out
-
-
-async def pipeline_plan(client: SluiceClient, source: str, sink: str | None) -> PipelinePlan:
-    """The connectors' configs (secrets resolved here, with this process's key and environment)."""
-    import asyncio
-
-    from sluice.worker.verify.from_connectors import plan_from_configs
-
-    configs = [await client.config(name) for name in (source, sink) if name]
-    providers = {"sealed": client.sealer.unseal} if client.sealer is not None else {}
-    configs = [{**c, "name": n} for c, n in zip(configs, (source, sink), strict=False)]
-    return await asyncio.to_thread(plan_from_configs, configs[0], configs[1] if sink else None, providers)
 
 
 def _progress() -> Any:
@@ -104,6 +76,7 @@ def verify_command(
     """Prove a copy equals its source: checksums of key ranges inside each database, bisected to rows."""
     begin(ctx, debug)
     from sluice.worker.verify.model import VerifyError
+    from sluice.worker.verify.pipelines import table_pairs
 
     by_urls = bool(source or target or table)
     if by_urls == bool(connector):
@@ -118,7 +91,7 @@ def verify_command(
             source_url, target_url, pairs = source, target, table_pairs(table or [], key or [])
             unread: tuple[str, ...] = ()
         else:
-            plan = call(lambda client: pipeline_plan(client, connector, sink_connector or None))
+            plan = call(lambda client: client.verify_plan(connector, sink_connector or None))
             source_url, target_url, pairs, unread = (
                 plan.source_url,
                 plan.target_url,

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
@@ -73,6 +73,9 @@ from sluice.workflows.types import (
 
 if TYPE_CHECKING:
     from temporalio.runtime import Runtime
+
+    from sluice.worker.verify.model import ProgressEvent, VerifyReport
+    from sluice.worker.verify.pipelines import PipelinePlan
 
 __all__ = [
     "Client",
@@ -310,6 +313,32 @@ class Client:
     async def config(self, name: str) -> dict[str, str]:
         await self.status(name)  # a deleted connector's workflow still answers queries
         return await self._query(name, "config", dict)
+
+    async def verify_plan(self, connector: str, sink: str | None = None) -> PipelinePlan:
+        """What ``verify`` compares for a pipeline: a source connector and the sink connector that
+        reads its topics, or one direct pipeline (``sink`` None). The configs' secrets are resolved
+        in this process, with its sealing key and environment (worker.verify.from_connectors)."""
+        from sluice.worker.verify.from_connectors import plan_from_configs
+
+        configs = [{**await self.config(n), "name": n} for n in (connector, sink) if n]
+        providers = {"sealed": self.sealer.unseal} if self.sealer is not None else {}
+        return await asyncio.to_thread(plan_from_configs, configs[0], configs[1] if sink else None, providers)
+
+    async def verify(
+        self,
+        connector: str,
+        sink: str | None = None,
+        *,
+        progress: Callable[[ProgressEvent], None] | None = None,
+    ) -> VerifyReport:
+        """`sluice verify CONNECTOR [SINK]`: the pipeline's tables compared with their copies
+        (worker.verify.engine, run in a thread: it waits on both databases); raises VerifyError."""
+        from sluice.worker.verify.engine import verify
+
+        plan = await self.verify_plan(connector, sink)
+        return await asyncio.to_thread(
+            verify, plan.source_url, plan.target_url, plan.pairs, progress=progress
+        )
 
     async def tasks(self, name: str) -> list[dict[str, str]]:
         """The task configs the connector was split into (one per task, by task id)."""

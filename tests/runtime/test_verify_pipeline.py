@@ -16,6 +16,7 @@ from sqlalchemy import create_engine, text
 from sluice.worker.cli import main
 from tests.connectors.jdbc_dbs import Db
 from tests.databases import TestDatabase
+from tests.rest.conftest import make_http
 from tests.runtime.helpers import FAST_HEARTBEAT, wait_for
 from tests.runtime.test_jdbc_pipeline_faults import MARIADB_ORDERS, _insert, _rows, _sink, _source
 
@@ -75,5 +76,25 @@ async def test_verify_follows_a_running_pipeline_and_finds_what_was_changed_behi
 
     code, error = await _verify(capsys, f"{name}-src")  # not a direct pipeline: its sink is needed
     assert code == 2 and "is not a direct pipeline" in error and "Traceback" not in error
+
+    # the same compare as a REST call and a client call (the server's and the caller's process)
+    async with make_http(sluice) as http:
+        answer = await http.post(
+            "/sluice/verify", json={"connector": f"{name}-src", "sink_connector": f"{name}-sink"}
+        )
+        assert answer.status_code == 200 and answer.json() == {**report, "tables": answer.json()["tables"]}
+        assert [(t["missing"], t["extra"], t["different"]) for t in answer.json()["tables"]] == [
+            (table["missing"], table["extra"], table["different"])
+        ]
+        by_urls = {"source": mariadb_db.url, "target": postgres_db.url, "tables": ["orders"]}
+        answer = await http.post("/sluice/verify", json=by_urls)  # `remark` is no column of the source's
+        assert answer.status_code == 200 and answer.json()["tables"][0]["missing"] == [
+            {"id": 17},
+            {"id": 2999},
+        ]
+        answer = await http.post("/sluice/verify", json={**by_urls, "tables": ["nope"]})
+        assert answer.status_code == 400 and "nope" in answer.text
+    direct = await sluice.verify(f"{name}-src", f"{name}-sink")
+    assert [d.key for d in direct.tables[0].different] == [{"id": 1234}, {"id": 2000}]
     await sluice.delete(f"{name}-sink")
     await sluice.delete(f"{name}-src")

@@ -168,6 +168,18 @@ def plan_pipeline(
     return PipelinePlan(source_url(source), target_url(sink), tuple(pairs), tuple(unread))
 
 
+def table_pairs(tables: Sequence[str], keys: Sequence[str]) -> list[TablePair]:
+    """``SOURCE[=TARGET]`` each (``--table``), with the ``keys`` columns (comma-separated) for all."""
+    key = tuple(k.strip() for k in ",".join(keys).split(",") if k.strip())
+    out = []
+    for spec in tables:
+        source, _, target = spec.partition("=")
+        if not source.strip():
+            raise VerifyError(f"table {spec!r}: expected SOURCE or SOURCE=TARGET")
+        out.append(TablePair(source.strip(), target.strip() or None, key_columns=key))
+    return out
+
+
 def _rendered(url: URL) -> str:
     return url.render_as_string(hide_password=False)
 

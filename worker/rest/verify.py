@@ -1,0 +1,60 @@
+"""``POST /sluice/verify``: `sluice verify` over HTTP (a Sluice call, in neither peer's API).
+
+The body names a pipeline (``{"connector": "src", "sink_connector": "sink"}``, or one direct
+pipeline) or two databases and their tables (``{"source": URL, "target": URL, "tables":
+["orders", "items=items_copy"], "key": ["id"]}``). The answer is the CLI's ``--output json``:
+per table the ``missing``, ``extra`` and ``different`` keys, and ``equal``. A compare that
+cannot be made is a 400 naming the database, table or transform; a connector not found, a 404.
+The databases are compared by the REST server's process, with its sealing key and environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+
+from sluice.worker.rest.deps import client_of, json_body, reader
+from sluice.worker.rest.errors import RestError
+
+router = APIRouter(tags=["sluice"])
+
+
+def _strings(body: dict[str, Any], key: str) -> list[str]:
+    value = body.get(key) or []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise RestError(400, f"field {key!r} must be a list of strings")
+    return value
+
+
+@router.post("/sluice/verify", dependencies=[Depends(reader)])
+async def verify(request: Request) -> dict[str, Any]:
+    from sluice.worker.verify.engine import verify as compare
+    from sluice.worker.verify.model import VerifyError
+    from sluice.worker.verify.pipelines import table_pairs
+
+    body = await json_body(request)
+    if not isinstance(body, dict):
+        raise RestError(400, "the body must be a JSON object")
+    connector, sink = str(body.get("connector") or ""), str(body.get("sink_connector") or "")
+    source, target, tables = (
+        str(body.get("source") or ""),
+        str(body.get("target") or ""),
+        _strings(body, "tables"),
+    )
+    if bool(connector) == bool(source or target or tables):
+        raise RestError(400, "give 'connector' (and 'sink_connector'), or 'source', 'target' and 'tables'")
+    try:
+        unread: tuple[str, ...] = ()
+        if connector:
+            plan = await client_of(request).verify_plan(connector, sink or None)
+            source, target, pairs, unread = plan.source_url, plan.target_url, list(plan.pairs), plan.unread
+        elif not (source and target and tables):
+            raise RestError(400, "'source', 'target' and at least one of 'tables' are all needed")
+        else:
+            pairs = table_pairs(tables, _strings(body, "key"))
+        report = await asyncio.to_thread(compare, source, target, pairs)
+    except VerifyError as exc:
+        raise RestError(400, str(exc)) from None
+    return {**report.to_json(), "not_written_by_the_sink": list(unread)}
