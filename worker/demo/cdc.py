@@ -11,8 +11,9 @@
    the replica through the binlog — ``LOAD DATA`` is row events like any INSERT;
 4. runs the load generator with inserts, updates *and deletes* (which only a log-based capture
    sees), with the live view of changes/s and lag per table (``sluice.worker.demo.live_view``);
-5. stops the load, waits for catch-up and compares every table by content
-   (``sluice.worker.demo.table_equality``): prints the verdict and exits 1 unless all tables are equal.
+5. stops the load, waits for catch-up and compares every table by content with `sluice verify`
+   (following the CDC source and sink's configs): prints the verdict and exits 1 unless all tables
+   are equal.
 
 The second half (live view, catch-up, proof) is `make demo`'s (``sluice.worker.demo.db.watch_and_prove``).
 """

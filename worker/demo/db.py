@@ -9,8 +9,8 @@
 3. runs a load generator inserting and updating rows while the copy runs, with a live view of
    rows, changes/s and lag per table;
 4. stops the load, waits until the target has caught up, and compares every table row by row by
-   content (``sluice.worker.demo.table_equality``): prints the verdict and exits 1 unless all tables
-   are equal.
+   content with `sluice verify` (``SluiceClient.verify``, following the pipeline's configs): prints
+   the verdict and exits 1 unless all tables are equal.
 
 The connector configs are plain Kafka Connect JDBC files (Confluent class names and converter), as a
 user migrating from Kafka Connect or RocketMQ Connect already has them; docs/connectors.md shows them.
@@ -26,7 +26,7 @@ import sys
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from sqlalchemy import create_engine, text
@@ -37,10 +37,13 @@ from sluice.worker.client import SluiceClient
 from sluice.worker.demo.file import stack_is_healthy, started_worker
 from sluice.worker.demo.live_view import LiveView, ProgressSampler, TableSample
 from sluice.worker.demo.shop import TABLES, LoadGenerator, LoadStats, ShopSize, connect_url, create_shop
-from sluice.worker.demo.table_equality import TableComparison, compare_tables
+from sluice.worker.demo.table_equality import TableComparison
 from sluice.worker.errors import ConnectorConfigError
 from sluice.worker.settings import settings_or_exit
 from sluice.workflows.types import ConnectorState, workflow_id_for
+
+if TYPE_CHECKING:
+    from sluice.worker.verify.model import VerifyReport
 
 SHOP = "shop"
 PASSWORD_ENV = "SHOP_MARIADB_PASSWORD"  # the source's password reaches the worker as ${env:...}
@@ -166,6 +169,18 @@ def print_verdict(
     return equal
 
 
+def print_proof(report: VerifyReport, target: str = "PostgreSQL shop") -> bool:
+    """`sluice verify`'s table for the pipeline, then one ``VERDICT`` line; True if all are equal."""
+    from sluice.worker import cli_render as render
+
+    print("\nproof: sluice verify SOURCE SINK (checksums of key ranges in both databases, bisected to rows)")
+    render.console().print(render.verify_table(report))
+    rows = sum(t.rows_compared for t in report.tables)
+    verdict = "EQUAL" if report.equal else "NOT EQUAL"
+    print(f"\nVERDICT: MariaDB shop and {target} are {verdict} ({len(report.tables)} tables, {rows:,} rows)")
+    return report.equal
+
+
 async def failed_tasks(client: SluiceClient, names: Sequence[str]) -> list[str]:
     failed = []
     for name in names:
@@ -273,8 +288,8 @@ async def watch_and_prove(
     source_db, target_db = engines
     view = LiveView(ProgressSampler(source_db, target_db, TABLES))
     await watch_load(client, names, view, load, load_seconds, catch_up_s)
-    results = await asyncio.to_thread(compare_tables, source_db, target_db, TABLES)
-    return print_verdict(results)
+    sink, source = names
+    return print_proof(await client.verify(source, sink))
 
 
 async def run_demo(cfg: StackConfig, size: ShopSize, load_seconds: float, catch_up_s: float) -> bool:

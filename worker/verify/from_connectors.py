@@ -16,7 +16,13 @@ from typing import Any, Final
 from sluice.connectors.config import ConfigError
 from sluice.connectors.secrets import SecretResolutionError, resolve_secrets
 from sluice.worker.verify.model import VerifyError
-from sluice.worker.verify.pipelines import PipelinePlan, PipelineSide, plan_pipeline, source_url
+from sluice.worker.verify.pipelines import (
+    PipelinePlan,
+    PipelineSide,
+    copied_tables,
+    plan_pipeline,
+    source_url,
+)
 
 Provider = Callable[[str, str], str]
 _MYSQL_SYSTEM: Final = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
@@ -40,7 +46,8 @@ def _side(config: Mapping[str, Any], providers: Mapping[str, Provider]) -> Pipel
 
 
 def catalog(side: PipelineSide) -> dict[str, list[str]]:
-    """The source database's tables and their columns, named as ``side``'s connector names them."""
+    """The source database's tables that ``side``'s connector copies, with their columns, named as
+    the connector names them (the columns of only those: a shared server may hold thousands)."""
     from sqlalchemy import create_engine, inspect
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -51,15 +58,17 @@ def catalog(side: PipelineSide) -> dict[str, list[str]]:
     try:
         seen = inspect(engine)
         if side.plugin == "jdbc-source":
-            return {t: [c["name"] for c in seen.get_columns(t)] for t in seen.get_table_names()}
-        system = _MYSQL_SYSTEM if side.plugin == "mysql-cdc" else _PG_SYSTEM
-        out: dict[str, list[str]] = {}
-        for schema in seen.get_schema_names():
-            if schema in system or schema.startswith("pg_"):
-                continue
-            for t in seen.get_table_names(schema=schema):
-                out[f"{schema}.{t}"] = [c["name"] for c in seen.get_columns(t, schema=schema)]
-        return out
+            names = {t: (None, t) for t in seen.get_table_names()}
+        else:
+            system = _MYSQL_SYSTEM if side.plugin == "mysql-cdc" else _PG_SYSTEM
+            names = {
+                f"{schema}.{t}": (schema, t)
+                for schema in seen.get_schema_names()
+                if schema not in system and not schema.startswith("pg_")
+                for t in seen.get_table_names(schema=schema)
+            }
+        copied = [t for t in copied_tables(side, list(names)) if t in names]
+        return {t: [c["name"] for c in seen.get_columns(names[t][1], schema=names[t][0])] for t in copied}
     except SQLAlchemyError as exc:
         where = f"{url.host}:{url.port}/{url.database or ''}"
         first = str(exc.orig if getattr(exc, "orig", None) else exc).splitlines()[0]
