@@ -123,6 +123,13 @@ def connector_aliases() -> dict[str, str]:
     return dict(CONNECTOR_ALIASES)
 
 
+def _unknown(key: str, extra: Iterable[EntryPoint] | None) -> str:
+    return (
+        f"unknown connector class {key!r}; known: {', '.join(known_connectors(extra))}, and the Kafka "
+        "Connect and RocketMQ Connect class names `sluice plugins` lists (or a 'package.module:Class' path)"
+    )
+
+
 def load_connector_class(name: str, extra: Iterable[EntryPoint] | None = None) -> type[Connector]:
     """The connector class for a short name, entry point name or dotted path; unknown -> clear error."""
     key = builtin_name(name)
@@ -136,10 +143,12 @@ def load_connector_class(name: str, extra: Iterable[EntryPoint] | None = None) -
         elif looks_like_path(key):
             cls = import_path(key)
         else:
-            raise PluginNotFoundError(
-                f"unknown connector {key!r}; known: {', '.join(known_connectors(extra))} "
-                f"(or a 'package.module:Class' path)"
-            )
+            raise PluginNotFoundError(_unknown(key, extra))
+    except ModuleNotFoundError as exc:
+        if exc.name and key.startswith(exc.name) and key[len(exc.name) : len(exc.name) + 1] in (".", ":"):
+            # nothing of the path is installed: a class name Sluice does not know, not a broken plugin
+            raise PluginNotFoundError(_unknown(key, extra)) from None
+        raise PluginNotFoundError(f"connector {key!r} cannot be loaded: {exc}") from exc
     except (ImportError, AttributeError) as exc:
         raise PluginNotFoundError(f"connector {key!r} cannot be loaded: {exc}") from exc
     if not (isinstance(cls, type) and issubclass(cls, Connector)):

@@ -101,10 +101,11 @@ def test_unknown_connector_lists_known_names() -> None:
     with pytest.raises(PluginNotFoundError) as info:
         load_connector_class("mongodb-source")
     assert str(info.value) == (
-        "unknown connector 'mongodb-source'; known: delta-sink, dummy-sink, dummy-source, file-sink, "
+        "unknown connector class 'mongodb-source'; known: delta-sink, dummy-sink, dummy-source, file-sink, "
         "file-source, iceberg-sink, jdbc-sink, jdbc-source, mqtt-sink, mqtt-source, mysql-cdc, "
         "opensearch-sink, postgres-cdc, "
-        "postgres-sink, rocketmq-replicator, rocketmq-replicator-checkpoint, rocketmq-replicator-heartbeat "
+        "postgres-sink, rocketmq-replicator, rocketmq-replicator-checkpoint, rocketmq-replicator-heartbeat, "
+        "and the Kafka Connect and RocketMQ Connect class names `sluice plugins` lists "
         "(or a 'package.module:Class' path)"
     )
 
@@ -113,7 +114,12 @@ def test_unknown_connector_lists_known_names() -> None:
     ("name", "message"),
     [
         ("broken", "connector 'broken' resolves to <object"),
-        ("no.such.module:Thing", "connector 'no.such.module:Thing' cannot be loaded: No module named 'no'"),
+        # a class name from another runtime's file (Sluice knows no such module): named with the known
+        (
+            "no.such.module:Thing",
+            "unknown connector class 'no.such.module:Thing'; known: acme-source, broken, delta-sink, ",
+        ),
+        ("com.example.Nope", "and the Kafka Connect and RocketMQ Connect class names `sluice plugins` lists"),
         (
             "sluice.connectors.file.source:Nope",
             "connector 'sluice.connectors.file.source:Nope' cannot be loaded",

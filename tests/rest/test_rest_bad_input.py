@@ -62,7 +62,10 @@ async def test_bad_input_answers_and_changes_nothing(
         f"/connectors/{name}", json={**good, "connector.class": "com.example.Nope"}, headers=AUTH
     )
     assert unknown.status_code == 400 and "connector.class" in unknown.json()["message"]
-    assert "com.example.Nope" in unknown.json()["message"]
+    assert (
+        "com.example.Nope" in unknown.json()["message"] and "known: delta-sink" in unknown.json()["message"]
+    )
+    assert "No module named" not in unknown.json()["message"]
     no_class = await http.post("/connectors", json={"name": name, "config": {"file": "/tmp/x"}}, headers=AUTH)
     assert no_class.status_code == 400 and no_class.json()["error_code"] == 400
     assert "'connector.class' is required" in no_class.json()["message"]
