@@ -130,6 +130,10 @@ class SourceTask(ABC):
     #: source that is handed its records again (an MQTT session's unacknowledged messages): a
     #: re-run sends all it reads, at least once.
     replays_exactly: ClassVar[bool] = True
+    #: whether reading it leaves its system as it was (``sluice connector preview`` reads a new
+    #: config's first batch and must change nothing): False where a read creates state there, such
+    #: as a replication slot or a persistent session
+    previewable: ClassVar[bool] = True
 
     def __init__(self, config: Mapping[str, Any], task_id: int) -> None:
         self.config = dict(config)

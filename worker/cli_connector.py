@@ -312,3 +312,34 @@ def delete(
         render.print_json({"name": name, "deleted": True, "offsets_kept": keep_offsets})
     else:
         print(f"connector {name} deleted")
+
+
+@app.command()
+def preview(
+    ctx: typer.Context,
+    file: FileOpt = None,
+    sets: SetOpt = None,
+    records: Annotated[int, typer.Option("--records", "-n", min=1, help="at most this many records")] = 10,
+    output: OutputOpt = Output.TABLE,
+    debug: DebugOpt = False,
+) -> None:
+    """Take a new source config through one batch (read, transforms, converter) and show what it
+    would send; nothing is sent, written or committed (activities.preview)."""
+    # connector plugins and the record stages: only this command
+    from sluice.activities.preview import PreviewError, preview_source
+
+    begin(ctx, debug)
+    if not file and not sets:
+        raise UsageError("give a config file (-f) or --set KEY=VALUE entries to preview")
+    loaded = load_config(file, sets or [])
+    name = loaded.name or "preview"
+    try:
+        shown = preview_source(name, loaded.config, records, {})
+    except PreviewError as exc:
+        raise ConnectorConfigError(name, exc.problems) from None
+    if output == Output.JSON:
+        render.print_json(render.preview_json(shown))
+    else:
+        render.console().print(render.preview_view(shown))
+    if shown.bad is not None:
+        raise ConnectorConfigError(name, [shown.bad])

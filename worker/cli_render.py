@@ -24,6 +24,7 @@ from sluice.worker.cli_common import wide_enough
 from sluice.workflows.types import ConnectorStatus, TaskStatus
 
 if TYPE_CHECKING:
+    from sluice.activities.preview import SourcePreview
     from sluice.worker.verify.model import VerifyReport
 
 STATE_STYLES = {
@@ -265,3 +266,42 @@ def verify_table(report: VerifyReport) -> RenderableType:
         if hidden:
             details.append(Text(f"{t.source_table}: {hidden} more (--output json lists every key)", "dim"))
     return Group(*details)
+
+
+def preview_json(shown: SourcePreview) -> dict[str, Any]:
+    from sluice.activities.preview import message_rows
+
+    schema = shown.records.schema
+    return {
+        "connector": shown.connector,
+        "class": shown.connector_class,
+        "topic": shown.topic,
+        "schema": {f: str(schema.field(f).type) for f in ("key", "value") if f in schema.names},
+        "messages": message_rows(shown.messages),
+        "bad_record": shown.bad,
+        "dead_letters": shown.dead_letters,
+    }
+
+
+def preview_view(shown: SourcePreview) -> RenderableType:
+    """What the first batch would send: the record schema the converter writes, then each message."""
+    as_json = preview_json(shown)
+    head = Text(f"connector {shown.connector} ({shown.connector_class}) -> topic {shown.topic}: "
+                f"{len(as_json['messages'])} message(s) previewed, none sent")  # fmt: skip
+    schema = Table("field", "type", title="record schema (after the transforms)", title_justify="left")
+    for field_name, kind in as_json["schema"].items():
+        schema.add_row(field_name, kind)
+    messages = Table(
+        "key", "value", "properties", title="messages (after the converter)", title_justify="left"
+    )
+    for m in as_json["messages"]:
+        value = str(m["value"])
+        messages.add_row(
+            str(m["key"]), value if len(value) <= 300 else value[:300] + "…", _compact(m["properties"])
+        )
+    parts: list[RenderableType] = [head, schema, messages]
+    if shown.bad is not None:
+        parts.append(Text(f"the batch would stop at a bad record: {shown.bad}", "bold red"))
+    if shown.dead_letters:
+        parts.append(Text(f"{shown.dead_letters} record(s) would go to the dead letter queue", "yellow"))
+    return Group(*parts)

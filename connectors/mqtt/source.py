@@ -124,6 +124,8 @@ class MqttSourceTask(SourceTask):
     #: a re-run reads what the broker delivers again, not the same records by number: it sends
     #: them all (at least once) rather than leave out by number what an earlier attempt sent
     replays_exactly: ClassVar[bool] = False
+    #: its read subscribes a persistent session on the broker
+    previewable: ClassVar[bool] = False
 
     def __init__(self, config: Mapping[str, Any], task_id: int) -> None:
         super().__init__(config, task_id)

@@ -74,6 +74,9 @@ def _done(position: Position) -> int | None:
 class PostgresCdcTask(LogCdcTask[Change]):
     """Reads the slot's changes of its tables; see the module docstring."""
 
+    #: its read creates (or moves) a replication slot and a publication
+    previewable: ClassVar[bool] = False
+
     source_fields: ClassVar[Sequence[tuple[str, str]]] = SOURCE_FIELDS
     read_chunk = staticmethod(pgsnap.read_chunk)
     #: A missing slot is data loss to name, not a broken connection.
