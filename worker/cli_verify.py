@@ -12,6 +12,8 @@ made (a database unreachable, a table or key missing, a transform that cannot be
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -20,6 +22,7 @@ from sluice.worker import cli_render as render
 from sluice.worker.cli_common import STATE, CommandFailed, DebugOpt, Output, OutputOpt, begin, call, describe
 
 if TYPE_CHECKING:
+    from sluice.worker.client import SluiceClient
     from sluice.worker.verify.model import ProgressEvent, TablePair, VerifyReport
 
 EXIT_EQUAL, EXIT_DIFFERENT, EXIT_ERROR = 0, 1, 2
@@ -48,16 +51,41 @@ def _shown(event: ProgressEvent) -> str:
     return f"{event.table}: {event.stage}"
 
 
-def run_verify(source_url: str, target_url: str, pairs: list[TablePair]) -> VerifyReport:
-    from sluice.worker.verify.engine import verify
-
+@contextmanager
+def _shown_progress() -> Iterator[Callable[[ProgressEvent], None] | None]:
+    """The progress callback: a line on a terminal's stderr, nothing otherwise."""
     progress = _progress()
     if progress is None:
-        return verify(source_url, target_url, pairs)
+        yield None
+        return
     with progress:
         task = progress.add_task("verify", total=None)
-        return verify(source_url, target_url, pairs,
-                      progress=lambda e: progress.update(task, description=_shown(e)))  # fmt: skip
+        yield lambda e: progress.update(task, description=_shown(e))
+
+
+def _by_urls(source: str, target: str, pairs: list[TablePair]) -> VerifyReport:
+    from sluice.worker.verify.engine import verify
+
+    with _shown_progress() as progress:
+        return verify(source, target, pairs, progress=progress)
+
+
+def _by_connectors(
+    source: str, sink: str | None, live: bool, catch_up_s: float
+) -> tuple[VerifyReport, tuple[str, ...]]:
+    from sluice.worker.verify.model import VerifyError
+
+    async def run(client: SluiceClient) -> tuple[VerifyReport, tuple[str, ...]]:
+        pipeline = await client.verify_pipeline(source, sink)
+        if not pipeline.plan.pairs:
+            raise VerifyError(f"connector {source!r}: no table of it is written by the sink")
+        with _shown_progress() as progress:
+            report = await client.verify_planned(
+                pipeline, live=live, catch_up_s=catch_up_s, progress=progress
+            )
+        return report, pipeline.plan.unread
+
+    return call(run)
 
 
 def verify_command(
@@ -70,6 +98,13 @@ def verify_command(
     key: Annotated[
         list[str] | None, typer.Option("--key", help="key columns (default: the primary key)")
     ] = None,
+    live: Annotated[
+        bool,
+        typer.Option("--live/--no-live", help="a running pipeline: check differences again once caught up"),
+    ] = True,
+    catch_up_timeout: Annotated[
+        float, typer.Option("--catch-up-timeout", help="seconds to wait for a running pipeline to catch up")
+    ] = 300.0,
     output: OutputOpt = Output.TABLE,
     debug: DebugOpt = False,
 ) -> None:
@@ -88,19 +123,9 @@ def verify_command(
         raise CommandFailed("--source, --target and at least one --table are all needed", EXIT_ERROR)
     try:
         if by_urls:
-            source_url, target_url, pairs = source, target, table_pairs(table or [], key or [])
-            unread: tuple[str, ...] = ()
+            report, unread = _by_urls(source, target, table_pairs(table or [], key or [])), ()
         else:
-            plan = call(lambda client: client.verify_plan(connector, sink_connector or None))
-            source_url, target_url, pairs, unread = (
-                plan.source_url,
-                plan.target_url,
-                list(plan.pairs),
-                plan.unread,
-            )
-            if not pairs:
-                raise VerifyError(f"connector {connector!r}: no table of it is written by the sink")
-        report = run_verify(source_url, target_url, pairs)
+            report, unread = _by_connectors(connector, sink_connector or None, live, catch_up_timeout)
     except CommandFailed as exc:
         raise CommandFailed(str(exc), EXIT_ERROR) from None
     except VerifyError as exc:

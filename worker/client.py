@@ -74,8 +74,8 @@ from sluice.workflows.types import (
 if TYPE_CHECKING:
     from temporalio.runtime import Runtime
 
+    from sluice.worker.verify.from_connectors import Pipeline
     from sluice.worker.verify.model import ProgressEvent, VerifyReport
-    from sluice.worker.verify.pipelines import PipelinePlan
 
 __all__ = [
     "Client",
@@ -314,30 +314,62 @@ class Client:
         await self.status(name)  # a deleted connector's workflow still answers queries
         return await self._query(name, "config", dict)
 
-    async def verify_plan(self, connector: str, sink: str | None = None) -> PipelinePlan:
+    async def verify_pipeline(self, connector: str, sink: str | None = None) -> Pipeline:
         """What ``verify`` compares for a pipeline: a source connector and the sink connector that
         reads its topics, or one direct pipeline (``sink`` None). The configs' secrets are resolved
         in this process, with its sealing key and environment (worker.verify.from_connectors)."""
-        from sluice.worker.verify.from_connectors import plan_from_configs
+        from sluice.worker.verify.from_connectors import pipeline_from_configs
 
         configs = [{**await self.config(n), "name": n} for n in (connector, sink) if n]
         providers = {"sealed": self.sealer.unseal} if self.sealer is not None else {}
-        return await asyncio.to_thread(plan_from_configs, configs[0], configs[1] if sink else None, providers)
+        return await asyncio.to_thread(
+            pipeline_from_configs, configs[0], configs[1] if sink else None, providers
+        )
 
     async def verify(
         self,
         connector: str,
         sink: str | None = None,
         *,
+        live: bool = True,
+        catch_up_s: float = 300.0,
+        namesrv: str | None = None,
         progress: Callable[[ProgressEvent], None] | None = None,
     ) -> VerifyReport:
         """`sluice verify CONNECTOR [SINK]`: the pipeline's tables compared with their copies
-        (worker.verify.engine, run in a thread: it waits on both databases); raises VerifyError."""
-        from sluice.worker.verify.engine import verify
+        (worker.verify.engine, in a thread: it waits on both databases); ``live``: differences are
+        checked again once the pipeline caught up with where its source was when the compare began
+        (worker.verify.live; ``namesrv``: the sink's RocketMQ, by default the worker settings').
+        Raises VerifyError."""
+        return await self.verify_planned(
+            await self.verify_pipeline(connector, sink), live=live, catch_up_s=catch_up_s, namesrv=namesrv,
+            progress=progress,
+        )  # fmt: skip
 
-        plan = await self.verify_plan(connector, sink)
-        return await asyncio.to_thread(
-            verify, plan.source_url, plan.target_url, plan.pairs, progress=progress
+    async def verify_planned(
+        self,
+        pipeline: Pipeline,
+        *,
+        live: bool = True,
+        catch_up_s: float = 300.0,
+        namesrv: str | None = None,
+        progress: Callable[[ProgressEvent], None] | None = None,
+    ) -> VerifyReport:
+        """``verify`` of a pipeline ``verify_pipeline`` made (its plan shown first, say)."""
+        from sluice.worker.verify.engine import verify
+        from sluice.worker.verify.live import verify_live
+
+        plan = pipeline.plan
+        if not live:
+            return await asyncio.to_thread(
+                verify, plan.source_url, plan.target_url, plan.pairs, progress=progress
+            )
+        if namesrv is None:
+            from sluice.worker.settings import settings
+
+            namesrv = settings().namesrv
+        return await verify_live(
+            self, pipeline.names, pipeline.source_config, plan, namesrv, catch_up_s, progress
         )
 
     async def tasks(self, name: str) -> list[dict[str, str]]:

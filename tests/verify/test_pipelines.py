@@ -74,6 +74,7 @@ def test_urls_carry_each_sides_credentials() -> None:
         "mysql+pymysql://sluice:pw@127.0.0.1:13306/shop",
         "postgresql+psycopg://u@127.0.0.1:15432/copy",
         plan.pairs,
+        topics=("orders",),
     )
     cdc = side("postgres-cdc", **{"database.hostname": "h", "database.port": 5432, "database.user": "u",
                                   "database.password": "p w@:/", "database.dbname": "shop",

@@ -2,9 +2,11 @@
 
 The body names a pipeline (``{"connector": "src", "sink_connector": "sink"}``, or one direct
 pipeline) or two databases and their tables (``{"source": URL, "target": URL, "tables":
-["orders", "items=items_copy"], "key": ["id"]}``). The answer is the CLI's ``--output json``:
-per table the ``missing``, ``extra`` and ``different`` keys, and ``equal``. A compare that
-cannot be made is a 400 naming the database, table or transform; a connector not found, a 404.
+["orders", "items=items_copy"], "key": ["id"]}``); ``"live": false`` compares a running pipeline
+once, without checking differences again after it caught up (worker.verify.live). The answer is
+the CLI's ``--output json``: per table the ``missing``, ``extra`` and ``different`` keys, and
+``equal``. A compare that cannot be made is a 400 naming the database, table or transform; a
+connector not found, a 404.
 The databases are compared by the REST server's process, with its sealing key and environment.
 """
 
@@ -48,13 +50,16 @@ async def verify(request: Request) -> dict[str, Any]:
     try:
         unread: tuple[str, ...] = ()
         if connector:
-            plan = await client_of(request).verify_plan(connector, sink or None)
-            source, target, pairs, unread = plan.source_url, plan.target_url, list(plan.pairs), plan.unread
+            client = client_of(request)
+            pipeline = await client.verify_pipeline(connector, sink or None)
+            report = await client.verify_planned(pipeline, live=body.get("live", True) is not False)
+            unread = pipeline.plan.unread
         elif not (source and target and tables):
             raise RestError(400, "'source', 'target' and at least one of 'tables' are all needed")
         else:
-            pairs = table_pairs(tables, _strings(body, "key"))
-        report = await asyncio.to_thread(compare, source, target, pairs)
+            report = await asyncio.to_thread(
+                compare, source, target, table_pairs(tables, _strings(body, "key"))
+            )
     except VerifyError as exc:
         raise RestError(400, str(exc)) from None
     return {**report.to_json(), "not_written_by_the_sink": list(unread)}

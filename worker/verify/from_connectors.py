@@ -11,6 +11,7 @@ MySQL's CDC, ``schema.table`` for PostgreSQL's).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from sluice.connectors.config import ConfigError
@@ -35,7 +36,7 @@ def _side(config: Mapping[str, Any], providers: Mapping[str, Provider]) -> Pipel
 
     name = str(config.get("name") or "")
     try:
-        resolved = resolve_secrets(config, providers)
+        resolved = _resolved(config, providers)
         cls = load_connector_class(str(config.get("connector.class") or ""))
         parsed = cls().parse({**resolved, "name": name})
         return PipelineSide(cls.plugin_name, parsed, build_chain(parsed))
@@ -79,14 +80,27 @@ def catalog(side: PipelineSide) -> dict[str, list[str]]:
         engine.dispose()
 
 
-def plan_from_configs(
+@dataclass(frozen=True)
+class Pipeline:
+    """A pipeline as `sluice verify` compares it: the plan, and the source side's config with its
+    secrets resolved (``live`` reads the source's position with it)."""
+
+    plan: PipelinePlan
+    source_config: dict[str, Any]
+    #: the source connector's name and the sink's (None: a direct pipeline, both in one)
+    names: tuple[str, str | None]
+
+
+def pipeline_from_configs(
     source: Mapping[str, Any], sink: Mapping[str, Any] | None, providers: Mapping[str, Provider]
-) -> PipelinePlan:
-    """The plan of a source connector and its sink, or of one direct pipeline (``sink`` None)."""
+) -> Pipeline:
+    """A source connector and its sink, or one direct pipeline (``sink`` None)."""
     from sluice.connectors.direct import direct_sides, is_direct
     from sluice.connectors.transforms import Transform, build_chain
 
     between: list[Transform] = []
+    direct = sink is None
+    names = (str(source.get("name") or ""), None if sink is None else str(sink.get("name") or ""))
     if sink is None:
         if not is_direct(source):
             raise VerifyError(
@@ -98,4 +112,12 @@ def plan_from_configs(
         source, sink = {**sides.source, "name": name}, {**sides.sink, "name": name}
         between = build_chain(sides.chain)  # the pipeline's own, between the sides' (connectors.direct)
     source_side, sink_side = _side(source, providers), _side(sink, providers)
-    return plan_pipeline(source_side, sink_side, catalog(source_side), between)
+    plan = plan_pipeline(source_side, sink_side, catalog(source_side), between, direct=direct)
+    return Pipeline(plan, _resolved(source, providers), names)
+
+
+def _resolved(config: Mapping[str, Any], providers: Mapping[str, Provider]) -> dict[str, Any]:
+    try:
+        return resolve_secrets(config, providers)
+    except SecretResolutionError as exc:
+        raise VerifyError(f"connector {config.get('name')!r}: {exc}") from None

@@ -54,6 +54,9 @@ class PipelinePlan:
     target_url: str
     pairs: tuple[TablePair, ...]
     unread: tuple[str, ...] = ()
+    #: the topics the sink reads the compared tables from (none for a direct pipeline's sink side,
+    #: which reads the source's records, not a topic)
+    topics: tuple[str, ...] = ()
 
 
 def source_url(side: PipelineSide) -> str:
@@ -143,12 +146,14 @@ def plan_pipeline(
     sink: PipelineSide,
     tables: Mapping[str, Sequence[str]],
     between: Sequence[Transform] = (),
+    *,
+    direct: bool = False,
 ) -> PipelinePlan:
     """The pipeline's table pairs (module docstring). ``tables``: the source database's tables
     (named as its connector names them) and their columns; ``between``: a direct pipeline's own
-    transforms, run after the source's and before the sink's."""
+    transforms, run after the source's and before the sink's (``direct``: no topic between)."""
     reads = sink_reads(sink)
-    pairs, unread = [], []
+    pairs, unread, topics = [], [], []
     for table, topic in copied_tables(source, list(tables)).items():
         if table not in tables:
             raise VerifyError(
@@ -160,12 +165,19 @@ def plan_pipeline(
             if not reads(shape.topic):
                 unread.append(table)
                 continue
+            topics.append(shape.topic)
             shape = reshape_chain(sink.chain, shape)
         except NotFollowable as exc:
             raise VerifyError(f"table {table!r}: {exc}") from None
         columns = {origin: name for name, origin in shape.fields if origin is not None}
         pairs.append(TablePair(table, target_table(sink, shape.topic), columns=columns))
-    return PipelinePlan(source_url(source), target_url(sink), tuple(pairs), tuple(unread))
+    return PipelinePlan(
+        source_url(source),
+        target_url(sink),
+        tuple(pairs),
+        tuple(unread),
+        () if direct else tuple(sorted(set(topics))),
+    )
 
 
 def table_pairs(tables: Sequence[str], keys: Sequence[str]) -> list[TablePair]:
