@@ -63,15 +63,17 @@ def _shown_progress() -> Iterator[Callable[[ProgressEvent], None] | None]:
         yield lambda e: progress.update(task, description=_shown(e))
 
 
-def _by_urls(source: str, target: str, pairs: list[TablePair]) -> VerifyReport:
+def _by_urls(source: str, target: str, pairs: list[TablePair], repair: bool) -> VerifyReport:
     from sluice.worker.verify.engine import verify
+    from sluice.worker.verify.repair import repair as repaired
 
     with _shown_progress() as progress:
-        return verify(source, target, pairs, progress=progress)
+        report = verify(source, target, pairs, progress=progress)
+    return repaired(source, target, pairs, report) if repair and not report.equal else report
 
 
 def _by_connectors(
-    source: str, sink: str | None, live: bool, catch_up_s: float
+    source: str, sink: str | None, live: bool, catch_up_s: float, repair: bool
 ) -> tuple[VerifyReport, tuple[str, ...]]:
     from sluice.worker.verify.model import VerifyError
 
@@ -81,7 +83,7 @@ def _by_connectors(
             raise VerifyError(f"connector {source!r}: no table of it is written by the sink")
         with _shown_progress() as progress:
             report = await client.verify_planned(
-                pipeline, live=live, catch_up_s=catch_up_s, progress=progress
+                pipeline, live=live, catch_up_s=catch_up_s, repair=repair, progress=progress
             )
         return report, pipeline.plan.unread
 
@@ -105,6 +107,9 @@ def verify_command(
     catch_up_timeout: Annotated[
         float, typer.Option("--catch-up-timeout", help="seconds to wait for a running pipeline to catch up")
     ] = 300.0,
+    repair: Annotated[
+        bool, typer.Option("--repair", help="write the differing rows to the target as the source has them")
+    ] = False,
     output: OutputOpt = Output.TABLE,
     debug: DebugOpt = False,
 ) -> None:
@@ -123,9 +128,9 @@ def verify_command(
         raise CommandFailed("--source, --target and at least one --table are all needed", EXIT_ERROR)
     try:
         if by_urls:
-            report, unread = _by_urls(source, target, table_pairs(table or [], key or [])), ()
+            report, unread = _by_urls(source, target, table_pairs(table or [], key or []), repair), ()
         else:
-            report, unread = _by_connectors(connector, sink_connector or None, live, catch_up_timeout)
+            report, unread = _by_connectors(connector, sink_connector or None, live, catch_up_timeout, repair)
     except CommandFailed as exc:
         raise CommandFailed(str(exc), EXIT_ERROR) from None
     except VerifyError as exc:

@@ -334,6 +334,7 @@ class Client:
         live: bool = True,
         catch_up_s: float = 300.0,
         namesrv: str | None = None,
+        repair: bool = False,
         progress: Callable[[ProgressEvent], None] | None = None,
     ) -> VerifyReport:
         """`sluice verify CONNECTOR [SINK]`: the pipeline's tables compared with their copies
@@ -343,7 +344,7 @@ class Client:
         Raises VerifyError."""
         return await self.verify_planned(
             await self.verify_pipeline(connector, sink), live=live, catch_up_s=catch_up_s, namesrv=namesrv,
-            progress=progress,
+            repair=repair, progress=progress,
         )  # fmt: skip
 
     async def verify_planned(
@@ -353,24 +354,32 @@ class Client:
         live: bool = True,
         catch_up_s: float = 300.0,
         namesrv: str | None = None,
+        repair: bool = False,
         progress: Callable[[ProgressEvent], None] | None = None,
     ) -> VerifyReport:
-        """``verify`` of a pipeline ``verify_pipeline`` made (its plan shown first, say)."""
+        """``verify`` of a pipeline ``verify_pipeline`` made (its plan shown first, say); ``repair``:
+        the differing rows then written to the target as the source holds them, and checked again
+        (worker.verify.repair)."""
         from sluice.worker.verify.engine import verify
         from sluice.worker.verify.live import verify_live
+        from sluice.worker.verify.repair import repair as repaired
 
         plan = pipeline.plan
         if not live:
-            return await asyncio.to_thread(
+            report = await asyncio.to_thread(
                 verify, plan.source_url, plan.target_url, plan.pairs, progress=progress
             )
-        if namesrv is None:
-            from sluice.worker.settings import settings
+        else:
+            if namesrv is None:
+                from sluice.worker.settings import settings
 
-            namesrv = settings().namesrv
-        return await verify_live(
-            self, pipeline.names, pipeline.source_config, plan, namesrv, catch_up_s, progress
-        )
+                namesrv = settings().namesrv
+            report = await verify_live(
+                self, pipeline.names, pipeline.source_config, plan, namesrv, catch_up_s, progress
+            )
+        if repair and not report.equal:
+            report = await asyncio.to_thread(repaired, plan.source_url, plan.target_url, plan.pairs, report)
+        return report
 
     async def tasks(self, name: str) -> list[dict[str, str]]:
         """The task configs the connector was split into (one per task, by task id)."""

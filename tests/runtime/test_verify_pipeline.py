@@ -118,5 +118,10 @@ async def test_verify_follows_a_running_pipeline_and_finds_what_was_changed_behi
         assert answer.status_code == 400 and "nope" in answer.text
     direct = await sluice.verify(f"{name}-src", f"{name}-sink")
     assert [d.key for d in direct.tables[0].different] == [{"id": 1234}, {"id": 2000}]
+
+    # --repair writes the differing rows as the source has them (and deletes the extra one)
+    code, report = await _verify(capsys, f"{name}-src", f"{name}-sink", "--repair")
+    assert code == 0 and report["equal"], report
+    assert _rows(postgres_db.url) == _rows(src.url)
     await sluice.delete(f"{name}-sink")
     await sluice.delete(f"{name}-src")
