@@ -20,17 +20,22 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from sluice.connectors.positions import PartitionKey, Position
 
 if TYPE_CHECKING:
-    from sluice.worker.client import Client
     from sluice.worker.verify.model import VerifyReport
     from sluice.worker.verify.pipelines import PipelinePlan
 
 #: how often the committed positions are read while waiting for the pipeline to catch up
 POLL_S: Final = 1.0
+
+
+class Client(Protocol):
+    """What of ``sluice.worker.client.Client`` this reads: connectors' committed offsets."""
+
+    async def offsets(self, name: str) -> list[dict[str, Any]]: ...
 
 
 def reached(committed: Mapping[PartitionKey, Position], point: Mapping[PartitionKey, Position]) -> bool:
@@ -50,7 +55,7 @@ def source_point(
     config: Mapping[str, Any], committed: Mapping[PartitionKey, Position]
 ) -> dict[PartitionKey, Position] | None:
     """Where the source connector (``config``: secrets resolved) would read up to now, per partition
-    of its first task... of every task; None when reading it would change the source's system."""
+    of each of its tasks; None when reading it would change the source's system."""
     from sluice.connectors.api import SourceConnector, open_source_task
     from sluice.connectors.plugins import load_connector_class
 
