@@ -50,7 +50,7 @@ def preview_source(
     name: str, config: Mapping[str, str], records: int, providers: Mapping[str, Callable[[str, str], str]]
 ) -> SourcePreview:
     """The first batch of ``config``'s first task, at most ``records`` records (module docstring)."""
-    from sluice.connectors.api import KnowsSendOrder, SendOrder, SinkConnector, open_source_task
+    from sluice.connectors.api import KnowsSendOrder, RoutesTopics, SendOrder, SinkConnector, open_source_task
     from sluice.connectors.converters import converter_for
     from sluice.connectors.planner import PlanRequest, plan_next, view_of
     from sluice.connectors.plugins import load_connector_class
@@ -80,7 +80,9 @@ def preview_source(
         read = task.read([r for r in ranges if not r.is_empty]) if ranges else SourceRead()
         pieces = [*read.tables, *(SourceRead(splits=(s,)).to_table() for s in read.splits)]
         pieces = _first(pieces, records)
-        topic = task.topic_of(ranges[0].partition) if ranges else str(task.config.get("topic") or "")
+        topic = str(task.config.get("topic") or "")
+        if isinstance(task, RoutesTopics) and ranges:
+            topic = task.topic_of(ranges[0].partition)
         parsed = task.config
         chain, converter = build_chain(parsed), converter_for(parsed)
         transformed = [apply_chain(chain, p) for p in pieces]

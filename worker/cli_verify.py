@@ -126,6 +126,7 @@ def verify_command(
         )
     if by_urls and not (source and target and table):
         raise CommandFailed("--source, --target and at least one --table are all needed", EXIT_ERROR)
+    unread: tuple[str, ...] = ()
     try:
         if by_urls:
             report, unread = _by_urls(source, target, table_pairs(table or [], key or []), repair), ()

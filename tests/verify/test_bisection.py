@@ -74,10 +74,10 @@ def test_integer_split_marks_single_keys_unsplittable(segment: Segment, splittab
     ("rows", "segments", "threshold", "most", "expected"),
     [
         (0, 64, 2000, 10_000, 64),  # at least `segments`
-        (1_000_000, 64, 2000, 10_000, 1000),  # ~half the threshold per segment
-        (1_000_001, 64, 2000, 10_000, 1001),
+        (1_000_000, 64, 2000, 10_000, 2000),  # ~a quarter of the threshold per segment
+        (1_000_001, 64, 2000, 10_000, 2001),
         (100_000_000, 64, 2000, 10_000, 10_000),  # capped
-        (50, 2, 10, 100, 10),
+        (50, 2, 20, 100, 10),
         (-1, 4, 10, 100, 4),  # unknown estimate
         (10, 64, 2000, 8, 8),  # the cap wins over `segments`
     ],

@@ -73,7 +73,7 @@ def test_kind_of(dialect: Dialect, data_type: str, kind: Kind) -> None:
     assert kind_of(dialect, data_type) is kind
 
 
-_TRIM = "TRIM(TRAILING '.' FROM TRIM(TRAILING '0' FROM CAST(`c` AS CHAR)))"
+_TRIM = "TRIM(TRAILING '.' FROM TRIM(TRAILING '0' FROM `c`))"
 
 
 @pytest.mark.parametrize(
@@ -126,6 +126,31 @@ _TRIM = "TRIM(TRAILING '.' FROM TRIM(TRAILING '0' FROM CAST(`c` AS CHAR)))"
 )
 def test_value_sql(dialect: Dialect, column: Column, kind: Kind, sql: str) -> None:
     assert value_sql(dialect, column, kind) == sql
+
+
+@pytest.mark.parametrize(
+    ("column", "kind", "fetched", "in_row"),
+    [
+        (Column("c", "int"), Kind.INTEGER, "CAST(`c` AS CHAR)", "`c`"),
+        (Column("c", "bit"), Kind.INTEGER, "CAST(CAST(`c` AS UNSIGNED) AS CHAR)", "CAST(`c` AS UNSIGNED)"),
+        (
+            Column("c", "datetime"),
+            Kind.INSTANT,
+            "CAST(CAST(`c` AS DATETIME(6)) AS CHAR)",
+            "CAST(`c` AS DATETIME(6))",
+        ),
+        (Column("c", "decimal", scale=2), Kind.DECIMAL, _TRIM, _TRIM),  # text already
+        (Column("c", "varbinary"), Kind.BINARY, "LOWER(HEX(`c`))", "LOWER(HEX(`c`))"),
+    ],
+)
+def test_mariadb_prints_numbers_and_dates_itself_inside_a_row(
+    column: Column, kind: Kind, fetched: str, in_row: str
+) -> None:
+    assert value_sql(M, column, kind) == fetched
+    assert value_sql(M, column, kind, in_text=True) == in_row
+    assert value_sql(P, Column("c", "integer"), kind, in_text=True) == value_sql(
+        P, Column("c", "integer"), kind
+    )
 
 
 @pytest.mark.parametrize(
@@ -204,19 +229,27 @@ def _side(dialect: Dialect, keys: tuple[str, ...], cmp: tuple[str, ...] | None =
 
 
 def test_arithmetic_checksums_group_by_segment_number() -> None:
-    mariadb = _side(M, ("id",)).arithmetic_checksums(origin=-10, width=100, lo=90, hi=500)
-    assert mariadb.startswith("SELECT (`id` - (-10)) DIV 100, COUNT(*), SUM(CAST(CONV(")
-    assert mariadb.endswith("FROM `t` WHERE `id` >= 90 AND `id` < 500 GROUP BY 1")
-    pg = _side(P, ("id",)).arithmetic_checksums(origin=0, width=7, lo=0, hi=70)
+    # MariaDB, one plain key: an aggregate per key range, read by range from the key's index
+    [mariadb] = _side(M, ("id",)).arithmetic_checksums(origin=-10, width=100, lo=90, hi=500)
+    parts = mariadb.split(" UNION ALL ")
+    assert [p.split(",")[0] for p in parts] == ["SELECT 1", "SELECT 2", "SELECT 3", "SELECT 4", "SELECT 5"]
+    assert parts[0].startswith("SELECT 1, COUNT(*), SUM(CAST(CONV(")
+    assert parts[0].endswith("FROM `t` WHERE `id` >= 90 AND `id` < 190")
+    assert parts[-1].endswith("FROM `t` WHERE `id` >= 490 AND `id` < 500")
+    # more segments than one statement holds: several statements, every segment once
+    many = _side(M, ("id",)).arithmetic_checksums(origin=0, width=1, lo=0, hi=2500)
+    assert [len(m.split(" UNION ALL ")) for m in many] == [1024, 1024, 452]
+    assert many[1].startswith("SELECT 1024, COUNT(*)") and many[2].endswith("`id` >= 2499 AND `id` < 2500")
+    # PostgreSQL: one GROUP BY of the segment number
+    [pg] = _side(P, ("id",)).arithmetic_checksums(origin=0, width=7, lo=0, hi=70)
     assert pg.startswith('SELECT ("id" - (0)) / 7, COUNT(*), SUM((')
     assert pg.endswith('FROM "t" WHERE "id" >= 0 AND "id" < 70 GROUP BY 1')
 
 
 def test_segment_checksums_search_the_segment_of_each_row() -> None:
     segs = [Segment(None, ("b",)), Segment(("b",), ("d",)), Segment(("d",), ("f",)), Segment(("x",), None)]
-    side = _side(P, ("k",), ('("k" COLLATE "C")',))
-    sql = side.segment_checksums(segs, offset=10)
     k = '("k" COLLATE "C")'
+    [sql] = _side(P, ("k",), (k,)).segment_checksums(segs, offset=10)
     tree = (
         f"10 + CASE WHEN {k} < 'd' THEN CASE WHEN {k} < 'b' THEN 0 ELSE 1 END "
         f"ELSE CASE WHEN {k} < 'x' THEN 2 ELSE 3 END END"
@@ -224,6 +257,10 @@ def test_segment_checksums_search_the_segment_of_each_row() -> None:
     assert sql.startswith(f"SELECT {tree}, COUNT(*), SUM(")
     # touching segments are one range; the gap between 'f' and 'x' is left out
     assert sql.endswith(f"WHERE ({k} < 'f') OR ({k} >= 'x') GROUP BY 1")
+    # MariaDB, a string key in binary order: no index range, so the same search in one scan
+    mk = "CAST(CONVERT(`k` USING utf8mb4) AS BINARY)"
+    [msql] = _side(M, ("k",), (mk,)).segment_checksums(segs)
+    assert msql.startswith(f"SELECT CASE WHEN {mk} < X'64' THEN") and msql.endswith("GROUP BY 1")
 
 
 def test_composite_keys_compare_as_tuples() -> None:

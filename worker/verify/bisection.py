@@ -7,7 +7,7 @@ any other key (strings, composite keys, dates) is split at quantiles of a sorted
 segments hold about the same number of rows whatever the keys' distribution.
 
 The sizes are chosen so that the first pass already lands most segments under the fetch threshold:
-counting and summing a thousand segments in one GROUP BY costs the database the same scan as ten, and
+counting and summing two thousand segments in one scan costs the database about what ten cost, and
 a differing segment that is small enough is compared row by row at once instead of being split again.
 """
 
@@ -54,9 +54,11 @@ class Plan:
 
 def segment_count(rows: int, *, segments: int, fetch_threshold: int, most: int) -> int:
     """How many segments a range of ``rows`` rows (an estimate; for a differing segment, its larger
-    side) is cut into: at least ``segments``, enough that each holds about half the fetch threshold
-    (so a differing one is fetched next, not split again), at most ``most``."""
-    per_segment = max(1, fetch_threshold // 2)
+    side) is cut into: at least ``segments``, enough that each holds about a quarter of the fetch
+    threshold, at most ``most``. Under the threshold even where keys are denser than the average, a
+    differing segment is fetched next rather than split again; and a small one is cheap to fetch
+    (rows cross the network and are compared in Python: the slow part of a difference)."""
+    per_segment = max(1, fetch_threshold // 4)
     return max(1, min(most, max(segments, math.ceil(max(rows, 0) / per_segment))))
 
 

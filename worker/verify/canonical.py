@@ -111,7 +111,7 @@ _PG_KINDS: Final = {
 MARIADB_TEXT_TYPES: Final = frozenset(
     ("char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "json")
 )
-PG_TEXT_TYPES: Final = frozenset(("text", "character varying", "character", "name", "citext"))
+PG_TEXT_TYPES: Final = frozenset(("text", "character varying", "character", "name"))
 _SIGNIFICANT: Final = {Kind.FLOAT: 6, Kind.DOUBLE: 15}
 
 
@@ -137,11 +137,18 @@ def is_text_type(dialect: Dialect, data_type: str) -> bool:
     return data_type.lower() in (MARIADB_TEXT_TYPES if dialect is Dialect.MYSQL else PG_TEXT_TYPES)
 
 
-def value_sql(dialect: Dialect, column: Column, kind: Kind) -> str:
-    """SQL for ``column``'s canonical text under ``kind`` (NULL stays NULL: see ``marked``)."""
+def value_sql(dialect: Dialect, column: Column, kind: Kind, *, in_text: bool = False) -> str:
+    """SQL for ``column``'s canonical text under ``kind`` (NULL stays NULL: see ``marked``).
+
+    ``in_text``: the expression is an argument of a text concatenation (``row_sql``). MariaDB's
+    CONCAT prints a number or a date/time itself, as CAST(... AS CHAR) would, at half the cost of
+    the CAST: the outer CAST is left out. Same text either way; the CAST is there when the value is
+    fetched, so that the driver returns text.
+    """
     c = quote(dialect, column.name)
     if dialect is Dialect.MYSQL:
-        return _mariadb_value(c, column, kind)
+        expr, is_text = _mariadb_value(c, column, kind)
+        return expr if is_text or in_text else f"CAST({expr} AS CHAR)"
     return _pg_value(c, column, kind)
 
 
@@ -165,7 +172,7 @@ def unmark(text: str) -> str | None:
 
 # --- MariaDB -------------------------------------------------------------------------------------
 
-_MARIADB_TRIM = "TRIM(TRAILING '.' FROM TRIM(TRAILING '0' FROM {}))"
+_MARIADB_TRIM: Final = "TRIM(TRAILING '.' FROM TRIM(TRAILING '0' FROM {}))"
 
 
 def _mariadb_text(c: str, column: Column) -> str:
@@ -186,35 +193,36 @@ def _mariadb_round(c: str, digits: int) -> str:
     return f"CASE WHEN {c} = 0 THEN '0' ELSE {_MARIADB_TRIM.format(f'CAST({rounded} AS CHAR)')} END"
 
 
-def _mariadb_value(c: str, column: Column, kind: Kind) -> str:
+def _mariadb_value(c: str, column: Column, kind: Kind) -> tuple[str, bool]:
+    """The canonical value's SQL, and whether it is text already (else a number or a date/time
+    whose printed form is the canonical text)."""
     own_type = column.data_type.lower()
     own = kind_of(Dialect.MYSQL, own_type)
     if kind in (Kind.INTEGER, Kind.DECIMAL):
         if own is Kind.INTEGER:
-            return f"CAST(CAST({c} AS UNSIGNED) AS CHAR)" if own_type == "bit" else f"CAST({c} AS CHAR)"
-        if own is Kind.DECIMAL:
-            text = f"CAST({c} AS CHAR)"
-            return _MARIADB_TRIM.format(text) if (column.scale or 0) > 0 else text
+            return (f"CAST({c} AS UNSIGNED)" if own_type == "bit" else c), False
+        if own is Kind.DECIMAL:  # TRIM reads the decimal as text itself
+            return (_MARIADB_TRIM.format(c), True) if (column.scale or 0) > 0 else (c, False)
         if own in _SIGNIFICANT:
-            return _mariadb_round(c, _SIGNIFICANT[own])
+            return _mariadb_round(c, _SIGNIFICANT[own]), True
     elif kind in _SIGNIFICANT:
         if own in (Kind.INTEGER, Kind.DECIMAL, Kind.FLOAT, Kind.DOUBLE):
-            return _mariadb_round(c, _SIGNIFICANT[kind])
+            return _mariadb_round(c, _SIGNIFICANT[kind]), True
     elif kind is Kind.INSTANT:
         if own in (Kind.INSTANT, Kind.DATE):
-            return f"CAST(CAST({c} AS DATETIME(6)) AS CHAR)"
+            return f"CAST({c} AS DATETIME(6))", False
     elif kind is Kind.DATE:
         if own in (Kind.INSTANT, Kind.DATE):
-            return f"DATE_FORMAT({c}, '%Y-%m-%d')"
+            return f"DATE_FORMAT({c}, '%Y-%m-%d')", True
     elif kind is Kind.TIME:
         if own in (Kind.TIME, Kind.INSTANT):
-            return f"TIME_FORMAT({c}, '%H:%i:%s.%f')"
+            return f"TIME_FORMAT({c}, '%H:%i:%s.%f')", True
     elif kind is Kind.BINARY:
-        return f"LOWER(HEX({c}))" if own is Kind.BINARY else f"LOWER(HEX(CONVERT({c} USING utf8mb4)))"
+        return (f"LOWER(HEX({c}))" if own is Kind.BINARY else f"LOWER(HEX(CONVERT({c} USING utf8mb4)))"), True
     # TEXT, JSON, and any kind the column's own type can't be read as: its text.
     if own is Kind.BINARY or own_type in MARIADB_TEXT_TYPES:
-        return _mariadb_text(c, column)
-    return f"CAST({c} AS CHAR)"
+        return _mariadb_text(c, column), True
+    return c, False
 
 
 # --- PostgreSQL ----------------------------------------------------------------------------------

@@ -15,6 +15,13 @@ on the other reported as missing or extra (a changed row shows as one of each), 
 
 ``verify_keys`` re-checks given keys only (after a live pipeline has caught up with the differences a
 first run found).
+
+Sizes: the first pass cuts the range so that a segment holds about a quarter of ``fetch_threshold``
+rows (up to 100,000 segments for an integer key, 2,048 for others, whose segments are found by a
+``CASE`` search), so a differing segment is usually fetched at once; a differing one too large is
+cut again into at least ``segments`` parts. Integer keys are cut arithmetically from MIN/MAX (the
+statistics' row estimate sizes the cut when keys are sparse); other keys at quantiles of a random
+sample of keys drawn from both sides. Each side runs ``PARALLEL`` checksum statements at once.
 """
 
 from __future__ import annotations
@@ -85,8 +92,9 @@ def _open(role: str, raw: str) -> Database:
 
 
 def _split_name(table: str) -> tuple[str | None, str]:
-    schema, _, name = table.rpartition(".")
-    return (schema or None), name
+    """``schema.table`` -> (schema, table); ``table`` -> (None, table) (as canonical.table_sql)."""
+    schema, dot, name = table.partition(".")
+    return (schema, name) if dot else (None, table)
 
 
 def _this_schema(db: Database, schema: str | None) -> str:
@@ -347,12 +355,14 @@ def _side_sql(
     d: Dialect, table: str, keys: list[Column], values: list[Column], kinds: list[Kind], marks: list[bool]
 ) -> SideSql:
     texts = [value_sql(d, c, kind) for c, kind in zip(values, kinds, strict=True)]
+    in_row = [value_sql(d, c, kind, in_text=True) for c, kind in zip(values, kinds, strict=True)]
     return SideSql(
         dialect=d,
         table=table_sql(d, table),
         keys=tuple(quote(d, c.name) for c in keys),
         key_cmp=tuple(key_sql(d, c.name, c.data_type) for c in keys),
         values=tuple(marked(d, v) if m else v for v, m in zip(texts, marks, strict=True)),
+        row_values=tuple(marked(d, v) if m else v for v, m in zip(in_row, marks, strict=True)),
         integer_key=len(keys) == 1 and kind_of(d, keys[0].data_type) is Kind.INTEGER,
     )
 
@@ -455,20 +465,24 @@ def _order(seg: Segment) -> tuple[bool, Key]:
     return (seg.lo is not None, seg.lo or ())
 
 
-def _checksums(db: Database, sql: str, name: str) -> dict[int, Checksum]:
-    return checksums(db.rows(sql, f"checksumming {name}", aggregate=True))
+def _checksums(db: Database, statements: Sequence[str], name: str) -> dict[int, Checksum]:
+    out: dict[int, Checksum] = {}
+    for sql in statements:
+        out.update(checksums(db.rows(sql, f"checksumming {name}", aggregate=True)))
+    return out
 
 
 def _sums(
-    t: _Table, queries: Callable[[SideSql], list[str]]
+    t: _Table, queries: Callable[[SideSql], list[list[str]]]
 ) -> tuple[dict[int, Checksum], dict[int, Checksum]]:
-    """Run each side's checksum ``queries`` all at once (both sides, several per side), merged per side."""
+    """Run each side's checksum ``queries``, merged per side: each inner list is one worker's
+    statements, in order; all workers of both sides at once."""
     calls: list[Callable[[], dict[int, Checksum]]] = []
     counts = []
     for db, side, name in ((t.source, t.src, t.pair.source_table), (t.target, t.tgt, t.pair.target)):
-        sqls = queries(side)
-        counts.append(len(sqls))
-        calls.extend(partial(_checksums, db, q, name) for q in sqls)
+        workers = queries(side)
+        counts.append(len(workers))
+        calls.extend(partial(_checksums, db, sqls, name) for sqls in workers)
     results = run_all(calls)
     src: dict[int, Checksum] = {}
     tgt: dict[int, Checksum] = {}
@@ -594,7 +608,7 @@ def _multiset(t: _Table, segments: int, threshold: int) -> None:
     n = bisection.segment_count(
         _rows_estimate(t, exact=True), segments=segments, fetch_threshold=threshold, most=_MOST_ARITHMETIC
     )
-    src, tgt = _sums(t, lambda side: [side.bucket_checksums(n)])
+    src, tgt = _sums(t, lambda side: [[side.bucket_checksums(n)]])
     t.report.rows_compared = sum(c.count for c in src.values())
     t.report.segments_checksummed = n
     differing = sorted(b for b in src.keys() | tgt.keys() if src.get(b) != tgt.get(b))

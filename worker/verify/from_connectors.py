@@ -58,6 +58,7 @@ def catalog(side: PipelineSide) -> dict[str, list[str]]:
     engine = create_engine(url)
     try:
         seen = inspect(engine)
+        names: dict[str, tuple[str | None, str]]
         if side.plugin == "jdbc-source":
             names = {t: (None, t) for t in seen.get_table_names()}
         else:
@@ -72,7 +73,7 @@ def catalog(side: PipelineSide) -> dict[str, list[str]]:
         return {t: [c["name"] for c in seen.get_columns(names[t][1], schema=names[t][0])] for t in copied}
     except SQLAlchemyError as exc:
         where = f"{url.host}:{url.port}/{url.database or ''}"
-        first = str(exc.orig if getattr(exc, "orig", None) else exc).splitlines()[0]
+        first = str(getattr(exc, "orig", None) or exc).splitlines()[0]
         raise VerifyError(
             f"source database {where} (connector {side.config.get('name')!r}): {first}"
         ) from None

@@ -85,7 +85,14 @@ async def committed_positions(client: Client, name: str) -> dict[PartitionKey, P
     from sluice.activities.offsets import parse_offsets
 
     offsets = await client.offsets(name)
-    return dict(parse_offsets(name, offsets).positions) if offsets else {}
+    if not offsets:
+        return {}
+    return {
+        k if isinstance(k, PartitionKey) else PartitionKey.parse(k): v
+        if isinstance(v, Position)
+        else Position((v,))
+        for k, v in parse_offsets(name, offsets).positions.items()
+    }
 
 
 async def topic_ends(namesrv: str, topics: tuple[str, ...]) -> dict[PartitionKey, Position]:
