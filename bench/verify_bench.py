@@ -110,29 +110,24 @@ def load_postgres(url: URL, path: Path) -> None:
         conn.execute(f"VACUUM ANALYZE {TABLE}")
 
 
+def _on_both(cfg: StackConfig, maria_sql: str, pg_sql: str) -> None:
+    """One administrative statement on each server (outside a transaction: CREATE/DROP DATABASE)."""
+    for url, sql in ((cfg.mariadb_url(), maria_sql), (cfg.database_url, pg_sql)):
+        engine = create_engine(url, isolation_level="AUTOCOMMIT")
+        with engine.connect() as conn:
+            conn.execute(text(sql))
+        engine.dispose()
+
+
 def make_databases(cfg: StackConfig, run: str) -> tuple[URL, URL]:
     name = f"verify_{run}"
-    maria = create_engine(cfg.mariadb_url(), isolation_level="AUTOCOMMIT")
-    with maria.connect() as conn:
-        conn.execute(text(f"CREATE DATABASE {name} CHARACTER SET utf8mb4"))
-    maria.dispose()
-    pg = create_engine(cfg.database_url, isolation_level="AUTOCOMMIT")
-    with pg.connect() as conn:
-        conn.execute(text(f"CREATE DATABASE {name}"))
-    pg.dispose()
+    _on_both(cfg, f"CREATE DATABASE {name} CHARACTER SET utf8mb4", f"CREATE DATABASE {name}")
     return make_url(cfg.mariadb_url(name)), make_url(cfg.database_url).set(database=name)
 
 
 def drop_databases(cfg: StackConfig, run: str) -> None:
     name = f"verify_{run}"
-    maria = create_engine(cfg.mariadb_url(), isolation_level="AUTOCOMMIT")
-    with maria.connect() as conn:
-        conn.execute(text(f"DROP DATABASE IF EXISTS {name}"))
-    maria.dispose()
-    pg = create_engine(cfg.database_url, isolation_level="AUTOCOMMIT")
-    with pg.connect() as conn:
-        conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-    pg.dispose()
+    _on_both(cfg, f"DROP DATABASE IF EXISTS {name}", f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def timed_verify(source: str, target: str, label: str) -> tuple[VerifyReport, float]:
