@@ -46,7 +46,7 @@ from sluice.connectors.rocketmq.offsets import consumer_group
 from sluice.connectors.rocketmq.spark_source import RocketMQReader, plan_to_json
 from sluice.connectors.sink_stages import Outcome, SinkStages, Staged, Unmet, envelope_prefixes_of
 from sluice.connectors.stage_outcomes import Bad, Made
-from sluice.connectors.transforms import arrow_head, value_read
+from sluice.connectors.transforms import arrow_head
 
 log = logging.getLogger(__name__)
 
@@ -237,16 +237,13 @@ class SinkRunner:
     def _stages(self) -> SinkStages:
         """The sink's stages for the envelope schemas met so far, with the chain's Arrow head
         (``_spark_tail`` runs the rest). A type the converter does not read fails the task, naming it."""
-        converter = self.setup.converter
-        chain = self.setup.chain
         try:
-            records = converter.arrow_records(value_read(chain))
+            return SinkStages.of(
+                self.setup.converter, self.setup.chain, self.connector,
+                barriers_once=not self._sees_every_barrier_copy, tolerates=self.tolerates,
+            )  # fmt: skip
         except ValueError as exc:
             raise RecordError(f"connector {self.connector}: {exc}") from None
-        return SinkStages(
-            records, tuple(arrow_head(chain)), not self._sees_every_barrier_copy, self.connector,
-            converter.key_envelopes, tolerates=self.tolerates,
-        )  # fmt: skip
 
     @property
     def _spark_tail(self) -> list[Transform]:

@@ -451,6 +451,25 @@ class KnowsEmptyRanges(Protocol):
     def holds_records(self, r: PartitionRange) -> bool: ...
 
 
+@dataclass(frozen=True)
+class PlannedWrite:
+    """What a sink would do with a batch's records in one target (``sluice connector preview``):
+    the DDL it would run first, then its writes, said in words, without doing either."""
+
+    target: str
+    ddl: tuple[str, ...]
+    writes: str
+
+
+@runtime_checkable
+class DescribesWrites(Protocol):
+    """Optional ability of a sink task: the writes a batch's records would make (``PlannedWrite``),
+    read from its target without changing it; raises ConfigError where the write would fail for
+    its config (a table missing without auto.create)."""
+
+    def planned_writes(self, records: pa.Table) -> list[PlannedWrite]: ...
+
+
 @runtime_checkable
 class RoutesTopics(Protocol):
     """Optional ability of a source task: each partition's records go to a topic of their own (a

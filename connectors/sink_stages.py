@@ -33,10 +33,11 @@ from sluice.connectors.dead_letter_messages import dead_letters
 from sluice.connectors.record_tables import split_flagged
 from sluice.connectors.records import RecordError, good_arrow_records
 from sluice.connectors.stage_outcomes import Bad, Made
-from sluice.connectors.transforms import apply_chain
+from sluice.connectors.transforms import apply_chain, arrow_head, value_read
 
 if TYPE_CHECKING:
     from sluice.connectors.arrow_records import RecordsPlan
+    from sluice.connectors.converters import Converter
     from sluice.connectors.transforms import Transform
 
 #: Named texts' envelope prefixes: ``{"value": [(topic, prefix), …], "key": […]}``.
@@ -76,6 +77,19 @@ class SinkStages:
     key_envelopes: bool
     #: ``errors.tolerance=all``: bad records become dead letters instead of failing the batch
     tolerates: bool = False
+
+    @classmethod
+    def of(
+        cls, converter: Converter, chain: Sequence[Transform], connector: str, *, barriers_once: bool,
+        tolerates: bool,
+    ) -> SinkStages:  # fmt: skip
+        """The stages of a sink's converter and chain, for the envelope schemas the converter has
+        met (its Arrow head: a Spark SQL tail runs over their records); ValueError naming a type
+        the converter does not read."""
+        records = converter.arrow_records(value_read(chain))
+        return cls(
+            records, tuple(arrow_head(chain)), barriers_once, connector, converter.key_envelopes, tolerates
+        )
 
     def run(self, messages: Iterable[pa.RecordBatch]) -> Outcome:
         share = list(messages)

@@ -323,10 +323,14 @@ def preview(
     output: OutputOpt = Output.TABLE,
     debug: DebugOpt = False,
 ) -> None:
-    """Take a new source config through one batch (read, transforms, converter) and show what it
-    would send; nothing is sent, written or committed (activities.preview)."""
+    """Take a new config through one batch and show what it would do: a source's read, transforms
+    and converter (the messages it would send); a sink's decode and transforms of its topics' first
+    messages (its records, and the DDL and writes it would make). Nothing is sent, written or
+    committed (activities.preview)."""
     # connector plugins and the record stages: only this command
-    from sluice.activities.preview import PreviewError, preview_source
+    from sluice.activities.preview import PreviewError, SourcePreview
+    from sluice.activities.preview import preview as first_batch
+    from sluice.worker.settings import settings
 
     begin(ctx, debug)
     if not file and not sets:
@@ -334,12 +338,13 @@ def preview(
     loaded = load_config(file, sets or [])
     name = loaded.name or "preview"
     try:
-        shown = preview_source(name, loaded.config, records, {})
+        shown = first_batch(name, loaded.config, records, {}, settings().namesrv)
     except PreviewError as exc:
         raise ConnectorConfigError(name, exc.problems) from None
     if output == Output.JSON:
         render.print_json(render.preview_json(shown))
     else:
         render.console().print(render.preview_view(shown))
-    if shown.bad is not None:
-        raise ConnectorConfigError(name, [shown.bad])
+    stopped = shown.bad if isinstance(shown, SourcePreview) else (shown.bad or shown.refused)
+    if stopped is not None:
+        raise ConnectorConfigError(name, [stopped])

@@ -24,7 +24,7 @@ from sluice.worker.cli_common import wide_enough
 from sluice.workflows.types import ConnectorStatus, TaskStatus
 
 if TYPE_CHECKING:
-    from sluice.activities.preview import SourcePreview
+    from sluice.activities.preview import SinkPreview, SourcePreview
     from sluice.worker.verify.model import VerifyReport
 
 STATE_STYLES = {
@@ -268,40 +268,68 @@ def verify_table(report: VerifyReport) -> RenderableType:
     return Group(*details)
 
 
-def preview_json(shown: SourcePreview) -> dict[str, Any]:
-    from sluice.activities.preview import message_rows
+def preview_json(shown: SourcePreview | SinkPreview) -> dict[str, Any]:
+    from sluice.activities.preview import SourcePreview, message_rows
 
     schema = shown.records.schema
-    return {
+    out: dict[str, Any] = {
         "connector": shown.connector,
         "class": shown.connector_class,
-        "topic": shown.topic,
         "schema": {f: str(schema.field(f).type) for f in ("key", "value") if f in schema.names},
-        "messages": message_rows(shown.messages),
+    }
+    if isinstance(shown, SourcePreview):
+        return {**out, "topic": shown.topic, "messages": message_rows(shown.messages),
+                "bad_record": shown.bad, "dead_letters": shown.dead_letters}  # fmt: skip
+    return {
+        **out,
+        "topics": list(shown.topics),
+        "records": [_record_row(r) for r in shown.records.select(["topic", "key", "value"]).to_pylist()]
+        if shown.records.num_rows
+        else [],
+        "writes": [{"target": w.target, "ddl": list(w.ddl), "writes": w.writes} for w in shown.planned],
         "bad_record": shown.bad,
-        "dead_letters": shown.dead_letters,
+        "refused": shown.refused,
     }
 
 
-def preview_view(shown: SourcePreview) -> RenderableType:
-    """What the first batch would send: the record schema the converter writes, then each message."""
+def _record_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: json.loads(json.dumps(v, default=str)) for k, v in row.items()}
+
+
+def preview_view(shown: SourcePreview | SinkPreview) -> RenderableType:
+    """What the first batch would do: for a source, the record schema the converter writes, then
+    each message; for a sink, its records, then the DDL and writes per target."""
     as_json = preview_json(shown)
-    head = Text(f"connector {shown.connector} ({shown.connector_class}) -> topic {shown.topic}: "
-                f"{len(as_json['messages'])} message(s) previewed, none sent")  # fmt: skip
     schema = Table("field", "type", title="record schema (after the transforms)", title_justify="left")
     for field_name, kind in as_json["schema"].items():
         schema.add_row(field_name, kind)
-    messages = Table(
-        "key", "value", "properties", title="messages (after the converter)", title_justify="left"
-    )
-    for m in as_json["messages"]:
-        value = str(m["value"])
-        messages.add_row(
-            str(m["key"]), value if len(value) <= 300 else value[:300] + "…", _compact(m["properties"])
+    if "messages" in as_json:
+        head = Text(f"connector {shown.connector} ({shown.connector_class}) -> topic {as_json['topic']}: "
+                    f"{len(as_json['messages'])} message(s) previewed, none sent")  # fmt: skip
+        rows = Table(
+            "key", "value", "properties", title="messages (after the converter)", title_justify="left"
         )
-    parts: list[RenderableType] = [head, schema, messages]
-    if shown.bad is not None:
-        parts.append(Text(f"the batch would stop at a bad record: {shown.bad}", "bold red"))
-    if shown.dead_letters:
-        parts.append(Text(f"{shown.dead_letters} record(s) would go to the dead letter queue", "yellow"))
+        for m in as_json["messages"]:
+            rows.add_row(str(m["key"]), _cut(str(m["value"])), _compact(m["properties"]))
+    else:
+        head = Text(f"connector {shown.connector} ({shown.connector_class}) <- topics "
+                    f"{', '.join(as_json['topics']) or '(none)'}: {len(as_json['records'])} record(s) "
+                    "previewed, nothing written")  # fmt: skip
+        rows = Table("topic", "key", "value", title="records (after the transforms)", title_justify="left")
+        for r in as_json["records"]:
+            rows.add_row(str(r["topic"]), _cut(json.dumps(r["key"])), _cut(json.dumps(r["value"])))
+    parts: list[RenderableType] = [head, schema, rows]
+    for w in as_json.get("writes", []):
+        parts.append(Text(f"{w['target']}: {w['writes']}"))
+        parts.extend(Text(f"  {sql}", "cyan") for sql in w["ddl"])
+    if as_json.get("refused"):
+        parts.append(Text(f"the batch would fail: {as_json['refused']}", "bold red"))
+    if as_json["bad_record"]:
+        parts.append(Text(f"the batch would stop at a bad record: {as_json['bad_record']}", "bold red"))
+    if as_json.get("dead_letters"):
+        parts.append(Text(f"{as_json['dead_letters']} record(s) would go to the dead letter queue", "yellow"))
     return Group(*parts)
+
+
+def _cut(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"

@@ -49,6 +49,7 @@ from sqlalchemy import Connection, Engine, create_engine
 
 from sluice.connectors.api import (
     Delivery,
+    PlannedWrite,
     Rejected,
     RejectedRecordsError,
     SinkConnector,
@@ -551,38 +552,64 @@ class JdbcSinkTask(SinkTask):
             rejected,
         )
 
+    def planned_writes(self, records: pa.Table) -> list[PlannedWrite]:
+        """DescribesWrites: per target table, the DDL ``_ensure_table`` would run and the rows it
+        would write (by the same ``_parts``), read from the target without changing it."""
+        import pyarrow.compute as pc
+
+        plan = BatchPlan(self.name, self.task_id, 0, ())
+        mod = pg if self.dialect is Dialect.POSTGRESQL else my
+        out = []
+        with self._get_engine().connect() as conn:
+            for p in self._parts(records.filter(pc.invert(self._markers(records))), plan):
+                w = p.write
+                ddl = self._ddl(mod.table_columns(conn, w.schema, w.table), w, p.fields, plan)
+                deletes = pc.sum(pc.equal(p.rows.column(OP_COLUMN), "d")).as_py() or 0
+                keyed = f" keyed by ({', '.join(w.pk)})" if w.pk else ""
+                writes = f"{w.mode} {p.rows.num_rows - deletes} row(s) ({', '.join(w.columns)}){keyed}"
+                out.append(
+                    PlannedWrite(
+                        w.target, tuple(ddl), writes + (f"; delete {deletes} row(s)" if deletes else "")
+                    )
+                )
+        return out
+
     def _ensure_table(
         self, conn: Connection, w: TableWrite, fields: pa.Schema, plan: BatchPlan
     ) -> dict[str, str]:
         """The table's column types, after creating it (auto.create) or adding columns (auto.evolve)."""
         mod = pg if self.dialect is Dialect.POSTGRESQL else my
-        owner = f"connector {self.name!r}"
         existing = mod.table_columns(conn, w.schema, w.table)
+        ddl = self._ddl(existing, w, fields, plan)
+        if not ddl:
+            return existing or {}
+        if self.dialect is Dialect.POSTGRESQL:  # another task may be changing it: look again, locked
+            pg.lock_table_name(conn, w.schema, w.table)
+            ddl = self._ddl(mod.table_columns(conn, w.schema, w.table), w, fields, plan)
+        for sql in ddl:
+            mod.run(conn, sql)
+        return mod.table_columns(conn, w.schema, w.table) or {}
+
+    def _ddl(
+        self, existing: Mapping[str, str] | None, w: TableWrite, fields: pa.Schema, plan: BatchPlan
+    ) -> list[str]:
+        """The DDL a write of ``fields`` into ``w``'s table needs (``existing``: its columns, None
+        when it does not exist): a CREATE (auto.create), ADD COLUMNs (auto.evolve), or none;
+        ConfigError where the config does not allow the one needed."""
+        owner = f"connector {self.name!r}"
+        typed = [f for f in fields if f.name in w.columns]
         try:
             if existing is None:
                 if not self._auto_create:
                     why = "the table does not exist (set auto.create=true to create it)"
                     raise ConfigError([FieldError("auto.create", f"{self._where(plan, w.target)}: {why}")])
-                if self.dialect is Dialect.POSTGRESQL:
-                    pg.lock_table_name(conn, w.schema, w.table)
-                typed = [f for f in fields if f.name in w.columns]
-                ddl = create_table_sql(self.dialect, w.schema, w.table, typed, w.pk, owner)
-                mod.run(conn, ddl)
-                return mod.table_columns(conn, w.schema, w.table) or {}
-            missing = [f for f in fields if f.name in w.columns and f.name not in existing]
-            if not missing:
-                return existing
-            if not self._auto_evolve:
+                return [create_table_sql(self.dialect, w.schema, w.table, typed, w.pk, owner)]
+            missing = [f for f in typed if f.name not in existing]
+            if missing and not self._auto_evolve:
                 names = [f.name for f in missing]
                 why = f"the table has no column(s) {names} (set auto.evolve=true to add them)"
                 raise ConfigError([FieldError("auto.evolve", f"{self._where(plan, w.target)}: {why}")])
-            if self.dialect is Dialect.POSTGRESQL:
-                pg.lock_table_name(conn, w.schema, w.table)
-                existing = mod.table_columns(conn, w.schema, w.table) or {}
-                missing = [f for f in missing if f.name not in existing]
-            for sql in add_columns_sql(self.dialect, w.schema, w.table, missing, owner):
-                mod.run(conn, sql)
-            return mod.table_columns(conn, w.schema, w.table) or {}
+            return add_columns_sql(self.dialect, w.schema, w.table, missing, owner) if missing else []
         except UnsupportedTypeError as exc:
             raise ConfigError([FieldError("auto.create", f"{self._where(plan, w.target)}: {exc}")]) from None
 

@@ -17,10 +17,35 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 
+from sluice.worker.rest.common import KafkaError, error_responses
 from sluice.worker.rest.deps import client_of, json_body, reader
 from sluice.worker.rest.errors import RestError
 
-router = APIRouter(tags=["sluice"])
+router = APIRouter(tags=["sluice"], responses=error_responses(KafkaError, 400, 401, 404, 413, 500, 503))
+
+_KEYS = {"type": "array", "items": {"type": "string"}}
+#: the body, as OpenAPI describes it: a pipeline, or two databases and their tables
+VERIFY_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "connector": {"type": "string"},
+                        "sink_connector": {"type": "string"},
+                        "live": {"type": "boolean"},
+                        "source": {"type": "string"},
+                        "target": {"type": "string"},
+                        "tables": _KEYS,
+                        "key": _KEYS,
+                    },
+                }
+            }
+        },
+    }
+}
 
 
 def _strings(body: dict[str, Any], key: str) -> list[str]:
@@ -30,7 +55,7 @@ def _strings(body: dict[str, Any], key: str) -> list[str]:
     return value
 
 
-@router.post("/sluice/verify", dependencies=[Depends(reader)])
+@router.post("/sluice/verify", dependencies=[Depends(reader)], openapi_extra=VERIFY_BODY)
 async def verify(request: Request) -> dict[str, Any]:
     from sluice.worker.verify.engine import verify as compare
     from sluice.worker.verify.model import VerifyError
