@@ -139,12 +139,12 @@ def _source(
 def _sink(
     name: str, cls: type[SinkConnector], task_config: Mapping[str, Any], records: int, namesrv: str
 ) -> SinkPreview:
-    from sluice.activities.sink_runner import QueueView, matching_topics
+    from sluice.activities.sink_runner import QueueView, pulled, topics_now
     from sluice.connectors.api import DescribesWrites, open_sink_task
     from sluice.connectors.config import ConfigError
     from sluice.connectors.converters import TOMBSTONE_PROPERTY, converter_for
     from sluice.connectors.planner import PlanRequest, plan_next
-    from sluice.connectors.rocketmq.spark_source import RocketMQReader, plan_to_json
+    from sluice.connectors.rocketmq.spark_source import plan_to_json
     from sluice.connectors.rocketmq.sync_client import SyncRocketMQClient
     from sluice.connectors.sink_stages import SinkStages, Unmet, envelope_prefixes_of
     from sluice.connectors.stage_outcomes import Bad
@@ -154,16 +154,11 @@ def _sink(
     client = SyncRocketMQClient(namesrv)
     try:
         parsed = task.config
-        pattern = str(parsed.get("topics.regex") or "")
-        topics = (
-            matching_topics(client.all_topics(), pattern) if pattern else list(parsed.get("topics") or [])
-        )
+        topics = topics_now(client, parsed.get("topics") or [], str(parsed.get("topics.regex") or ""))
         decision = plan_next(PlanRequest(name, 0, 0, {}, max_units=records), QueueView(client, topics, 0, 1))
         ranges = decision.plan.ranges if decision.plan is not None else ()
-        reader = RocketMQReader(
-            {"namesrv": namesrv, "plan": plan_to_json(ranges), "maxRecordsPerSplit": str(records)}
-        )
-        messages = [b for part in reader.partitions() for b in reader.read(part)] if ranges else []
+        options = {"namesrv": namesrv, "plan": plan_to_json(ranges), "maxRecordsPerSplit": str(records)}
+        messages = pulled(options) if ranges else []
         converter, chain = converter_for(parsed), build_chain(parsed)
         if converter.discovers_envelopes:  # learnt as a run learns them from a batch's messages
             found = envelope_prefixes_of(messages, keys=converter.key_envelopes, tombstone=TOMBSTONE_PROPERTY)

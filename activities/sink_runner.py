@@ -70,6 +70,18 @@ def matching_topics(topics: list[str], pattern: str) -> list[str]:
     return sorted(t for t in topics if compiled.fullmatch(t))
 
 
+def topics_now(client: SyncRocketMQClient, topics: Sequence[str], pattern: str) -> list[str]:
+    """A sink's topics: ``topics``, or the broker's topics matching ``topics.regex`` now."""
+    return matching_topics(client.all_topics(), pattern) if pattern else list(topics)
+
+
+def pulled(options: Mapping[str, str]) -> list[pa.RecordBatch]:
+    """The messages of a plan's ranges (the reader's ``options``), pulled in this process by the
+    reader's own code."""
+    reader = RocketMQReader(options)
+    return [batch for part in reader.partitions() for batch in reader.read(part)]
+
+
 def _read_share(
     reader: RocketMQReader, shares: Sequence[InputPartition], index: int
 ) -> Iterator[pa.RecordBatch]:
@@ -136,9 +148,7 @@ class SinkRunner:
         """The topics of this plan: ``topics``, or the broker's topics matching ``topics.regex``
         now (re-resolved every plan, so a new matching topic is picked up by the next batch;
         RocketMQ's retry/DLQ/system topics never match unless the pattern says so)."""
-        if not self.pattern:
-            return self.topics
-        return matching_topics(self.ctx.rocketmq.all_topics(), self.pattern)
+        return topics_now(self.ctx.rocketmq, self.topics, self.pattern)
 
     def next_plan(self) -> tuple[BatchPlan | None, bool]:
         max_units = ramped_budget(int(self.config["batch.max.records"]), "records", self.planned)
@@ -214,8 +224,7 @@ class SinkRunner:
 
     def _pulled(self, plan: BatchPlan) -> list[pa.RecordBatch]:
         """The plan's messages pulled here, by the reader's own code."""
-        reader = RocketMQReader(self._read_options(plan))
-        return [batch for part in reader.partitions() for batch in reader.read(part)]
+        return pulled(self._read_options(plan))
 
     def _read_options(self, plan: BatchPlan) -> dict[str, str]:
         """The reader's options for ``plan``: a queue's range is never split between Spark tasks,

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
+from sluice.connectors.jdbc.ddl import quote
 from sluice.connectors.jdbc.urls import Dialect
 
 
@@ -119,13 +120,6 @@ def kind_of(dialect: Dialect, data_type: str) -> Kind:
     """The kind a column of ``data_type`` (information_schema's name) compares as."""
     kinds = _MARIADB_KINDS if dialect is Dialect.MYSQL else _PG_KINDS
     return kinds.get(data_type.lower(), Kind.TEXT)
-
-
-def quote(dialect: Dialect, name: str) -> str:
-    """``name`` as a quoted identifier (backticks for MariaDB, double quotes for PostgreSQL)."""
-    if dialect is Dialect.MYSQL:
-        return "`" + name.replace("`", "``") + "`"
-    return '"' + name.replace('"', '""') + '"'
 
 
 def table_sql(dialect: Dialect, table: str) -> str:

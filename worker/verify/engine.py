@@ -82,7 +82,8 @@ _ROUNDS: Final = 64  # safety net: past this, everything still differing is fetc
 # --- sides -------------------------------------------------------------------------------------
 
 
-def _open(role: str, raw: str) -> Database:
+def open_database(role: str, raw: str) -> Database:
+    """One side's database from its URL (SQLAlchemy or JDBC); VerifyError naming the side."""
     try:
         url = engine_url(raw)
         dialect = dialect_of(url)
@@ -652,7 +653,7 @@ def verify(
     side) under which a differing segment is compared row by row. Raises VerifyError."""
     if segments < 2 or fetch_threshold < 1:
         raise ValueError("segments must be >= 2 and fetch_threshold >= 1")
-    source, target = _open("source", source_url), _open("target", target_url)
+    source, target = open_database("source", source_url), open_database("target", target_url)
     try:
         report = VerifyReport()
         for pair in pairs:
@@ -680,7 +681,7 @@ def verify_keys(
 ) -> TableReport:
     """Re-check only the rows with these ``keys`` (dicts source key column -> value, as a report's
     ``missing``/``extra``/``different`` keys, or their JSON form): the table report for them alone."""
-    source, target = _open("source", source_url), _open("target", target_url)
+    source, target = open_database("source", source_url), open_database("target", target_url)
     try:
         t = _resolve(pair, source, target, progress)
         if not t.key_names:

@@ -55,26 +55,26 @@ def source_point(
     config: Mapping[str, Any], committed: Mapping[PartitionKey, Position]
 ) -> dict[PartitionKey, Position] | None:
     """Where the source connector (``config``: secrets resolved) would read up to now, per partition
-    of each of its tasks; None when reading it would change the source's system."""
+    of each of its tasks (split as ``create`` splits it: activities.validation); None when reading
+    it would change the source's system."""
+    from sluice.activities.validation import validate_config
     from sluice.connectors.api import SourceConnector, open_source_task
     from sluice.connectors.plugins import load_connector_class
+    from sluice.worker.verify.model import VerifyError
 
-    cls = load_connector_class(str(config["connector.class"]))
+    name = str(config.get("name") or "")
+    result = validate_config(name, {k: str(v) for k, v in config.items()})
+    if result.errors:
+        raise VerifyError("; ".join(result.errors))
+    cls = load_connector_class(result.connector_class)
     assert issubclass(cls, SourceConnector)
-    connector = cls()
-    parsed = connector.parse(config)
-    connector.start(parsed)
-    try:
-        task_configs = connector.task_configs(dict(config), int(parsed.get("tasks.max") or 1))
-    finally:
-        connector.stop()
+    mine = {k.name: v for k, v in committed.items() if not k.topic}
     point: dict[PartitionKey, Position] = {}
-    for task_id, task_config in enumerate(task_configs):
+    for task_id, task_config in enumerate(result.task_configs):
         task = open_source_task(cls, task_config, task_id)
         try:
             if not task.previewable:
                 return None
-            mine = {k.name: v for k, v in committed.items() if not k.topic}
             point |= {PartitionKey(p): pos for p, pos in task.latest_positions(mine).items()}
         finally:
             task.close()

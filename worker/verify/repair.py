@@ -19,28 +19,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import bindparam, create_engine, inspect, text
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy import bindparam, inspect, text
+from sqlalchemy.engine import Engine
 
-from sluice.connectors.jdbc.urls import Dialect, dialect_of, engine_url
+from sluice.connectors.jdbc.urls import Dialect
+from sluice.worker.verify.canonical import quote, table_sql
+from sluice.worker.verify.engine import open_database, verify_keys
 from sluice.worker.verify.model import RowKey, TablePair, TableReport, VerifyError, VerifyReport
 
 
-def _engine(url: str) -> tuple[Engine, Dialect]:
-    parsed = engine_url(url)
-    return create_engine(parsed), dialect_of(parsed)
-
-
-def _utc(conn: Connection, dialect: Dialect) -> None:
-    conn.execute(text("SET time_zone = '+00:00'" if dialect is Dialect.MYSQL else "SET TIME ZONE 'UTC'"))
-
-
-def _quote(dialect: Dialect, name: str) -> str:
-    q = "`" if dialect is Dialect.MYSQL else '"'
-    return ".".join(q + part.replace(q, q + q) + q for part in name.split("."))
-
-
 def _names(engine: Engine, table: str) -> list[str]:
+    """The table's column names (``schema.table`` or ``table``, as ``canonical.table_sql`` splits it)."""
     schema, _, name = table.rpartition(".")
     return [c["name"] for c in inspect(engine).get_columns(name, schema=schema or None)]
 
@@ -56,7 +45,7 @@ def column_mapping(
 
 
 def _where_keys(dialect: Dialect, columns: Sequence[str], count: int) -> str:
-    one = " AND ".join(f"{_quote(dialect, c)} = :k{i}_{{n}}" for i, c in enumerate(columns))
+    one = " AND ".join(f"{quote(dialect, c)} = :k{i}_{{n}}" for i, c in enumerate(columns))
     return " OR ".join(f"({one.format(n=n)})" for n in range(count))
 
 
@@ -71,8 +60,9 @@ def repair_table(source_url: str, target_url: str, pair: TablePair, table: Table
     if not table.key_columns:
         table.warnings.append("not repaired: compared without a key, its rows can't be rewritten by key")
         return 0
-    source, s_dialect = _engine(source_url)
-    target, t_dialect = _engine(target_url)
+    source_db, target_db = open_database("source", source_url), open_database("target", target_url)
+    source, s_dialect = source_db.engine, source_db.dialect  # sessions at UTC, as the compare's
+    target, t_dialect = target_db.engine, target_db.dialect
     try:
         mapping = column_mapping(pair, _names(source, pair.source_table), _names(target, pair.target))
         keys = table.key_columns
@@ -81,23 +71,22 @@ def repair_table(source_url: str, target_url: str, pair: TablePair, table: Table
         rows: list[Mapping[str, Any]] = []
         if rewrite:
             with source.connect() as conn:
-                _utc(conn, s_dialect)
-                cols = ", ".join(_quote(s_dialect, c) for c in mapping)
+                cols = ", ".join(quote(s_dialect, c) for c in mapping)
                 where = _where_keys(s_dialect, keys, len(rewrite))
-                sql = f"SELECT {cols} FROM {_quote(s_dialect, pair.source_table)} WHERE {where}"
+                sql = f"SELECT {cols} FROM {table_sql(s_dialect, pair.source_table)} WHERE {where}"
                 rows = [dict(r._mapping) for r in conn.execute(text(sql), _key_params(keys, rewrite))]
         gone = [*rewrite, *table.extra]
         with target.begin() as conn:
-            _utc(conn, t_dialect)
             where = _where_keys(t_dialect, target_keys, len(gone))
             conn.execute(
-                text(f"DELETE FROM {_quote(t_dialect, pair.target)} WHERE {where}"), _key_params(keys, gone)
+                text(f"DELETE FROM {table_sql(t_dialect, pair.target)} WHERE {where}"),
+                _key_params(keys, gone),
             )
             if rows:
                 names = list(mapping)
                 insert = text(
-                    f"INSERT INTO {_quote(t_dialect, pair.target)} "
-                    f"({', '.join(_quote(t_dialect, mapping[c]) for c in names)}) "
+                    f"INSERT INTO {table_sql(t_dialect, pair.target)} "
+                    f"({', '.join(quote(t_dialect, mapping[c]) for c in names)}) "
                     f"VALUES ({', '.join(f':v{i}' for i in range(len(names)))})"
                 ).bindparams(*(bindparam(f"v{i}") for i in range(len(names))))
                 conn.execute(insert, [{f"v{i}": row[c] for i, c in enumerate(names)} for row in rows])
@@ -108,16 +97,14 @@ def repair_table(source_url: str, target_url: str, pair: TablePair, table: Table
         first = str(getattr(exc, "orig", None) or exc).splitlines()[0]
         raise VerifyError(f"repair of target table {pair.target}: {first}") from None
     finally:
-        source.dispose()
-        target.dispose()
+        source_db.close()
+        target_db.close()
 
 
 def repair(
     source_url: str, target_url: str, pairs: Sequence[TablePair], report: VerifyReport
 ) -> VerifyReport:
     """Every differing table of ``report`` repaired, then its keys checked again: the report after."""
-    from sluice.worker.verify.engine import verify_keys
-
     by_table = {p.source_table: p for p in pairs}
     after = []
     for t in report.tables:
