@@ -13,6 +13,7 @@ from decimal import Decimal
 import pytest
 from sqlalchemy import text
 
+from sluice.deploy.local.config import StackConfig
 from sluice.worker.demo.shop import TABLES, LoadGenerator, ShopSize, connect_url, create_shop
 from sluice.worker.demo.table_equality import Kind, canonical, compare_table, compare_tables
 from tests.databases import TestDatabase
@@ -140,3 +141,32 @@ def test_unknown_source_table_is_named(mariadb_db: TestDatabase, postgres_db: Te
     finally:
         source.dispose()
         target.dispose()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_demo_db_ends_equal_with_its_proof_by_sluice_verify(
+    stack_config: StackConfig, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`make demo` at a small size, under a database name of its own: the proof is `sluice verify`
+    of its own connectors, which resolves the source's ${env:...} password in the demo's process
+    (unset here beforehand: only the demo may set it)."""
+    import signal
+    import uuid
+
+    from sluice.worker.demo.db import PASSWORD_ENV, demo_databases, drop_databases, main
+
+    monkeypatch.delenv(PASSWORD_ENV, raising=False)
+    name = f"demo_db_{uuid.uuid4().hex[:8]}"
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        code = main(
+            ["--orders", "2000", "--load-seconds", "3", "--catch-up-seconds", "300", "--database", name]
+        )
+        out = capsys.readouterr().out
+    finally:
+        signal.signal(signal.SIGTERM, handler)
+        drop_databases(demo_databases(stack_config, name))
+    assert "proof: sluice verify SOURCE SINK" in out, out[-3000:]
+    assert "VERDICT: MariaDB shop and PostgreSQL shop are EQUAL (3 tables" in out, out[-3000:]
+    assert code == 0

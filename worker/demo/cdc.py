@@ -218,9 +218,7 @@ async def run_demo(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = demo_parser("python -m worker.demo.cdc", __doc__, 20_000, 30, 900)
-    parser.add_argument("--database", default=SHOP, help="database name on both servers (recreated)")
-    args = parser.parse_args(argv)
+    args = demo_parser("python -m worker.demo.cdc", __doc__, 20_000, 30, 900).parse_args(argv)
     size = shop_size(args.orders)
     return run_on_stack(
         lambda cfg: run_demo(cfg, size, args.load_seconds, args.catch_up_seconds, args.database)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 import time
@@ -288,13 +289,21 @@ async def watch_and_prove(
     source_db, target_db = engines
     view = LiveView(ProgressSampler(source_db, target_db, TABLES))
     await watch_load(client, names, view, load, load_seconds, catch_up_s)
+    from sluice.worker.verify.model import VerifyError
+
     sink, source = names
-    return print_proof(await client.verify(source, sink))
+    try:
+        report = await client.verify(source, sink)
+    except VerifyError as exc:
+        raise SystemExit(f"demo: sluice verify could not compare the copy: {exc}") from None
+    return print_proof(report)
 
 
-async def run_demo(cfg: StackConfig, size: ShopSize, load_seconds: float, catch_up_s: float) -> bool:
+async def run_demo(
+    cfg: StackConfig, size: ShopSize, load_seconds: float, catch_up_s: float, database: str = SHOP
+) -> bool:
     run_id = time.strftime("%Y%m%d%H%M%S")
-    dbs = demo_databases(cfg)
+    dbs = demo_databases(cfg, database)
     print(f"creating MariaDB {dbs.source.render_as_string()} and PostgreSQL {dbs.target.render_as_string()}")
     recreate_databases(dbs)
     source_db: Engine = connect_url(dbs.source)
@@ -304,6 +313,8 @@ async def run_demo(cfg: StackConfig, size: ShopSize, load_seconds: float, catch_
     print(f"loaded {', '.join(f'{n:,} {t}' for t, n in counts.items())} in {time.monotonic() - t0:.1f} s")
     queue = f"sluice-demo-db-{run_id}"
     env = {"SLUICE_TASK_QUEUE": queue, PASSWORD_ENV: dbs.mariadb_password}
+    # the proof (sluice verify) resolves the source's ${env:...} password here, as the worker does
+    os.environ.setdefault(PASSWORD_ENV, dbs.mariadb_password)
     async with started_worker(cfg, f"demo-db-worker-{run_id}", env):
         client = await SluiceClient.connect(cfg.temporal_address, cfg.temporal_namespace, queue)
         source_config, sink_config = connector_configs(run_id, dbs)
@@ -334,6 +345,7 @@ def demo_parser(
     parser.add_argument(
         "--catch-up-seconds", type=float, default=catch_up_s, help="longest wait for catch-up"
     )
+    parser.add_argument("--database", default=SHOP, help="database name on both servers (recreated)")
     return parser
 
 
@@ -355,7 +367,9 @@ def run_on_stack(demo: Callable[[StackConfig], Coroutine[Any, Any, bool]]) -> in
 def main(argv: Sequence[str] | None = None) -> int:
     args = demo_parser("python -m worker.demo.db", __doc__, 300_000, 60, 1200).parse_args(argv)
     size = ShopSize(orders=args.orders)
-    return run_on_stack(lambda cfg: run_demo(cfg, size, args.load_seconds, args.catch_up_seconds))
+    return run_on_stack(
+        lambda cfg: run_demo(cfg, size, args.load_seconds, args.catch_up_seconds, args.database)
+    )
 
 
 if __name__ == "__main__":
