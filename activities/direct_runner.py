@@ -29,6 +29,7 @@ from sluice.connectors.api import (
     KnowsEmptyRanges,
     ReportsWaiting,
     RoutesTopics,
+    TakesBackfills,
     TransactionalSink,
     WritesFrames,
 )
@@ -59,6 +60,7 @@ class DirectRunner:
         self.source = source
         self.sink = sink
         self._view = view_of(source)
+        self._backfills = source if isinstance(source, TakesBackfills) else None
         self._routing = source if isinstance(source, RoutesTopics) else None
         self._topic = str(setup.config.get("topic") or "")
         #: new batches planned in this attempt: the first one is small (planning.ramped_budget)
@@ -76,9 +78,8 @@ class DirectRunner:
         unit = self.source.position_unit
         unit_limit = self.setup.config.get("batch.max.bytes") if unit == "bytes" else None
         limit = int(unit_limit or self.setup.config["batch.max.records"])
-        plan, rerun = next_plan(
-            self.setup, self.source.task_id, self._view, ramped_budget(limit, unit, self.planned)
-        )
+        budget = ramped_budget(limit, unit, self.planned)
+        plan, rerun = next_plan(self.setup, self.source.task_id, self._view, budget, self._backfills)
         if plan is None:
             return None, False
         self.planned += 0 if rerun else 1

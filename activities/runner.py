@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.activities.metrics import TaskMeters
-from sluice.connectors.api import CommitListener, RestatesPlans
+from sluice.connectors.api import CommitListener, RestatesPlans, TakesBackfills
 from sluice.connectors.model import BatchPlan, DataLossPolicy
 from sluice.connectors.planner import PlanRequest, PositionView, plan_next
 from sluice.connectors.positions import PartitionKey, Position
@@ -130,15 +130,24 @@ def aligned_wait_s(wait_s: float, now_s: float) -> float:
 
 
 def next_plan(
-    setup: TaskSetup, task_id: int, view: PositionView, max_units: int | None
+    setup: TaskSetup,
+    task_id: int,
+    view: PositionView,
+    max_units: int | None,
+    backfills: TakesBackfills | None = None,
 ) -> tuple[BatchPlan | None, bool]:
     """The batch a task runs next and whether it is a re-run (plan_next over the store's state).
+
+    A source task that ``TakesBackfills`` is handed its connector's backfill requests first (one
+    indexed read of the store), so the planning applies a new one in the batch it plans.
 
     Positions the planner moved (a rotated file followed, a data-loss skip) are stored before the
     caller records the new plan, so the commit that follows never moves a position backwards.
     The store is read only when the attempt's own record (OwnPositions) does not cover the task's
     partitions; the runner reports each commit to it (``setup.positions.committed_batch``).
     """
+    if backfills is not None:
+        backfills.take_backfills(setup.ctx.store.backfills(setup.connector))
     known = setup.positions
     decision = None
     if known.partitions is not None:

@@ -44,6 +44,7 @@ from sluice.connectors.api import (
     SendOrder,
     SendsToCluster,
     ShapesTopics,
+    TakesBackfills,
     TopicShape,
 )
 from sluice.connectors.barriers import BARRIER_HEADER
@@ -93,6 +94,7 @@ class SourceRunner:
         # The task's planning view and optional abilities, looked up once: a runtime-checkable
         # Protocol's isinstance was a third of an idle task's planning, once a second.
         self._view = view_of(task)
+        self._backfills = task if isinstance(task, TakesBackfills) else None
         self._waits = task if isinstance(task, ReportsWaiting) else None
         self.topic: str = setup.config.get("topic") or ""
         self.topics: list[str] = self.routing.topics() if self.routing else [self.topic]
@@ -170,7 +172,7 @@ class SourceRunner:
         unit = self.task.position_unit
         unit_limit = self.config["batch.max.bytes"] if unit == "bytes" else None
         max_units = ramped_budget(int(unit_limit or self.config["batch.max.records"]), unit, self.planned)
-        plan, rerun = next_plan(self.setup, self.task.task_id, self._view, max_units)
+        plan, rerun = next_plan(self.setup, self.task.task_id, self._view, max_units, self._backfills)
         self._budget = max_units
         if plan is None or rerun:
             return plan, rerun

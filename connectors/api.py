@@ -62,6 +62,8 @@ from sluice.connectors.source_reads import SourceRead
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from sluice.connectors.backfills import Backfill
+
 
 class Delivery(StrEnum):
     """What a sink guarantees when a plan is re-run after a crash."""
@@ -449,6 +451,28 @@ class KnowsEmptyRanges(Protocol):
     be a guess (the range is then read as usual). Called after planning, before ``read``."""
 
     def holds_records(self, r: PartitionRange) -> bool: ...
+
+
+@runtime_checkable
+class TakesBackfills(Protocol):
+    """Optional ability of a source task: ranges of its tables read again while it streams
+    (``sluice connector backfill``; connectors.backfills says how a request is applied once).
+
+    ``take_backfills`` is called with the connector's requests before every planning; the task
+    opens, reads and ends each table's re-read in its snapshot partition ``snapshot:<table>``
+    (connectors.key_chunks). The other three serve the request before it is stored, against the
+    source: which tables the task reads, the condition ``--from/--to`` make (on ``column``, or with
+    "" the table's timestamp, incrementing or one-column primary key; ValueError when it has none),
+    and what is wrong with a request (the table has no primary key, the condition is not valid SQL
+    there; None when nothing)."""
+
+    def take_backfills(self, requests: Sequence[Backfill]) -> None: ...
+
+    def backfill_tables(self) -> list[str]: ...
+
+    def backfill_range(self, table: str, column: str, low: str | None, high: str | None) -> str: ...
+
+    def backfill_problem(self, table: str, condition: str) -> str | None: ...
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from sqlalchemy.engine import URL, make_url
 from sluice.activities.doorbells import CHANNEL as DOORBELL_CHANNEL
 from sluice.activities.doorbells import doorbell_key
 from sluice.activities.nudges import CHANNEL, nudge_key
-from sluice.activities.store import rows
+from sluice.activities.store import backfills, rows
 from sluice.activities.store.errors import (
     BatchAlreadyCommittedError,
     PlanConflictError,
@@ -63,6 +63,7 @@ from sluice.activities.store.schema import (
     store_tables,
 )
 from sluice.activities.store.schema import migrate as run_migrations
+from sluice.connectors.backfills import Backfill
 from sluice.connectors.model import BatchPlan
 from sluice.connectors.positions import PartitionKey, Position, as_position
 
@@ -390,10 +391,26 @@ class OffsetStore:
         with self._engine.begin() as conn:
             return int(conn.execute(sql, {"c": connector, "keep": keep_last}).rowcount)
 
+    # ---- backfill requests (connectors.backfills) -----------------------------------------
+
+    def add_backfill(self, connector: str, tables: list[str], condition: str) -> Backfill:
+        with self._engine.begin() as conn:
+            return backfills.add(conn, self._t, connector, tables, condition)
+
+    def backfills(self, connector: str) -> list[Backfill]:
+        with self._engine.connect() as conn:
+            return backfills.listed(conn, self._t, connector)
+
+    def cancel_backfills(self, connector: str, request: int | None = None) -> list[int]:
+        with self._engine.begin() as conn:
+            return backfills.cancel(conn, self._t, connector, request)
+
     def delete_connector(self, connector: str) -> None:
-        """Remove the connector's offsets, positions and ledger; mark it deleted in the registry."""
+        """Remove the connector's offsets, positions, ledger and backfill requests; mark it deleted
+        in the registry."""
         t = self._t
         with self._engine.begin() as conn:
+            backfills.forget(conn, t, connector)
             for table in (t.positions, t.batch_ledger):
                 conn.execute(delete(table).where(table.c.connector == connector))
             conn.execute(

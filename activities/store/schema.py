@@ -71,6 +71,7 @@ class StoreTables:
     batch_ledger: Table
     worker_leases: Table
     task_leases: Table
+    backfills: Table
 
 
 @lru_cache(maxsize=64)
@@ -153,8 +154,28 @@ def store_tables(schema: str) -> StoreTables:
         Column("timeout_s", Float, nullable=False),
         Column("started_at", DateTime(timezone=True), nullable=False, server_default=now),
     )
+    # Backfill requests (connectors.backfills): a source task reads its connector's before each
+    # planning; their progress is in the snapshot partitions' positions, not here.
+    backfills = Table(
+        "backfills",
+        md,
+        Column("id", BigInteger, primary_key=True, autoincrement=True),
+        Column("connector", String(255), nullable=False, index=True),
+        Column("tables", JSONB, nullable=False),
+        Column("condition", Text, nullable=False),
+        Column("requested_at", DateTime(timezone=True), nullable=False, server_default=now),
+        Column("cancelled_at", DateTime(timezone=True), nullable=True),
+    )
     return StoreTables(
-        schema, md, schema_version, connector_registry, positions, batch_ledger, worker_leases, task_leases
+        schema,
+        md,
+        schema_version,
+        connector_registry,
+        positions,
+        batch_ledger,
+        worker_leases,
+        task_leases,
+        backfills,
     )
 
 
@@ -250,12 +271,17 @@ def _v5_worker_processes(conn: Connection, tables: StoreTables) -> None:
     )
 
 
+def _v6_backfills(conn: Connection, tables: StoreTables) -> None:
+    tables.backfills.create(conn, checkfirst=True)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "offsets, sink positions, batch ledger, connector registry", _v1_initial),
     Migration(2, "ledger index by status", _v2_ledger_status_index),
     Migration(3, "one table of versioned JSON positions", _v3_one_positions_table),
     Migration(4, "worker and task leases", _v4_leases),
     Migration(5, "the process of each worker lease", _v5_worker_processes),
+    Migration(6, "backfill requests", _v6_backfills),
 )
 
 

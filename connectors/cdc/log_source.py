@@ -24,14 +24,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
+from sluice.connectors import backfills
 from sluice.connectors.api import SendOrder, SourceConnector, SourceTask
+from sluice.connectors.backfills import Backfill
 from sluice.connectors.cdc import ondemand as od
 from sluice.connectors.cdc import operations, signals
 from sluice.connectors.cdc import snapshot as snap
 from sluice.connectors.cdc.envelope import change_table
 from sluice.connectors.cdc.topics import debezium_topic
 from sluice.connectors.config import ConfigError, FieldError
+from sluice.connectors.jdbc.ddl import quote
 from sluice.connectors.jdbc.types import MappedColumn
+from sluice.connectors.jdbc.urls import Dialect
 from sluice.connectors.model import PartitionRange
 from sluice.connectors.positions import Position
 from sluice.connectors.source_reads import SourceRead
@@ -79,6 +83,8 @@ class LogCdcTask(SourceTask, Generic[C]):
     position_unit: ClassVar[str] = "records"
     #: The envelope's ``source`` block fields (each source's ``SOURCE_FIELDS``).
     source_fields: ClassVar[Sequence[tuple[str, str]]]
+    #: The SQL dialect of the database (quoting a column in a backfill's range).
+    dialect: ClassVar[Dialect]
     #: Errors that say nothing about the connection (a missing slot): raised without closing it.
     keeps_connection: ClassVar[tuple[type[Exception], ...]] = ()
 
@@ -95,6 +101,7 @@ class LogCdcTask(SourceTask, Generic[C]):
         self._signal_keys: Keys = {}
         self._ondemand: od.OnDemand | None = None
         self._behind = False  # the last log read stopped at batch.max.records before the log end
+        self._requests: Sequence[Backfill] = ()
 
     # ---- template methods: what each database does its own way ----------------------------------
     @abstractmethod
@@ -118,22 +125,25 @@ class LogCdcTask(SourceTask, Generic[C]):
         after: list[Any] | None,
         upto: list[Any] | None,
         limit: int | None,
+        condition: str = "",
         *,
         apart: bool = False,
     ) -> snap.Rows:
         """The chunk query over the task's connection, or (``apart``) over one of its own, for a
         chunk read ahead on another thread (the task's connection is not shared across threads)."""
         if not apart:
-            return self._guarded(self.read_chunk, table, keys, after, upto, limit, self.where)
+            return self._guarded(self.read_chunk, table, keys, after, upto, limit, self.where, condition)
         conn = self._connect()
         try:
-            return self.read_chunk(conn, table, keys, after, upto, limit, self.where)
+            return self.read_chunk(conn, table, keys, after, upto, limit, self.where, condition)
         finally:
             conn.close()
 
     def _chunk_query(self, keys: Keys, *, apart: bool = False) -> snap.Fetch:
         """``_read_chunk`` as a snapshot's ``Fetch`` of the tables of ``keys``."""
-        return lambda t, after, upto, limit: self._read_chunk(t, keys[t], after, upto, limit, apart=apart)
+        return lambda t, after, upto, limit, condition: self._read_chunk(
+            t, keys[t], after, upto, limit, condition, apart=apart
+        )
 
     @abstractmethod
     def _snapshot_source(self, table: str) -> Mapping[str, Any]:
@@ -207,7 +217,7 @@ class LogCdcTask(SourceTask, Generic[C]):
             tables = [] if self.mode == "never" else list(keys)
             size = int(self.config.get("snapshot.chunk.size") or snap.CHUNK_SIZE)
             fetch = self._chunk_query(keys)
-            idle = list(keys) if self.signal_table and self._stream() else []
+            idle = list(keys) if self._stream() else []  # re-read on a signal or a backfill request
             apart = self._chunk_query(keys, apart=True)
             self._snapshots = snap.TableSnapshots(tables, size, fetch, idle, fetch_apart=apart)
             self._ondemand = od.OnDemand(size, fetch) if idle else None
@@ -255,7 +265,84 @@ class LogCdcTask(SourceTask, Generic[C]):
                 not self._behind,
             )
             out.update(moved)
+            out.update(self._apply_requests(current, moved))
         return out
+
+    # ---- backfills (connectors.backfills) ----------------------------------------------------------
+    def take_backfills(self, requests: Sequence[Backfill]) -> None:
+        """TakesBackfills: applied by the next planning (``_requested``)."""
+        self._requests = requests
+
+    def _apply_requests(
+        self, current: Mapping[str, Position], moved: Mapping[str, Position]
+    ) -> dict[str, Position]:
+        """The snapshot positions the backfill requests move, from where this planning left them. A
+        table a request acts on drops the chunk just planned for its running generation (it is
+        replaced or stopped before it is read); a generation a signal row opened stays."""
+        assert self._ondemand is not None
+        now = {**current, **moved}
+        found = self._requested(now)
+        acted = {snap.partition_of(t) for signal in found for t in signal.tables}
+
+        def base(p: str) -> Position:
+            if p in acted and snap.Chunk.of(now[p]).generation == snap.Chunk.of(current[p]).generation:
+                return current[p]
+            return now[p]
+
+        return self._ondemand.apply({p: base(p) for p in now}, found)
+
+    def _requested(self, positions: Mapping[str, Position]) -> list[signals.Signal]:
+        """The backfill requests as the signals they amount to now: open a filtered generation of a
+        table whose newest request is not applied yet, stop one whose request was cancelled."""
+        out = []
+        for table in self._tables():
+            position = positions.get(snap.partition_of(table))
+            if position is None:
+                continue
+            step = backfills.step(self._requests, table, position)
+            request = step.request
+            if request is None:
+                continue
+            action = signals.EXECUTE if step.action is backfills.Action.OPEN else signals.STOP
+            condition = ((table, request.condition),) if request.condition else ()
+            out.append(
+                signals.Signal(request.signal, action, (table,), request.requested_ms, condition, request.id)
+            )
+        return out
+
+    def backfill_tables(self) -> list[str]:
+        return self._stream()
+
+    def backfill_range(self, table: str, column: str, low: str | None, high: str | None) -> str:
+        """``--from/--to`` on ``column``, or on the table's primary key when it is one column."""
+        if not column:
+            keys = self._tables().get(table, ())
+            if len(keys) != 1:
+                raise ValueError(
+                    f"{self.where} table {table!r}: its primary key is ({', '.join(keys)}), not one "
+                    "column: name the column to filter on (--column) or give --where"
+                )
+            column = keys[0]
+        return backfills.range_condition(
+            quote(self.dialect, column), low, high, self.dialect is Dialect.MYSQL
+        )
+
+    def backfill_problem(self, table: str, condition: str) -> str | None:
+        """A table that is not streamed, or a condition its database refuses (probed with a read
+        of no rows, after a plain one succeeded: a failing connection is not blamed on it)."""
+        if table not in self._stream():
+            streamed = ", ".join(self._stream()) or "none: snapshot.mode=initial_only streams nothing"
+            return f"{self.where}: {table!r} is not a captured table it streams (it streams {streamed})"
+        keys = self._tables()[table]
+        self._read_chunk(table, keys, None, None, 0)
+        if not condition:
+            return None
+        try:
+            self._read_chunk(table, keys, None, None, 0, condition)
+        except Exception as exc:  # the database's own words on the condition
+            self.close()
+            return f"{self.where} table {table!r}: the condition {condition!r} cannot be used: {exc}"
+        return None
 
     def backlog(self, partition: str, start: Position, latest: Position) -> int | None:
         return None  # counted by the bounded log read in latest_positions

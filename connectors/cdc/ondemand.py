@@ -51,6 +51,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from sluice.connectors.cdc import snapshot as snap
@@ -125,16 +126,26 @@ def kept(rows: snap.Rows, changed: set[str]) -> snap.Rows:
     return out
 
 
-def opened(position: Position, signal: Signal) -> Position:
-    """Where ``signal`` moves a snapshot partition: a new generation, or (stop) its end."""
+def opened(position: Position, signal: Signal, table: str) -> Position:
+    """Where ``signal`` moves ``table``'s snapshot partition: a new generation (filtered by the
+    signal's condition for the table), or (stop) its end. The newest backfill request applied
+    (meta ``req``) is carried over, so a request is applied once whatever signals follow."""
     c = snap.Chunk.of(position)
     if signal.action == EXECUTE:
         return snap.Chunk(
-            c.index + 1, None, False, c.origin, c.generation + 1, signal.id, signal.ts_ms
+            c.index + 1,
+            None,
+            False,
+            c.origin,
+            c.generation + 1,
+            signal.id,
+            signal.ts_ms,
+            request=max(c.request, signal.request),
+            condition=signal.condition(table),
         ).position()
-    if c.generation == 0 or c.done:
+    if not c.running:
         return position
-    return snap.Chunk(c.index + 1, c.after, True, c.origin, c.generation, c.signal, c.ts).position()
+    return replace(c, index=c.index + 1, done=True, log="").position()
 
 
 class OnDemand:
@@ -147,13 +158,6 @@ class OnDemand:
         self._cache: dict[tuple[str, Position, Position], snap.Rows] = {}
         self._read: dict[str, snap.Rows] = {}
 
-    @staticmethod
-    def running(position: Position | None) -> bool:
-        if position is None:
-            return False
-        c = snap.Chunk.of(position)
-        return c.generation > 0 and not c.done
-
     def apply(self, positions: Mapping[str, Position], signals: Sequence[Signal]) -> dict[str, Position]:
         """The snapshot positions ``signals`` (in log order) move; only those that moved."""
         out: dict[str, Position] = {}
@@ -163,7 +167,7 @@ class OnDemand:
                 current = out.get(partition) or positions.get(partition)
                 if current is None:
                     continue
-                moved = opened(current, signal)
+                moved = opened(current, signal, table)
                 if moved != current:
                     out[partition] = moved
         return out
@@ -173,9 +177,10 @@ class OnDemand:
         self._cache.clear()
         self._read = {}
         for partition, position in positions.items():
-            if self.running(position):
-                c = snap.Chunk.of(position)
-                self._read[partition] = self.fetch(snap.table_of(partition), c.after, None, self.chunk_size)
+            c = snap.Chunk.of(position)
+            if c.running:
+                table = snap.table_of(partition)
+                self._read[partition] = self.fetch(table, c.after, None, self.chunk_size, c.condition)
 
     def finish(
         self,
@@ -197,8 +202,13 @@ class OnDemand:
             table = snap.table_of(partition)
             last = rows.row_keys[-1] if rows.row_keys else c.after
             done = len(rows.rows) < self.chunk_size
-            end = snap.Chunk(
-                c.index + 1, last, done, c.origin, c.generation, c.signal, c.ts, log_start(table)
+            end = replace(
+                c,
+                index=c.index + 1,
+                after=last,
+                done=done,
+                log=log_start(table),
+                rows=c.rows + len(rows.rows),
             ).position()
             self._cache[(partition, start, end)] = kept(rows, changed(table))
             out[partition] = end
@@ -239,7 +249,7 @@ class OnDemand:
         if not last.log or last.after is None or first.generation != last.generation:
             return None
         table = snap.table_of(partition)
-        rows = self.fetch(table, first.after, last.after, None)
+        rows = self.fetch(table, first.after, last.after, None, last.condition)
         return kept(rows, changed_since(table, last.log))
 
     def chunk_table(

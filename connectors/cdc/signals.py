@@ -17,6 +17,10 @@ Understood here:
     matched against whole names) of captured tables. ``type`` ``incremental`` (the default) and
     ``blocking`` are both run as the incremental, lock-free re-snapshot: a blocking snapshot would
     stop streaming, which a micro-batch source does not need for consistency.
+    ``additional-conditions`` (Debezium 2.4+: ``[{"data-collection": "shop.orders", "filter":
+    "id > 100"}]``) or ``additional-condition`` (Debezium 2.0-2.3: one filter for every table)
+    re-read only the rows that meet the filter: ``sluice connector backfill`` makes the same
+    request through the store (connectors.backfills).
   * ``stop-snapshot``: ends the running on-demand snapshot of the named tables (all, when the list
     is empty or absent).
 A signal Sluice cannot act on (another type such as ``pause-snapshot`` or ``log``, JSON that does not
@@ -117,12 +121,18 @@ def table_errors(
 @dataclass(frozen=True)
 class Signal:
     """One understood signal: its id, ``execute-snapshot`` or ``stop-snapshot``, the captured tables
-    it names, and its commit time (ms, from the log: the same on every re-read)."""
+    it names, its commit time (ms, from the log: the same on every re-read), the filter of each
+    table that has one, and (made from a backfill request, not a signal row) the request's number."""
 
     id: str
     action: str
     tables: tuple[str, ...]
     ts_ms: int
+    conditions: tuple[tuple[str, str], ...] = ()
+    request: int = 0
+
+    def condition(self, table: str) -> str:
+        return dict(self.conditions).get(table, "")
 
 
 def _match(pattern: str, captured: Sequence[str]) -> list[str]:
@@ -175,7 +185,33 @@ def parse(row: Mapping[str, Any], ts_ms: int, captured: Sequence[str], where: st
         tables += [t for t in found if t not in tables]
     if kind == STOP and not names:
         tables = list(captured)
-    return Signal(sid, kind, tuple(tables), ts_ms)
+    conditions = _conditions(data, tables)
+    if isinstance(conditions, str):
+        skip(conditions)
+        return None
+    return Signal(sid, kind, tuple(tables), ts_ms, conditions)
+
+
+def _conditions(data: Mapping[str, Any], tables: Sequence[str]) -> tuple[tuple[str, str], ...] | str:
+    """Each table's filter from Debezium's ``additional-conditions`` (or the older single
+    ``additional-condition``), or why they cannot be used."""
+    single = data.get("additional-condition")
+    if single is not None and not isinstance(single, str):
+        return '"additional-condition" must be a string'
+    found = {t: single for t in tables} if single else {}
+    listed = data.get("additional-conditions") or []
+    if not isinstance(listed, list):
+        return '"additional-conditions" must be a list of {"data-collection", "filter"} objects'
+    for item in listed:
+        name = item.get("data-collection") if isinstance(item, dict) else None
+        text = item.get("filter") if isinstance(item, dict) else None
+        if not isinstance(name, str) or not isinstance(text, str):
+            return 'each of "additional-conditions" needs "data-collection" and "filter" strings'
+        matched = _match(name, tables)
+        if not matched:
+            return f"additional condition for {name!r}, which the signal does not name"
+        found.update({t: text for t in matched if text.strip()})
+    return tuple(sorted(found.items()))
 
 
 def signals_in(

@@ -37,22 +37,40 @@ generation 0 holds the log.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final
 
 from sluice.connectors.cdc.envelope import read_table
 from sluice.connectors.cdc.read_ahead import ReadAhead
 from sluice.connectors.jdbc.types import MappedColumn
+from sluice.connectors.key_chunks import (
+    PREFIX,
+    Chunk,
+    decode_key,
+    encode_key,
+    first_position,
+    is_snapshot,
+    partition_of,
+    table_of,
+)
 from sluice.connectors.positions import Position
+
+__all__ = [
+    "PREFIX",
+    "Chunk",
+    "decode_key",
+    "encode_key",
+    "first_position",
+    "is_snapshot",
+    "partition_of",
+    "table_of",
+]
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-PREFIX: Final = "snapshot:"
 #: snapshot.mode values -> what the source does: read existing rows first, and stream or not.
 MODES: Final = {
     "never": "never",
@@ -74,90 +92,6 @@ def mode_problem(value: Any) -> str | None:
 
 def snapshot_mode(config: Mapping[str, Any]) -> str:
     return MODES.get(str(config.get("snapshot.mode") or "initial"), "initial")
-
-
-def partition_of(table: str) -> str:
-    return PREFIX + table
-
-
-def is_snapshot(partition: str) -> bool:
-    return partition.startswith(PREFIX)
-
-
-def table_of(partition: str) -> str:
-    """The table a (snapshot or log) partition belongs to."""
-    return partition[len(PREFIX) :] if is_snapshot(partition) else partition
-
-
-# ---- positions -------------------------------------------------------------------------------
-def encode_key(values: Sequence[Any]) -> str:
-    """A primary key as JSON for a position's meta: ints and strings as they are, bytes as hex, other
-    values (decimals, dates) as their text, which both databases compare with the column."""
-
-    def one(v: Any) -> Any:
-        if isinstance(v, bytes | bytearray | memoryview):
-            return {"hex": bytes(v).hex()}
-        if isinstance(v, int | str) and not isinstance(v, bool):
-            return v
-        if isinstance(v, Decimal):
-            return str(v)
-        return str(v)
-
-    return json.dumps([one(v) for v in values], separators=(",", ":"))
-
-
-def decode_key(text: str) -> list[Any]:
-    return [bytes.fromhex(v["hex"]) if isinstance(v, dict) else v for v in json.loads(text)]
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """What a snapshot position says: chunks read so far, the last key read, whether it is over,
-    and the log position capture started at (source-specific text, empty where the source keeps
-    it elsewhere). On-demand generations (``generation`` > 0) add the signal that opened them, its
-    commit time (``ts``, stamped on their records) and the log position a chunk was reconciled
-    from (``log``, source-specific text)."""
-
-    index: int
-    after: list[Any] | None
-    done: bool
-    origin: str
-    generation: int = 0
-    signal: str = ""
-    ts: int = 0
-    log: str = ""
-
-    @classmethod
-    def of(cls, position: Position) -> Chunk:
-        after = position.get("after")
-        return cls(
-            int(position.key[0]),
-            decode_key(after) if after else None,
-            position.get("done") == "1",
-            position.get("origin"),
-            int(position.get("gen") or 0),
-            position.get("signal"),
-            int(position.get("ts") or 0),
-            position.get("log"),
-        )
-
-    def position(self) -> Position:
-        meta = {"origin": self.origin} if self.origin else {}
-        if self.after is not None:
-            meta["after"] = encode_key(self.after)
-        if self.done:
-            meta["done"] = "1"
-        if self.generation:
-            meta.update(gen=str(self.generation), signal=self.signal, ts=str(self.ts))
-        if self.log:
-            meta["log"] = self.log
-        return Position((self.index,), tuple(meta.items()))
-
-
-def first_position(origin: str, done: bool = False) -> Position:
-    """Where a snapshot partition starts: before its first chunk, or (``done``) with nothing to read
-    — a table under ``snapshot.mode=never`` whose partition exists for signals only."""
-    return Chunk(0, None, done, origin).position()
 
 
 def origin_of(committed: Mapping[str, Position]) -> str:
@@ -190,8 +124,9 @@ class Rows:
     row_keys: list[list[Any]] = field(default_factory=list)
 
 
-#: (table, after key, up-to key (inclusive), limit) -> the rows ``after < pk <= upto`` in key order.
-Fetch = Callable[[str, list[Any] | None, list[Any] | None, int | None], Rows]
+#: (table, after key, up-to key (inclusive), limit, condition) -> the rows ``after < pk <= upto`` in
+#: key order that meet the SQL ``condition`` ("": all; a backfill's filter: connectors.backfills).
+Fetch = Callable[[str, list[Any] | None, list[Any] | None, int | None, str], Rows]
 
 
 class TableSnapshots:
@@ -258,14 +193,14 @@ class TableSnapshots:
         """The chunk after ``after``: the one read ahead when it started there, else read now."""
         ahead = self._ahead.get(table)
         rows = ahead.take(_ahead_key(after)) if ahead is not None else None
-        return rows if rows is not None else self.fetch(table, after, None, self.chunk_size)
+        return rows if rows is not None else self.fetch(table, after, None, self.chunk_size, "")
 
     def _read_ahead(self, table: str, after: list[Any] | None) -> None:
         fetch = self.fetch_apart
         if fetch is None:
             return
         ahead = self._ahead.setdefault(table, ReadAhead(f"snapshot of {table}"))
-        ahead.start(_ahead_key(after), lambda _: fetch(table, after, None, self.chunk_size), follow=False)
+        ahead.start(_ahead_key(after), lambda _: fetch(table, after, None, self.chunk_size, ""), follow=False)
 
     def rows(self, partition: str, start: Position, end: Position) -> Rows:
         """The rows of a planned chunk: from planning, or read again by key range (after a crash)."""
@@ -274,8 +209,8 @@ class TableSnapshots:
             return cached
         first, last = Chunk.of(start), Chunk.of(end)
         if last.after is None:  # an empty table: nothing was read
-            return self.fetch(table_of(partition), None, None, 0)
-        return self.fetch(table_of(partition), first.after, last.after, None)
+            return self.fetch(table_of(partition), None, None, 0, "")
+        return self.fetch(table_of(partition), first.after, last.after, None, "")
 
 
 def _ahead_key(after: list[Any] | None) -> str:

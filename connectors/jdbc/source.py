@@ -39,8 +39,11 @@ from functools import partial
 from typing import Any, ClassVar
 from zoneinfo import ZoneInfo
 
+from sluice.connectors import backfills
 from sluice.connectors.api import SendOrder, SourceConnector, SourceTask, split_round_robin
+from sluice.connectors.backfills import Backfill
 from sluice.connectors.config import ConfigDef, FieldError
+from sluice.connectors.jdbc import backfill
 from sluice.connectors.jdbc import read as db
 from sluice.connectors.jdbc.config import (
     DEFAULT_SPLIT_ROWS,
@@ -59,12 +62,14 @@ from sluice.connectors.jdbc.queries import (
     latest_query,
     now_query,
     nth_position_query,
+    quote,
     range_query,
     tables_query,
 )
 from sluice.connectors.jdbc.records import RecordShape, record_schema
 from sluice.connectors.jdbc.types import MappedColumn
-from sluice.connectors.jdbc.urls import dialect_of, engine_url
+from sluice.connectors.jdbc.urls import Dialect, dialect_of, engine_url
+from sluice.connectors.key_chunks import Chunk, is_snapshot, table_of
 from sluice.connectors.model import PartitionRange
 from sluice.connectors.positions import Position
 from sluice.connectors.secrets import resolve_secrets
@@ -99,6 +104,7 @@ class JdbcSourceTask(SourceTask):
         self.zone = ZoneInfo(str(config.get("db.timezone") or "UTC"))
         self._conn: Any = None
         self._sources: dict[str, tuple[Source, bool]] = {}  # partition -> (source, timestamps zoned)
+        self._requests: Sequence[Backfill] = ()
 
     # ---- connection and catalogue ----------------------------------------------------------------
     def _db(self) -> Any:
@@ -168,7 +174,11 @@ class JdbcSourceTask(SourceTask):
 
     # ---- positions -------------------------------------------------------------------------------
     def partitions(self) -> list[str]:
-        return [QUERY_PARTITION] if self.query else list(self.tables)
+        """The live partitions (each table, or the query), then the snapshot partitions of the
+        tables a backfill request named (connectors.jdbc.backfill)."""
+        if self.query:
+            return [QUERY_PARTITION]
+        return list(self.tables) + backfill.partitions(self.tables, self._requests)
 
     def earliest_positions(self) -> dict[str, Position]:
         floor = {
@@ -177,7 +187,7 @@ class JdbcSourceTask(SourceTask):
             Mode.TIMESTAMP: (TIMESTAMP_FLOOR,),
             Mode.TIMESTAMP_INCREMENTING: (TIMESTAMP_FLOOR, INCREMENTING_FLOOR),
         }[self.mode]
-        return {p: Position(floor) for p in self.partitions()}
+        return {p: backfill.earliest() if is_snapshot(p) else Position(floor) for p in self.partitions()}
 
     def _to_key(self, row: Sequence[Any]) -> tuple[int, ...]:
         if self.mode is Mode.INCREMENTING:
@@ -201,9 +211,19 @@ class JdbcSourceTask(SourceTask):
         return db.ts_param(db.ts_micros(now_utc) - self.delay_us, self.dialect, zoned)
 
     def latest_positions(self, committed: Mapping[str, Position]) -> dict[str, Position]:
+        """Each live partition's last row now (its latest), and each backfill's next step; a table
+        with a backfill chunk planned keeps its live partition where it is this once
+        (connectors.jdbc.backfill says why)."""
         earliest = self.earliest_positions()
         out: dict[str, Position] = {}
+        snapshots: dict[str, Position] = {}
         for p in self.partitions():
+            if is_snapshot(p):
+                start = committed.get(p) or earliest[p]
+                table = table_of(p)
+                keys = partial(self._backfill_keys, table)
+                snapshots[p] = backfill.next_position(self._requests, table, start, keys, self.split_rows)
+                continue
             if self.mode is Mode.BULK:
                 out[p] = self._next_snapshot(committed.get(p))
                 continue
@@ -211,7 +231,7 @@ class JdbcSourceTask(SourceTask):
             rows = self._fetch(latest_query(source, self._cap(zoned) if self.mode.uses_timestamp else None))
             row = rows[0] if rows else None
             out[p] = earliest[p] if row is None or row[0] is None else Position(self._to_key(row))
-        return out
+        return {**out, **snapshots, **backfill.hold_live(snapshots, committed)}
 
     def _next_snapshot(self, committed: Position | None) -> Position:
         now_ms = int(time.time() * 1000)
@@ -224,7 +244,7 @@ class JdbcSourceTask(SourceTask):
         return None  # ids and timestamps have gaps: only a query can count (batch_end does)
 
     def batch_end(self, partition: str, start: Position, latest: Position, budget: int | None) -> Position:
-        if budget is None or self.mode is Mode.BULK or latest <= start:
+        if budget is None or self.mode is Mode.BULK or is_snapshot(partition) or latest <= start:
             return latest
         source, _ = self._source(partition)
         sql = nth_position_query(
@@ -259,11 +279,14 @@ class JdbcSourceTask(SourceTask):
 
     def read_range(self, r: PartitionRange) -> ArrowSplits:
         """The range as splits read by Spark tasks, each framing its rows as records (offsets as
-        connectors.jdbc.records says)."""
-        columns, keys = self.columns(r.partition)
-        self._sources.pop(r.partition, None)  # the key or a type may have changed: plan with fresh facts
+        connectors.jdbc.records says); a backfill's chunk is one split."""
+        table = table_of(r.partition)
+        columns, keys = self.columns(table)
+        self._sources.pop(table, None)  # the key or a type may have changed: plan with fresh facts
         select = [SelectColumn(c.name, c.as_text, c.spark_ddl if c.as_decimal else "") for c in columns]
-        splits = self.splits(r.partition, r, select)
+        splits = (
+            self._chunk_split(r, select) if is_snapshot(r.partition) else self.splits(r.partition, r, select)
+        )
         inc_type = next((c.spark_ddl for c in columns if c.name == self.inc), "")
         shape = RecordShape(
             topic=self.topic_of(r.partition),
@@ -281,18 +304,75 @@ class JdbcSourceTask(SourceTask):
     def send_order(self, ranges: Sequence[PartitionRange]) -> SendOrder:
         """KnowsSendOrder: a read returns each row of its table once, so a keyed table's keys are
         unique in a batch and its splits are sent in parallel; a keyless table's are sorted."""
-        keyed = all(self._source(r.partition)[0].order_keys for r in ranges)  # cached: no catalog query
+        keyed = all(self._source(table_of(r.partition))[0].order_keys for r in ranges)  # cached
         return SendOrder.ANY if keyed else SendOrder.SORTED
 
     def read(self, ranges: Sequence[PartitionRange]) -> SourceRead:
         """Records of ``ranges``, one ``ArrowSplits`` per range; several tables only when their rows
         have one shape (the runtime reads one table per call: ``topic_of``)."""
-        return SourceRead(splits=tuple(self.read_range(r) for r in ranges if not r.is_empty))
+        return SourceRead(splits=tuple(self.read_range(r) for r in ranges if self.holds_records(r)))
+
+    def holds_records(self, r: PartitionRange) -> bool:
+        """KnowsEmptyRanges: a backfill range that opens or ends a generation reads nothing."""
+        return not r.is_empty and (not is_snapshot(r.partition) or backfill.holds_rows(r.start, r.end))
+
+    # ---- backfills (connectors.jdbc.backfill) ------------------------------------------------------
+    def take_backfills(self, requests: Sequence[Backfill]) -> None:
+        """TakesBackfills: applied by the next planning."""
+        self._requests = requests
+
+    def _backfill_keys(self, table: str, chunk: Chunk, limit: int) -> list[tuple[Any, ...]]:
+        source, _ = self._source(table)
+        return self._fetch(backfill.keys_query(source, chunk.condition, chunk.after, limit))
+
+    def _chunk_split(self, r: PartitionRange, columns: Sequence[SelectColumn]) -> list[Sql]:
+        first, last = Chunk.of(r.start), Chunk.of(r.end)
+        source, _ = self._source(table_of(r.partition))
+        assert last.after is not None, f"{r.partition}: a range without rows was read"
+        return [backfill.rows_query(source, columns, last.condition, first.after, last.after)]
+
+    def backfill_tables(self) -> list[str]:
+        return list(self.tables)
+
+    def backfill_range(self, table: str, column: str, low: str | None, high: str | None) -> str:
+        """``--from/--to`` on ``column``, or on the table's timestamp, incrementing or one-column
+        primary key, in that order (the column a range of the past is usually told by)."""
+        if not column:
+            _, keys = self.columns(table)
+            ts = self.ts_cols[0] if self.mode.uses_timestamp and len(self.ts_cols) == 1 else ""
+            inc = self.inc if self.mode.uses_incrementing else ""
+            column = ts or inc or (keys[0] if len(keys) == 1 else "")
+            if not column:
+                raise ValueError(
+                    f"{self._where} table {table!r}: no timestamp, incrementing or one-column primary "
+                    "key to filter on: name the column (--column) or give --where"
+                )
+        mysql = self.dialect is Dialect.MYSQL
+        return backfills.range_condition(quote(self.dialect, column), low, high, mysql)
+
+    def backfill_problem(self, table: str, condition: str) -> str | None:
+        """A table it does not read or without a primary key, or a condition its database refuses
+        (probed by reading no rows)."""
+        if table not in self.tables:
+            return (
+                f"{self._where}: {table!r} is not one of its tables ({', '.join(self.tables) or 'a query'})"
+            )
+        try:
+            source, _ = self._source(table)
+        except db.JdbcSourceConfigError as exc:  # what its live reads would fail on too
+            return str(exc)
+        if not source.order_keys:
+            return f"{self._where} table {table!r} has no primary key: a backfill reads by key"
+        try:
+            self._fetch(backfill.keys_query(source, condition, None, 0))
+        except Exception as exc:  # the database's own words on the condition
+            return f"{self._where} table {table!r}: the condition {condition!r} cannot be used: {exc}"
+        return None
 
     def topic_of(self, partition: str) -> str:
-        """The topic a partition's records go to (RoutesTopics)."""
+        """The topic a partition's records go to (RoutesTopics): a backfill's are its table's."""
         prefix, topic = str(self.config.get("topic.prefix") or ""), str(self.config.get("topic") or "")
-        return topic_for(partition, prefix, topic)
+        return topic_for(table_of(partition), prefix, topic)
 
     def topics(self) -> list[str]:
         return sorted({self.topic_of(p) for p in self.partitions()})

@@ -32,11 +32,15 @@ class Table:
         rows.row_keys.extend([k] for k in keys)
         return rows
 
-    def fetch(self, table: str, after: list[Any] | None, upto: Any, limit: int | None) -> snap.Rows:
+    def fetch(
+        self, table: str, after: list[Any] | None, upto: Any, limit: int | None, condition: str
+    ) -> snap.Rows:
         self.reads.append(("inline", after))
         return self._rows(after, limit)
 
-    def fetch_apart(self, table: str, after: list[Any] | None, upto: Any, limit: int | None) -> snap.Rows:
+    def fetch_apart(
+        self, table: str, after: list[Any] | None, upto: Any, limit: int | None, condition: str
+    ) -> snap.Rows:
         self.reads.append(("apart", after))
         if self.apart_fails:
             raise ConnectionError("the server went away")

@@ -108,3 +108,63 @@ def test_the_reconciliation_drops_changed_keys_and_offsets_depend_on_the_key_onl
     offsets = {od.offset_of([i]) for i in range(1000)}
     assert len(offsets) == 1000 and all(od.OFFSET_BASE <= o < 2**63 for o in offsets)
     assert od.offset_of([5]) == od.offset_of([5]) and od.offset_of(["a", 1]) != od.offset_of(["a", 2])
+
+
+@pytest.mark.parametrize(
+    ("data", "conditions"),
+    [
+        (  # Debezium 2.4+
+            {
+                "data-collections": ["shop.orders", "shop.customers"],
+                "additional-conditions": [{"data-collection": "shop.orders", "filter": "id > 100"}],
+            },
+            (("shop.orders", "id > 100"),),
+        ),
+        (  # Debezium 2.0-2.3: one filter for every table named
+            {"data-collections": ["shop.orders", "shop.customers"], "additional-condition": "region = 'eu'"},
+            (("shop.customers", "region = 'eu'"), ("shop.orders", "region = 'eu'")),
+        ),
+        (  # a regular expression, as data-collections are matched
+            {
+                "data-collections": ["shop\\..*s"],
+                "additional-conditions": [{"data-collection": "shop.orders", "filter": "x"}],
+            },
+            (("shop.orders", "x"),),
+        ),
+    ],
+)
+def test_additional_conditions_filter_the_tables_they_name(
+    data: dict[str, object], conditions: tuple[tuple[str, str], ...]
+) -> None:
+    signal = parse(_row("f", EXECUTE, data), 5, CAPTURED, "connector 'c'")
+    assert signal is not None and signal.conditions == conditions
+    opened = od.opened(first_position("o", done=True), signal, "shop.orders")
+    assert Chunk.of(opened).condition == dict(conditions).get("shop.orders", "")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {
+            "data-collections": ["shop.orders"],
+            "additional-conditions": [{"data-collection": "shop.customers", "filter": "x"}],
+        },
+        {"data-collections": ["shop.orders"], "additional-conditions": [{"filter": "x"}]},
+        {"data-collections": ["shop.orders"], "additional-conditions": "x"},
+        {"data-collections": ["shop.orders"], "additional-condition": 3},
+    ],
+)
+def test_unusable_additional_conditions_skip_the_signal_with_a_warning(
+    data: dict[str, object], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        assert parse(_row("bad-cond", EXECUTE, data), 5, CAPTURED, "connector 'c'") is None
+    assert "bad-cond" in caplog.text
+
+
+def test_a_request_applied_is_carried_through_a_later_signal_s_generation() -> None:
+    from_request = Signal("backfill-7", EXECUTE, ("shop.orders",), 9, (("shop.orders", "id < 5"),), 7)
+    at = od.opened(first_position("o", done=True), from_request, "shop.orders")
+    by_row = Signal("resnap", EXECUTE, ("shop.orders",), 10)
+    later = Chunk.of(od.opened(at, by_row, "shop.orders"))
+    assert (later.request, later.condition, later.generation) == (7, "", 2)

@@ -14,6 +14,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
+from sluice.connectors.backfills import sql_condition
 from sluice.connectors.cdc.mysql.binlog import fetch
 from sluice.connectors.cdc.mysql.values import to_spark
 from sluice.connectors.cdc.snapshot import Rows
@@ -105,13 +106,15 @@ def read_chunk(
     upto: list[Any] | None,
     limit: int | None,
     where: str,
+    condition: str = "",
 ) -> Rows:
-    """Rows with ``after < key <= upto`` (either bound optional) in key order, at most ``limit``."""
+    """Rows with ``after < key <= upto`` (either bound optional) in key order, at most ``limit``,
+    of those that meet the SQL ``condition`` when there is one (a backfill's filter)."""
     mapped = columns(conn, table, where)
     owner = f"{where} table {table!r}"
     key_row = "(" + ", ".join(_ident(k) for k in keys) + ")"
     bound = "(" + ", ".join(["%s"] * len(keys)) + ")"
-    conds, params = [], []
+    conds, params = [sql_condition(condition)] if condition else [], []
     if after is not None:
         conds.append(f"{key_row} > {bound}")
         params += list(after)

@@ -65,6 +65,7 @@ from sluice.connectors.cdc.mysql.truncate import TruncateDecoder, decoding
 from sluice.connectors.cdc.read_ahead import ReadAhead
 from sluice.connectors.config import ConfigDef, ConfigError, FieldError
 from sluice.connectors.data_loss import DataLossError
+from sluice.connectors.jdbc.urls import Dialect
 from sluice.connectors.model import DataLossPolicy, PartitionRange
 from sluice.connectors.positions import Position
 
@@ -93,6 +94,7 @@ class MySqlCdcTask(LogCdcTask[Change]):
     """Reads the binlog's changes of its tables; see the module docstring."""
 
     source_fields: ClassVar[Sequence[tuple[str, str]]] = SOURCE_FIELDS
+    dialect: ClassVar[Dialect] = Dialect.MYSQL
     read_chunk = staticmethod(mysnap.read_chunk)
 
     def __init__(self, config: Mapping[str, Any], task_id: int) -> None:

@@ -14,6 +14,7 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
+from sluice.connectors.backfills import sql_condition
 from sluice.connectors.cdc.postgres.slot import fetch
 from sluice.connectors.cdc.postgres.values import mapped_column, parse_value
 from sluice.connectors.cdc.snapshot import Rows
@@ -60,8 +61,10 @@ def read_chunk(
     upto: list[Any] | None,
     limit: int | None,
     where: str,
+    condition: str = "",
 ) -> Rows:
-    """Rows with ``after < key <= upto`` (either bound optional) in key order, at most ``limit``."""
+    """Rows with ``after < key <= upto`` (either bound optional) in key order, at most ``limit``,
+    of those that meet the SQL ``condition`` when there is one (a backfill's filter)."""
     cols = columns(conn, table)
     types = {name: sql_type for name, _, _, sql_type in cols}
     owner = f"{where} table {table!r}"
@@ -71,7 +74,7 @@ def read_chunk(
     def bound(values: list[Any]) -> str:
         return "(" + ", ".join(f"%s::{types[k]}" for k in keys) + ")"
 
-    conds, params = [], []
+    conds, params = [sql_condition(condition)] if condition else [], []
     if after is not None:
         conds.append(f"{key_row} > {bound(after)}")
         params += [str(v) for v in after]

@@ -52,6 +52,7 @@ from sluice.connectors.cdc.postgres.config import (
     table_problems,
 )
 from sluice.connectors.config import ConfigDef, ConfigError, FieldError
+from sluice.connectors.jdbc.urls import Dialect
 from sluice.connectors.model import BatchPlan, DataLossPolicy, PartitionRange
 from sluice.connectors.positions import Position
 
@@ -78,6 +79,7 @@ class PostgresCdcTask(LogCdcTask[Change]):
     previewable: ClassVar[bool] = False
 
     source_fields: ClassVar[Sequence[tuple[str, str]]] = SOURCE_FIELDS
+    dialect: ClassVar[Dialect] = Dialect.POSTGRESQL
     read_chunk = staticmethod(pgsnap.read_chunk)
     #: A missing slot is data loss to name, not a broken connection.
     keeps_connection: ClassVar[tuple[type[Exception], ...]] = (sql.SlotMissing, LookupError)
