@@ -217,7 +217,7 @@ class LogCdcTask(SourceTask, Generic[C]):
             tables = [] if self.mode == "never" else list(keys)
             size = int(self.config.get("snapshot.chunk.size") or snap.CHUNK_SIZE)
             fetch = self._chunk_query(keys)
-            idle = list(keys) if self._stream() else []  # re-read on a signal or a backfill request
+            idle = self._rereadable(keys)
             apart = self._chunk_query(keys, apart=True)
             self._snapshots = snap.TableSnapshots(tables, size, fetch, idle, fetch_apart=apart)
             self._ondemand = od.OnDemand(size, fetch) if idle else None
@@ -269,9 +269,27 @@ class LogCdcTask(SourceTask, Generic[C]):
         return out
 
     # ---- backfills (connectors.backfills) ----------------------------------------------------------
+    def _rereadable(self, keys: Keys) -> list[str]:
+        """The streamed tables that may be re-read, so have a snapshot partition even when the
+        initial snapshot is not taken: all with a signal table, else those a backfill request named
+        (a connector without either keeps one partition per table)."""
+        if not self._stream():
+            return []
+        if self.signal_table:
+            return list(keys)
+        return [t for t in keys if backfills.newest(self._requests, t) is not None]
+
     def take_backfills(self, requests: Sequence[Backfill]) -> None:
-        """TakesBackfills: applied by the next planning (``_requested``)."""
+        """TakesBackfills: applied by the next planning (``_requested``). A request naming a table
+        that had no snapshot partition gives it one (the partitions are planned again)."""
         self._requests = requests
+        known, keys = self._snapshots, self._keys
+        if (
+            known is not None
+            and keys is not None
+            and set(self._rereadable(keys)) - set(known.partitions_tables())
+        ):
+            self._snapshots = None
 
     def _apply_requests(
         self, current: Mapping[str, Position], moved: Mapping[str, Position]

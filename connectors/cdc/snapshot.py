@@ -156,7 +156,11 @@ class TableSnapshots:
         self._ahead: dict[str, ReadAhead[str, Rows]] = {}
 
     def partitions(self) -> list[str]:
-        return [partition_of(t) for t in self.tables + self.idle]
+        return [partition_of(t) for t in self.partitions_tables()]
+
+    def partitions_tables(self) -> list[str]:
+        """The tables that have a snapshot partition: the snapshot's, then those for re-reads only."""
+        return self.tables + self.idle
 
     def first(self, partition: str, origin: str) -> Position:
         return first_position(origin, done=table_of(partition) in self.idle)
