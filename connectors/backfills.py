@@ -111,9 +111,10 @@ def range_condition(column: str, low: str | None, high: str | None, mysql: bool)
 
 @dataclass(frozen=True)
 class TableProgress:
-    """How far one request got in one table: ``state`` is waiting (not started yet), running, done,
-    cancelled or superseded (a newer request of the table replaced it); ``rows`` read so far and
-    the last key reached (JSON), for a request that started."""
+    """How far one request got in one table: ``state`` is waiting (not started yet), running, done
+    (read to its end, even when cancelled after), cancelled (stopped before its end) or superseded
+    (a newer request of the table replaced it); ``rows`` read so far and the last key reached
+    (JSON), for a request that started."""
 
     request: int
     table: str
@@ -135,7 +136,7 @@ def progress(request: Backfill, positions: Mapping[str, Position]) -> list[Table
         if chunk.request > request.id:
             out.append(TableProgress(request.id, table, "superseded"))
             continue
-        state = "running" if not chunk.done else "cancelled" if request.cancelled else "done"
+        state = "running" if not chunk.done else "cancelled" if chunk.stopped else "done"
         last = position.get("after") if position is not None else ""
         out.append(TableProgress(request.id, table, state, chunk.rows, last))
     return out

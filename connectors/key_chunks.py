@@ -11,8 +11,9 @@ meta: ``after`` the last key read (JSON), ``done`` once the table (or the filter
 to its end, ``origin`` where capture started (CDC's initial snapshot), and for a re-read started
 while streaming: ``gen``/``signal``/``ts`` (the generation, the signal that opened it and its
 time), ``log`` (CDC: the log point a chunk was reconciled from), ``req`` (the newest backfill
-request applied: connectors.backfills), ``where`` (the SQL condition the chunks are filtered by)
-and ``rows`` (rows read by the generation so far).
+request applied: connectors.backfills), ``where`` (the SQL condition the chunks are filtered by),
+``rows`` (rows read by the generation so far) and ``stopped`` (ended by a stop or a cancel, not
+read to its end).
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ class Chunk:
     request: int = 0
     condition: str = ""
     rows: int = 0
+    stopped: bool = False
 
     @classmethod
     def of(cls, position: Position) -> Chunk:
@@ -92,6 +94,7 @@ class Chunk:
             int(position.get("req") or 0),
             position.get("where"),
             int(position.get("rows") or 0),
+            position.get("stopped") == "1",
         )
 
     @property
@@ -115,6 +118,8 @@ class Chunk:
             meta["where"] = self.condition
         if self.rows:
             meta["rows"] = str(self.rows)
+        if self.stopped:
+            meta["stopped"] = "1"
         return Position((self.index,), tuple(meta.items()))
 
 

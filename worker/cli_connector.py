@@ -19,6 +19,7 @@ from sluice.worker.config_files import load_config
 from sluice.worker.errors import ConnectorConfigError, ConnectorError, ConnectorNotAnsweringError, UsageError
 
 if TYPE_CHECKING:
+    from sluice.worker.backfills import BackfillStatus
     from sluice.worker.client import SluiceClient
     from sluice.workflows.types import ConnectorStatus
 
@@ -183,9 +184,97 @@ async def _status_or_why(client: SluiceClient, name: str) -> tuple[str, Connecto
 def status(
     ctx: typer.Context, name: NameArg, output: OutputOpt = Output.TABLE, debug: DebugOpt = False
 ) -> None:
-    """The connector's state, each task's state, attempt, last error and detail, and its config."""
+    """The connector's state, each task's state, attempt, last error and detail, its newest
+    backfills (if any), and its config."""
     begin(ctx, debug)
-    _show(call(lambda c: c.status(name)), output)
+
+    async def run(client: SluiceClient) -> tuple[ConnectorStatus, list[BackfillStatus]]:
+        status = await client.status(name)
+        return status, await _backfills_if_any(client, status)
+
+    shown, backfills = call(run)
+    render.show_status(shown, output == Output.JSON, backfills)
+
+
+async def _backfills_if_any(client: SluiceClient, status: ConnectorStatus) -> list[BackfillStatus]:
+    """A source's backfill requests, from the offset store; none when it cannot be read from here
+    (the status is Temporal's and must not fail on a store this process cannot reach)."""
+    if status.kind != "source":
+        return []
+    try:
+        return await client.backfills(status.name)
+    except Exception:  # noqa: BLE001 - the status is shown without them
+        return []
+
+
+@app.command()
+def backfill(
+    ctx: typer.Context,
+    name: NameArg,
+    request: Annotated[
+        int | None,
+        typer.Argument(help="with --cancel: the request to cancel (default: all)", metavar="ID"),
+    ] = None,
+    tables: Annotated[
+        list[str] | None,
+        typer.Option("--table", "-t", help="a table to re-read, repeatable (default: every table it reads)"),
+    ] = None,
+    where: Annotated[
+        str | None, typer.Option("--where", help="re-read the rows matching this SQL condition")
+    ] = None,
+    low: Annotated[str | None, typer.Option("--from", help="re-read from this value of the column")] = None,
+    high: Annotated[str | None, typer.Option("--to", help="up to this value (excluded)")] = None,
+    column: Annotated[
+        str,
+        typer.Option(
+            "--column",
+            help="the column of --from/--to (default: each table's timestamp, incrementing or key)",
+        ),
+    ] = "",
+    show: Annotated[
+        bool, typer.Option("--status", help="the requests and each table's progress (the default)")
+    ] = False,
+    cancel: Annotated[bool, typer.Option("--cancel", help="cancel request ID, or all of them")] = False,
+    output: OutputOpt = Output.TABLE,
+    debug: DebugOpt = False,
+) -> None:
+    """Re-read a past range of a running source's tables while it streams (jdbc-source, mysql-cdc,
+    postgres-cdc): --where EXPR, or --from A --to B on a column. Without a range: the requests and
+    their progress; --cancel [ID] stops them (docs/backfill.md)."""
+    begin(ctx, debug)
+    ranged = where is not None or low is not None or high is not None or bool(column)
+    if ranged + show + cancel > 1:
+        raise UsageError("give a range (--where, or --from/--to), --status or --cancel: one of them")
+    if request is not None and not cancel:
+        raise UsageError(
+            f"a request ID goes with --cancel: sluice connector backfill {name} --cancel {request}"
+        )
+    if tables and not ranged:
+        raise UsageError("--table goes with the range to re-read: --where EXPR, or --from/--to")
+    if cancel:
+        ids = call(lambda c: c.cancel_backfill(name, request))
+        if output == Output.JSON:
+            render.print_json({"cancelled": ids})
+        elif ids:
+            print(f"connector {name}: backfill request(s) {', '.join(map(str, ids))} cancelled")
+        else:
+            print(f"connector {name}: no backfill request left to cancel")
+    elif ranged:
+        created = call(
+            lambda c: c.backfill(name, tables or [], where=where, column=column, low=low, high=high)
+        )
+        if output == Output.JSON:
+            from sluice.worker.backfills import request_json
+
+            render.print_json({"backfills": [request_json(r) for r in created]})
+        else:
+            render.console().print(render.backfills_created(name, created))
+    else:
+        statuses = call(lambda c: c.backfills(name))
+        if output == Output.JSON:
+            render.print_json({"backfills": [s.to_json() for s in statuses]})
+        else:
+            render.console().print(render.backfills_table(name, statuses))
 
 
 @app.command()

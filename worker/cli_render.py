@@ -25,6 +25,8 @@ from sluice.workflows.types import ConnectorStatus, TaskStatus
 
 if TYPE_CHECKING:
     from sluice.activities.preview import SinkPreview, SourcePreview
+    from sluice.connectors.backfills import Backfill
+    from sluice.worker.backfills import BackfillStatus
     from sluice.worker.verify.model import VerifyReport
 
 STATE_STYLES = {
@@ -79,8 +81,11 @@ def status_json(status: ConnectorStatus) -> dict[str, Any]:
 # --- connector status --------------------------------------------------------------------------------
 
 
-def status_view(status: ConnectorStatus, *, with_config: bool = True) -> RenderableType:
-    """Header (name, class, state, error), one row per task, then the (masked) config."""
+def status_view(
+    status: ConnectorStatus, *, with_config: bool = True, backfills: Sequence[BackfillStatus] = ()
+) -> RenderableType:
+    """Header (name, class, state, error), one row per task, its newest backfills if it has any,
+    then the (masked) config."""
     head = Text.assemble(
         (status.name, "bold"),
         f"  {status.kind or '?'} connector {status.connector_class or '?'}  ",
@@ -91,6 +96,8 @@ def status_view(status: ConnectorStatus, *, with_config: bool = True) -> Rendera
     if status.error:
         parts.append(Text(f"error: {status.error}", style="red"))
     parts.append(tasks_table(status.tasks))
+    if backfills:
+        parts.append(backfills_table(status.name, backfills, brief=True))
     if with_config:
         parts.append(config_table(masked(status.config, status.connector_class), title="config"))
     return Group(*parts)
@@ -130,11 +137,14 @@ def config_table(config: Mapping[str, Any], title: str = "") -> Table:
     return table
 
 
-def show_status(status: ConnectorStatus, json_out: bool) -> None:
+def show_status(status: ConnectorStatus, json_out: bool, backfills: Sequence[BackfillStatus] = ()) -> None:
+    """A status; with ``backfills`` (`connector status` of a connector that has some) they are
+    shown too, in the JSON as ``backfills`` (the REST status body never has them)."""
     if json_out:
-        print_json(status_json(status))
+        extra = {"backfills": [b.to_json() for b in backfills]} if backfills else {}
+        print_json({**status_json(status), **extra})
     else:
-        console().print(status_view(status))
+        console().print(status_view(status, backfills=backfills))
 
 
 # --- list, config, tasks -------------------------------------------------------------------------------
@@ -333,3 +343,52 @@ def preview_view(shown: SourcePreview | SinkPreview) -> RenderableType:
 
 def _cut(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+# --- backfills ---------------------------------------------------------------------------------------
+
+BACKFILL_STYLES = {
+    "running": "green",
+    "waiting": "cyan",
+    "done": "dim",
+    "cancelled": "yellow",
+    "superseded": "dim",
+}
+#: the requests `connector status` shows (the newest); `connector backfill NAME` shows them all
+STATUS_BACKFILLS = 5
+
+
+def backfills_created(name: str, created: Sequence[Backfill]) -> RenderableType:
+    table = Table("id", "tables", "condition", title=f"backfills of {name} requested", title_justify="left")
+    for r in created:
+        table.add_row(str(r.id), ", ".join(r.tables), r.condition or "(every row)")
+    hint = Text(f"progress: sluice connector backfill {name}; cancel: --cancel ID", style="dim")
+    return Group(table, hint)
+
+
+def backfills_table(name: str, statuses: Sequence[BackfillStatus], *, brief: bool = False) -> RenderableType:
+    """One row per request and table: its state, rows read and last key (``brief``: the newest
+    requests, without condition and key, as `connector status` shows them)."""
+    if not statuses:
+        return Text(f"connector {name} has no backfill requests")
+    shown = statuses[-STATUS_BACKFILLS:] if brief else statuses
+    columns = (
+        ("id", "table", "state", "rows")
+        if brief
+        else ("id", "table", "condition", "state", "rows", "last key")
+    )
+    table = Table(*columns, title="backfills" if brief else f"backfills of {name}", title_justify="left")
+    for s in shown:
+        for p in s.tables:
+            state = Text(p.state, style=BACKFILL_STYLES.get(p.state, ""))
+            cells: list[RenderableType] = [str(s.request.id), p.table]
+            if not brief:
+                cells.append(_cut(s.request.condition or "(every row)", 80))
+            cells += [state, f"{p.rows:,}"]
+            if not brief:
+                cells.append(p.last_key or "-")
+            table.add_row(*cells)
+    older = len(statuses) - len(shown)
+    if older:
+        return Group(table, Text(f"{older} older: sluice connector backfill {name}", style="dim"))
+    return table

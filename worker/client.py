@@ -48,6 +48,8 @@ from sluice.connectors.sealing import Sealer, needs_sealing, seal_config
 from sluice.worker.client_checks import Checks, WorkerChecks
 from sluice.worker.client_config import ConfigLike, ConnectorConfig, env_key, flat
 from sluice.worker.errors import (
+    BackfillNotFoundError,
+    BackfillRequestError,
     ConnectorConfigError,
     ConnectorError,
     ConnectorExistsError,
@@ -72,12 +74,18 @@ from sluice.workflows.types import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from temporalio.runtime import Runtime
 
+    from sluice.connectors.backfills import Backfill
+    from sluice.worker.backfills import BackfillStatus, BackfillStore
     from sluice.worker.verify.from_connectors import Pipeline
     from sluice.worker.verify.model import ProgressEvent, VerifyReport
 
 __all__ = [
+    "BackfillNotFoundError",
+    "BackfillRequestError",
     "Client",
     "ConnectorConfig",
     "ConnectorConfigError",
@@ -118,6 +126,9 @@ class Client:
     #: what needs plugin code; None: the default of the class (a worker for Client)
     checks: Checks | None = None
     require_sealing: bool = False
+    #: where backfill requests are kept (activities.store.OffsetStore); None: the workers' store,
+    #: opened at first use from the settings (SLUICE_DATABASE_URL, SLUICE_STORE_SCHEMA)
+    store: BackfillStore | None = None
 
     @classmethod
     async def connect(
@@ -321,10 +332,13 @@ class Client:
         from sluice.worker.verify.from_connectors import pipeline_from_configs
 
         configs = [{**await self.config(n), "name": n} for n in (connector, sink) if n]
-        providers = {"sealed": self.sealer.unseal} if self.sealer is not None else {}
         return await asyncio.to_thread(
-            pipeline_from_configs, configs[0], configs[1] if sink else None, providers
+            pipeline_from_configs, configs[0], configs[1] if sink else None, self._providers()
         )
+
+    def _providers(self) -> dict[str, Callable[[str, str], str]]:
+        """What resolves a stored config's ``${sealed:…}`` secrets in this process."""
+        return {"sealed": self.sealer.unseal} if self.sealer is not None else {}
 
     async def verify(
         self,
@@ -380,6 +394,53 @@ class Client:
         if repair and not report.equal:
             report = await asyncio.to_thread(repaired, plan.source_url, plan.target_url, plan.pairs, report)
         return report
+
+    async def backfill(
+        self,
+        name: str,
+        tables: Sequence[str] = (),
+        *,
+        where: str | None = None,
+        column: str = "",
+        low: str | None = None,
+        high: str | None = None,
+    ) -> list[Backfill]:
+        """`sluice connector backfill NAME`: re-read a past range of the source connector's
+        ``tables`` (none: all it reads) while it streams: the rows matching ``where`` (SQL), or
+        ``low <= column < high`` (``column`` "": each table's default column). Checked against the
+        source by the connector's own tasks, in this process (its sealing key and environment), then
+        stored: the requests made, one per distinct condition (worker.backfills). Needs the worker
+        extras and the workers' offset store (:attr:`store`). Raises BackfillRequestError."""
+        from sluice.worker.backfills import request_backfill
+
+        config = {**await self.config(name), "name": name}
+        store = self._backfill_store()
+        return await asyncio.to_thread(
+            request_backfill, store, name, config, tables,
+            where=where, column=column, low=low, high=high, providers=self._providers(),
+        )  # fmt: skip
+
+    async def backfills(self, name: str) -> list[BackfillStatus]:
+        """The connector's backfill requests, oldest first, with each table's progress."""
+        from sluice.worker.backfills import backfill_statuses
+
+        await self.status(name)
+        return await asyncio.to_thread(backfill_statuses, self._backfill_store(), name)
+
+    async def cancel_backfill(self, name: str, request: int | None = None) -> list[int]:
+        """Cancel backfill request ``request`` (None: all of the connector's); the ids cancelled now.
+        A running one stops at its next batch. Raises BackfillNotFoundError for an unknown id."""
+        from sluice.worker.backfills import cancel_backfill
+
+        await self.status(name)
+        return await asyncio.to_thread(cancel_backfill, self._backfill_store(), name, request)
+
+    def _backfill_store(self) -> BackfillStore:
+        if self.store is None:
+            from sluice.worker.backfills import open_store
+
+            self.store = open_store()  # no I/O: the engine connects at first use
+        return self.store
 
     async def tasks(self, name: str) -> list[dict[str, str]]:
         """The task configs the connector was split into (one per task, by task id)."""

@@ -9,13 +9,17 @@ exit in the SDK's Tokio threads (worker/temporal_client.py explains why).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from collections.abc import Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sluice.worker.client import Client
 from sluice.worker.client_config import ConfigLike
 from sluice.worker.temporal_client import OwnedRuntime
 from sluice.workflows.types import ConnectorState, ConnectorStatus, ValidationResult
+
+if TYPE_CHECKING:
+    from sluice.connectors.backfills import Backfill
+    from sluice.worker.backfills import BackfillStatus
 
 T = TypeVar("T")
 
@@ -125,6 +129,24 @@ class SyncClient:
 
     def reset_offsets(self, name: str) -> None:
         self._run(self.client.reset_offsets(name))
+
+    def backfill(
+        self,
+        name: str,
+        tables: Sequence[str] = (),
+        *,
+        where: str | None = None,
+        column: str = "",
+        low: str | None = None,
+        high: str | None = None,
+    ) -> list[Backfill]:
+        return self._run(self.client.backfill(name, tables, where=where, column=column, low=low, high=high))
+
+    def backfills(self, name: str) -> list[BackfillStatus]:
+        return self._run(self.client.backfills(name))
+
+    def cancel_backfill(self, name: str, request: int | None = None) -> list[int]:
+        return self._run(self.client.cancel_backfill(name, request))
 
     def list(self) -> list[str]:
         return self._run(self.client.list())

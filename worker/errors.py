@@ -90,6 +90,24 @@ class ConnectorOffsetsError(ConnectorError, ValueError):
     exit_code = EXIT_USAGE
 
 
+class BackfillRequestError(ConnectorError, ValueError):
+    """A backfill that cannot be requested (worker.backfills): the connector cannot backfill, a
+    table it does not read, a condition its source refuses; the message names them, nothing was
+    stored."""
+
+    exit_code = EXIT_USAGE
+
+
+class BackfillNotFoundError(ConnectorError, LookupError):
+    """No backfill request of that number for the connector (``--cancel ID``)."""
+
+    exit_code = EXIT_NOT_FOUND
+
+    def __init__(self, name: str, request: int) -> None:
+        super().__init__(name, f"connector {name} has no backfill request {request}")
+        self.request = request
+
+
 class ConnectorNotFoundError(ConnectorError, LookupError):
     """No connector of that name is running: never created, deleted, or its workflow has ended."""
 

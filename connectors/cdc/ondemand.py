@@ -145,7 +145,7 @@ def opened(position: Position, signal: Signal, table: str) -> Position:
         ).position()
     if not c.running:
         return position
-    return replace(c, index=c.index + 1, done=True, log="").position()
+    return replace(c, index=c.index + 1, done=True, log="", stopped=True).position()
 
 
 class OnDemand:

@@ -62,7 +62,7 @@ def next_position(
             condition=request.condition,
         ).position()
     if step.action is Action.STOP:
-        return replace(chunk, index=chunk.index + 1, done=True).position()
+        return replace(chunk, index=chunk.index + 1, done=True, stopped=True).position()
     if not chunk.running:
         return start
     keys = read_keys(chunk, size)

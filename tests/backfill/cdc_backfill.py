@@ -92,6 +92,8 @@ def cancel_ends_a_running_backfill(
     task.take_backfills([Backfill(3, (items,), "", request.requested_ms, cancelled=True)])
     run_batches(task, committed, replica, batches=2)
     stopped = Chunk.of(committed[partition_of(items)])
-    assert stopped.done and stopped.rows == running.rows and stopped.after == running.after
+    assert (
+        stopped.done and stopped.stopped and stopped.rows == running.rows and stopped.after == running.after
+    )
     assert len(replica.snapshot_keys[items]) == running.rows
     task.close()

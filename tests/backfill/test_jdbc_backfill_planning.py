@@ -50,7 +50,7 @@ def test_cancel_ends_a_running_backfill_at_once() -> None:
     running = backfill.next_position([Backfill(1, (T,), "", 0)], T, backfill.earliest(), _keys, 3)
     running = backfill.next_position([Backfill(1, (T,), "", 0)], T, running, _keys, 3)
     stopped = backfill.next_position([Backfill(1, (T,), "", 0, cancelled=True)], T, running, _keys, 3)
-    assert Chunk.of(stopped).done and Chunk.of(stopped).after == [3]
+    assert Chunk.of(stopped).done and Chunk.of(stopped).stopped and Chunk.of(stopped).after == [3]
     assert not backfill.holds_rows(running, stopped)
 
 

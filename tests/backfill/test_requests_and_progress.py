@@ -21,8 +21,10 @@ from sluice.connectors.positions import Position
 T = "shop.orders"
 
 
-def _at(request: int, *, done: bool = False, generation: int = 1, rows: int = 0) -> Position:
-    return Chunk(5, [42], done, generation=generation, request=request, rows=rows).position()
+def _at(
+    request: int, *, done: bool = False, generation: int = 1, rows: int = 0, stopped: bool = False
+) -> Position:
+    return Chunk(5, [42], done, generation=generation, request=request, rows=rows, stopped=stopped).position()
 
 
 def _req(id: int, cancelled: bool = False, tables: tuple[str, ...] = (T,)) -> Backfill:
@@ -63,7 +65,8 @@ def test_newest_is_by_number_not_by_order() -> None:
         (_req(2), _at(1, done=True), "waiting", 0, ""),
         (_req(2), _at(2, rows=700), "running", 700, "[42]"),
         (_req(2), _at(2, done=True, rows=900), "done", 900, "[42]"),
-        (_req(2, cancelled=True), _at(2, done=True, rows=300), "cancelled", 300, "[42]"),
+        (_req(2, cancelled=True), _at(2, done=True, rows=300, stopped=True), "cancelled", 300, "[42]"),
+        (_req(2, cancelled=True), _at(2, done=True, rows=900), "done", 900, "[42]"),  # cancelled after
         (_req(2), _at(3), "superseded", 0, ""),
     ],
 )

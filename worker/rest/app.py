@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse
 
 from sluice.worker.client import SluiceClient
 from sluice.worker.errors import SluiceError, one_line
-from sluice.worker.rest import kafka, metrics, rocketmq, verify
+from sluice.worker.rest import backfills, kafka, metrics, rocketmq, verify
 from sluice.worker.rest.deps import KAFKA_TAG, ROCKETMQ_TAG, RestSettings, flavour_of
 from sluice.worker.rest.errors import RestError, error_response, status_of
 from sluice.worker.rest.plugins import version
@@ -64,6 +64,7 @@ def create_app(
     app.state.client = client
     app.include_router(metrics.router)
     app.include_router(verify.router)
+    app.include_router(backfills.router)
     app.include_router(rocketmq.router)  # first: /connectors/list before /connectors/{name}
     app.include_router(kafka.root_router)
     app.include_router(kafka.prefixed_router, prefix="/kafka")

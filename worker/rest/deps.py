@@ -103,3 +103,11 @@ def string_config(raw: Any, what: str) -> dict[str, str]:
         else:
             raise RestError(400, f"{what}: field {key!r} must be a string, number or boolean, got {value!r}")
     return out
+
+
+def string_list(body: dict[str, Any], key: str) -> list[str]:
+    """Field ``key`` of a JSON body as a list of strings (absent or null: empty); 400 otherwise."""
+    value = body.get(key) or []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise RestError(400, f"field {key!r} must be a list of strings")
+    return value

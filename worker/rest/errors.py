@@ -12,6 +12,8 @@ from enum import StrEnum
 from starlette.responses import JSONResponse
 
 from sluice.worker.errors import (
+    BackfillNotFoundError,
+    BackfillRequestError,
     ConnectorConfigError,
     ConnectorExistsError,
     ConnectorNotAnsweringError,
@@ -45,11 +47,11 @@ def error_response(flavour: Flavour, status: int, message: str) -> JSONResponse:
 
 def status_of(exc: SluiceError) -> int:
     """The HTTP status of a client error (Kafka Connect's choices)."""
-    if isinstance(exc, ConnectorNotFoundError):
+    if isinstance(exc, ConnectorNotFoundError | BackfillNotFoundError):
         return 404
     if isinstance(exc, ConnectorExistsError | ConnectorStateError):
         return 409
-    if isinstance(exc, ConnectorConfigError | ConnectorOffsetsError):
+    if isinstance(exc, ConnectorConfigError | ConnectorOffsetsError | BackfillRequestError):
         return 400
     if isinstance(exc, TemporalUnavailableError | ConnectorNotAnsweringError):
         return 503

@@ -18,7 +18,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 
 from sluice.worker.rest.common import KafkaError, error_responses
-from sluice.worker.rest.deps import client_of, json_body, reader
+from sluice.worker.rest.deps import client_of, json_body, reader, string_list
 from sluice.worker.rest.errors import RestError
 
 router = APIRouter(tags=["sluice"], responses=error_responses(KafkaError, 400, 401, 404, 413, 500, 503))
@@ -48,13 +48,6 @@ VERIFY_BODY = {
 }
 
 
-def _strings(body: dict[str, Any], key: str) -> list[str]:
-    value = body.get(key) or []
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise RestError(400, f"field {key!r} must be a list of strings")
-    return value
-
-
 @router.post("/sluice/verify", dependencies=[Depends(reader)], openapi_extra=VERIFY_BODY)
 async def verify(request: Request) -> dict[str, Any]:
     from sluice.worker.verify.engine import verify as compare
@@ -68,7 +61,7 @@ async def verify(request: Request) -> dict[str, Any]:
     source, target, tables = (
         str(body.get("source") or ""),
         str(body.get("target") or ""),
-        _strings(body, "tables"),
+        string_list(body, "tables"),
     )
     if bool(connector) == bool(source or target or tables):
         raise RestError(400, "give 'connector' (and 'sink_connector'), or 'source', 'target' and 'tables'")
@@ -83,7 +76,7 @@ async def verify(request: Request) -> dict[str, Any]:
             raise RestError(400, "'source', 'target' and at least one of 'tables' are all needed")
         else:
             report = await asyncio.to_thread(
-                compare, source, target, table_pairs(tables, _strings(body, "key"))
+                compare, source, target, table_pairs(tables, string_list(body, "key"))
             )
     except VerifyError as exc:
         raise RestError(400, str(exc)) from None
