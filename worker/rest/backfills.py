@@ -20,7 +20,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Request
 
 from sluice.worker.rest.common import KafkaError, check_name, error_responses
-from sluice.worker.rest.deps import client_of, json_body, reader, string_list, writer
+from sluice.worker.rest.deps import client_of, json_body, json_request_body, reader, string_list, writer
 from sluice.worker.rest.errors import RestError
 
 router = APIRouter(tags=["sluice"], responses=error_responses(KafkaError, 400, 401, 404, 413, 500, 503))
@@ -28,25 +28,18 @@ router = APIRouter(tags=["sluice"], responses=error_responses(KafkaError, 400, 4
 PATH = "/sluice/connectors/{name}/backfills"
 _VALUE = {"type": ["string", "number"]}
 #: the body, as OpenAPI describes it: tables, and a condition or a range of a column
-BACKFILL_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "application/json": {
-                "schema": {
-                    "type": "object",
-                    "properties": {
-                        "tables": {"type": "array", "items": {"type": "string"}},
-                        "where": {"type": "string"},
-                        "column": {"type": "string"},
-                        "from": _VALUE,
-                        "to": _VALUE,
-                    },
-                }
-            }
+BACKFILL_BODY = json_request_body(
+    {
+        "type": "object",
+        "properties": {
+            "tables": {"type": "array", "items": {"type": "string"}},
+            "where": {"type": "string"},
+            "column": {"type": "string"},
+            "from": _VALUE,
+            "to": _VALUE,
         },
     }
-}
+)
 #: request ids are the store's BIGINT: a larger number is simply not found, never a database error
 RequestId = Annotated[int, Path(ge=1, le=2**63 - 1)]
 

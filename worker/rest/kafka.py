@@ -32,6 +32,7 @@ from sluice.worker.rest.deps import (
     KAFKA_TAG,
     client_of,
     json_body,
+    json_request_body,
     parse_json,
     reader,
     string_config,
@@ -44,12 +45,10 @@ WRITE = [Depends(writer)]
 ROCKETMQ_SHARED = {"config", "status", "tasks", "task_status"}
 
 
-def _body(schema: dict[str, Any]) -> dict[str, Any]:
-    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
-
-
 CONFIG_SCHEMA = {"type": "object", "additionalProperties": {"type": "string"}}
-CREATE_BODY = _body(
+CONFIG_BODY = json_request_body(CONFIG_SCHEMA)
+PATCH_BODY = json_request_body({"type": "object"})
+CREATE_BODY = json_request_body(
     {
         "type": "object",
         "required": ["name", "config"],
@@ -69,7 +68,7 @@ CREATE_BODY = _body(
         },
     }
 )
-OFFSETS_BODY = _body(
+OFFSETS_BODY = json_request_body(
     {
         "type": "object",
         "required": ["offsets"],
@@ -221,7 +220,7 @@ def make_router(*, shared_with_rocketmq: bool) -> APIRouter:
                 raise RestError(404, f"connector {name} has no task {task}")
             return views.kafka_task_status(found[0], worker_label(client))
 
-    @router.put("/connectors/{name}/config", dependencies=WRITE, openapi_extra=_body(CONFIG_SCHEMA))
+    @router.put("/connectors/{name}/config", dependencies=WRITE, openapi_extra=CONFIG_BODY)
     async def put_config(request: Request, name: str, response: Response) -> dict[str, Any]:
         """Create (201) or replace (200) the connector's config."""
         config = string_config(await json_body(request), f"connector {name}: config")
@@ -236,7 +235,7 @@ def make_router(*, shared_with_rocketmq: bool) -> APIRouter:
             return await _create(request, name, config)
         return views.kafka_info(await client.reconfigure(name, config))
 
-    @router.patch("/connectors/{name}/config", dependencies=WRITE, openapi_extra=_body({"type": "object"}))
+    @router.patch("/connectors/{name}/config", dependencies=WRITE, openapi_extra=PATCH_BODY)
     async def patch_config(request: Request, name: str) -> dict[str, Any]:
         """Merge keys into the config; a key set to null is removed."""
         patch = await json_body(request)
@@ -328,7 +327,9 @@ def make_router(*, shared_with_rocketmq: bool) -> APIRouter:
         return plugins.config_definitions(plugin)
 
     @router.put(
-        "/connector-plugins/{plugin}/config/validate", dependencies=READ, openapi_extra=_body(CONFIG_SCHEMA)
+        "/connector-plugins/{plugin}/config/validate",
+        dependencies=READ,
+        openapi_extra=CONFIG_BODY,
     )
     async def validate(request: Request, plugin: str) -> dict[str, Any]:
         config = string_config(await json_body(request), f"plugin {plugin}: config")

@@ -31,7 +31,15 @@ from sluice.worker.rest.common import (
     worker_ids,
     worker_label,
 )
-from sluice.worker.rest.deps import ROCKETMQ_TAG, client_of, json_body, reader, string_config, writer
+from sluice.worker.rest.deps import (
+    ROCKETMQ_TAG,
+    client_of,
+    json_body,
+    json_request_body,
+    reader,
+    string_config,
+    writer,
+)
 from sluice.worker.rest.errors import RestError
 
 router = APIRouter(
@@ -40,24 +48,17 @@ router = APIRouter(
 )
 READ = [Depends(reader)]
 WRITE = [Depends(writer)]
-CONFIG_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "application/json": {
-                "schema": {
-                    "type": "object",
-                    "additionalProperties": {"type": "string"},
-                    "example": {
-                        "connector.class": "org.apache.rocketmq.connect.file.FileSourceConnector",
-                        "filename": "/tmp/in.txt",
-                        "connect.topicname": "fileTopic",
-                    },
-                }
-            }
+CONFIG_BODY = json_request_body(
+    {
+        "type": "object",
+        "additionalProperties": {"type": "string"},
+        "example": {
+            "connector.class": "org.apache.rocketmq.connect.file.FileSourceConnector",
+            "filename": "/tmp/in.txt",
+            "connect.topicname": "fileTopic",
         },
     }
-}
+)
 
 
 def ok(body: Any) -> Envelope:

@@ -18,34 +18,27 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 
 from sluice.worker.rest.common import KafkaError, error_responses
-from sluice.worker.rest.deps import client_of, json_body, reader, string_list
+from sluice.worker.rest.deps import client_of, json_body, json_request_body, reader, string_list
 from sluice.worker.rest.errors import RestError
 
 router = APIRouter(tags=["sluice"], responses=error_responses(KafkaError, 400, 401, 404, 413, 500, 503))
 
 _KEYS = {"type": "array", "items": {"type": "string"}}
 #: the body, as OpenAPI describes it: a pipeline, or two databases and their tables
-VERIFY_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "application/json": {
-                "schema": {
-                    "type": "object",
-                    "properties": {
-                        "connector": {"type": "string"},
-                        "sink_connector": {"type": "string"},
-                        "live": {"type": "boolean"},
-                        "source": {"type": "string"},
-                        "target": {"type": "string"},
-                        "tables": _KEYS,
-                        "key": _KEYS,
-                    },
-                }
-            }
+VERIFY_BODY = json_request_body(
+    {
+        "type": "object",
+        "properties": {
+            "connector": {"type": "string"},
+            "sink_connector": {"type": "string"},
+            "live": {"type": "boolean"},
+            "source": {"type": "string"},
+            "target": {"type": "string"},
+            "tables": _KEYS,
+            "key": _KEYS,
         },
     }
-}
+)
 
 
 @router.post("/sluice/verify", dependencies=[Depends(reader)], openapi_extra=VERIFY_BODY)
