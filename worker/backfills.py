@@ -92,25 +92,49 @@ def open_store() -> OffsetStore:
     return OffsetStore(env.database_url, schema=env.store_schema, engine=engine)
 
 
+@dataclass(frozen=True)
+class BackfillAsk:
+    """What a user asks to re-read: ``tables`` (none: every table the tasks read) and either the
+    rows matching ``where`` (SQL) or ``low <= column < high`` (``column`` "": each table's own)."""
+
+    tables: tuple[str, ...] = ()
+    where: str | None = None
+    column: str = ""
+    low: str | None = None
+    high: str | None = None
+
+    def problem(self) -> str | None:
+        """Why it cannot be asked of any source (checked before the store or the source is asked)."""
+        ranged = self.low is not None or self.high is not None
+        if self.where is not None and (ranged or self.column):
+            return "give a condition (where) or a range (from/to), not both"
+        if self.where is None and not ranged:
+            what = "a range needs from, to or both" if self.column else "say what to re-read"
+            return f"{what}: a condition (where) or a range of a column (from/to)"
+        if self.where is not None and not self.where.strip():
+            return "the condition is empty (to re-read every row, write 1=1)"
+        return None
+
+    def checked(self, name: str) -> BackfillAsk:
+        problem = self.problem()
+        if problem:
+            raise BackfillRequestError(name, f"connector {name}: {problem}")
+        return self
+
+
 def request_backfill(
     store: BackfillStore,
     name: str,
     config: Mapping[str, str],
-    tables: Sequence[str] = (),
-    *,
-    where: str | None = None,
-    column: str = "",
-    low: str | None = None,
-    high: str | None = None,
+    ask: BackfillAsk,
     providers: Providers | None = None,
 ) -> list[Backfill]:
     """Check a backfill of connector ``name`` (its current ``config``, secrets as references that
-    ``providers`` resolve) against its source, then store it: the ``tables`` named (none: every table
-    its tasks read) with the condition ``where``, or with the range ``low <= column < high`` each
-    table's task writes. Tables with one condition share one request; a range that makes different
-    conditions (a different default column per table) makes one request per condition.
-    Raises BackfillRequestError naming what is wrong; nothing is stored then."""
-    _check_range(name, where, column, low, high)  # before the store or the source is asked
+    ``providers`` resolve) against its source, then store it. Tables with one condition share one
+    request; a range that makes different conditions (a different default column per table) makes
+    one request per condition. Raises BackfillRequestError naming what is wrong; nothing is stored
+    then."""
+    ask.checked(name)
     with _store_errors(store, name):
         known = store.connectors()
     if name not in known:
@@ -119,44 +143,17 @@ def request_backfill(
             f"connector {name} is not in the offset store {store!r}: it has not run yet, or "
             "SLUICE_DATABASE_URL and SLUICE_STORE_SCHEMA here are not the workers'",
         )
-    planned = planned_requests(
-        name, config, tables, where=where, column=column, low=low, high=high, providers=providers
-    )
+    planned = planned_requests(name, config, ask, providers)
     return [store.add_backfill(name, list(group), condition) for group, condition in planned]
 
 
 def planned_requests(
-    name: str,
-    config: Mapping[str, str],
-    tables: Sequence[str] = (),
-    *,
-    where: str | None = None,
-    column: str = "",
-    low: str | None = None,
-    high: str | None = None,
-    providers: Providers | None = None,
+    name: str, config: Mapping[str, str], ask: BackfillAsk, providers: Providers | None = None
 ) -> list[tuple[tuple[str, ...], str]]:
     """:func:`request_backfill`'s requests, checked, as (tables, condition), before any is stored."""
-    _check_range(name, where, column, low, high)
+    ask.checked(name)
     with source_tasks(name, config, providers) as tasks:
-        return grouped(name, tasks, tables, where=where, column=column, low=low, high=high)
-
-
-def _check_range(name: str, where: str | None, column: str, low: str | None, high: str | None) -> None:
-    ranged = low is not None or high is not None
-    if where is not None and (ranged or column):
-        raise BackfillRequestError(
-            name, f"connector {name}: give a condition (where) or a range (from/to), not both"
-        )
-    if where is None and not ranged:
-        what = "a range needs from, to or both" if column else "say what to re-read"
-        raise BackfillRequestError(
-            name, f"connector {name}: {what}: a condition (where) or a range of a column (from/to)"
-        )
-    if where is not None and not where.strip():
-        raise BackfillRequestError(
-            name, f"connector {name}: the condition is empty (to re-read every row, write 1=1)"
-        )
+        return grouped(name, tasks, ask)
 
 
 @contextmanager
@@ -217,20 +214,13 @@ def backfill_connectors() -> list[str]:
 
 
 def grouped(
-    name: str,
-    tasks: Sequence[TakesBackfills],
-    tables: Sequence[str],
-    *,
-    where: str | None = None,
-    column: str = "",
-    low: str | None = None,
-    high: str | None = None,
+    name: str, tasks: Sequence[TakesBackfills], ask: BackfillAsk
 ) -> list[tuple[tuple[str, ...], str]]:
     """Each table's condition from the task that reads it, checked by that task against the
     source, grouped by condition (the tables named in their order, else all of them sorted);
     every problem found is in the one error."""
     reader = {table: task for task in tasks for table in task.backfill_tables()}
-    wanted = list(dict.fromkeys(tables)) or sorted(reader)
+    wanted = list(dict.fromkeys(ask.tables)) or sorted(reader)
     if not reader:
         raise BackfillRequestError(name, f"connector {name} reads no table to backfill")
     unknown = [t for t in wanted if t not in reader]
@@ -246,7 +236,11 @@ def grouped(
     for table in wanted:
         task = reader[table]
         try:
-            condition = where if where is not None else task.backfill_range(table, column, low, high)
+            condition = (
+                ask.where
+                if ask.where is not None
+                else task.backfill_range(table, ask.column, ask.low, ask.high)
+            )
         except ValueError as exc:
             problems.append(_about(name, table, str(exc)))
             continue

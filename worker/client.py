@@ -411,14 +411,12 @@ class Client:
         source by the connector's own tasks, in this process (its sealing key and environment), then
         stored: the requests made, one per distinct condition (worker.backfills). Needs the worker
         extras and the workers' offset store (:attr:`store`). Raises BackfillRequestError."""
-        from sluice.worker.backfills import request_backfill
+        from sluice.worker.backfills import BackfillAsk, request_backfill
 
+        ask = BackfillAsk(tuple(tables), where, column, low, high)
         config = {**await self.config(name), "name": name}
         store = self._backfill_store()
-        return await asyncio.to_thread(
-            request_backfill, store, name, config, tables,
-            where=where, column=column, low=low, high=high, providers=self._providers(),
-        )  # fmt: skip
+        return await asyncio.to_thread(request_backfill, store, name, config, ask, self._providers())
 
     async def backfills(self, name: str) -> list[BackfillStatus]:
         """The connector's backfill requests, oldest first, with each table's progress."""

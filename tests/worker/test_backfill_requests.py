@@ -19,6 +19,7 @@ from sluice.connectors.key_chunks import Chunk, encode_key, partition_of
 from sluice.connectors.positions import PartitionKey
 from sluice.worker import cli_render as render
 from sluice.worker.backfills import (
+    BackfillAsk,
     BackfillStatus,
     backfill_statuses,
     cancel_backfill,
@@ -57,27 +58,26 @@ def _store(*registered: str) -> MemoryStore:
 
 def test_a_condition_is_one_request_of_every_table_the_tasks_read() -> None:
     store = _store("src")
-    created = request_backfill(store, "src", config(*TABLES, tasks=2), where="id > 10")
+    created = request_backfill(store, "src", config(*TABLES, tasks=2), BackfillAsk(where="id > 10"))
     assert [(r.tables, r.condition) for r in created] == [(TABLES, "id > 10")]
     assert len(FakeBackfillTask.opened) == 2  # each task asked about its own tables
     assert store.backfills("src") == created
 
 
 def test_named_tables_keep_their_order_once_each() -> None:
-    planned = planned_requests(
-        "src", config(*TABLES), ["shop.events", "shop.orders", "shop.events"], where="1=1"
-    )
+    ask = BackfillAsk(("shop.events", "shop.orders", "shop.events"), where="1=1")
+    planned = planned_requests("src", config(*TABLES), ask)
     assert planned == [(("shop.events", "shop.orders"), "1=1")]
 
 
 def test_a_range_makes_one_request_per_distinct_condition() -> None:
     """orders and items share a default column (one request); events has another (its own)."""
-    planned = planned_requests("src", config(*TABLES), low="2024-05-01")
+    planned = planned_requests("src", config(*TABLES), BackfillAsk(low="2024-05-01"))
     assert planned == [
         (("shop.events",), "id >= '2024-05-01'"),
         (("shop.items", "shop.orders"), "created_at >= '2024-05-01'"),
     ]
-    on_column = planned_requests("src", config(*TABLES), column="updated", low="1", high="9")
+    on_column = planned_requests("src", config(*TABLES), BackfillAsk(column="updated", low="1", high="9"))
     assert on_column == [(TABLES, "updated >= '1' AND updated < '9'")]
 
 
@@ -95,14 +95,14 @@ def test_a_range_makes_one_request_per_distinct_condition() -> None:
 )
 def test_a_request_without_one_clear_range_is_refused(kwargs: dict[str, Any], fragment: str) -> None:
     with pytest.raises(BackfillRequestError, match="^connector src: ") as caught:
-        planned_requests("src", config(*TABLES), **kwargs)
+        planned_requests("src", config(*TABLES), BackfillAsk(**kwargs))
     assert fragment in str(caught.value)
     assert FakeBackfillTask.opened == []  # refused before the source was asked
 
 
 def test_an_unknown_table_is_named_with_the_connectors_tables() -> None:
     with pytest.raises(BackfillRequestError) as caught:
-        planned_requests("src", config(*TABLES), ["shop.orders", "shop.ordres"], where="1=1")
+        planned_requests("src", config(*TABLES), BackfillAsk(("shop.orders", "shop.ordres"), where="1=1"))
     assert str(caught.value) == (
         "connector src does not read 'shop.ordres'; its tables: shop.events, shop.items, shop.orders"
     )
@@ -111,39 +111,39 @@ def test_an_unknown_table_is_named_with_the_connectors_tables() -> None:
 def test_a_long_table_list_is_cut() -> None:
     many = [f"t{i:03d}" for i in range(25)]
     with pytest.raises(BackfillRequestError, match=r"its tables: t000, .*, t019 and 5 more$"):
-        planned_requests("src", config(*many), ["nope"], where="1=1")
+        planned_requests("src", config(*many), BackfillAsk(("nope",), where="1=1"))
 
 
 def test_the_sources_objections_name_connector_and_table_all_at_once() -> None:
     with pytest.raises(BackfillRequestError) as caught:
-        planned_requests("src", config("shop.orders", "shop.log", "misc.notes"), low="5")
+        planned_requests("src", config("shop.orders", "shop.log", "misc.notes"), BackfillAsk(low="5"))
     assert str(caught.value) == (
         "connector src: table misc.notes: it has no timestamp, incrementing or one-column key column: "
         "name one (column); connector src: table shop.log: it has no primary key, so it cannot be read "
         "in key chunks"
     )
     with pytest.raises(BackfillRequestError) as caught:
-        planned_requests("src", config("shop.orders"), where="((")
+        planned_requests("src", config("shop.orders"), BackfillAsk(where="(("))
     assert str(caught.value) == "connector 'src' table 'shop.orders': the condition '((' cannot be used"
 
 
 def test_a_connector_whose_tasks_cannot_backfill_is_named() -> None:
     dummy = {"connector.class": "dummy-source", "topic": "t"}
     with pytest.raises(BackfillRequestError) as caught:
-        planned_requests("src", dummy, where="1=1")
+        planned_requests("src", dummy, BackfillAsk(where="1=1"))
     assert str(caught.value).startswith("connector src (dummy-source) cannot be backfilled: ")
     assert str(caught.value).endswith(" can)")  # the connectors that can, found, not listed by hand
     sink = {"connector.class": "dummy-sink", "topics": "t", "file": "/dev/null"}
     with pytest.raises(BackfillRequestError, match=r"connector sink \(dummy-sink\) cannot be backfilled"):
-        planned_requests("sink", sink, where="1=1")
+        planned_requests("sink", sink, BackfillAsk(where="1=1"))
 
 
 def test_a_config_that_no_longer_validates_is_a_config_error() -> None:
     with pytest.raises(ConnectorConfigError, match="connector src has an invalid configuration"):
-        planned_requests("src", {"connector.class": "no-such-connector"}, where="1=1")
+        planned_requests("src", {"connector.class": "no-such-connector"}, BackfillAsk(where="1=1"))
     unresolved = config(*TABLES, extra="${env:SLUICE_TEST_NO_SUCH_VARIABLE}")
     with pytest.raises(ConnectorConfigError, match="environment variable 'SLUICE_TEST_NO_SUCH_VARIABLE'"):
-        planned_requests("src", unresolved, where="1=1")
+        planned_requests("src", unresolved, BackfillAsk(where="1=1"))
 
 
 def test_a_store_that_does_not_know_the_connector_stores_nothing() -> None:
@@ -151,7 +151,7 @@ def test_a_store_that_does_not_know_the_connector_stores_nothing() -> None:
     reads, so a connector it never registered is refused, naming the settings to check."""
     store = _store("other")
     with pytest.raises(BackfillRequestError, match="SLUICE_DATABASE_URL and SLUICE_STORE_SCHEMA") as caught:
-        request_backfill(store, "src", config(*TABLES), where="1=1")
+        request_backfill(store, "src", config(*TABLES), BackfillAsk(where="1=1"))
     assert "connector src is not in the offset store MemoryStore()" in str(caught.value)
     assert store.requests == {}
 
@@ -171,7 +171,7 @@ class _Unmigrated(MemoryStore):
 
 def test_a_store_without_the_tables_is_named_with_its_settings() -> None:
     for call in (
-        lambda: request_backfill(_Unmigrated(), "src", config(*TABLES), where="1=1"),
+        lambda: request_backfill(_Unmigrated(), "src", config(*TABLES), BackfillAsk(where="1=1")),
         lambda: backfill_statuses(_Unmigrated(), "src"),
         lambda: cancel_backfill(_Unmigrated(), "src"),
     ):
