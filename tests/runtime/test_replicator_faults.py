@@ -7,6 +7,7 @@ queue and offset, or is dead-lettered under ``errors.tolerance=all`` while the r
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import pytest
@@ -79,7 +80,9 @@ async def test_a_recreated_source_topic_is_named_as_data_loss_and_skip_copies_on
 
     await wait_for(failed, 120, "the task to fail on the recreated topic")
     error = await failed()
-    assert "data loss" in error and topic in error and "now ends at 30" in error, error
+    # where the new queue ended when the task looked: 30, or 0 when it looked before the broker had
+    # dispatched the new sends to the queue (both are the recreated topic, not the old one's 90)
+    assert "data loss" in error and topic in error and re.search(r"now ends at (0|30) ", error), error
     assert total_of(replica_admin, topic) == 180  # nothing of the new topic at the old offsets
 
     # data.loss=skip: the copy goes on from where each new queue stands when the task sees it
