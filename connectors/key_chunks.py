@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, Final
 
@@ -101,6 +101,26 @@ class Chunk:
     def running(self) -> bool:
         """A re-read started while streaming that has chunks left to read."""
         return self.generation > 0 and not self.done
+
+    def reopened(self, signal: str, ts: int, request: int, condition: str) -> Chunk:
+        """A new generation from here, no key read yet: opened by ``signal`` at ``ts`` (ms), with
+        the newest backfill request applied so far and the condition its chunks are filtered by."""
+        return Chunk(
+            self.index + 1,
+            None,
+            False,
+            self.origin,
+            self.generation + 1,
+            signal,
+            ts,
+            request=max(self.request, request),
+            condition=condition,
+        )
+
+    def stopped_here(self) -> Chunk:
+        """The generation ended before its end (a stop signal, a cancelled request): nothing more
+        is read, and the range that ends it reads nothing."""
+        return replace(self, index=self.index + 1, done=True, log="", stopped=True)
 
     def position(self) -> Position:
         meta = {"origin": self.origin} if self.origin else {}

@@ -132,20 +132,10 @@ def opened(position: Position, signal: Signal, table: str) -> Position:
     (meta ``req``) is carried over, so a request is applied once whatever signals follow."""
     c = snap.Chunk.of(position)
     if signal.action == EXECUTE:
-        return snap.Chunk(
-            c.index + 1,
-            None,
-            False,
-            c.origin,
-            c.generation + 1,
-            signal.id,
-            signal.ts_ms,
-            request=max(c.request, signal.request),
-            condition=signal.condition(table),
-        ).position()
+        return c.reopened(signal.id, signal.ts_ms, signal.request, signal.condition(table)).position()
     if not c.running:
         return position
-    return replace(c, index=c.index + 1, done=True, log="", stopped=True).position()
+    return c.stopped_here().position()
 
 
 class OnDemand:

@@ -49,20 +49,11 @@ def next_position(
     (``read_keys``: at most ``size`` keys; fewer mean the range is read to its end)."""
     chunk = Chunk.of(start)
     step = backfills.step(requests, table, start)
-    if step.action is Action.OPEN and step.request is not None:
-        request = step.request
-        return Chunk(
-            chunk.index + 1,
-            None,
-            False,
-            generation=chunk.generation + 1,
-            signal=request.signal,
-            ts=request.requested_ms,
-            request=request.id,
-            condition=request.condition,
-        ).position()
+    request = step.request
+    if step.action is Action.OPEN and request is not None:
+        return chunk.reopened(request.signal, request.requested_ms, request.id, request.condition).position()
     if step.action is Action.STOP:
-        return replace(chunk, index=chunk.index + 1, done=True, stopped=True).position()
+        return chunk.stopped_here().position()
     if not chunk.running:
         return start
     keys = read_keys(chunk, size)

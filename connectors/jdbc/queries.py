@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
+from sluice.connectors.jdbc.ddl import quote
 from sluice.connectors.jdbc.urls import Dialect
 
 #: The position before every row: Kafka's incrementing default is -1; Sluice starts below any id.
@@ -49,12 +50,6 @@ class Mode(StrEnum):
     @property
     def uses_incrementing(self) -> bool:
         return self in (Mode.INCREMENTING, Mode.TIMESTAMP_INCREMENTING)
-
-
-def quote(dialect: Dialect, name: str) -> str:
-    """One identifier quoted for the dialect (embedded quote characters doubled)."""
-    q = "`" if dialect is Dialect.MYSQL else '"'
-    return q + name.replace(q, q + q) + q
 
 
 def quote_table(dialect: Dialect, table: str) -> str:

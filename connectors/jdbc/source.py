@@ -52,6 +52,7 @@ from sluice.connectors.jdbc.config import (
     config_problems,
     topic_for,
 )
+from sluice.connectors.jdbc.ddl import quote
 from sluice.connectors.jdbc.queries import (
     INCREMENTING_FLOOR,
     TIMESTAMP_FLOOR,
@@ -62,7 +63,6 @@ from sluice.connectors.jdbc.queries import (
     latest_query,
     now_query,
     nth_position_query,
-    quote,
     range_query,
     tables_query,
 )
