@@ -26,8 +26,12 @@ Before the timed load, a probe update is repeated until it reaches the target: c
 (``snapshot.mode=never`` starts at the binlog end of the source's first planning) and the
 worker's Spark session is warm.
 
-Usage: ``python -m bench.cdc_bench [--rows N]`` (default 1,000,000; ``make bench-cdc
-BENCH_ARGS='--rows 100000'``). The last line is the summary; every key names its unit.
+``--snapshot-only`` runs step 4 alone, beside the databases' own path for the same rows (MariaDB's
+client ``SELECT`` piped into PostgreSQL ``COPY``, ``bench.db_baselines.mariadb_to_postgres``), and
+prints its own summary line (``bench cdc-snapshot: …``).
+
+Usage: ``python -m bench.cdc_bench [--rows N] [--snapshot-only]`` (default 1,000,000; ``make
+bench-cdc BENCH_ARGS='--rows 100000'``). The last line is the summary; every key names its unit.
 """
 
 from __future__ import annotations
@@ -275,6 +279,34 @@ async def pipeline(
     return e2e, source_rate, (before, after), Latencies(latency, pg_latency), snapshot
 
 
+async def snapshot_alone(
+    ctx: RuntimeContext, settings: Settings, dbs: Databases, rows: int, chunk: int
+) -> Snapshot:
+    """Step 4 alone, on one in-process worker whose Spark session is already up."""
+    client = await connect(settings.temporal_address, settings.temporal_namespace)
+    with ThreadPoolExecutor(max_workers=8) as pool, store_listener(ctx):
+        async with build_worker(client, settings, ctx, pool):
+            return await snapshot_run(SluiceClient(client, settings.task_queue), dbs, rows, chunk)
+
+
+def snapshot_main(ctx: RuntimeContext, settings: Settings, dbs: Databases, rows: int, chunk: int) -> None:
+    """``--snapshot-only``: the snapshot beside MariaDB ``SELECT`` -> PostgreSQL ``COPY`` alone."""
+    baseline = db_baselines.mariadb_to_postgres(dbs.mariadb, dbs.pg_target)
+    print(f"MariaDB SELECT -> PostgreSQL COPY alone: {baseline.rows_per_s:,.0f} rows/s", flush=True)
+    snap = asyncio.run(snapshot_alone(ctx, settings, dbs, rows, chunk))
+    ratio = snap.timed.rows_per_s / baseline.rows_per_s
+    print(
+        f"snapshot (initial_only, chunks of {chunk:,}): {snap.timed.rows_per_s:,.0f} rows/s "
+        f"({rows:,} rows in {snap.timed.seconds:.1f} s; first row after {snap.first_row_s:.1f} s), "
+        f"{ratio:.2f} of the databases' own path"
+    )
+    print(
+        f"bench cdc-snapshot: snapshot_rows_per_s={snap.timed.rows_per_s:.0f} "
+        f"select_copy_rows_per_s={baseline.rows_per_s:.0f} ratio_snapshot_vs_select_copy={ratio:.3f} "
+        f"first_row_s={snap.first_row_s:.1f} rows={rows} snapshot_chunk_rows={chunk}"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.cdc_bench", description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -284,6 +316,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--snapshot-chunk", type=int, default=CHUNK_SIZE,
         help=f"snapshot.chunk.size of the snapshot run (default the connector's, {CHUNK_SIZE:,})",
     )  # fmt: skip
+    parser.add_argument(
+        "--snapshot-only", action="store_true", help="the snapshot run alone, beside SELECT -> COPY"
+    )
     args = parser.parse_args(argv)
     rows: int = args.rows
     run = uuid.uuid4().hex[:8]
@@ -300,6 +335,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         db_baselines.fill_mariadb(dbs.mariadb, rows)
         db_latency.create_table(dbs.mariadb)
         ctx.spark  # noqa: B018 - start Spark before timing anything
+        if args.snapshot_only:
+            snapshot_main(ctx, settings, dbs, rows, args.snapshot_chunk)
+            return
         e2e, source_rate, (before, after), latencies, snap = asyncio.run(
             pipeline(ctx, settings, dbs, rows, args.snapshot_chunk)
         )

@@ -16,7 +16,6 @@ schema. A type the converter does not write at all raises ValueError when the en
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
@@ -25,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sluice.connectors import base64_columns
 from sluice.connectors.arrow_json_bodies import not_json
 from sluice.connectors.barriers import BARRIER_HEADER, BARRIER_QUEUES_HEADER
 from sluice.connectors.record_tables import flagged
@@ -256,27 +256,8 @@ def _wire(values: pa.Array) -> pa.Array:
     if pa.types.is_date32(kind):
         return values.cast(pa.int32())
     if pa.types.is_decimal(kind):
-        return _decimal_base64(values)
+        return base64_columns.texts(base64_columns.decimal_bytes(values))
     return values
-
-
-def _decimal_base64(values: pa.Array) -> pa.Array:
-    """Kafka's Decimal wire form: base64 of the unscaled value's minimal two's complement bytes."""
-    data = values.buffers()[1]
-    if data is None:
-        return pa.nulls(len(values), pa.string())
-    words = np.frombuffer(data, dtype="<i8")[2 * values.offset : 2 * (values.offset + len(values))]
-    pairs = words.reshape(-1, 2)
-    valid = values.is_valid().to_numpy(zero_copy_only=False)
-    texts: list[str | None] = []
-    for (low, high), ok in zip(pairs.tolist(), valid.tolist(), strict=True):
-        if not ok:
-            texts.append(None)
-            continue
-        unscaled = (high << 64) | (low & 0xFFFFFFFFFFFFFFFF)
-        length = max(1, (unscaled + (unscaled < 0)).bit_length() // 8 + 1)
-        texts.append(base64.b64encode(unscaled.to_bytes(length, "big", signed=True)).decode("ascii"))
-    return pa.array(texts, pa.string())
 
 
 def _tags_and_headers(headers: pa.Array, tags_header: str, n: int) -> tuple[pa.Array, pa.Array]:

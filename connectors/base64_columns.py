@@ -1,4 +1,4 @@
-"""Base64 text columns decoded a whole column at a time, for the Connect JSON the sink reads.
+"""Base64 text columns decoded and encoded a whole column at a time, for Connect JSON.
 
 Kafka's JSON converter writes ``bytes`` and ``Decimal`` values as base64 text (a decimal: its
 unscaled value's big-endian two's complement). Decoding them one value at a time in Python was a
@@ -10,10 +10,16 @@ groups, so the buffer is a run of groups that decode independently.
 Only canonical text is taken (the alphabet, a length that is a multiple of four, ``=`` only as
 the last one or two characters); for anything else these return None and the caller decodes
 value by value, which names what it cannot take. Pure numpy and pyarrow.
+
+The source's side (``texts``, ``decimal_bytes``) is the same idea backwards: each value's bytes
+zero-padded to a whole number of three-byte groups, the whole buffer encoded by one
+``base64.b64encode`` call, and the characters the padding stands for set to ``=``. A value at a
+time, a decimal column's base64 was two fifths of a CDC snapshot batch's encode (cProfile).
 """
 
 from __future__ import annotations
 
+import base64
 from typing import Final
 
 import numpy as np
@@ -113,3 +119,58 @@ def decimals(texts: pa.StringArray, target: pa.Decimal128Type | pa.Decimal256Typ
     except pa.ArrowInvalid:
         return None
     return pa.Array.from_buffers(target, n, [pa.array(valid).buffers()[1], fitted.buffers()[1]])
+
+
+def texts(values: pa.Array) -> pa.StringArray:
+    """Each binary value as base64 text (null stays null), as ``base64.b64encode`` spells it."""
+    values = values.cast(pa.binary())
+    n = len(values)
+    offsets = np.frombuffer(values.buffers()[1], np.int32, n + 1, values.offset * 4).astype(np.int64)
+    data = values.buffers()[2]
+    raw = (
+        np.frombuffer(data, np.uint8)[offsets[0] : offsets[-1]] if data is not None else np.zeros(0, np.uint8)
+    )
+    offsets -= offsets[0]
+    sizes = np.diff(offsets)
+    padded_sizes = -(-sizes // 3) * 3
+    padded_offsets = np.concatenate(([0], np.cumsum(padded_sizes)))
+    padded = np.zeros(int(padded_offsets[-1]), np.uint8)
+    padded[np.arange(len(raw)) + np.repeat(padded_offsets[:-1] - offsets[:-1], sizes)] = raw
+    chars = np.frombuffer(bytearray(base64.b64encode(padded.tobytes())), np.uint8)
+    ends = padded_offsets[1:] // 3 * 4
+    short = padded_sizes - sizes  # 1 or 2 bytes of padding: as many trailing '='
+    chars[ends[short >= 1] - 1] = _PAD
+    chars[ends[short == 2] - 2] = _PAD
+    validity = pa.array(values.is_valid()).buffers()[1] if values.null_count else None
+    text_offsets = pa.py_buffer(np.concatenate(([0], ends)).astype(np.int32))
+    return pa.Array.from_buffers(
+        pa.string(), n, [validity, text_offsets, pa.py_buffer(chars)], null_count=values.null_count
+    )
+
+
+def decimal_bytes(values: pa.Array) -> pa.Array:
+    """Each decimal's unscaled value as its minimal big-endian two's complement bytes, as Kafka's
+    Decimal logical type writes it (null stays null)."""
+    width = values.type.byte_width
+    n = len(values)
+    data = values.buffers()[1]
+    little = (
+        np.frombuffer(data, np.uint8, n * width, values.offset * width).reshape(n, width)
+        if data is not None and n
+        else np.zeros((n, width), np.uint8)
+    )
+    big = little[:, ::-1]
+    negative = big[:, 0] >= 0x80
+    fill = np.where(negative, np.uint8(0xFF), np.uint8(0))
+    # a leading byte is redundant when it only extends the sign of the byte after it
+    redundant = (big[:, :-1] == fill[:, None]) & ((big[:, 1:] >= 0x80) == negative[:, None])
+    stripped = np.cumprod(redundant, axis=1).sum(axis=1)
+    valid = values.is_valid().to_numpy(zero_copy_only=False)
+    sizes = np.where(valid, width - stripped, 0)
+    kept = np.arange(width)[None, :] >= (width - sizes)[:, None]
+    offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int32)
+    validity = pa.array(valid).buffers()[1] if values.null_count else None
+    return pa.Array.from_buffers(
+        pa.binary(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(big[kept]))],
+        null_count=values.null_count,
+    )  # fmt: skip

@@ -19,7 +19,6 @@ differently (connectors.jdbc.offsets says which, and what that means for offsets
 
 from __future__ import annotations
 
-import base64
 import math
 from collections.abc import Sequence
 from typing import Final
@@ -27,6 +26,8 @@ from typing import Final
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from sluice.connectors import base64_columns
 
 #: Jackson's escapes: quote, backslash, the short forms, other control characters as \u00XX.
 _ESCAPES: Final = (
@@ -84,8 +85,7 @@ def json_values(values: pa.Array, keep_nulls: bool = False) -> pa.Array:
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
         return _quoted(_escaped(values))
     if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
-        text = [None if v is None else base64.b64encode(v).decode("ascii") for v in values.to_pylist()]
-        return _quoted(pa.array(text, pa.string()))
+        return _quoted(base64_columns.texts(values))
     if pa.types.is_date32(kind):
         return _quoted(values.cast(pa.string()))
     if pa.types.is_timestamp(kind):

@@ -1,6 +1,7 @@
 """Base64 columns decoded column-wise (connectors.base64_columns) equal Python's value-by-value
 decode (``base64.b64decode``, ``connect_json.decimal_from_text``), or decline with None for the
-value-by-value path to name what it cannot take."""
+value-by-value path to name what it cannot take; encoded column-wise, they equal
+``base64.b64encode`` of each value, and decimals Kafka's shortest two's complement."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sluice.connectors.base64_columns import binaries, decimals
+from sluice.connectors.base64_columns import binaries, decimal_bytes, decimals, texts
 from sluice.connectors.connect_json import decimal_from_text
 
 
@@ -83,3 +84,34 @@ def test_binaries_equal_b64decode(values: list[bytes | None], cut: int) -> None:
 
 def test_binary_text_that_is_not_base64_declines() -> None:
     assert binaries(pa.array(["QUJD", "not base64!"])) is None
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.binary(max_size=20)), max_size=40), st.integers(0, 5))
+def test_texts_equal_b64encode(values: list[bytes | None], cut: int) -> None:
+    column = pa.array(values, pa.binary())
+    expected = [None if v is None else base64.b64encode(v).decode() for v in values]
+    assert texts(column).to_pylist() == expected
+    assert texts(column.slice(min(cut, len(values)))).to_pylist() == expected[min(cut, len(values)) :]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.one_of(st.none(), st.integers(-(10**37) + 1, 10**37 - 1)), max_size=40),
+    st.integers(0, 5),
+)
+def test_decimal_bytes_are_kafkas_shortest_twos_complement(values: list[int | None], cut: int) -> None:
+    column = pa.array([None if v is None else Decimal(f"{v}E-3") for v in values], pa.decimal128(38, 3))
+    expected = [None if v is None else _unscaled_text(v) for v in values]
+    assert texts(decimal_bytes(column)).to_pylist() == expected
+    sliced = decimal_bytes(column.slice(min(cut, len(values))))
+    assert texts(sliced).to_pylist() == expected[min(cut, len(values)) :]
+
+
+@pytest.mark.parametrize(
+    ("unscaled", "wire"),
+    [(0, "AA=="), (127, "fw=="), (128, "AIA="), (-128, "gA=="), (-129, "/38="), (255, "AP8="), (-1, "/w==")],
+)
+def test_decimal_sign_boundaries_encode_as_kafka_does(unscaled: int, wire: str) -> None:
+    for kind in (pa.decimal128(10, 0), pa.decimal256(40, 0)):
+        assert texts(decimal_bytes(pa.array([Decimal(unscaled)], kind))).to_pylist() == [wire]
