@@ -124,7 +124,7 @@ def change_table(
 
 
 def read_table(
-    rows: Sequence[Mapping[str, Any]],
+    values: Sequence[Sequence[Any]],
     *,
     columns: Sequence[MappedColumn],
     key_columns: Sequence[str],
@@ -136,19 +136,20 @@ def read_table(
     topic: str,
     partition: str,
 ) -> pa.Table:
-    """Op ``r`` records of rows read from a table (a snapshot chunk), every one with the same
-    ``source`` block and times: the table ``change_table`` makes of their envelopes, built a column
-    at a time. A snapshot chunk is thousands of rows of one shape, and an envelope, a key and a
-    record per row, then Arrow's conversion of those nested dicts, were most of the source task's
-    own work for it (#18); here each row value is looked up once and the key reuses the row's
-    arrays."""
+    """Op ``r`` records of rows read from a table (a snapshot chunk; ``values``: a list per column,
+    in ``columns``' order), every one with the same ``source`` block and times: the table
+    ``change_table`` makes of their envelopes, built a column at a time. A snapshot chunk is
+    thousands of rows of one shape, and an envelope, a key and a record per row, then Arrow's
+    conversion of those nested dicts, were most of the source task's own work for it (#18); here
+    each column becomes one Arrow array and the key reuses the row's arrays."""
     import pyarrow as pa  # pyarrow: config validation imports this module (the CDC connector classes)
 
-    n = len(rows)
+    n = len(offsets)
     value_type = envelope_type(columns, source_fields)
     row_type, source_type = value_type.field("after").type, value_type.field("source").type
     fields = [row_type.field(i) for i in range(row_type.num_fields)]
-    arrays = {f.name: pa.array([r[f.name] for r in rows], f.type) for f in fields}
+    by_name = {c.name: column for c, column in zip(columns, values, strict=True)}
+    arrays = {f.name: pa.array(by_name[f.name], f.type) for f in fields}
     key_fields = [row_type.field(k) for k in key_columns]
     block = [source_type.field(i) for i in range(source_type.num_fields)]
     value = pa.StructArray.from_arrays(

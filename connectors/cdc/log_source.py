@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 from abc import abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -114,9 +114,19 @@ class LogCdcTask(SourceTask, Generic[C]):
         ConfigError naming every problem. Catalogs differ (PostgreSQL also checks replica
         identity and makes the publication match)."""
 
-    #: The snapshot chunk query (connectors.cdc.snapshot.Fetch, after a connection and before the
-    #: task's name): the SQL dialect differs.
-    read_chunk: ClassVar[Callable[..., snap.Rows]]
+    @abstractmethod
+    def read_chunk(
+        self,
+        conn: Any,
+        table: str,
+        keys: Sequence[str],
+        after: list[Any] | None,
+        upto: list[Any] | None,
+        limit: int | None,
+        condition: str,
+    ) -> snap.Rows:
+        """The snapshot chunk query (connectors.cdc.snapshot.Fetch) over ``conn``, a session of
+        ``_connect``: the SQL dialect and the driver differ."""
 
     def _read_chunk(
         self,
@@ -132,10 +142,10 @@ class LogCdcTask(SourceTask, Generic[C]):
         """The chunk query over the task's connection, or (``apart``) over one of its own, for a
         chunk read ahead on another thread (the task's connection is not shared across threads)."""
         if not apart:
-            return self._guarded(self.read_chunk, table, keys, after, upto, limit, self.where, condition)
+            return self._guarded(self.read_chunk, table, keys, after, upto, limit, condition)
         conn = self._connect()
         try:
-            return self.read_chunk(conn, table, keys, after, upto, limit, self.where, condition)
+            return self.read_chunk(conn, table, keys, after, upto, limit, condition)
         finally:
             conn.close()
 

@@ -116,14 +116,10 @@ def offset_of(raw_key: Sequence[Any]) -> int:
 
 def kept(rows: snap.Rows, changed: set[str]) -> snap.Rows:
     """The rows of ``rows`` whose key has no change in ``changed`` (key texts)."""
-    out = snap.Rows(rows.columns, rows.keys)
     if TRUNCATED in changed:
-        return out
-    for row, raw in zip(rows.rows, rows.row_keys, strict=True):
-        if key_text([row[k] for k in rows.keys]) not in changed:
-            out.rows.append(row)
-            out.row_keys.append(raw)
-    return out
+        return rows.taken([])
+    keys = zip(*(rows.column(k) for k in rows.keys), strict=True)
+    return rows.taken([i for i, key in enumerate(keys) if key_text(list(key)) not in changed])
 
 
 def opened(position: Position, signal: Signal, table: str) -> Position:
@@ -191,14 +187,14 @@ class OnDemand:
             c = snap.Chunk.of(start)
             table = snap.table_of(partition)
             last = rows.row_keys[-1] if rows.row_keys else c.after
-            done = len(rows.rows) < self.chunk_size
+            done = len(rows) < self.chunk_size
             end = replace(
                 c,
                 index=c.index + 1,
                 after=last,
                 done=done,
                 log=log_start(table),
-                rows=c.rows + len(rows.rows),
+                rows=c.rows + len(rows),
             ).position()
             self._cache[(partition, start, end)] = kept(rows, changed(table))
             out[partition] = end
@@ -252,7 +248,7 @@ class OnDemand:
     ) -> pa.Table | None:
         """The records of a planned range of a generation (None: it has none)."""
         rows = self.rows(r.partition, r.start, r.end, changed_since)
-        if rows is None or not rows.rows:
+        if rows is None or not len(rows):
             return None
         return reconciled_table(rows, source, source_fields, topic, r.partition, snap.Chunk.of(r.end).ts)
 
@@ -287,7 +283,7 @@ def reconciled_table(
     commit time, on the table's partition (its queue: see
     connectors.cdc.snapshot.chunk_table)."""
     return read_table(
-        rows.rows,
+        rows.values,
         columns=rows.columns,
         key_columns=rows.keys,
         source={**source, "ts_ms": ts_ms, "snapshot": "incremental"},

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from sluice.connectors.cdc.envelope import read_table
@@ -116,12 +116,29 @@ def finished(tables: Sequence[str], committed: Mapping[str, Position]) -> bool:
 @dataclass(frozen=True)
 class Rows:
     """A chunk as read: the table's columns (Spark-mapped, as the log's records have them), its key
-    columns, rows as Spark-ready values, and each row's primary key as the database compares it."""
+    columns, the values of each column as Spark-ready values (a list per column, in ``columns``'
+    order: the records are built a column at a time, ``chunk_table``), and each row's primary key
+    as the database compares it."""
 
     columns: tuple[MappedColumn, ...]
     keys: tuple[str, ...]
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    row_keys: list[list[Any]] = field(default_factory=list)
+    values: list[list[Any]]
+    row_keys: list[list[Any]]
+
+    def __len__(self) -> int:
+        return len(self.row_keys)
+
+    def column(self, name: str) -> list[Any]:
+        return self.values[[c.name for c in self.columns].index(name)]
+
+    def taken(self, rows: Sequence[int]) -> Rows:
+        """The rows at ``rows``, in that order."""
+        return Rows(
+            self.columns,
+            self.keys,
+            [[values[i] for i in rows] for values in self.values],
+            [self.row_keys[i] for i in rows],
+        )
 
 
 #: (table, after key, up-to key (inclusive), limit, condition) -> the rows ``after < pk <= upto`` in
@@ -185,7 +202,7 @@ class TableSnapshots:
                 continue
             rows = self._next_chunk(table, chunk.after)
             last = rows.row_keys[-1] if rows.row_keys else chunk.after
-            done = len(rows.rows) < self.chunk_size
+            done = len(rows) < self.chunk_size
             end = Chunk(chunk.index + 1, last, done, chunk.origin).position()
             self._cache[(partition, start, end)] = rows
             out[partition] = end
@@ -237,12 +254,12 @@ def chunk_table(
     now_us = time.time_ns() // 1000  # when the chunk was read, as Debezium stamps snapshot records
     ts_ms = now_us // 1000
     return read_table(
-        rows.rows,
+        rows.values,
         columns=rows.columns,
         key_columns=rows.keys,
         source={**source, "ts_ms": ts_ms, "snapshot": "true"},
         ts_ms=ts_ms,
-        offsets=range(len(rows.rows)),
+        offsets=range(len(rows)),
         timestamp_us=now_us,
         source_fields=source_fields,
         topic=topic,

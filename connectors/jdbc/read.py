@@ -352,11 +352,21 @@ def _received(sock: socket.socket, size: int) -> bytes:
 
 
 def _mysql_fetches(spec: ReadSpec, sql: Sql) -> Iterator[Sequence[tuple[Any, ...]]]:
-    """The split's rows, unbuffered, through asyncmy: PyMySQL's protocol and decoders compiled
-    with Cython, so the rows are the values PyMySQL gives with ``_text_decoders`` (the same
-    decoder map, called the same way) at 3-5 times its rate: 270-440k rows/s of the bench table on
-    one connection, against 65-88k. PyMySQL parsed every row packet in the interpreter, the larger
-    part of a JDBC source's Spark tasks (#18).
+    """The split's rows through ``mysql_fetches``, numbers and date-times as text for Arrow to cast
+    (``_text_decoders``)."""
+    return mysql_fetches(spec.params, spec.where, sql, _text_decoders())
+
+
+def mysql_fetches(
+    params: ConnectParams, where: str, sql: Sql, decoders: dict[int, Any] | None = None
+) -> Iterator[Sequence[tuple[Any, ...]]]:
+    """The rows of ``sql``, unbuffered, ``FETCH_ROWS`` at a time, through asyncmy: PyMySQL's
+    protocol and decoders compiled with Cython, so the rows are the values PyMySQL gives with the
+    same ``decoders`` (its own when None; the same map, called the same way) at 3-10 times its
+    rate: 270-440k rows/s of the bench table on one connection with ``_text_decoders``, against
+    65-88k; 0.9 against 6.5-7 µs a row with PyMySQL's own decoders (a CDC snapshot chunk).
+    PyMySQL parsed every row packet in the interpreter, the larger part of a JDBC source's Spark
+    tasks (#18) and a third of a CDC snapshot's time holding the interpreter lock (py-spy).
 
     asyncmy is asyncio's: the read runs on an event loop of its own, only inside each fetch, so
     this generator may wait between batches (a Spark task's, or ``SourceRead.to_table``'s thread;
@@ -369,17 +379,14 @@ def _mysql_fetches(spec: ReadSpec, sql: Sql) -> Iterator[Sequence[tuple[Any, ...
     import asyncmy
     from asyncmy.cursors import SSCursor
 
-    params = spec.params
     loop = asyncio.new_event_loop()
     try:
         try:
             offered = offers_tls(params.host, params.port)
             tls = pymysql_connections.preferred_tls_context() if offered else None
-            conn = loop.run_until_complete(
-                asyncmy.connect(**_mysql_settings(params), conv=_text_decoders(), ssl=tls)
-            )
+            conn = loop.run_until_complete(asyncmy.connect(**_mysql_settings(params), conv=decoders, ssl=tls))
         except Exception as exc:
-            raise _connect_failure(params, spec.where, exc) from None
+            raise _connect_failure(params, where, exc) from None
         try:
             cur = conn.cursor(SSCursor)
             loop.run_until_complete(cur.execute(sql.text, sql.params))

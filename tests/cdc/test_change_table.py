@@ -147,7 +147,7 @@ def test_read_table_equals_the_change_table_of_read_envelopes() -> None:
     for rows in READ_ROWS:
         offsets = [10 * i + 3 for i in range(len(rows))]
         built = read_table(
-            rows,
+            [[r[c.name] for r in rows] for c in READ_COLUMNS],
             columns=READ_COLUMNS,
             key_columns=["id"],
             source=source,

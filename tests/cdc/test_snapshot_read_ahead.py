@@ -27,10 +27,9 @@ class Table:
 
     def _rows(self, after: list[Any] | None, limit: int | None) -> snap.Rows:
         keys = [k for k in ROWS if after is None or k > after[0]][:limit]
-        rows = snap.Rows((MappedColumn("id", "bigint", "BIGINT", False),), ("id",))
-        rows.rows.extend({"id": k} for k in keys)
-        rows.row_keys.extend([k] for k in keys)
-        return rows
+        return snap.Rows(
+            (MappedColumn("id", "bigint", "BIGINT", False),), ("id",), [keys], [[k] for k in keys]
+        )
 
     def fetch(
         self, table: str, after: list[Any] | None, upto: Any, limit: int | None, condition: str

@@ -83,7 +83,7 @@ def _at(position: Position | None) -> Chunk:
 
 def test_signals_open_and_stop_generations_and_positions_only_grow() -> None:
     idle = first_position("7:4", done=True)
-    ondemand = od.OnDemand(10, lambda *a: Rows((), ()))
+    ondemand = od.OnDemand(10, lambda *a: Rows((), (), [], []))
     go = Signal("s1", EXECUTE, ("shop.orders",), 99)
     moved = ondemand.apply({partition_of("shop.orders"): idle}, [go])
     opened = moved[partition_of("shop.orders")]
@@ -102,9 +102,9 @@ def test_signals_open_and_stop_generations_and_positions_only_grow() -> None:
 
 def test_the_reconciliation_drops_changed_keys_and_offsets_depend_on_the_key_only() -> None:
     column = MappedColumn("id", "int", "INT", False)
-    rows = Rows((column,), ("id",), [{"id": i} for i in (1, 2, 3)], [[i] for i in (1, 2, 3)])
+    rows = Rows((column,), ("id",), [[1, 2, 3]], [[i] for i in (1, 2, 3)])
     kept = od.kept(rows, {od.key_text([2])})
-    assert kept.rows == [{"id": 1}, {"id": 3}] and kept.row_keys == [[1], [3]]
+    assert kept.values == [[1, 3]] and kept.row_keys == [[1], [3]]
     offsets = {od.offset_of([i]) for i in range(1000)}
     assert len(offsets) == 1000 and all(od.OFFSET_BASE <= o < 2**63 for o in offsets)
     assert od.offset_of([5]) == od.offset_of([5]) and od.offset_of(["a", 1]) != od.offset_of(["a", 2])

@@ -17,6 +17,8 @@ from typing import Any, Final
 from sluice.connectors import pymysql_connections
 from sluice.connectors.cdc.mysql.changes import COMMIT, GTID, ROWS, BinlogEvent, file_index
 from sluice.connectors.cdc.mysql.truncate import truncated_table
+from sluice.connectors.jdbc.read import ConnectParams
+from sluice.connectors.jdbc.urls import Dialect
 
 #: Privileges on ``*.*`` that let a user read the binary log and list its files.
 _READ_LOG: Final = ("REPLICATION SLAVE", "ALL PRIVILEGES")
@@ -36,6 +38,10 @@ class Params:
     @property
     def place(self) -> str:
         return f"{self.host}:{self.port} as {self.user!r}"
+
+    def reads(self) -> ConnectParams:
+        """The same server as the JDBC source's reads take it (a snapshot chunk's rows)."""
+        return ConnectParams(Dialect.MYSQL, self.host, self.port, self.user, self.password, "")
 
     def settings(self) -> dict[str, Any]:
         return {

@@ -4,7 +4,9 @@ Columns are described as the binlog's table map describes them (``information_sc
 folded onto the binlog's kinds: every TEXT is ``text``, every BLOB ``blob``, BINARY/VARBINARY
 ``varbinary``) and mapped by the same ``sluice.connectors.cdc.mysql.values.mapped_column``; PyMySQL's
 values go through the same ``to_spark``. So a snapshot row and a streamed row of a table have the
-same Spark types and values (the session runs in UTC, as the binlog's TIMESTAMPs are).
+same Spark types and values (the session runs in UTC, as the binlog's TIMESTAMPs are). The rows
+are read by the JDBC source's compiled reader (``connectors.jdbc.read.mysql_fetches``, asyncmy with
+PyMySQL's own decoders: the same values, 0.9 against 6.5-7 µs a row); the columns over PyMySQL.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from sluice.connectors.backfills import sql_condition
 from sluice.connectors.cdc.mysql.binlog import fetch
 from sluice.connectors.cdc.mysql.values import to_spark
 from sluice.connectors.cdc.snapshot import Rows
+from sluice.connectors.jdbc.queries import Sql
+from sluice.connectors.jdbc.read import ConnectParams, mysql_fetches
 from sluice.connectors.jdbc.types import ColumnInfo, MappedColumn, map_column
 from sluice.connectors.jdbc.urls import Dialect
 
@@ -100,6 +104,7 @@ def _column_values(column: MappedColumn, values: Sequence[Any], where: str) -> l
 
 def read_chunk(
     conn: Any,
+    reads: ConnectParams,
     table: str,
     keys: Sequence[str],
     after: list[Any] | None,
@@ -109,7 +114,8 @@ def read_chunk(
     condition: str = "",
 ) -> Rows:
     """Rows with ``after < key <= upto`` (either bound optional) in key order, at most ``limit``,
-    of those that meet the SQL ``condition`` when there is one (a backfill's filter)."""
+    of those that meet the SQL ``condition`` when there is one (a backfill's filter): the columns
+    read over ``conn``, the rows by ``mysql_fetches`` of ``reads``."""
     mapped = columns(conn, table, where)
     owner = f"{where} table {table!r}"
     key_row = "(" + ", ".join(_ident(k) for k in keys) + ")"
@@ -128,14 +134,9 @@ def read_chunk(
     sql += " ORDER BY " + ", ".join(_ident(k) for k in keys)
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
-    raw = fetch(conn, sql, params)
+    raw = [row for rows in mysql_fetches(reads, where, Sql(sql, tuple(params))) for row in rows]
     names = [c.name for c in mapped]
     at = [names.index(k) for k in keys]
     by_column = zip(*raw, strict=True) if raw else ([] for _ in mapped)
     values = [_column_values(c, column, owner) for c, column in zip(mapped, by_column, strict=True)]
-    return Rows(
-        mapped,
-        tuple(keys),
-        [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)],
-        [[r[i] for i in at] for r in raw],
-    )
+    return Rows(mapped, tuple(keys), values, [[r[i] for i in at] for r in raw])

@@ -95,7 +95,6 @@ class MySqlCdcTask(LogCdcTask[Change]):
 
     source_fields: ClassVar[Sequence[tuple[str, str]]] = SOURCE_FIELDS
     dialect: ClassVar[Dialect] = Dialect.MYSQL
-    read_chunk = staticmethod(mysnap.read_chunk)
 
     def __init__(self, config: Mapping[str, Any], task_id: int) -> None:
         super().__init__(config, task_id)
@@ -116,6 +115,21 @@ class MySqlCdcTask(LogCdcTask[Change]):
     # ---- connection and tables -------------------------------------------------------------------
     def _connect(self) -> Any:
         return sql.connect(self.params, self.where)
+
+    def read_chunk(
+        self,
+        conn: Any,
+        table: str,
+        keys: Sequence[str],
+        after: list[Any] | None,
+        upto: list[Any] | None,
+        limit: int | None,
+        condition: str,
+    ) -> snap.Rows:
+        """``mysnap.read_chunk``: the columns over ``conn``, the rows over a compiled reader."""
+        return mysnap.read_chunk(
+            conn, self.params.reads(), table, keys, after, upto, limit, self.where, condition
+        )
 
     def _captured_tables(self) -> tuple[Keys, Keys]:
         keys = self._guarded(sql.list_tables)

@@ -91,9 +91,9 @@ def read_chunk(
     sql += " ORDER BY " + ", ".join("t." + _ident(k) for k in keys)
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
-    out = Rows(mapped, tuple(keys))
+    raw = _text_rows(conn, sql, params, {oid for _, oid, _, _ in cols})
     n = len(keys)
-    for raw in _text_rows(conn, sql, params, {oid for _, oid, _, _ in cols}):
-        out.row_keys.append(list(raw[:n]))
-        out.rows.append({c.name: parse_value(c, v, owner) for c, v in zip(mapped, raw[n:], strict=True)})
-    return out
+    by_column = zip(*raw, strict=True) if raw else ([] for _ in range(n + len(mapped)))
+    texts = list(by_column)[n:]
+    values = [[parse_value(c, v, owner) for v in column] for c, column in zip(mapped, texts, strict=True)]
+    return Rows(mapped, tuple(keys), values, [list(r[:n]) for r in raw])

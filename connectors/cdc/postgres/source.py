@@ -80,7 +80,6 @@ class PostgresCdcTask(LogCdcTask[Change]):
 
     source_fields: ClassVar[Sequence[tuple[str, str]]] = SOURCE_FIELDS
     dialect: ClassVar[Dialect] = Dialect.POSTGRESQL
-    read_chunk = staticmethod(pgsnap.read_chunk)
     #: A missing slot is data loss to name, not a broken connection.
     keeps_connection: ClassVar[tuple[type[Exception], ...]] = (sql.SlotMissing, LookupError)
 
@@ -95,6 +94,18 @@ class PostgresCdcTask(LogCdcTask[Change]):
     # ---- connection, tables, slot ----------------------------------------------------------------
     def _connect(self) -> Any:
         return sql.connect(self.params, self.where)
+
+    def read_chunk(
+        self,
+        conn: Any,
+        table: str,
+        keys: Sequence[str],
+        after: list[Any] | None,
+        upto: list[Any] | None,
+        limit: int | None,
+        condition: str,
+    ) -> snap.Rows:
+        return pgsnap.read_chunk(conn, table, keys, after, upto, limit, self.where, condition)
 
     def _captured_tables(self) -> tuple[Keys, Keys]:
         """Also makes the publication match the captured tables (and the signal table)."""
