@@ -34,16 +34,22 @@ _SEXTETS[np.frombuffer(_ALPHABET, np.uint8)] = np.arange(64, dtype=np.int16)
 _DECIMAL_BYTES: Final = 32
 
 
+def _values(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """A string or binary array's values back to back, and where each starts (and the last ends),
+    from 0: an array may be a slice of larger buffers."""
+    offsets = np.frombuffer(array.buffers()[1], np.int32, len(array) + 1, array.offset * 4).astype(np.int64)
+    data = array.buffers()[2]
+    values = (
+        np.frombuffer(data, np.uint8)[offsets[0] : offsets[-1]] if data is not None else np.zeros(0, np.uint8)
+    )
+    return values, offsets - offsets[0]
+
+
 def decoded_bytes(texts: pa.StringArray) -> tuple[np.ndarray, np.ndarray] | None:
     """The decoded bytes of every value back to back, and where each value's start (and the last
     one's end); None unless every non-null value is canonical base64 (null values decode empty)."""
     n = len(texts)
-    offsets = np.frombuffer(texts.buffers()[1], np.int32, n + 1, texts.offset * 4).astype(np.int64)
-    data = texts.buffers()[2]
-    chars = (
-        np.frombuffer(data, np.uint8)[offsets[0] : offsets[-1]] if data is not None else np.zeros(0, np.uint8)
-    )
-    offsets -= offsets[0]
+    chars, offsets = _values(texts)
     lengths = np.diff(offsets)
     if np.any(lengths % 4):
         return None
@@ -125,12 +131,7 @@ def texts(values: pa.Array) -> pa.StringArray:
     """Each binary value as base64 text (null stays null), as ``base64.b64encode`` spells it."""
     values = values.cast(pa.binary())
     n = len(values)
-    offsets = np.frombuffer(values.buffers()[1], np.int32, n + 1, values.offset * 4).astype(np.int64)
-    data = values.buffers()[2]
-    raw = (
-        np.frombuffer(data, np.uint8)[offsets[0] : offsets[-1]] if data is not None else np.zeros(0, np.uint8)
-    )
-    offsets -= offsets[0]
+    raw, offsets = _values(values)
     sizes = np.diff(offsets)
     padded_sizes = -(-sizes // 3) * 3
     padded_offsets = np.concatenate(([0], np.cumsum(padded_sizes)))

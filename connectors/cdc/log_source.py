@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from sluice.connectors import backfills
@@ -115,44 +115,25 @@ class LogCdcTask(SourceTask, Generic[C]):
         identity and makes the publication match)."""
 
     @abstractmethod
-    def read_chunk(
-        self,
-        conn: Any,
-        table: str,
-        keys: Sequence[str],
-        after: list[Any] | None,
-        upto: list[Any] | None,
-        limit: int | None,
-        condition: str,
-    ) -> snap.Rows:
-        """The snapshot chunk query (connectors.cdc.snapshot.Fetch) over ``conn``, a session of
-        ``_connect``: the SQL dialect and the driver differ."""
+    def read_chunk(self, conn: Any, query: snap.ChunkQuery) -> snap.Rows:
+        """The rows of ``query`` over ``conn``, a session of ``_connect``: the SQL dialect and the
+        driver differ."""
 
-    def _read_chunk(
-        self,
-        table: str,
-        keys: Sequence[str],
-        after: list[Any] | None,
-        upto: list[Any] | None,
-        limit: int | None,
-        condition: str = "",
-        *,
-        apart: bool = False,
-    ) -> snap.Rows:
+    def _read_chunk(self, query: snap.ChunkQuery, *, apart: bool = False) -> snap.Rows:
         """The chunk query over the task's connection, or (``apart``) over one of its own, for a
         chunk read ahead on another thread (the task's connection is not shared across threads)."""
         if not apart:
-            return self._guarded(self.read_chunk, table, keys, after, upto, limit, condition)
+            return self._guarded(self.read_chunk, query)
         conn = self._connect()
         try:
-            return self.read_chunk(conn, table, keys, after, upto, limit, condition)
+            return self.read_chunk(conn, query)
         finally:
             conn.close()
 
     def _chunk_query(self, keys: Keys, *, apart: bool = False) -> snap.Fetch:
         """``_read_chunk`` as a snapshot's ``Fetch`` of the tables of ``keys``."""
         return lambda t, after, upto, limit, condition: self._read_chunk(
-            t, keys[t], after, upto, limit, condition, apart=apart
+            snap.ChunkQuery(t, tuple(keys[t]), after, upto, limit, condition), apart=apart
         )
 
     @abstractmethod
@@ -361,12 +342,12 @@ class LogCdcTask(SourceTask, Generic[C]):
         if table not in self._stream():
             streamed = ", ".join(self._stream()) or "none: snapshot.mode=initial_only streams nothing"
             return f"{self.where}: {table!r} is not a captured table it streams (it streams {streamed})"
-        keys = self._tables()[table]
-        self._read_chunk(table, keys, None, None, 0)
+        probe = snap.ChunkQuery(table, tuple(self._tables()[table]), limit=0)
+        self._read_chunk(probe)
         if not condition:
             return None
         try:
-            self._read_chunk(table, keys, None, None, 0, condition)
+            self._read_chunk(replace(probe, condition=condition))
         except Exception as exc:  # the database's own words on the condition
             self.close()
             return f"{self.where} table {table!r}: the condition {condition!r} cannot be used: {exc}"

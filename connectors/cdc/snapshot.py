@@ -42,6 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from sluice.connectors.backfills import sql_condition
 from sluice.connectors.cdc.envelope import read_table
 from sluice.connectors.cdc.read_ahead import ReadAhead
 from sluice.connectors.jdbc.types import MappedColumn
@@ -141,8 +142,38 @@ class Rows:
         )
 
 
-#: (table, after key, up-to key (inclusive), limit, condition) -> the rows ``after < pk <= upto`` in
-#: key order that meet the SQL ``condition`` ("": all; a backfill's filter: connectors.backfills).
+@dataclass(frozen=True)
+class ChunkQuery:
+    """A chunk to read: the rows of ``table`` with ``after < key <= upto`` (either bound optional)
+    in key order, at most ``limit``, that meet the SQL ``condition`` ("": all; a backfill's filter:
+    connectors.backfills)."""
+
+    table: str
+    keys: tuple[str, ...]
+    after: list[Any] | None = None
+    upto: list[Any] | None = None
+    limit: int | None = None
+    condition: str = ""
+
+    def sql_tail(
+        self, keys: Sequence[str], bounds: Sequence[str], param: Callable[[Any], Any] = lambda v: v
+    ) -> tuple[str, list[Any]]:
+        """The query's ``WHERE … ORDER BY … LIMIT …`` and its parameters, for a database that
+        spells the key columns ``keys`` (quoted, qualified) and a bound key value ``bounds``
+        (``%s``, ``%s::type``), each value passed as ``param`` makes it: the dialects differ in
+        those spellings only. Keys compare as a row value, which the primary-key index serves."""
+        row, bound = "(" + ", ".join(keys) + ")", "(" + ", ".join(bounds) + ")"
+        conds, params = [sql_condition(self.condition)] if self.condition else [], []
+        for op, values in ((">", self.after), ("<=", self.upto)):
+            if values is not None:
+                conds.append(f"{row} {op} {bound}")
+                params += [param(v) for v in values]
+        sql = (" WHERE " + " AND ".join(conds) if conds else "") + " ORDER BY " + ", ".join(keys)
+        return sql + (f" LIMIT {int(self.limit)}" if self.limit is not None else ""), params
+
+
+#: (table, after key, up-to key (inclusive), limit, condition) -> that ``ChunkQuery``'s rows (the
+#: task binds each table's key columns).
 Fetch = Callable[[str, list[Any] | None, list[Any] | None, int | None, str], Rows]
 
 

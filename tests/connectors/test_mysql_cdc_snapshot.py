@@ -11,6 +11,7 @@ from decimal import Decimal
 
 from sluice.connectors.cdc.mysql.snapshot import _column_values
 from sluice.connectors.cdc.mysql.source import MySqlCdcConnector, MySqlCdcTask
+from sluice.connectors.cdc.snapshot import ChunkQuery
 from tests.cdc.mysql import source_config
 from tests.cdc.snapshot import (
     concurrent_snapshot_converges,
@@ -84,7 +85,7 @@ def test_a_chunk_has_the_values_pymysql_reads_of_every_kind_of_column(mariadb_db
     )
     task = _maker(mariadb_db, 10)
     table = f"{mariadb_db.name}.typed"
-    chunk = task._read_chunk(table, ["id"], None, None, None)
+    chunk = task._read_chunk(ChunkQuery(table, ("id",)))
     mapped = chunk.columns
     raw = db.run("SELECT * FROM typed ORDER BY id")
     expected = [_column_values(c, [row[i] for row in raw], "x") for i, c in enumerate(mapped)]
@@ -92,6 +93,6 @@ def test_a_chunk_has_the_values_pymysql_reads_of_every_kind_of_column(mariadb_db
         [(v, type(v)) for v in column] for column in expected
     ]
     assert chunk.row_keys == [[1], [18446744073709551615]]
-    after = task._read_chunk(table, ["id"], [1], None, None)  # a key bound as a parameter
+    after = task._read_chunk(ChunkQuery(table, ("id",), after=[1]))  # a key bound as a parameter
     assert after.column("id") == [Decimal(18446744073709551615)]
     task.close()

@@ -16,10 +16,9 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-from sluice.connectors.backfills import sql_condition
 from sluice.connectors.cdc.mysql.binlog import fetch
 from sluice.connectors.cdc.mysql.values import to_spark
-from sluice.connectors.cdc.snapshot import Rows
+from sluice.connectors.cdc.snapshot import ChunkQuery, Rows
 from sluice.connectors.jdbc.queries import Sql
 from sluice.connectors.jdbc.read import ConnectParams, mysql_fetches
 from sluice.connectors.jdbc.types import ColumnInfo, MappedColumn, map_column
@@ -102,41 +101,17 @@ def _column_values(column: MappedColumn, values: Sequence[Any], where: str) -> l
     return [v if v is None or type(v) is kind else _value(column, v, where) for v in values]
 
 
-def read_chunk(
-    conn: Any,
-    reads: ConnectParams,
-    table: str,
-    keys: Sequence[str],
-    after: list[Any] | None,
-    upto: list[Any] | None,
-    limit: int | None,
-    where: str,
-    condition: str = "",
-) -> Rows:
-    """Rows with ``after < key <= upto`` (either bound optional) in key order, at most ``limit``,
-    of those that meet the SQL ``condition`` when there is one (a backfill's filter): the columns
-    read over ``conn``, the rows by ``mysql_fetches`` of ``reads``."""
-    mapped = columns(conn, table, where)
-    owner = f"{where} table {table!r}"
-    key_row = "(" + ", ".join(_ident(k) for k in keys) + ")"
-    bound = "(" + ", ".join(["%s"] * len(keys)) + ")"
-    conds, params = [sql_condition(condition)] if condition else [], []
-    if after is not None:
-        conds.append(f"{key_row} > {bound}")
-        params += list(after)
-    if upto is not None:
-        conds.append(f"{key_row} <= {bound}")
-        params += list(upto)
+def read_chunk(conn: Any, reads: ConnectParams, query: ChunkQuery, where: str) -> Rows:
+    """The rows of ``query``: the columns read over ``conn``, the rows by ``mysql_fetches`` of
+    ``reads``."""
+    mapped = columns(conn, query.table, where)
+    owner = f"{where} table {query.table!r}"
     select = ", ".join(_ident(c.name) for c in mapped)
-    sql = f"SELECT {select} FROM {_table(table)}"
-    if conds:
-        sql += " WHERE " + " AND ".join(conds)
-    sql += " ORDER BY " + ", ".join(_ident(k) for k in keys)
-    if limit is not None:
-        sql += f" LIMIT {int(limit)}"
-    raw = [row for rows in mysql_fetches(reads, where, Sql(sql, tuple(params))) for row in rows]
+    tail, params = query.sql_tail([_ident(k) for k in query.keys], ["%s"] * len(query.keys))
+    sql = Sql(f"SELECT {select} FROM {_table(query.table)}{tail}", tuple(params))
+    raw = [row for rows in mysql_fetches(reads, where, sql) for row in rows]
     names = [c.name for c in mapped]
-    at = [names.index(k) for k in keys]
+    at = [names.index(k) for k in query.keys]
     by_column = zip(*raw, strict=True) if raw else ([] for _ in mapped)
     values = [_column_values(c, column, owner) for c, column in zip(mapped, by_column, strict=True)]
-    return Rows(mapped, tuple(keys), values, [[r[i] for i in at] for r in raw])
+    return Rows(mapped, query.keys, values, [[r[i] for i in at] for r in raw])

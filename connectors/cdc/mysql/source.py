@@ -116,20 +116,9 @@ class MySqlCdcTask(LogCdcTask[Change]):
     def _connect(self) -> Any:
         return sql.connect(self.params, self.where)
 
-    def read_chunk(
-        self,
-        conn: Any,
-        table: str,
-        keys: Sequence[str],
-        after: list[Any] | None,
-        upto: list[Any] | None,
-        limit: int | None,
-        condition: str,
-    ) -> snap.Rows:
+    def read_chunk(self, conn: Any, query: snap.ChunkQuery) -> snap.Rows:
         """``mysnap.read_chunk``: the columns over ``conn``, the rows over a compiled reader."""
-        return mysnap.read_chunk(
-            conn, self.params.reads(), table, keys, after, upto, limit, self.where, condition
-        )
+        return mysnap.read_chunk(conn, self.params.reads(), query, self.where)
 
     def _captured_tables(self) -> tuple[Keys, Keys]:
         keys = self._guarded(sql.list_tables)

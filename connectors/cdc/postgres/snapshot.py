@@ -14,10 +14,9 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
-from sluice.connectors.backfills import sql_condition
 from sluice.connectors.cdc.postgres.slot import fetch
 from sluice.connectors.cdc.postgres.values import mapped_column, parse_value
-from sluice.connectors.cdc.snapshot import Rows
+from sluice.connectors.cdc.snapshot import ChunkQuery, Rows
 
 
 def _ident(name: str) -> str:
@@ -53,47 +52,21 @@ def _text_rows(conn: Any, sql: str, params: Sequence[Any], oids: set[int]) -> li
         return [tuple(r) for r in cur.fetchall()]
 
 
-def read_chunk(
-    conn: Any,
-    table: str,
-    keys: Sequence[str],
-    after: list[Any] | None,
-    upto: list[Any] | None,
-    limit: int | None,
-    where: str,
-    condition: str = "",
-) -> Rows:
-    """Rows with ``after < key <= upto`` (either bound optional) in key order, at most ``limit``,
-    of those that meet the SQL ``condition`` when there is one (a backfill's filter)."""
-    cols = columns(conn, table)
+def read_chunk(conn: Any, query: ChunkQuery, where: str) -> Rows:
+    """The rows of ``query``, each value the server's text output parsed as pgoutput's."""
+    cols = columns(conn, query.table)
     types = {name: sql_type for name, _, _, sql_type in cols}
-    owner = f"{where} table {table!r}"
+    owner = f"{where} table {query.table!r}"
     mapped = tuple(mapped_column(name, oid, mod, owner) for name, oid, mod, _ in cols)
-    key_row = "(" + ", ".join("t." + _ident(k) for k in keys) + ")"
-
-    def bound(values: list[Any]) -> str:
-        return "(" + ", ".join(f"%s::{types[k]}" for k in keys) + ")"
-
-    conds, params = [sql_condition(condition)] if condition else [], []
-    if after is not None:
-        conds.append(f"{key_row} > {bound(after)}")
-        params += [str(v) for v in after]
-    if upto is not None:
-        conds.append(f"{key_row} <= {bound(upto)}")
-        params += [str(v) for v in upto]
+    keys = [f"t.{_ident(k)}" for k in query.keys]
+    tail, params = query.sql_tail(keys, [f"%s::{types[k]}" for k in query.keys], str)
     # Every column name is qualified: an output column ``"id"::text`` is also called ``id``, and an
     # unqualified ORDER BY would sort by that text.
     select = ", ".join(f"t.{_ident(name)}" for name, *_ in cols)
-    key_text = ", ".join(f"t.{_ident(k)}" for k in keys)
-    sql = f"SELECT {key_text}, {select} FROM {_table(table)} AS t"
-    if conds:
-        sql += " WHERE " + " AND ".join(conds)
-    sql += " ORDER BY " + ", ".join("t." + _ident(k) for k in keys)
-    if limit is not None:
-        sql += f" LIMIT {int(limit)}"
+    sql = f"SELECT {', '.join(keys)}, {select} FROM {_table(query.table)} AS t{tail}"
     raw = _text_rows(conn, sql, params, {oid for _, oid, _, _ in cols})
     n = len(keys)
     by_column = zip(*raw, strict=True) if raw else ([] for _ in range(n + len(mapped)))
     texts = list(by_column)[n:]
     values = [[parse_value(c, v, owner) for v in column] for c, column in zip(mapped, texts, strict=True)]
-    return Rows(mapped, tuple(keys), values, [list(r[:n]) for r in raw])
+    return Rows(mapped, query.keys, values, [list(r[:n]) for r in raw])

@@ -95,17 +95,8 @@ class PostgresCdcTask(LogCdcTask[Change]):
     def _connect(self) -> Any:
         return sql.connect(self.params, self.where)
 
-    def read_chunk(
-        self,
-        conn: Any,
-        table: str,
-        keys: Sequence[str],
-        after: list[Any] | None,
-        upto: list[Any] | None,
-        limit: int | None,
-        condition: str,
-    ) -> snap.Rows:
-        return pgsnap.read_chunk(conn, table, keys, after, upto, limit, self.where, condition)
+    def read_chunk(self, conn: Any, query: snap.ChunkQuery) -> snap.Rows:
+        return pgsnap.read_chunk(conn, query, self.where)
 
     def _captured_tables(self) -> tuple[Keys, Keys]:
         """Also makes the publication match the captured tables (and the signal table)."""
