@@ -104,6 +104,8 @@ def call(action: Callable[[SluiceClient], Awaitable[T]]) -> T:
         result = asyncio.run(_with_client(action, owned))
     except BaseException as exc:  # noqa: BLE001 - every failure becomes one line (KeyboardInterrupt too)
         failure = describe(exc)
+        # already one line: its traceback (frames that hold the client) must not keep the runtime
+        failure.__traceback__ = failure.__context__ = failure.__cause__ = None
     if not owned.release():
         # Never seen in tests: something still holds the client, so the runtime's threads would
         # outlive the interpreter. ``entry`` (the console script) then skips finalization.

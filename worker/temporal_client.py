@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import time
 import weakref
 
 from temporalio.client import Client
@@ -95,10 +96,13 @@ class OwnedRuntime:
     def release(self) -> bool:
         """Drop this owner's reference; True when the runtime (and its threads) are gone."""
         self._runtime = None
-        # A few passes: in a long-lived process (a test session) the runtime can sit behind
-        # objects whose finalizers free it only on a later collection.
-        for _ in range(3):
+        # Several passes, a moment apart: in a long-lived process (a test session) the runtime can
+        # sit behind objects whose finalizers free it only on a later collection, or behind the
+        # core's last callbacks into Python, which a loaded machine runs a little later.
+        for attempt in range(10):
             if self._ref() is None:
                 break
             gc.collect()
+            if attempt >= 2:
+                time.sleep(0.05)
         return self._ref() is None
