@@ -40,8 +40,9 @@ import argparse
 import asyncio
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import psycopg
@@ -239,54 +240,56 @@ class Latencies:
     postgres: db_latency.Latency
 
 
-async def pipeline(
-    ctx: RuntimeContext, settings: Settings, dbs: Databases, rows: int, chunk: int
-) -> tuple[Timed, Timed, tuple[tuple[str, int], tuple[str, int]], Latencies, Snapshot]:
-    """Capture live, the timed update load, then the latency run; one in-process worker."""
+@asynccontextmanager
+async def in_process_worker(ctx: RuntimeContext, settings: Settings) -> AsyncIterator[SluiceClient]:
+    """A worker in this process (its Spark session already up) and a client of its task queue."""
     client = await connect(settings.temporal_address, settings.temporal_namespace)
-    name = uuid.uuid4().hex[:8]
-    source, sink = configs(dbs, f"B{name}")
     with ThreadPoolExecutor(max_workers=8) as pool, store_listener(ctx):
         async with build_worker(client, settings, ctx, pool):
-            sluice = SluiceClient(client, settings.task_queue)
-            await sluice.create(f"bench-cdc-dst-{name}", sink)
-            await sluice.create(f"bench-cdc-src-{name}", source)
-            print(
-                f"capture live after {await _probe(dbs):.1f} s (probe update reached the target)", flush=True
-            )
-            before = await asyncio.to_thread(_end, dbs.mariadb)
-            t0 = time.perf_counter()
-            source_rate = await asyncio.to_thread(update_load, dbs.mariadb, rows)
-            after = await asyncio.to_thread(_end, dbs.mariadb)
-            print(f"source UPDATE load: {rows:,} rows in {source_rate.seconds:.1f} s", flush=True)
-            done = await _until(rows, pg_dsn(dbs.pg_target), BENCH_TABLE, max(600, rows / 500))
-            e2e = Timed(rows, done - t0)
-            print(f"e2e MariaDB -> RocketMQ -> PostgreSQL: {e2e.rows_per_s:,.0f} events/s", flush=True)
-            latency = await asyncio.to_thread(
-                db_latency.measure, dbs.mariadb, pg_dsn(dbs.pg_target), db_latency.LATENCY_TABLE,
-                rate=LATENCY_RATE, seconds=35, warm_up_s=5,
-            )  # fmt: skip
-            for connector in (f"bench-cdc-src-{name}", f"bench-cdc-dst-{name}"):
-                await sluice.delete(connector)
-            pg_latency = await pg_latency_run(sluice, dbs)
-            print(f"PostgreSQL CDC latency: p50 {pg_latency.p50_ms:.0f} ms, p99 {pg_latency.p99_ms:.0f} ms",
-                  flush=True)  # fmt: skip
-            snapshot = await snapshot_run(sluice, dbs, rows, chunk)
-            print(
-                f"snapshot (initial_only, chunks of {chunk:,}): {snapshot.timed.rows_per_s:,.0f} rows/s",
-                flush=True,
-            )
-    return e2e, source_rate, (before, after), Latencies(latency, pg_latency), snapshot
+            yield SluiceClient(client, settings.task_queue)
 
 
 async def snapshot_alone(
     ctx: RuntimeContext, settings: Settings, dbs: Databases, rows: int, chunk: int
 ) -> Snapshot:
-    """Step 4 alone, on one in-process worker whose Spark session is already up."""
-    client = await connect(settings.temporal_address, settings.temporal_namespace)
-    with ThreadPoolExecutor(max_workers=8) as pool, store_listener(ctx):
-        async with build_worker(client, settings, ctx, pool):
-            return await snapshot_run(SluiceClient(client, settings.task_queue), dbs, rows, chunk)
+    """Step 4 alone, on one in-process worker."""
+    async with in_process_worker(ctx, settings) as sluice:
+        return await snapshot_run(sluice, dbs, rows, chunk)
+
+
+async def pipeline(
+    ctx: RuntimeContext, settings: Settings, dbs: Databases, rows: int, chunk: int
+) -> tuple[Timed, Timed, tuple[tuple[str, int], tuple[str, int]], Latencies, Snapshot]:
+    """Capture live, the timed update load, then the latency run; one in-process worker."""
+    name = uuid.uuid4().hex[:8]
+    source, sink = configs(dbs, f"B{name}")
+    async with in_process_worker(ctx, settings) as sluice:
+        await sluice.create(f"bench-cdc-dst-{name}", sink)
+        await sluice.create(f"bench-cdc-src-{name}", source)
+        print(f"capture live after {await _probe(dbs):.1f} s (probe update reached the target)", flush=True)
+        before = await asyncio.to_thread(_end, dbs.mariadb)
+        t0 = time.perf_counter()
+        source_rate = await asyncio.to_thread(update_load, dbs.mariadb, rows)
+        after = await asyncio.to_thread(_end, dbs.mariadb)
+        print(f"source UPDATE load: {rows:,} rows in {source_rate.seconds:.1f} s", flush=True)
+        done = await _until(rows, pg_dsn(dbs.pg_target), BENCH_TABLE, max(600, rows / 500))
+        e2e = Timed(rows, done - t0)
+        print(f"e2e MariaDB -> RocketMQ -> PostgreSQL: {e2e.rows_per_s:,.0f} events/s", flush=True)
+        latency = await asyncio.to_thread(
+            db_latency.measure, dbs.mariadb, pg_dsn(dbs.pg_target), db_latency.LATENCY_TABLE,
+            rate=LATENCY_RATE, seconds=35, warm_up_s=5,
+        )  # fmt: skip
+        for connector in (f"bench-cdc-src-{name}", f"bench-cdc-dst-{name}"):
+            await sluice.delete(connector)
+        pg_latency = await pg_latency_run(sluice, dbs)
+        print(f"PostgreSQL CDC latency: p50 {pg_latency.p50_ms:.0f} ms, p99 {pg_latency.p99_ms:.0f} ms",
+              flush=True)  # fmt: skip
+        snapshot = await snapshot_run(sluice, dbs, rows, chunk)
+        print(
+            f"snapshot (initial_only, chunks of {chunk:,}): {snapshot.timed.rows_per_s:,.0f} rows/s",
+            flush=True,
+        )
+    return e2e, source_rate, (before, after), Latencies(latency, pg_latency), snapshot
 
 
 def snapshot_main(ctx: RuntimeContext, settings: Settings, dbs: Databases, rows: int, chunk: int) -> None:

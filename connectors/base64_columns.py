@@ -30,6 +30,8 @@ _PAD: Final = ord("=")
 #: Each byte's six bits, or -1 for a byte outside the alphabet (``=`` too: checked on its own).
 _SEXTETS: Final = np.full(256, -1, np.int16)
 _SEXTETS[np.frombuffer(_ALPHABET, np.uint8)] = np.arange(64, dtype=np.int16)
+#: The most text bytes one string array holds (int32 offsets).
+_MAX_TEXT_BYTES: Final = np.iinfo(np.int32).max
 #: The widest unscaled value decoded: a decimal256's (a decimal128 target checks its precision).
 _DECIMAL_BYTES: Final = 32
 
@@ -135,6 +137,11 @@ def texts(values: pa.Array) -> pa.StringArray:
     sizes = np.diff(offsets)
     padded_sizes = -(-sizes // 3) * 3
     padded_offsets = np.concatenate(([0], np.cumsum(padded_sizes)))
+    if padded_offsets[-1] // 3 * 4 > _MAX_TEXT_BYTES:  # a string array's offsets are int32
+        raise ValueError(
+            f"base64 of {n:,} binary values takes {padded_offsets[-1] // 3 * 4:,} bytes, over a string "
+            f"column's {_MAX_TEXT_BYTES:,}: make the batch smaller (batch.max.records)"
+        )
     padded = np.zeros(int(padded_offsets[-1]), np.uint8)
     padded[np.arange(len(raw)) + np.repeat(padded_offsets[:-1] - offsets[:-1], sizes)] = raw
     chars = np.frombuffer(bytearray(base64.b64encode(padded.tobytes())), np.uint8)

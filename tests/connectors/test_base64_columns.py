@@ -115,3 +115,13 @@ def test_decimal_bytes_are_kafkas_shortest_twos_complement(values: list[int | No
 def test_decimal_sign_boundaries_encode_as_kafka_does(unscaled: int, wire: str) -> None:
     for kind in (pa.decimal128(10, 0), pa.decimal256(40, 0)):
         assert texts(decimal_bytes(pa.array([Decimal(unscaled)], kind))).to_pylist() == [wire]
+
+
+def test_text_over_a_string_columns_offsets_is_refused_not_wrapped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """int32 offsets past 2 GiB would wrap silently: the encoder names the overflow instead."""
+    import sluice.connectors.base64_columns as columns
+
+    monkeypatch.setattr(columns, "_MAX_TEXT_BYTES", 12)
+    assert texts(pa.array([b"x" * 9])).to_pylist() == [base64.b64encode(b"x" * 9).decode()]  # 12 bytes
+    with pytest.raises(ValueError, match="over a string column's 12"):
+        texts(pa.array([b"x" * 10]))  # 16 bytes
